@@ -1,0 +1,86 @@
+/*
+ * pullprof — profile a running native process over HTTP.
+ *
+ * This is the only installed header. A host either links libpullprof and
+ * calls pullprof_start(), or loads the library with LD_PRELOAD and sets
+ * PULLPROF_LISTEN, in which case the agent starts by itself.
+ *
+ * Every function returns 0 or a negative errno value; pullprof_strerror()
+ * turns such a value into a sentence for people.
+ */
+#ifndef PULLPROF_H
+#define PULLPROF_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PULLPROF_API __attribute__((visibility("default")))
+#else
+#define PULLPROF_API
+#endif
+
+/*
+ * Agent configuration. Always fill it with pullprof_config_init() first, then
+ * change the fields you care about: fields added in later versions get their
+ * defaults that way.
+ *
+ * At start, every field is overridden by its PULLPROF_* environment variable
+ * when that variable is set (the operator has the last word), unless
+ * ignore_env is non-zero. String fields are copied; the caller keeps
+ * ownership.
+ */
+struct pullprof_config {
+	/* "host:port", "[v6addr]:port", ":port" (all IPv4 interfaces) or
+	 * "port" (loopback). Port 0 picks any free port; see pullprof_port().
+	 * PULLPROF_LISTEN, default "127.0.0.1:6060". */
+	const char *listen;
+	/* URL path under which every endpoint is served ("" serves at the
+	 * root). PULLPROF_PREFIX, default "/debug/pprof". */
+	const char *prefix;
+	/* Most simultaneous HTTP connections; more are refused at accept.
+	 * PULLPROF_MAX_CONNECTIONS, default 32. */
+	unsigned max_connections;
+	/* Seconds an idle connection may stay open before it is closed.
+	 * PULLPROF_IDLE_TIMEOUT, default 30. */
+	unsigned idle_timeout;
+	/* Non-zero: ignore every PULLPROF_* variable for this start. */
+	int ignore_env;
+};
+
+/* Fill *cfg with the built-in defaults (no environment is read here). */
+PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg);
+
+/*
+ * Start the agent: validate the configuration, bind the listening socket and
+ * start the agent's threads. cfg may be NULL for the defaults.
+ *
+ * Returns 0, or a negative errno: -EINVAL for a bad setting, -EADDRINUSE when
+ * the port is taken, -EALREADY when the agent already runs, ... On failure one
+ * line explaining why is written to stderr and nothing is left running.
+ */
+PULLPROF_API int pullprof_start(const struct pullprof_config *cfg);
+
+/*
+ * Stop the server and every agent thread and free what the agent holds.
+ * Requests in flight are cut off. Returns 0 (also when the agent was not
+ * running), or -EDEADLK when called from one of the agent's own threads.
+ */
+PULLPROF_API int pullprof_stop(void);
+
+/* The TCP port the agent listens on, or 0 when it is not running. */
+PULLPROF_API int pullprof_port(void);
+
+/* A readable message for a value returned by a pullprof function. Never
+ * NULL; the string is static. */
+PULLPROF_API const char *pullprof_strerror(int err);
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+PULLPROF_API const char *pullprof_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PULLPROF_H */

@@ -1,0 +1,208 @@
+/*
+ * Agent lifecycle: start/stop, autostart under LD_PRELOAD, fork. Agent
+ * context.
+ *
+ * One lock serializes start and stop. The agent's threads only ever read the
+ * state set up before they started, and stop joins them before freeing it.
+ */
+#include "agent.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "http/server.h"
+#include "pullprof.h"
+
+static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
+static struct pp_agent agent;
+static struct pp_agent *running; /* &agent while started */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+const struct pp_agent *pp_agent_get(void)
+{
+	return running;
+}
+
+double pp_seconds_since(const struct timespec *since)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - since->tv_sec) +
+	       (double)(now.tv_nsec - since->tv_nsec) / 1e9;
+}
+
+/*
+ * fork(): the child has none of the agent's threads, and its copy of the
+ * state may be mid-update. Close the inherited sockets (a daemonizing host
+ * must not keep the parent's port, nor hold clients' connections open) and
+ * forget the agent; the child may start its own. The memory is left as is:
+ * freeing it could touch locks the parent's threads held at fork time.
+ */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&lifecycle);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&lifecycle);
+}
+
+static void atfork_child(void)
+{
+	if (running) {
+		pp_server_forget_in_child(running->srv);
+		memset(&agent, 0, sizeof agent);
+		running = NULL;
+	}
+	pthread_mutex_unlock(&lifecycle);
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static int start_locked(const struct pullprof_config *cfg, int autostarted)
+{
+	char err[400];
+	int rc;
+
+	if (running)
+		return -EALREADY;
+	pthread_once(&atfork_once, register_atfork);
+
+	memset(&agent, 0, sizeof agent);
+	err[0] = 0;
+	rc = pp_config_resolve(cfg, &agent.cfg, err, sizeof err);
+	if (rc) {
+		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+		return rc;
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	agent.start_time = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	clock_gettime(CLOCK_MONOTONIC, &agent.start_mono);
+	agent.autostarted = autostarted;
+
+	rc = pp_server_start(&agent.cfg, &agent.srv, err, sizeof err);
+	if (rc) {
+		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+		pp_config_free(&agent.cfg);
+		return rc;
+	}
+	running = &agent;
+	return 0;
+}
+
+PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)
+{
+	pthread_mutex_lock(&lifecycle);
+	int rc = start_locked(cfg, 0);
+	pthread_mutex_unlock(&lifecycle);
+	return rc;
+}
+
+static int stop_locked(void)
+{
+	if (!running)
+		return 0;
+	if (pp_server_is_own_thread(running->srv))
+		return -EDEADLK;
+	/* Handlers read `running`; clear it only once their thread is gone. */
+	pp_server_stop(running->srv);
+	pp_config_free(&agent.cfg);
+	memset(&agent, 0, sizeof agent);
+	running = NULL;
+	return 0;
+}
+
+PULLPROF_API int pullprof_stop(void)
+{
+	pthread_mutex_lock(&lifecycle);
+	int rc = stop_locked();
+	pthread_mutex_unlock(&lifecycle);
+	return rc;
+}
+
+PULLPROF_API int pullprof_port(void)
+{
+	pthread_mutex_lock(&lifecycle);
+	int port = running ? running->srv->port : 0;
+	pthread_mutex_unlock(&lifecycle);
+	return port;
+}
+
+/* Is this library named in LD_PRELOAD? Then the host did not choose to link
+ * us and the environment is the only way to configure us. */
+static int preloaded(void)
+{
+	const char *list = getenv("LD_PRELOAD");
+	Dl_info info;
+	char self[PATH_MAX], entry[PATH_MAX], real[PATH_MAX];
+
+	if (!list || !dladdr((void *)pullprof_start, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, self))
+		return 0;
+	while (*list) {
+		size_t n = strcspn(list, " :");
+		if (n > 0 && n < sizeof entry) {
+			memcpy(entry, list, n);
+			entry[n] = 0;
+			if (realpath(entry, real) && strcmp(real, self) == 0)
+				return 1;
+			/* A bare name is searched for by the loader: match it on
+			 * the file name alone. */
+			const char *base = strrchr(self, '/');
+			if (!strchr(entry, '/') && base && strcmp(entry, base + 1) == 0)
+				return 1;
+		}
+		list += n;
+		list += strspn(list, " :");
+	}
+	return 0;
+}
+
+__attribute__((constructor)) static void pp_autostart(void)
+{
+	const char *listen = getenv("PULLPROF_LISTEN");
+	const char *autostart = getenv("PULLPROF_AUTOSTART");
+	const char *quiet = getenv("PULLPROF_QUIET");
+
+	if (autostart && strcmp(autostart, "0") == 0)
+		return;
+	if (autostart && strcmp(autostart, "1") != 0) {
+		pp_log("not started: PULLPROF_AUTOSTART: \"%.32s\" is not 0 or 1",
+		       autostart);
+		return;
+	}
+	/* Linked hosts start the agent themselves, with their own settings,
+	 * unless PULLPROF_AUTOSTART=1 asks for it. */
+	if (!autostart && (!listen || !preloaded()))
+		return;
+
+	pthread_mutex_lock(&lifecycle);
+	int rc = start_locked(NULL, 1);
+	if (rc == 0 && !(quiet && strcmp(quiet, "1") == 0))
+		pp_log("serving http://%s%s/", agent.srv->bound, agent.cfg.v.prefix);
+	pthread_mutex_unlock(&lifecycle);
+}
+
+__attribute__((destructor)) static void pp_autostop(void)
+{
+	/* At exit, stop before libmicrohttpd's own destructor runs, so our
+	 * thread never uses a library that is being torn down. trylock: exit()
+	 * while another thread starts or stops the agent must not hang. */
+	if (pthread_mutex_trylock(&lifecycle) != 0)
+		return;
+	if (running && !pp_server_is_own_thread(running->srv))
+		stop_locked();
+	pthread_mutex_unlock(&lifecycle);
+}

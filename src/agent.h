@@ -1,0 +1,26 @@
+/* The agent's lifecycle state. Agent context. */
+#ifndef PP_AGENT_H
+#define PP_AGENT_H
+
+#include <time.h>
+
+#include "config.h"
+
+struct pp_server;
+
+struct pp_agent {
+	struct pp_config cfg;
+	struct pp_server *srv;
+	double start_time; /* seconds since the epoch */
+	struct timespec start_mono;
+	int autostarted;
+};
+
+/* The running agent. Valid on the agent's threads (stop joins them before it
+ * frees anything) and under the lifecycle lock; NULL when stopped. */
+const struct pp_agent *pp_agent_get(void);
+
+/* Seconds elapsed on the monotonic clock since *since. */
+double pp_seconds_since(const struct timespec *since);
+
+#endif

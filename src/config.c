@@ -1,0 +1,292 @@
+/*
+ * Configuration: defaults ← caller's struct ← PULLPROF_* environment, then
+ * validated once, with one sentence per bad value. Agent context.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PP_DEFAULT_LISTEN "127.0.0.1:6060"
+#define PP_DEFAULT_PREFIX "/debug/pprof"
+
+#define OFF(field) offsetof(struct pullprof_config, field)
+
+const struct pp_setting pp_settings[] = {
+    {"listen", "PULLPROF_LISTEN", PP_SETTING_STRING, OFF(listen), 0, 0,
+     "address to listen on: host:port, [v6]:port, :port or port; port 0 = any free port"},
+    {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0, 0,
+     "URL path prefix of every endpoint (\"\" = root)"},
+    {"max_connections", "PULLPROF_MAX_CONNECTIONS", PP_SETTING_UINT,
+     OFF(max_connections), 1, 1024, "most simultaneous HTTP connections"},
+    {"idle_timeout", "PULLPROF_IDLE_TIMEOUT", PP_SETTING_UINT, OFF(idle_timeout),
+     1, 3600, "seconds before an idle connection is closed"},
+};
+const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
+
+PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, sizeof *cfg);
+	cfg->listen = PP_DEFAULT_LISTEN;
+	cfg->prefix = PP_DEFAULT_PREFIX;
+	cfg->max_connections = 32;
+	cfg->idle_timeout = 30;
+}
+
+int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
+                         unsigned *out, char *err, size_t errlen)
+{
+	const char *p = text;
+	unsigned long long v = 0;
+
+	if (!p || !*p) {
+		snprintf(err, errlen, "empty value, expected an integer in %u..%u",
+		         min, max);
+		return -EINVAL;
+	}
+	for (; *p; p++) {
+		if (!isdigit((unsigned char)*p)) {
+			snprintf(err, errlen,
+			         "\"%.64s\" is not a whole number (expected %u..%u)",
+			         text, min, max);
+			return -EINVAL;
+		}
+		v = v * 10 + (unsigned)(*p - '0');
+		if (v > UINT_MAX)
+			break;
+	}
+	if (v < min || v > max) {
+		snprintf(err, errlen, "%.64s is out of range %u..%u", text, min, max);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+int pp_config_parse_listen(const char *text, struct sockaddr_storage *addr,
+                           socklen_t *addrlen, char *err, size_t errlen)
+{
+	char host[64];
+	const char *port_text;
+	unsigned port;
+	char perr[128];
+
+	memset(addr, 0, sizeof *addr);
+	if (!text || !*text) {
+		snprintf(err, errlen, "empty listen address, expected host:port");
+		return -EINVAL;
+	}
+	if (text[0] == '[') {
+		const char *close = strchr(text, ']');
+		if (!close || close[1] != ':') {
+			snprintf(err, errlen,
+			         "\"%.64s\": an IPv6 address is written [addr]:port",
+			         text);
+			return -EINVAL;
+		}
+		size_t n = (size_t)(close - text - 1);
+		if (n == 0 || n >= sizeof host) {
+			snprintf(err, errlen, "\"%.64s\": bad IPv6 address", text);
+			return -EINVAL;
+		}
+		memcpy(host, text + 1, n);
+		host[n] = 0;
+		port_text = close + 2;
+	} else {
+		const char *colon = strrchr(text, ':');
+		if (!colon) {
+			/* A bare port: loopback, the safe choice. */
+			strcpy(host, "127.0.0.1");
+			port_text = text;
+		} else {
+			size_t n = (size_t)(colon - text);
+			if (memchr(text, ':', n)) {
+				snprintf(err, errlen,
+				         "\"%.64s\": write an IPv6 address in brackets, "
+				         "e.g. [::1]:6060",
+				         text);
+				return -EINVAL;
+			}
+			if (n >= sizeof host) {
+				snprintf(err, errlen, "\"%.64s\": host too long", text);
+				return -EINVAL;
+			}
+			memcpy(host, text, n);
+			host[n] = 0;
+			if (n == 0)
+				strcpy(host, "0.0.0.0");
+			port_text = colon + 1;
+		}
+	}
+	if (pp_config_parse_uint(port_text, 0, 65535, &port, perr, sizeof perr)) {
+		snprintf(err, errlen, "\"%.64s\": bad port: %s", text, perr);
+		return -EINVAL;
+	}
+	if (strcmp(host, "localhost") == 0)
+		strcpy(host, "127.0.0.1");
+
+	struct sockaddr_in *in4 = (struct sockaddr_in *)addr;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)addr;
+	if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons((uint16_t)port);
+		*addrlen = sizeof *in4;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		*addrlen = sizeof *in6;
+		return 0;
+	}
+	/* Host names would need a resolver call inside the host process at
+	 * start-up, possibly blocking on DNS: only literals are accepted. */
+	snprintf(err, errlen,
+	         "\"%.64s\": host must be an IPv4 or [IPv6] literal or localhost",
+	         text);
+	return -EINVAL;
+}
+
+int pp_config_normalize_prefix(const char *text, char **out, char *err,
+                               size_t errlen)
+{
+	size_t n;
+	const char *p;
+
+	if (!text)
+		text = "";
+	n = strlen(text);
+	if (n > 200) {
+		snprintf(err, errlen, "prefix longer than 200 characters");
+		return -EINVAL;
+	}
+	if (n > 0 && text[0] != '/') {
+		snprintf(err, errlen, "\"%.64s\": the prefix must start with /", text);
+		return -EINVAL;
+	}
+	for (p = text; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' ||
+		    c == '"' || c == '<' || c == '>' || c == '\\') {
+			snprintf(err, errlen,
+			         "\"%.64s\": the prefix may not contain spaces, "
+			         "control characters or any of ?#%%\"<>\\",
+			         text);
+			return -EINVAL;
+		}
+		if (c == '/' && (p[1] == '/' ||
+		                 (p[1] == '.' && (p[2] == '/' || p[2] == 0 ||
+		                                  (p[2] == '.' &&
+		                                   (p[3] == '/' || p[3] == 0)))))) {
+			if (p[1] == '/' && p[2] == 0)
+				continue; /* a trailing "//" is trimmed below */
+			snprintf(err, errlen,
+			         "\"%.64s\": the prefix may not contain empty, . or .. "
+			         "segments",
+			         text);
+			return -EINVAL;
+		}
+	}
+	while (n > 0 && text[n - 1] == '/')
+		n--;
+	*out = strndup(text, n);
+	return *out ? 0 : -ENOMEM;
+}
+
+void pp_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN];
+
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else {
+		const struct sockaddr_in *in4 = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in4->sin_addr, host, sizeof host);
+		snprintf(buf, len, "%s:%u", host, ntohs(in4->sin_port));
+	}
+}
+
+int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
+                      char *err, size_t errlen)
+{
+	struct pullprof_config merged;
+	char why[200];
+	int rc;
+
+	struct pullprof_config defaults;
+
+	memset(out, 0, sizeof *out);
+	pullprof_config_init(&defaults);
+	merged = cfg ? *cfg : defaults;
+
+	for (size_t i = 0; i < pp_settings_count; i++) {
+		const struct pp_setting *s = &pp_settings[i];
+		char *field = (char *)&merged + s->offset;
+		const char *env = merged.ignore_env ? NULL : getenv(s->env);
+
+		if (s->type == PP_SETTING_STRING) {
+			/* NULL means "the default", like an unset variable. */
+			if (env)
+				*(const char **)field = env;
+			else if (!*(const char **)field)
+				*(const char **)field =
+				    *(const char **)((char *)&defaults + s->offset);
+			continue;
+		}
+		if (env) {
+			rc = pp_config_parse_uint(env, s->min, s->max,
+			                          (unsigned *)field, why, sizeof why);
+			if (rc) {
+				snprintf(err, errlen, "%s: %s", s->env, why);
+				return rc;
+			}
+		} else {
+			unsigned v = *(unsigned *)field;
+			if (v < s->min || v > s->max) {
+				snprintf(err, errlen, "%s is %u, out of range %u..%u",
+				         s->key, v, s->min, s->max);
+				return -EINVAL;
+			}
+		}
+	}
+
+	rc = pp_config_parse_listen(merged.listen, &out->addr, &out->addrlen, why,
+	                            sizeof why);
+	if (rc) {
+		snprintf(err, errlen, "PULLPROF_LISTEN: %s", why);
+		return rc;
+	}
+	char *prefix = NULL;
+	rc = pp_config_normalize_prefix(merged.prefix, &prefix, why, sizeof why);
+	if (rc) {
+		snprintf(err, errlen, "PULLPROF_PREFIX: %s", why);
+		return rc;
+	}
+	char text[80];
+	pp_format_sockaddr((struct sockaddr *)&out->addr, text, sizeof text);
+	out->v = merged;
+	out->v.prefix = prefix;
+	out->v.listen = strdup(text);
+	if (!out->v.listen) {
+		pp_config_free(out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void pp_config_free(struct pp_config *c)
+{
+	free((char *)c->v.listen);
+	free((char *)c->v.prefix);
+	c->v.listen = c->v.prefix = NULL;
+}

@@ -1,0 +1,59 @@
+/*
+ * Configuration: one table of settings, the defaults, the PULLPROF_*
+ * environment overrides and the validation, all in one place. Agent context.
+ */
+#ifndef PP_CONFIG_H
+#define PP_CONFIG_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "pullprof.h"
+
+/* The configuration the agent runs with, after defaults, the caller's struct
+ * and the environment were merged and validated. Owns its strings. */
+struct pp_config {
+	/* The effective values, laid out as the public struct so the settings
+	 * table reads them by offset. Its strings are owned copies: listen is
+	 * normalized ("host:port" / "[v6]:port"), prefix is "" or "/a/b"
+	 * (leading slash, no trailing slash). */
+	struct pullprof_config v;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+};
+
+enum pp_setting_type { PP_SETTING_STRING, PP_SETTING_UINT };
+
+/* One row of the settings table: drives env parsing, validation, the status
+ * JSON and the README check (tests/integration/test_docs.py). */
+struct pp_setting {
+	const char *key; /* name in the status JSON */
+	const char *env; /* environment variable */
+	enum pp_setting_type type;
+	size_t offset; /* in struct pullprof_config */
+	unsigned min, max; /* PP_SETTING_UINT only */
+	const char *help;
+};
+
+extern const struct pp_setting pp_settings[];
+extern const size_t pp_settings_count;
+
+/* Merge cfg (or the defaults when NULL) with the environment and validate.
+ * On error returns a negative errno and writes one sentence to err. */
+int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
+                      char *err, size_t errlen);
+void pp_config_free(struct pp_config *c);
+
+/* Parsers, exposed for unit tests. Each returns 0 or -EINVAL with a reason
+ * in err. */
+int pp_config_parse_listen(const char *text, struct sockaddr_storage *addr,
+                           socklen_t *addrlen, char *err, size_t errlen);
+int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
+                         unsigned *out, char *err, size_t errlen);
+int pp_config_normalize_prefix(const char *text, char **out, char *err,
+                               size_t errlen);
+
+/* Format addr as "host:port" or "[v6]:port" into buf. */
+void pp_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * Process and agent facts: /status (JSON) and /cmdline (as Go serves it).
+ * Agent context.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "handlers.h"
+#include "respond.h"
+#include "server.h"
+#include "util/proc.h"
+
+static struct json_object *time_string(double t)
+{
+	char buf[40];
+	time_t secs = (time_t)t;
+	struct tm tm;
+	int ms = (int)((t - (double)secs) * 1000.0);
+
+	gmtime_r(&secs, &tm);
+	size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, sizeof buf - n, ".%03dZ", ms);
+	return json_object_new_string(buf);
+}
+
+/* A number printed with millisecond precision, not json-c's 17 digits. */
+static struct json_object *seconds(double v)
+{
+	char buf[40];
+	snprintf(buf, sizeof buf, "%.3f", v);
+	return json_object_new_double_s(v, buf);
+}
+
+static struct json_object *config_json(const struct pp_config *c)
+{
+	struct json_object *o = json_object_new_object();
+
+	for (size_t i = 0; i < pp_settings_count; i++) {
+		const struct pp_setting *s = &pp_settings[i];
+		const char *field = (const char *)&c->v + s->offset;
+		struct json_object *v =
+		    s->type == PP_SETTING_STRING
+		        ? json_object_new_string(*(const char *const *)field)
+		        : json_object_new_int64(*(const unsigned *)field);
+		json_object_object_add(o, s->key, v);
+	}
+	return o;
+}
+
+static struct json_object *requests_json(const struct pp_server_stats *st)
+{
+	static const char *const classes[PP_STATUS_CLASSES] = {"1xx", "2xx", "3xx",
+	                                                       "4xx", "5xx"};
+	struct json_object *by = json_object_new_object();
+	unsigned long total = 0;
+
+	for (size_t i = 0; i <= pp_routes_count; i++) {
+		/* The last row counts requests that matched no route. */
+		unsigned row = i < pp_routes_count ? (unsigned)i : PP_MAX_ROUTES;
+		const char *name = i < pp_routes_count ? pp_routes[i].name : "other";
+		struct json_object *e = json_object_new_object();
+		for (int k = 1; k < PP_STATUS_CLASSES; k++) {
+			unsigned long n = atomic_load_explicit(&st->requests[row][k],
+			                                       memory_order_relaxed);
+			total += n;
+			json_object_object_add(e, classes[k], json_object_new_int64((int64_t)n));
+		}
+		json_object_object_add(by, name, e);
+	}
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "total", json_object_new_int64((int64_t)total));
+	json_object_object_add(o, "by_endpoint", by);
+	return o;
+}
+
+enum MHD_Result pp_h_status(struct pp_request *r)
+{
+	const struct pp_agent *a = pp_agent_get();
+	const struct pp_server_stats *st = &r->srv->stats;
+	struct json_object *o = json_object_new_object();
+	struct timespec now;
+	char *args = NULL, *exe;
+	size_t len = 0;
+
+	json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+	json_object_object_add(o, "pid", json_object_new_int(getpid()));
+	exe = pp_proc_exe();
+	json_object_object_add(o, "executable",
+	                       exe ? json_object_new_string(exe) : NULL);
+	free(exe);
+
+	struct json_object *argv = json_object_new_array();
+	if (pp_proc_cmdline(&args, &len) == 0) {
+		for (size_t i = 0; i < len;) {
+			size_t n = strnlen(args + i, len - i);
+			json_object_array_add(argv, json_object_new_string_len(args + i, (int)n));
+			i += n + 1;
+		}
+		free(args);
+	}
+	json_object_object_add(o, "cmdline", argv);
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	double t_now = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	json_object_object_add(o, "start_time", time_string(a->start_time));
+	json_object_object_add(o, "uptime_seconds",
+	                       seconds(pp_seconds_since(&a->start_mono)));
+	double pstart = pp_proc_start_time();
+	if (pstart > 0) {
+		json_object_object_add(o, "process_start_time", time_string(pstart));
+		json_object_object_add(o, "process_uptime_seconds",
+		                       seconds(fmax(0.0, t_now - pstart)));
+	}
+	json_object_object_add(o, "listen", json_object_new_string(r->srv->bound));
+	json_object_object_add(o, "port", json_object_new_int(r->srv->port));
+	json_object_object_add(o, "autostarted", json_object_new_boolean(a->autostarted));
+	json_object_object_add(o, "config", config_json(&a->cfg));
+	json_object_object_add(o, "requests", requests_json(st));
+
+	struct json_object *conn = json_object_new_object();
+	json_object_object_add(
+	    conn, "active",
+	    json_object_new_int64((int64_t)atomic_load(&st->connections_active)));
+	json_object_object_add(
+	    conn, "total",
+	    json_object_new_int64((int64_t)atomic_load(&st->connections_total)));
+	json_object_object_add(
+	    conn, "server_errors",
+	    json_object_new_int64((int64_t)atomic_load(&st->server_errors)));
+	json_object_object_add(o, "connections", conn);
+	return pp_respond_json(r, MHD_HTTP_OK, o);
+}
+
+enum MHD_Result pp_h_cmdline(struct pp_request *r)
+{
+	char *args;
+	size_t len;
+
+	if (pp_proc_cmdline(&args, &len) != 0)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "cannot read /proc/self/cmdline");
+	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", args, len,
+	                  PP_BODY_FREE);
+}

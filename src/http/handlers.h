@@ -1,0 +1,12 @@
+/* One handler per endpoint family; the table in routes.c maps paths to them.
+ * Agent context. */
+#ifndef PP_HANDLERS_H
+#define PP_HANDLERS_H
+
+#include "routes.h"
+
+enum MHD_Result pp_h_index(struct pp_request *r);
+enum MHD_Result pp_h_status(struct pp_request *r);
+enum MHD_Result pp_h_cmdline(struct pp_request *r);
+
+#endif

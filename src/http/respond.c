@@ -1,0 +1,133 @@
+/* Responses: headers, error conventions, counters. Agent context. */
+#include "respond.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static enum MHD_ResponseMemoryMode mem_mode(enum pp_body mode)
+{
+	switch (mode) {
+	case PP_BODY_STATIC: return MHD_RESPMEM_PERSISTENT;
+	case PP_BODY_FREE: return MHD_RESPMEM_MUST_FREE;
+	default: return MHD_RESPMEM_MUST_COPY;
+	}
+}
+
+static void count(struct pp_request *r, unsigned status)
+{
+	unsigned cls = status / 100;
+	if (cls < 1 || cls > PP_STATUS_CLASSES)
+		cls = PP_STATUS_CLASSES;
+	atomic_fetch_add_explicit(&r->srv->stats.requests[r->counter][cls - 1], 1,
+	                          memory_order_relaxed);
+}
+
+static enum MHD_Result queue(struct pp_request *r, unsigned status,
+                             struct MHD_Response *resp)
+{
+	enum MHD_Result ret;
+
+	if (!resp)
+		return MHD_NO; /* out of memory: libmicrohttpd drops the connection */
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	/* Profiles and status describe this instant: never cache them. */
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED && r->route)
+		MHD_add_response_header(resp, "Allow", r->route->methods);
+	ret = MHD_queue_response(r->conn, status, resp);
+	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		count(r, status);
+	return ret;
+}
+
+enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
+                           const char *content_type, const void *body,
+                           size_t len, enum pp_body mode)
+{
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(len, (void *)body, mem_mode(mode));
+
+	if (!resp) {
+		if (mode == PP_BODY_FREE)
+			free((void *)body);
+		return MHD_NO;
+	}
+	if (content_type)
+		MHD_add_response_header(resp, "Content-Type", content_type);
+	return queue(r, status, resp);
+}
+
+enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,
+                                struct json_object *obj)
+{
+	size_t len = 0;
+	const char *s = json_object_to_json_string_length(
+	    obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	enum MHD_Result ret;
+
+	if (!s) {
+		json_object_put(obj);
+		return MHD_NO;
+	}
+	/* One extra byte: the newline curl users expect at the end. */
+	char *body = malloc(len + 1);
+	if (!body) {
+		json_object_put(obj);
+		return MHD_NO;
+	}
+	memcpy(body, s, len);
+	body[len] = '\n';
+	json_object_put(obj);
+	ret = pp_respond(r, status, "application/json", body, len + 1,
+	                 PP_BODY_FREE);
+	return ret;
+}
+
+enum MHD_Result pp_respond_error(struct pp_request *r, unsigned status,
+                                 const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+
+	if (r->kind == PP_ROUTE_JSON) {
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "error", json_object_new_string(msg));
+		json_object_object_add(o, "status", json_object_new_int((int)status));
+		return pp_respond_json(r, status, o);
+	}
+
+	/* As Go's net/http/pprof: the pprof tool prints the body of an answer
+	 * that carries X-Go-Pprof instead of a bare status line. */
+	size_t n = strlen(msg);
+	if (n < sizeof msg - 1)
+		msg[n++] = '\n';
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(n, msg, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "X-Go-Pprof", "1");
+	return queue(r, status, resp);
+}
+
+enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location)
+{
+	static const char body[] = "Found\n";
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+	    sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Location", location);
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	return queue(r, MHD_HTTP_FOUND, resp);
+}

@@ -1,0 +1,50 @@
+/*
+ * The routing table (the one place that says which paths exist) and the
+ * request object handlers receive. Agent context.
+ */
+#ifndef PP_ROUTES_H
+#define PP_ROUTES_H
+
+#include <microhttpd.h>
+#include <stddef.h>
+
+struct pp_server;
+struct pp_request;
+
+/* What kind of answer an endpoint gives decides how its errors look
+ * (DESIGN.md): profile and page endpoints answer text/plain with
+ * X-Go-Pprof: 1, JSON endpoints answer {"error": ..., "status": N}. */
+enum pp_route_kind { PP_ROUTE_PROFILE, PP_ROUTE_PAGE, PP_ROUTE_JSON };
+
+typedef enum MHD_Result (*pp_handler)(struct pp_request *r);
+
+struct pp_route {
+	const char *path; /* below the prefix: "/", "/status", ... */
+	const char *name; /* key in counters and status */
+	const char *methods; /* the Allow header value */
+	enum pp_route_kind kind;
+	pp_handler handler;
+	const char *link; /* what the index links to (path plus query) */
+	const char *help; /* one line for the index */
+};
+
+extern const struct pp_route pp_routes[];
+extern const size_t pp_routes_count;
+
+struct pp_request {
+	struct pp_server *srv;
+	struct MHD_Connection *conn;
+	const char *url;
+	const char *method;
+	const struct pp_route *route; /* NULL when no route matched */
+	unsigned counter; /* row in srv->stats.requests */
+	enum pp_route_kind kind;
+};
+
+/* The libmicrohttpd access handler; cls is the struct pp_server. */
+enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
+                                   const char *url, const char *method,
+                                   const char *version, const char *upload,
+                                   size_t *upload_size, void **req_cls);
+
+#endif

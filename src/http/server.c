@@ -1,0 +1,275 @@
+/*
+ * The embedded HTTP server. Agent context.
+ *
+ * libmicrohttpd runs in external epoll mode and one thread of ours drives it:
+ * we own the thread (named, all signals blocked so the host's SIGPROF, SIGINT
+ * and friends never land here) and we can wake it through an eventfd to stop.
+ * We bind the listening socket ourselves, so a taken port is reported with
+ * its real errno and the socket is close-on-exec.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "routes.h"
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct pp_server *s = cls;
+	(void)fmt;
+	(void)ap;
+	/* libmicrohttpd reports client misbehaviour (resets, bad requests) here.
+	 * A host's stderr is not ours to fill: count, do not print. */
+	atomic_fetch_add_explicit(&s->stats.server_errors, 1, memory_order_relaxed);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+	struct pp_server *s = cls;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		atomic_fetch_add_explicit(&s->stats.connections_active, 1,
+		                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->stats.connections_total, 1,
+		                          memory_order_relaxed);
+		*socket_ctx = NULL;
+		if (!ci)
+			return;
+		for (unsigned i = 0; i < s->conn_slots; i++) {
+			if (s->conn_fds[i] < 0) {
+				s->conn_fds[i] = ci->connect_fd;
+				*socket_ctx = &s->conn_fds[i];
+				break;
+			}
+		}
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		atomic_fetch_sub_explicit(&s->stats.connections_active, 1,
+		                          memory_order_relaxed);
+		if (*socket_ctx)
+			*(int *)*socket_ctx = -1;
+	}
+}
+
+static int bind_listener(struct pp_server *s, char *err, size_t errlen)
+{
+	const struct pp_config *cfg = s->cfg;
+	int fd = socket(cfg->addr.ss_family,
+	                SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int one = 1, e;
+
+	if (fd < 0) {
+		e = errno;
+		snprintf(err, errlen, "cannot create a socket for %s: %s",
+		         cfg->v.listen, strerror(e));
+		return -e;
+	}
+	/* Lets a restarted host rebind while old connections sit in TIME_WAIT;
+	 * on Linux it never lets two listeners share a port. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (const struct sockaddr *)&cfg->addr, cfg->addrlen) < 0) {
+		e = errno;
+		close(fd);
+		if (e == EADDRINUSE)
+			snprintf(err, errlen,
+			         "cannot listen on %s: address already in use "
+			         "(set PULLPROF_LISTEN to another port, or port 0 "
+			         "for any free one)",
+			         cfg->v.listen);
+		else if (e == EADDRNOTAVAIL)
+			snprintf(err, errlen,
+			         "cannot listen on %s: no such address on this host",
+			         cfg->v.listen);
+		else
+			snprintf(err, errlen, "cannot listen on %s: %s", cfg->v.listen,
+			         strerror(e));
+		return -e;
+	}
+	if (listen(fd, 64) < 0) {
+		e = errno;
+		close(fd);
+		snprintf(err, errlen, "cannot listen on %s: %s", cfg->v.listen,
+		         strerror(e));
+		return -e;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		pp_format_sockaddr((struct sockaddr *)&ss, s->bound, sizeof s->bound);
+		s->port = ntohs(ss.ss_family == AF_INET6
+		                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
+		                    : ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	s->listen_fd = fd;
+	return 0;
+}
+
+static void *loop(void *arg)
+{
+	struct pp_server *s = arg;
+	struct epoll_event ev[4];
+
+	pthread_setname_np(pthread_self(), "pullprof-http");
+	while (!atomic_load(&s->stopping)) {
+		MHD_UNSIGNED_LONG_LONG to = 0;
+		int timeout = -1;
+		if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
+			timeout = to > 60000 ? 60000 : (int)to;
+		int n = epoll_wait(s->epoll_fd, ev, 4, timeout);
+		if (n < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.fd == s->wake_fd) {
+				uint64_t v;
+				ssize_t r = read(s->wake_fd, &v, sizeof v);
+				(void)r;
+			}
+		}
+		if (atomic_load(&s->stopping))
+			break;
+		MHD_run(s->mhd);
+	}
+	return NULL;
+}
+
+int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
+                    char *err, size_t errlen)
+{
+	struct pp_server *s = calloc(1, sizeof *s);
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	s->cfg = cfg;
+	s->listen_fd = s->epoll_fd = s->wake_fd = s->mhd_epoll_fd = -1;
+	s->conn_slots = cfg->v.max_connections;
+	s->conn_fds = malloc(sizeof(int) * s->conn_slots);
+	if (!s->conn_fds) {
+		free(s);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < s->conn_slots; i++)
+		s->conn_fds[i] = -1;
+
+	rc = bind_listener(s, err, errlen);
+	if (rc)
+		goto fail;
+
+	unsigned flags =
+	    MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	if (cfg->addr.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	s->mhd = MHD_start_daemon(
+	    flags, 0, NULL, NULL, pp_routes_dispatch, s, MHD_OPTION_LISTEN_SOCKET,
+	    (MHD_socket)s->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)cfg->v.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)cfg->v.idle_timeout, MHD_OPTION_NOTIFY_CONNECTION,
+	    on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+	    MHD_OPTION_END);
+	if (!s->mhd) {
+		snprintf(err, errlen, "cannot start the HTTP server on %s",
+		         s->bound);
+		rc = -EIO;
+		goto fail;
+	}
+	const union MHD_DaemonInfo *di =
+	    MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!di) {
+		snprintf(err, errlen, "libmicrohttpd was built without epoll");
+		rc = -ENOSYS;
+		goto fail;
+	}
+	s->mhd_epoll_fd = di->epoll_fd;
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->wake_fd < 0)
+		goto fail_errno;
+	s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->epoll_fd < 0)
+		goto fail_errno;
+	struct epoll_event ev = {.events = EPOLLIN};
+	ev.data.fd = s->mhd_epoll_fd;
+	if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->mhd_epoll_fd, &ev) < 0)
+		goto fail_errno;
+	ev.data.fd = s->wake_fd;
+	if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->wake_fd, &ev) < 0)
+		goto fail_errno;
+
+	/* The loop thread starts with every signal blocked: signals meant for
+	 * the host must go to the host's threads. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&s->thread, NULL, loop, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		snprintf(err, errlen, "cannot start the HTTP thread: %s",
+		         strerror(-rc));
+		goto fail;
+	}
+	*out = s;
+	return 0;
+
+fail_errno:
+	rc = -errno;
+	snprintf(err, errlen, "cannot set up the HTTP event loop: %s",
+	         strerror(errno));
+fail:
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd); /* closes the listening socket */
+	else if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	if (s->epoll_fd >= 0)
+		close(s->epoll_fd);
+	free(s->conn_fds);
+	free(s);
+	return rc;
+}
+
+void pp_server_stop(struct pp_server *s)
+{
+	uint64_t one = 1;
+
+	if (!s)
+		return;
+	atomic_store(&s->stopping, 1);
+	ssize_t w = write(s->wake_fd, &one, sizeof one);
+	(void)w;
+	pthread_join(s->thread, NULL);
+	MHD_stop_daemon(s->mhd);
+	close(s->wake_fd);
+	close(s->epoll_fd);
+	free(s->conn_fds);
+	free(s);
+}
+
+void pp_server_forget_in_child(struct pp_server *s)
+{
+	if (!s)
+		return;
+	for (unsigned i = 0; i < s->conn_slots; i++)
+		if (s->conn_fds[i] >= 0)
+			close(s->conn_fds[i]);
+	close(s->mhd_epoll_fd);
+	close(s->listen_fd);
+	close(s->wake_fd);
+	close(s->epoll_fd);
+}
+
+int pp_server_is_own_thread(const struct pp_server *s)
+{
+	return s && pthread_equal(pthread_self(), s->thread);
+}

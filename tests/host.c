@@ -1,0 +1,105 @@
+/*
+ * A host process for the integration tests, driven line by line on stdin:
+ *
+ *   start [LISTEN [PREFIX]]   pullprof_start (env applies)  -> "ok PORT" | "err RC MESSAGE"
+ *   start-noenv LISTEN PREFIX pullprof_start, ignore_env=1  -> same
+ *   stop                      pullprof_stop                 -> "ok" | "err RC MESSAGE"
+ *   port                      pullprof_port                 -> "port N"
+ *   alive                     proves the host still works   -> "alive TICKS"
+ *   fork SECONDS              fork; the child sleeps, reports and exits
+ *                                                           -> "child PID"
+ *   quit                      exit 0
+ *
+ * A worker thread counts ticks all along, so "the host keeps running" is a
+ * fact a test can check rather than assume. "-" as an argument means NULL.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <pullprof.h>
+
+static volatile unsigned long ticks;
+
+static void *ticker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		ticks++;
+		usleep(1000);
+	}
+	return NULL;
+}
+
+static const char *arg_or_null(const char *s)
+{
+	return s && strcmp(s, "-") != 0 ? s : NULL;
+}
+
+static void report(int rc)
+{
+	if (rc == 0)
+		printf("ok %d\n", pullprof_port());
+	else
+		printf("err %d %s\n", rc, pullprof_strerror(rc));
+}
+
+int main(void)
+{
+	char line[512];
+	pthread_t t;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	pthread_create(&t, NULL, ticker, NULL);
+	printf("ready %d\n", (int)getpid());
+	while (fgets(line, sizeof line, stdin)) {
+		char cmd[32] = "", a1[256] = "", a2[256] = "";
+		int n = sscanf(line, "%31s %255s %255s", cmd, a1, a2);
+		if (n < 1)
+			continue;
+		if (strcmp(cmd, "start") == 0 || strcmp(cmd, "start-noenv") == 0) {
+			struct pullprof_config cfg;
+			pullprof_config_init(&cfg);
+			if (n >= 2)
+				cfg.listen = arg_or_null(a1);
+			if (n >= 3)
+				cfg.prefix = arg_or_null(a2);
+			cfg.ignore_env = strcmp(cmd, "start-noenv") == 0;
+			report(pullprof_start(&cfg));
+		} else if (strcmp(cmd, "stop") == 0) {
+			int rc = pullprof_stop();
+			if (rc == 0)
+				printf("ok\n");
+			else
+				report(rc);
+		} else if (strcmp(cmd, "port") == 0) {
+			printf("port %d\n", pullprof_port());
+		} else if (strcmp(cmd, "alive") == 0) {
+			unsigned long before = ticks;
+			usleep(20 * 1000);
+			printf("alive %lu\n", ticks - before);
+		} else if (strcmp(cmd, "fork") == 0) {
+			pid_t pid = fork();
+			if (pid == 0) {
+				/* The child: no agent unless it starts one. */
+				sleep((unsigned)atoi(a1));
+				_exit(pullprof_port() == 0 ? 0 : 3);
+			}
+			printf("child %d\n", (int)pid);
+		} else if (strcmp(cmd, "wait") == 0) {
+			int st = 0;
+			pid_t pid = (pid_t)atoi(a1);
+			waitpid(pid, &st, 0);
+			printf("exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		} else if (strcmp(cmd, "quit") == 0) {
+			return 0;
+		} else {
+			printf("unknown %s\n", cmd);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,262 @@
+/* Unit tests: configuration parsing, merging with the environment, and
+ * validation messages. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <netinet/in.h>
+
+#include "config.h"
+#include "pullprof.h"
+
+static char err[256];
+
+static void listen_ok(const char *text, int family, const char *want)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+	char got[80];
+
+	err[0] = 0;
+	assert_int_equal(pp_config_parse_listen(text, &ss, &len, err, sizeof err), 0);
+	assert_int_equal(ss.ss_family, family);
+	pp_format_sockaddr((struct sockaddr *)&ss, got, sizeof got);
+	assert_string_equal(got, want);
+}
+
+static void listen_bad(const char *text, const char *why)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+
+	err[0] = 0;
+	assert_int_equal(pp_config_parse_listen(text, &ss, &len, err, sizeof err),
+	                 -EINVAL);
+	if (!strstr(err, why))
+		fail_msg("error for \"%s\" is \"%s\", expected it to mention \"%s\"",
+		         text, err, why);
+}
+
+static void test_listen_forms(void **state)
+{
+	(void)state;
+	listen_ok("127.0.0.1:6060", AF_INET, "127.0.0.1:6060");
+	listen_ok("0.0.0.0:0", AF_INET, "0.0.0.0:0");
+	listen_ok(":7000", AF_INET, "0.0.0.0:7000");
+	listen_ok("6061", AF_INET, "127.0.0.1:6061");
+	listen_ok("localhost:80", AF_INET, "127.0.0.1:80");
+	listen_ok("[::1]:6060", AF_INET6, "[::1]:6060");
+	listen_ok("[::]:0", AF_INET6, "[::]:0");
+	listen_ok("[fe80::1]:65535", AF_INET6, "[fe80::1]:65535");
+}
+
+static void test_listen_errors(void **state)
+{
+	(void)state;
+	listen_bad("", "empty");
+	listen_bad("127.0.0.1:", "bad port");
+	listen_bad("127.0.0.1:65536", "out of range");
+	listen_bad("127.0.0.1:-1", "not a whole number");
+	listen_bad("127.0.0.1:60x", "not a whole number");
+	listen_bad("::1:6060", "brackets");
+	listen_bad("[::1]6060", "[addr]:port");
+	listen_bad("[]:6060", "bad IPv6");
+	listen_bad("[zz::1]:6060", "literal");
+	listen_bad("example.com:6060", "literal");
+	listen_bad("300.1.1.1:6060", "literal");
+}
+
+static void test_uint(void **state)
+{
+	unsigned v = 0;
+	(void)state;
+	assert_int_equal(pp_config_parse_uint("42", 1, 100, &v, err, sizeof err), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(pp_config_parse_uint("0", 0, 1, &v, err, sizeof err), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(pp_config_parse_uint("101", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "out of range 1..100"));
+	assert_int_equal(pp_config_parse_uint("99999999999999999999", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(pp_config_parse_uint(" 5", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(pp_config_parse_uint("5 ", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(pp_config_parse_uint("+5", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(pp_config_parse_uint("", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(v, 0); /* untouched by failures */
+}
+
+static void prefix_ok(const char *in, const char *want)
+{
+	char *out = NULL;
+	assert_int_equal(pp_config_normalize_prefix(in, &out, err, sizeof err), 0);
+	assert_string_equal(out, want);
+	free(out);
+}
+
+static void prefix_bad(const char *in)
+{
+	char *out = NULL;
+	assert_int_equal(pp_config_normalize_prefix(in, &out, err, sizeof err), -EINVAL);
+	assert_null(out);
+	assert_true(strlen(err) > 0);
+}
+
+static void test_prefix(void **state)
+{
+	(void)state;
+	prefix_ok("/debug/pprof", "/debug/pprof");
+	prefix_ok("/debug/pprof/", "/debug/pprof");
+	prefix_ok("/", "");
+	prefix_ok("", "");
+	prefix_ok("/a-b_c/x.y~z", "/a-b_c/x.y~z");
+	prefix_bad("debug");
+	prefix_bad("/a b");
+	prefix_bad("/a?b");
+	prefix_bad("/a#b");
+	prefix_bad("/a//b");
+	prefix_bad("/a/../b");
+	prefix_bad("/a/./b");
+	prefix_bad("/..");
+	prefix_bad("/<script>");
+	prefix_bad("/%2e");
+}
+
+static void test_defaults(void **state)
+{
+	struct pullprof_config c;
+	struct pp_config r;
+	(void)state;
+
+	memset(&c, 0xff, sizeof c);
+	pullprof_config_init(&c);
+	assert_string_equal(c.listen, "127.0.0.1:6060");
+	assert_string_equal(c.prefix, "/debug/pprof");
+	assert_int_equal(c.ignore_env, 0);
+
+	unsetenv("PULLPROF_LISTEN");
+	unsetenv("PULLPROF_PREFIX");
+	unsetenv("PULLPROF_MAX_CONNECTIONS");
+	unsetenv("PULLPROF_IDLE_TIMEOUT");
+	assert_int_equal(pp_config_resolve(NULL, &r, err, sizeof err), 0);
+	assert_string_equal(r.v.listen, "127.0.0.1:6060");
+	assert_string_equal(r.v.prefix, "/debug/pprof");
+	assert_int_equal(r.v.max_connections, c.max_connections);
+	assert_int_equal(r.v.idle_timeout, c.idle_timeout);
+	pp_config_free(&r);
+
+	/* NULL strings in a caller's struct mean "the default". */
+	c.listen = NULL;
+	c.prefix = NULL;
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), 0);
+	assert_string_equal(r.v.listen, "127.0.0.1:6060");
+	assert_string_equal(r.v.prefix, "/debug/pprof");
+	pp_config_free(&r);
+}
+
+static void test_env_overrides(void **state)
+{
+	struct pullprof_config c;
+	struct pp_config r;
+	(void)state;
+
+	pullprof_config_init(&c);
+	c.listen = "127.0.0.1:1234";
+	c.prefix = "/mine";
+	c.max_connections = 5;
+	setenv("PULLPROF_LISTEN", "[::1]:0", 1);
+	setenv("PULLPROF_PREFIX", "/ops/pprof/", 1);
+	setenv("PULLPROF_MAX_CONNECTIONS", "7", 1);
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), 0);
+	assert_string_equal(r.v.listen, "[::1]:0");
+	assert_string_equal(r.v.prefix, "/ops/pprof");
+	assert_int_equal(r.v.max_connections, 7);
+	pp_config_free(&r);
+
+	/* ignore_env: the caller's struct alone. */
+	c.ignore_env = 1;
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), 0);
+	assert_string_equal(r.v.listen, "127.0.0.1:1234");
+	assert_string_equal(r.v.prefix, "/mine");
+	assert_int_equal(r.v.max_connections, 5);
+	pp_config_free(&r);
+	unsetenv("PULLPROF_LISTEN");
+	unsetenv("PULLPROF_PREFIX");
+	unsetenv("PULLPROF_MAX_CONNECTIONS");
+}
+
+static void resolve_bad_env(const char *var, const char *value, const char *why)
+{
+	struct pp_config r;
+
+	setenv(var, value, 1);
+	err[0] = 0;
+	assert_int_equal(pp_config_resolve(NULL, &r, err, sizeof err), -EINVAL);
+	unsetenv(var);
+	/* The message names the variable and the reason. */
+	if (strncmp(err, var, strlen(var)) != 0 || !strstr(err, why))
+		fail_msg("%s=%s gave \"%s\"", var, value, err);
+}
+
+static void test_env_errors(void **state)
+{
+	struct pullprof_config c;
+	struct pp_config r;
+	(void)state;
+
+	resolve_bad_env("PULLPROF_LISTEN", "nonsense", "bad port");
+	resolve_bad_env("PULLPROF_LISTEN", "host.example:80", "literal");
+	resolve_bad_env("PULLPROF_PREFIX", "no-slash", "must start with /");
+	resolve_bad_env("PULLPROF_MAX_CONNECTIONS", "0", "out of range");
+	resolve_bad_env("PULLPROF_MAX_CONNECTIONS", "lots", "not a whole number");
+	resolve_bad_env("PULLPROF_IDLE_TIMEOUT", "99999", "out of range");
+
+	/* A bad value in the struct is caught too, named by its key. */
+	pullprof_config_init(&c);
+	c.max_connections = 0;
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "max_connections"));
+}
+
+static void test_settings_table(void **state)
+{
+	(void)state;
+	/* Every setting has a PULLPROF_ variable and a description. */
+	for (size_t i = 0; i < pp_settings_count; i++) {
+		assert_int_equal(strncmp(pp_settings[i].env, "PULLPROF_", 9), 0);
+		assert_true(strlen(pp_settings[i].help) > 10);
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(pp_settings[i].key, pp_settings[j].key);
+	}
+}
+
+static void test_strerror(void **state)
+{
+	(void)state;
+	assert_string_equal(pullprof_strerror(0), "success");
+	assert_string_equal(pullprof_strerror(-EADDRINUSE), "address already in use");
+	assert_non_null(strstr(pullprof_strerror(-EALREADY), "already running"));
+	/* Unknown negative errno values still read well; junk does not crash. */
+	assert_string_equal(pullprof_strerror(-ENOENT), "No such file or directory");
+	assert_string_equal(pullprof_strerror(-100000), "unknown error");
+	assert_string_equal(pullprof_strerror(12345), "unknown error");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_listen_forms),
+	    cmocka_unit_test(test_listen_errors),
+	    cmocka_unit_test(test_uint),
+	    cmocka_unit_test(test_prefix),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_env_overrides),
+	    cmocka_unit_test(test_env_errors),
+	    cmocka_unit_test(test_settings_table),
+	    cmocka_unit_test(test_strerror),
+	};
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
