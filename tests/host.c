@@ -11,7 +11,8 @@
  *   quit                      exit 0
  *
  * A worker thread counts ticks all along, so "the host keeps running" is a
- * fact a test can check rather than assume. "-" as an argument means NULL.
+ * fact a test can check rather than assume. "-" as an argument means NULL,
+ * '""' the empty string.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -37,7 +38,9 @@ static void *ticker(void *arg)
 
 static const char *arg_or_null(const char *s)
 {
-	return s && strcmp(s, "-") != 0 ? s : NULL;
+	if (strcmp(s, "\"\"") == 0)
+		return "";
+	return strcmp(s, "-") != 0 ? s : NULL;
 }
 
 static void report(int rc)

@@ -63,6 +63,40 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
 	}
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decode %HH in paths and query values, except %00: a NUL would cut the C
+ * string short ("/status%00junk" would match "/status"), so it stays
+ * encoded and matches nothing. Malformed escapes stay as they are. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *str)
+{
+	char *in = str, *out = str;
+	(void)cls;
+	(void)c;
+
+	while (*in) {
+		int hi, lo;
+		if (in[0] == '%' && (hi = hexval(in[1])) >= 0 &&
+		    (lo = hexval(in[2])) >= 0 && (hi | lo) != 0) {
+			*out++ = (char)(hi * 16 + lo);
+			in += 3;
+		} else {
+			*out++ = *in++;
+		}
+	}
+	*out = 0;
+	return (size_t)(out - str);
+}
+
 static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 {
 	const struct pp_config *cfg = s->cfg;
@@ -121,7 +155,6 @@ static void *loop(void *arg)
 	struct pp_server *s = arg;
 	struct epoll_event ev[4];
 
-	pthread_setname_np(pthread_self(), "pullprof-http");
 	while (!atomic_load(&s->stopping)) {
 		MHD_UNSIGNED_LONG_LONG to = 0;
 		int timeout = -1;
@@ -177,6 +210,7 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	    (unsigned)cfg->v.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)cfg->v.idle_timeout, MHD_OPTION_NOTIFY_CONNECTION,
 	    on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    MHD_OPTION_END);
 	if (!s->mhd) {
 		snprintf(err, errlen, "cannot start the HTTP server on %s",
@@ -218,6 +252,9 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		         strerror(-rc));
 		goto fail;
 	}
+	/* Named here, not in the thread, so the name is there when start
+	 * returns. */
+	pthread_setname_np(s->thread, "pullprof-http");
 	*out = s;
 	return 0;
 

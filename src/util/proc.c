@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int pp_proc_read_file(const char *path, size_t max, char **out, size_t *len)
@@ -76,9 +77,10 @@ char *pp_proc_exe(void)
 
 double pp_proc_start_time(void)
 {
-	char *stat, *statall;
+	char *stat;
 	size_t len;
-	unsigned long long start_ticks = 0, btime = 0;
+	unsigned long long start_ticks = 0;
+	struct timespec boot, real;
 	int rc;
 
 	rc = pp_proc_read_file("/proc/self/stat", 4096, &stat, &len);
@@ -99,15 +101,12 @@ double pp_proc_start_time(void)
 	if (!p)
 		return -EIO;
 
-	rc = pp_proc_read_file("/proc/stat", 1 << 20, &statall, &len);
-	if (rc)
-		return rc;
-	char *b = strstr(statall, "\nbtime ");
-	if (b)
-		btime = strtoull(b + 7, NULL, 10);
-	free(statall);
-	if (!b)
-		return -EIO;
+	/* starttime counts clock ticks since boot. /proc/stat's btime is
+	 * whole seconds, so work back from the boot clock instead. */
 	long hz = sysconf(_SC_CLK_TCK);
-	return (double)btime + (double)start_ticks / (double)(hz > 0 ? hz : 100);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_REALTIME, &real);
+	double since_boot = (double)boot.tv_sec + (double)boot.tv_nsec / 1e9;
+	double now = (double)real.tv_sec + (double)real.tv_nsec / 1e9;
+	return now - since_boot + (double)start_ticks / (double)(hz > 0 ? hz : 100);
 }

@@ -1,0 +1,11 @@
+#!/bin/sh
+# Configure (once) and build pullprof in the source tree.
+set -eu
+cd "$(dirname "$0")/.."
+if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Makefile.in ]; then
+	autoreconf -fi
+fi
+if [ ! -f Makefile ] || [ configure -nt config.status ]; then
+	./configure --quiet
+fi
+make -j"$(nproc)" ${1:+"$@"}

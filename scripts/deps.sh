@@ -1,0 +1,40 @@
+#!/bin/sh
+# Install what pullprof needs on Debian 12 (run as root).
+#   scripts/deps.sh          build dependencies
+#   scripts/deps.sh --test   build and test dependencies
+# Packages already installed are not fetched again; apt is not touched when
+# nothing is missing.
+set -eu
+
+build="build-essential autoconf automake libtool pkg-config
+  libmicrohttpd-dev libjson-c-dev zlib1g-dev libunwind-dev libdw-dev"
+test="libcmocka-dev curl python3 procps"
+
+pkgs=$build
+[ "${1:-}" = "--test" ] && pkgs="$build $test"
+
+missing=""
+for p in $pkgs; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+# LLVM's libunwind-14-dev ships its own libunwind.h and conflicts with
+# libunwind-dev; some images carry it. apt replaces it in the same step.
+conflict=""
+if dpkg-query -W -f='${Status}' libunwind-14-dev 2>/dev/null | grep -q "ok installed"; then
+	conflict="libunwind-14-dev-"
+	missing="$missing libunwind-dev"
+fi
+
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps.sh: missing packages:$missing; run as root" >&2
+		exit 1
+	fi
+	echo "deps.sh: installing$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing $conflict >/dev/null
+fi

@@ -1,0 +1,70 @@
+#!/bin/bash
+# README command 2: install what the tests need, build, run the whole suite.
+# The last line is "N passed, N failed", counting every check of every test
+# program (each TAP line), plus the build and distcheck steps.
+set -u
+cd "$(dirname "$0")/.."
+mkdir -p artifacts
+passed=0
+failed=0
+skipped=0
+
+step() { # step NAME CMD...: run a step, count it, keep its log
+	local name=$1 log="artifacts/$1.log"
+	shift
+	if "$@" >"$log" 2>&1; then
+		passed=$((passed + 1))
+		echo "PASS: $name"
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $name (log: $log)"
+		tail -n 30 "$log"
+	fi
+}
+
+finish() {
+	[ "$skipped" -gt 0 ] && echo "($skipped skipped)"
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit $?
+}
+
+step deps sh scripts/deps.sh --test || true
+step build sh scripts/build.sh
+if [ "$failed" -gt 0 ]; then
+	finish
+fi
+if grep -E "(warning|error):" artifacts/build.log >/dev/null; then
+	echo "FAIL: the build has warnings:"
+	grep -E "(warning|error):" artifacts/build.log | head -20
+	failed=$((failed + 1))
+else
+	passed=$((passed + 1))
+	echo "PASS: warning-free build (-Wall -Wextra)"
+fi
+
+rm -f tests/unit/*.trs tests/integration/*.trs
+make -j"$(nproc)" check >artifacts/check.log 2>&1
+sed -n '/^===/,$p' artifacts/check.log | head -20
+for log in tests/unit/*.log tests/integration/*.log; do
+	[ -f "$log" ] && grep -E "^(not ok|FAIL|ERROR)|^# " "$log" | grep -v "^# SKIP" | head -40 |
+		sed "s|^|$log: |" | grep -E "not ok|FAIL|ERROR" -A6 || true
+done
+for trs in tests/unit/*.trs tests/integration/*.trs; do
+	[ -f "$trs" ] || continue
+	p=$(grep -c '^:test-result: PASS' "$trs")
+	f=$(grep -Ec '^:test-result: (FAIL|XPASS|ERROR)' "$trs")
+	s=$(grep -c '^:test-result: SKIP' "$trs")
+	passed=$((passed + p))
+	failed=$((failed + f))
+	skipped=$((skipped + s))
+	echo "$(basename "$trs" .trs): $p passed, $f failed, $s skipped"
+done
+if ! ls tests/integration/*.trs >/dev/null 2>&1; then
+	echo "FAIL: make check ran no test (see artifacts/check.log)"
+	tail -n 30 artifacts/check.log
+	failed=$((failed + 1))
+fi
+
+step distcheck make distcheck
+finish

@@ -1,0 +1,279 @@
+"""Shared helpers for pullprof's integration tests.
+
+Each test file is a TAP producer run by automake's tap-driver: every check is
+one "ok"/"not ok" line, so the suite's summary counts checks, not files.
+Everything here talks to real processes over real HTTP with curl.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+SRC = os.environ.get("PP_SRCDIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("PP_BUILDDIR") or SRC
+CURL = os.environ.get("PP_CURL") or shutil.which("curl") or "curl"
+HOST = os.path.join(BUILD, "tests", "host")
+DEMO = os.path.join(BUILD, "examples", "demo")
+LIBSO = os.path.join(BUILD, ".libs", "libpullprof.so")
+
+_count = 0
+_failed = 0
+
+
+def ok(cond, name, diag=None):
+    """Record one check."""
+    global _count, _failed
+    _count += 1
+    if cond:
+        print(f"ok {_count} - {name}", flush=True)
+    else:
+        _failed += 1
+        print(f"not ok {_count} - {name}", flush=True)
+        if diag is not None:
+            for line in str(diag).splitlines() or [""]:
+                print(f"# {line}", flush=True)
+    return bool(cond)
+
+
+def eq(got, want, name):
+    return ok(got == want, name, f"got:  {got!r}\nwant: {want!r}")
+
+
+def skip(name, why):
+    global _count
+    _count += 1
+    print(f"ok {_count} - {name} # SKIP {why}", flush=True)
+
+
+def run(tests):
+    """Run test functions in order; an exception fails that test, not the
+    file, so one broken check never hides the others."""
+    for t in tests:
+        try:
+            t()
+        except Exception:  # noqa: BLE001 - report anything
+            ok(False, f"{t.__name__} raised", traceback.format_exc())
+    print(f"1..{_count}", flush=True)
+    sys.exit(1 if _failed else 0)
+
+
+def version():
+    """PACKAGE_VERSION as configure wrote it."""
+    with open(os.path.join(BUILD, "pp-autoconf.h")) as f:
+        return re.search(r'#define PACKAGE_VERSION "([^"]+)"', f.read()).group(1)
+
+
+class Response:
+    def __init__(self, status, headers, body, exit_code, stderr):
+        self.status = status
+        self.headers = headers  # lower-case name -> last value
+        self.body = body
+        self.exit_code = exit_code
+        self.stderr = stderr
+
+    def header(self, name):
+        return self.headers.get(name.lower())
+
+    def json(self):
+        return json.loads(self.body.decode())
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return (f"<{self.status} {self.headers} {self.body[:300]!r} "
+                f"curl={self.exit_code} {self.stderr.strip()}>")
+
+
+def curl(url, *args, timeout=20):
+    """Fetch url with the real curl; returns status, headers and body."""
+    with tempfile.TemporaryDirectory() as d:
+        hdr, body = os.path.join(d, "h"), os.path.join(d, "b")
+        p = subprocess.run(
+            [CURL, "-s", "-S", "--max-time", str(timeout), "-D", hdr, "-o", body,
+             "-w", "%{http_code}", *args, url],
+            capture_output=True, timeout=timeout + 10)
+        headers = {}
+        if os.path.exists(hdr):
+            with open(hdr, "rb") as f:
+                for line in f.read().decode("latin-1").split("\r\n"):
+                    if ":" in line and not line.startswith("HTTP/"):
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+        data = b""
+        if os.path.exists(body):
+            with open(body, "rb") as f:
+                data = f.read()
+        code = p.stdout.decode().strip()
+        return Response(int(code) if code.isdigit() else 0, headers, data,
+                        p.returncode, p.stderr.decode())
+
+
+class Proc:
+    """A child process whose stderr lines are collected as they come."""
+
+    def __init__(self, argv, env=None, stdin=True):
+        e = dict(os.environ)
+        for k in list(e):
+            if k.startswith("PULLPROF_") or k == "LD_PRELOAD":
+                del e[k]
+        e.update(env or {})
+        self.p = subprocess.Popen(
+            argv, env=e, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.pid = self.p.pid
+        self.err_lines = []
+        self.out_lines = []
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        threading.Thread(target=self._pump, args=(self.p.stderr, self.err_lines),
+                         daemon=True).start()
+        if not stdin:
+            threading.Thread(target=self._pump,
+                             args=(self.p.stdout, self.out_lines),
+                             daemon=True).start()
+
+    def _pump(self, stream, into):
+        for line in stream:
+            with self._cv:
+                into.append(line.decode("utf-8", "replace").rstrip("\n"))
+                self._cv.notify_all()
+
+    def wait_line(self, lines, pattern, timeout=10):
+        """Wait until a line of `lines` matches pattern; returns the match."""
+        deadline = time.time() + timeout
+        rx = re.compile(pattern)
+        with self._cv:
+            while True:
+                for line in lines:
+                    m = rx.search(line)
+                    if m:
+                        return m
+                left = deadline - time.time()
+                if left <= 0 or self.p.poll() is not None and not self._more():
+                    return None
+                self._cv.wait(min(left, 0.1))
+
+    def _more(self):
+        return False
+
+    def stderr_text(self):
+        with self._lock:
+            return "\n".join(self.err_lines)
+
+    def threads(self):
+        """Names of the process's threads."""
+        names = []
+        try:
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                try:
+                    with open(f"/proc/{self.pid}/task/{tid}/comm") as f:
+                        names.append(f.read().strip())
+                except OSError:
+                    pass
+        except OSError:
+            pass
+        return names
+
+    def thread_ids(self, name):
+        out = []
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/comm") as f:
+                    if f.read().strip() == name:
+                        out.append(int(tid))
+            except OSError:
+                pass
+        return out
+
+    def fds(self):
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+
+class Host(Proc):
+    """tests/host: a program linking libpullprof, driven over stdin."""
+
+    def __init__(self, env=None, args=()):
+        super().__init__([HOST, *args], env=env)
+        self.ready = self.cmd(None)
+
+    def cmd(self, line, timeout=15):
+        if line is not None:
+            self.p.stdin.write((line + "\n").encode())
+            self.p.stdin.flush()
+        result = {}
+
+        def read():
+            result["line"] = self.p.stdout.readline().decode().strip()
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(timeout)
+        if "line" not in result:
+            raise TimeoutError(f"host did not answer {line!r} in {timeout}s")
+        return result["line"]
+
+    def start(self, listen="127.0.0.1:0", prefix=None, noenv=False):
+        """Returns the port, or the 'err ...' line."""
+        words = ["start-noenv" if noenv else "start", listen or "-"]
+        if prefix is not None:
+            words.append(prefix if prefix != "" else '""')
+        line = self.cmd(" ".join(words))
+        if line.startswith("ok "):
+            return int(line.split()[1])
+        return line
+
+    def alive(self):
+        """True when the host's own worker thread is still making progress."""
+        line = self.cmd("alive")
+        return line.startswith("alive ") and int(line.split()[1]) > 0
+
+    def quit(self, timeout=10):
+        try:
+            self.p.stdin.write(b"quit\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            pass
+        try:
+            return self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            return None
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def ipv6_loopback():
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::1", 0))
+        s.close()
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,159 @@
+"""Agent lifecycle in a linked host: start/stop/start, thread naming and
+signal masks, a taken port, bad configuration, environment precedence, fork,
+exit with the agent running."""
+import errno
+import os
+import time
+
+from pptest import Host, curl, eq, ok, run
+
+
+def status(port, path="/debug/pprof/status"):
+    return curl(f"http://127.0.0.1:{port}{path}", timeout=5)
+
+
+def test_start_stop_start():
+    h = Host()
+    fds0, threads0 = h.fds(), len(h.threads())
+    ok("pullprof-http" not in h.threads(), "no agent thread before start")
+    port = h.start()
+    eq(status(port).status, 200, "first start serves")
+    eq(h.threads().count("pullprof-http"), 1, "one thread named pullprof-http")
+    eq(h.cmd("port"), f"port {port}", "pullprof_port() is the bound port")
+    eq(h.cmd("stop"), "ok", "stop returns 0")
+    eq(h.cmd("port"), "port 0", "pullprof_port() is 0 when stopped")
+    r = status(port)
+    eq((r.status, r.exit_code), (0, 7), "stopped agent refuses connections")
+    ok("pullprof-http" not in h.threads(), "stop joins the agent thread")
+    eq(h.fds(), fds0, "stop closes every descriptor it opened")
+    port2 = h.start()
+    r = status(port2)
+    eq(r.status, 200, "second start serves")
+    s = r.json()
+    ok(s["uptime_seconds"] < 5, "uptime restarts with the agent")
+    eq(s["requests"]["total"], 0, "counters restart with the agent")
+    eq(h.cmd("stop"), "ok", "second stop")
+    # Many cycles, with a request each: nothing accumulates.
+    for i in range(30):
+        p = h.start()
+        if status(p).status != 200 or h.cmd("stop") != "ok":
+            ok(False, f"cycle {i} failed")
+            break
+    eq(h.fds(), fds0, "30 start/stop cycles leak no descriptor")
+    eq(len(h.threads()), threads0, "30 start/stop cycles leak no thread")
+    eq(h.cmd("stop"), "ok", "stop when not running returns 0")
+    ok(h.alive(), "host alive after the cycles")
+    eq(h.quit(), 0, "host exits cleanly")
+
+
+def test_start_twice():
+    h = Host()
+    port = h.start()
+    line = h.start()
+    eq(line.split()[:2], ["err", str(-errno.EALREADY)],
+       "a second start returns -EALREADY")
+    eq(status(port).status, 200, "the first agent keeps serving")
+    h.quit()
+
+
+def test_thread_signal_mask():
+    h = Host()
+    h.start()
+    tids = h.thread_ids("pullprof-http")
+    eq(len(tids), 1, "found the agent thread")
+    with open(f"/proc/{h.pid}/task/{tids[0]}/status") as f:
+        blk = [l for l in f if l.startswith("SigBlk:")][0].split()[1]
+    mask = int(blk, 16)
+    for name, num in (("SIGINT", 2), ("SIGTERM", 15), ("SIGPROF", 27),
+                      ("SIGCHLD", 17), ("SIGUSR1", 10)):
+        ok(mask & (1 << (num - 1)), f"agent thread blocks {name}", blk)
+    h.quit()
+
+
+def test_port_taken():
+    a = Host()
+    port = a.start()
+    b = Host()
+    line = b.start(f"127.0.0.1:{port}")
+    eq(line.split()[:2], ["err", str(-errno.EADDRINUSE)],
+       "start on a taken port returns -EADDRINUSE")
+    ok("address already in use" in line, "pullprof_strerror says why", line)
+    m = b.wait_line(b.err_lines, r"pullprof\[\d+\]: not started: .*", timeout=5)
+    ok(m and f"127.0.0.1:{port}" in m.group(0) and "already in use" in m.group(0),
+       "one stderr line names the address and the reason", b.stderr_text())
+    eq(len(b.err_lines), 1, "exactly one line on stderr")
+    ok(b.alive(), "the host whose agent failed runs on")
+    eq(b.cmd("port"), "port 0", "the failed agent holds nothing")
+    eq(status(port).status, 200, "the first agent still serves")
+    # The failed start left nothing behind: the next start works.
+    p2 = b.start()
+    eq(status(p2).status, 200, "a later start on a free port works")
+    eq(a.quit(), 0, "first host exits cleanly")
+    eq(b.quit(), 0, "second host exits cleanly")
+
+
+def test_bad_config():
+    cases = [
+        ({"PULLPROF_LISTEN": "nonsense"}, "PULLPROF_LISTEN"),
+        ({"PULLPROF_LISTEN": "example.com:80"}, "literal"),
+        ({"PULLPROF_PREFIX": "debug"}, "PULLPROF_PREFIX"),
+        ({"PULLPROF_MAX_CONNECTIONS": "0"}, "PULLPROF_MAX_CONNECTIONS"),
+        ({"PULLPROF_IDLE_TIMEOUT": "soon"}, "PULLPROF_IDLE_TIMEOUT"),
+        ({"PULLPROF_LISTEN": "192.0.2.1:0"}, "no such address"),
+    ]
+    for env, want in cases:
+        h = Host(env=env)
+        line = h.start()
+        ok(line.startswith("err "), f"{env}: start fails", line)
+        m = h.wait_line(h.err_lines, "not started", timeout=5)
+        ok(m and want in h.stderr_text(), f"{env}: stderr names {want}",
+           h.stderr_text())
+        ok(h.alive(), f"{env}: host runs on")
+        eq(h.quit(), 0, f"{env}: host exits cleanly")
+
+
+def test_env_precedence():
+    # The struct asks for port 1 (privileged, would fail); the operator's
+    # PULLPROF_LISTEN wins.
+    h = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0", "PULLPROF_PREFIX": "/env"})
+    port = h.start("127.0.0.1:1", "/code")
+    ok(isinstance(port, int) and port != 1, "PULLPROF_LISTEN overrides the struct",
+       port)
+    eq(status(port, "/env/status").status, 200, "PULLPROF_PREFIX overrides too")
+    h.cmd("stop")
+    port = h.start("127.0.0.1:0", "/code", noenv=True)
+    eq(status(port, "/code/status").status, 200, "ignore_env uses the struct alone")
+    h.quit()
+
+
+def test_fork():
+    h = Host()
+    port = h.start()
+    child = h.cmd("fork 2")
+    ok(child.startswith("child "), "host forks", child)
+    pid = child.split()[1]
+    eq(h.cmd("stop"), "ok", "parent stops its agent while the child lives")
+    r = status(port)
+    eq(r.exit_code, 7,
+       "the port closes: the child did not keep the listening socket")
+    eq(h.cmd(f"wait {pid}"), "exit 0", "the child ran without an agent")
+    port = h.start()
+    eq(status(port).status, 200, "the parent can start again")
+    h.quit()
+
+
+def test_exit_running():
+    h = Host()
+    port = h.start()
+    # A client connected and idle while the host exits.
+    import socket
+    s = socket.create_connection(("127.0.0.1", port))
+    t = time.time()
+    eq(h.quit(), 0, "exit() with the agent running and a client connected: 0")
+    ok(time.time() - t < 5, "exit is not delayed by the agent")
+    s.close()
+
+
+run([test_start_stop_start, test_start_twice, test_thread_signal_mask,
+     test_port_taken, test_bad_config, test_env_precedence, test_fork,
+     test_exit_running])
