@@ -136,18 +136,25 @@ class Proc:
         self.out_lines = []
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
-        threading.Thread(target=self._pump, args=(self.p.stderr, self.err_lines),
-                         daemon=True).start()
+        self._eof = set()  # ids of the line lists whose stream ended
+        self._pumps = [threading.Thread(target=self._pump,
+                                        args=(self.p.stderr, self.err_lines),
+                                        daemon=True)]
         if not stdin:
-            threading.Thread(target=self._pump,
-                             args=(self.p.stdout, self.out_lines),
-                             daemon=True).start()
+            self._pumps.append(threading.Thread(
+                target=self._pump, args=(self.p.stdout, self.out_lines),
+                daemon=True))
+        for t in self._pumps:
+            t.start()
 
     def _pump(self, stream, into):
         for line in stream:
             with self._cv:
                 into.append(line.decode("utf-8", "replace").rstrip("\n"))
                 self._cv.notify_all()
+        with self._cv:
+            self._eof.add(id(into))
+            self._cv.notify_all()
 
     def wait_line(self, lines, pattern, timeout=10):
         """Wait until a line of `lines` matches pattern; returns the match."""
@@ -160,12 +167,11 @@ class Proc:
                     if m:
                         return m
                 left = deadline - time.time()
-                if left <= 0 or self.p.poll() is not None and not self._more():
+                # Give up at the deadline, or once the stream has ended
+                # (every line it will ever have is here).
+                if left <= 0 or id(lines) in self._eof:
                     return None
                 self._cv.wait(min(left, 0.1))
-
-    def _more(self):
-        return False
 
     def stderr_text(self):
         with self._lock:
@@ -207,7 +213,13 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
+        self.drain()
         return self.p.returncode
+
+    def drain(self, timeout=5):
+        """After exit: wait until every output line has been collected."""
+        for t in self._pumps:
+            t.join(timeout)
 
 
 class Host(Proc):

@@ -34,6 +34,7 @@ def test_demo():
 def test_demo_usage():
     p = Proc([DEMO, "--bogus"], stdin=False)
     eq(p.p.wait(10), 2, "bad argument: exit 2")
+    p.drain()
     ok(p.wait_line(p.err_lines, "usage", timeout=2), "prints usage")
 
 
@@ -44,6 +45,7 @@ def test_demo_port_taken():
     b = Proc([DEMO, "--threads", "0", "--seconds", "1"],
              env={"PULLPROF_LISTEN": f"127.0.0.1:{port}"}, stdin=False)
     eq(b.p.wait(20), 0, "a demo whose port is taken still runs to the end")
+    b.drain()
     ok(re.search("running without the profiling agent", b.stderr_text()),
        "and says it runs without the agent", b.stderr_text())
     a.stop()
