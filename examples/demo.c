@@ -12,6 +12,9 @@
  *   --seconds S   exit after S seconds (default 0: run until interrupted)
  * The agent listens on PULLPROF_LISTEN (default 127.0.0.1:6060).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* pthread_setname_np */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -112,8 +115,9 @@ static void *cache_worker(void *arg)
 			seed = seed * 1664525u + 1013904223u;
 			size_t i = seed % CACHE_SLOTS;
 			/* Mostly small objects, now and then a large one. */
-			size_t size = (seed >> 8) % 100 < 95 ? 32 + (seed >> 16) % 480
-			                                      : 64 * 1024 + (seed >> 16) % 65536;
+			size_t size = (seed >> 8) % 100 < 95
+			                  ? 32 + (seed >> 16) % 480
+			                  : 64 * 1024 + (seed >> 16) % 65536;
 			free(slots[i]);
 			slots[i] = malloc(size);
 			if (slots[i])
@@ -139,7 +143,8 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
 			seconds = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: %s [--threads N] [--seconds S]\n",
+			fprintf(stderr,
+			        "usage: %s [--threads N] [--seconds S]\n",
 			        argv[0]);
 			return 2;
 		}
@@ -156,13 +161,14 @@ int main(int argc, char **argv)
 		rc = 0; /* started by PULLPROF_AUTOSTART=1 */
 	if (rc < 0) {
 		/* The agent already wrote why; a real server would run on. */
-		fprintf(stderr, "demo: running without the profiling agent (%s)\n",
+		fprintf(stderr,
+		        "demo: running without the profiling agent (%s)\n",
 		        pullprof_strerror(rc));
 	} else {
 		const char *p = getenv("PULLPROF_PREFIX");
 		char base[128];
-		snprintf(base, sizeof base, "http://127.0.0.1:%d%s", pullprof_port(),
-		         p ? p : "/debug/pprof");
+		snprintf(base, sizeof base, "http://127.0.0.1:%d%s",
+		         pullprof_port(), p ? p : "/debug/pprof");
 		printf("demo (pid %d): pullprof %s is serving on port %d\n"
 		       "  index:   %s/\n"
 		       "  status:  curl -s %s/status\n"
@@ -175,7 +181,8 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	for (int i = 0; i < threads; i++)
-		pthread_create(&tid[n++], NULL, hash_worker, (void *)(uintptr_t)i);
+		pthread_create(&tid[n++], NULL, hash_worker,
+		               (void *)(uintptr_t)i);
 	pthread_create(&tid[n++], NULL, sort_worker, NULL);
 	pthread_create(&tid[n++], NULL, cache_worker, NULL);
 

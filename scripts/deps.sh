@@ -8,7 +8,7 @@ set -eu
 
 build="build-essential autoconf automake libtool pkg-config
   libmicrohttpd-dev libjson-c-dev zlib1g-dev libunwind-dev libdw-dev"
-test="libcmocka-dev curl python3 procps valgrind"
+test="libcmocka-dev curl python3 procps valgrind clang-format"
 
 pkgs=$build
 [ "${1:-}" = "--test" ] && pkgs="$build $test"

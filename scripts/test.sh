@@ -66,5 +66,28 @@ if ! ls tests/integration/*.trs >/dev/null 2>&1; then
 	failed=$((failed + 1))
 fi
 
+# The installed library as a user gets it: header, .so and pullprof.pc, used
+# through pkg-config by a program built outside the tree.
+installed() {
+	local dest
+	dest=$(mktemp -d)
+	make install DESTDIR="$dest" &&
+		PKG_CONFIG_SYSROOT_DIR="$dest" \
+		PKG_CONFIG_PATH="$dest/usr/local/lib/pkgconfig" \
+		cc -Wall -Wextra -Werror -o "$dest/demo" examples/demo.c \
+		$(PKG_CONFIG_SYSROOT_DIR="$dest" PKG_CONFIG_PATH="$dest/usr/local/lib/pkgconfig" \
+			pkg-config --cflags --libs pullprof) -lpthread &&
+		LD_LIBRARY_PATH="$dest/usr/local/lib" PULLPROF_LISTEN=127.0.0.1:0 \
+		"$dest/demo" --threads 0 --seconds 1 | grep -q "serving on port"
+	local rc=$?
+	rm -rf "$dest"
+	return $rc
+}
+step install-pkg-config installed
+
+# The code is formatted by .clang-format.
+step clang-format clang-format --dry-run --Werror \
+	src/*.c src/*/*.c src/*.h src/*/*.h include/*.h tests/*.c tests/unit/*.c examples/*.c
+
 step distcheck make distcheck
 finish

@@ -148,8 +148,8 @@ static int preloaded(void)
 	Dl_info info;
 	char self[PATH_MAX], entry[PATH_MAX], real[PATH_MAX];
 
-	if (!list || !dladdr((void *)pullprof_start, &info) || !info.dli_fname ||
-	    !realpath(info.dli_fname, self))
+	if (!list || !dladdr((void *)pullprof_start, &info) ||
+	    !info.dli_fname || !realpath(info.dli_fname, self))
 		return 0;
 	while (*list) {
 		size_t n = strcspn(list, " :");
@@ -158,10 +158,11 @@ static int preloaded(void)
 			entry[n] = 0;
 			if (realpath(entry, real) && strcmp(real, self) == 0)
 				return 1;
-			/* A bare name is searched for by the loader: match it on
-			 * the file name alone. */
+			/* A bare name is searched for by the loader: match it
+			 * on the file name alone. */
 			const char *base = strrchr(self, '/');
-			if (!strchr(entry, '/') && base && strcmp(entry, base + 1) == 0)
+			if (!strchr(entry, '/') && base &&
+			    strcmp(entry, base + 1) == 0)
 				return 1;
 		}
 		list += n;
@@ -179,8 +180,9 @@ __attribute__((constructor)) static void pp_autostart(void)
 	if (autostart && strcmp(autostart, "0") == 0)
 		return;
 	if (autostart && strcmp(autostart, "1") != 0) {
-		pp_log("not started: PULLPROF_AUTOSTART: \"%.32s\" is not 0 or 1",
-		       autostart);
+		pp_log(
+		    "not started: PULLPROF_AUTOSTART: \"%.32s\" is not 0 or 1",
+		    autostart);
 		return;
 	}
 	/* Linked hosts start the agent themselves, with their own settings,
@@ -191,7 +193,8 @@ __attribute__((constructor)) static void pp_autostart(void)
 	pthread_mutex_lock(&lifecycle);
 	int rc = start_locked(NULL, 1);
 	if (rc == 0 && !(quiet && strcmp(quiet, "1") == 0))
-		pp_log("serving http://%s%s/", agent.srv->bound, agent.cfg.v.prefix);
+		pp_log("serving http://%s%s/", agent.srv->bound,
+		       agent.cfg.v.prefix);
 	pthread_mutex_unlock(&lifecycle);
 }
 

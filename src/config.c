@@ -20,13 +20,14 @@
 
 const struct pp_setting pp_settings[] = {
     {"listen", "PULLPROF_LISTEN", PP_SETTING_STRING, OFF(listen), 0, 0,
-     "address to listen on: host:port, [v6]:port, :port or port; port 0 = any free port"},
+     "address to listen on: host:port, [v6]:port, :port or port; port 0 = any "
+     "free port"},
     {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0, 0,
      "URL path prefix of every endpoint (\"\" = root)"},
     {"max_connections", "PULLPROF_MAX_CONNECTIONS", PP_SETTING_UINT,
      OFF(max_connections), 1, 1024, "most simultaneous HTTP connections"},
-    {"idle_timeout", "PULLPROF_IDLE_TIMEOUT", PP_SETTING_UINT, OFF(idle_timeout),
-     1, 3600, "seconds before an idle connection is closed"},
+    {"idle_timeout", "PULLPROF_IDLE_TIMEOUT", PP_SETTING_UINT,
+     OFF(idle_timeout), 1, 3600, "seconds before an idle connection is closed"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -48,15 +49,17 @@ int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
 	unsigned long long v = 0;
 
 	if (!p || !*p) {
-		snprintf(err, errlen, "empty value, expected an integer in %u..%u",
-		         min, max);
+		snprintf(err, errlen,
+		         "empty value, expected an integer in %u..%u", min,
+		         max);
 		return -EINVAL;
 	}
 	for (; *p; p++) {
 		if (!isdigit((unsigned char)*p)) {
-			snprintf(err, errlen,
-			         "\"%.64s\" is not a whole number (expected %u..%u)",
-			         text, min, max);
+			snprintf(
+			    err, errlen,
+			    "\"%.64s\" is not a whole number (expected %u..%u)",
+			    text, min, max);
 			return -EINVAL;
 		}
 		v = v * 10 + (unsigned)(*p - '0');
@@ -64,7 +67,8 @@ int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
 			break;
 	}
 	if (v < min || v > max) {
-		snprintf(err, errlen, "%.64s is out of range %u..%u", text, min, max);
+		snprintf(err, errlen, "%.64s is out of range %u..%u", text, min,
+		         max);
 		return -EINVAL;
 	}
 	*out = (unsigned)v;
@@ -81,20 +85,23 @@ int pp_config_parse_listen(const char *text, struct sockaddr_storage *addr,
 
 	memset(addr, 0, sizeof *addr);
 	if (!text || !*text) {
-		snprintf(err, errlen, "empty listen address, expected host:port");
+		snprintf(err, errlen,
+		         "empty listen address, expected host:port");
 		return -EINVAL;
 	}
 	if (text[0] == '[') {
 		const char *close = strchr(text, ']');
 		if (!close || close[1] != ':') {
-			snprintf(err, errlen,
-			         "\"%.64s\": an IPv6 address is written [addr]:port",
-			         text);
+			snprintf(
+			    err, errlen,
+			    "\"%.64s\": an IPv6 address is written [addr]:port",
+			    text);
 			return -EINVAL;
 		}
 		size_t n = (size_t)(close - text - 1);
 		if (n == 0 || n >= sizeof host) {
-			snprintf(err, errlen, "\"%.64s\": bad IPv6 address", text);
+			snprintf(err, errlen, "\"%.64s\": bad IPv6 address",
+			         text);
 			return -EINVAL;
 		}
 		memcpy(host, text + 1, n);
@@ -110,13 +117,15 @@ int pp_config_parse_listen(const char *text, struct sockaddr_storage *addr,
 			size_t n = (size_t)(colon - text);
 			if (memchr(text, ':', n)) {
 				snprintf(err, errlen,
-				         "\"%.64s\": write an IPv6 address in brackets, "
+				         "\"%.64s\": write an IPv6 address in "
+				         "brackets, "
 				         "e.g. [::1]:6060",
 				         text);
 				return -EINVAL;
 			}
 			if (n >= sizeof host) {
-				snprintf(err, errlen, "\"%.64s\": host too long", text);
+				snprintf(err, errlen,
+				         "\"%.64s\": host too long", text);
 				return -EINVAL;
 			}
 			memcpy(host, text, n);
@@ -126,7 +135,8 @@ int pp_config_parse_listen(const char *text, struct sockaddr_storage *addr,
 			port_text = colon + 1;
 		}
 	}
-	if (pp_config_parse_uint(port_text, 0, 65535, &port, perr, sizeof perr)) {
+	if (pp_config_parse_uint(port_text, 0, 65535, &port, perr,
+	                         sizeof perr)) {
 		snprintf(err, errlen, "\"%.64s\": bad port: %s", text, perr);
 		return -EINVAL;
 	}
@@ -149,9 +159,10 @@ int pp_config_parse_listen(const char *text, struct sockaddr_storage *addr,
 	}
 	/* Host names would need a resolver call inside the host process at
 	 * start-up, possibly blocking on DNS: only literals are accepted. */
-	snprintf(err, errlen,
-	         "\"%.64s\": host must be an IPv4 or [IPv6] literal or localhost",
-	         text);
+	snprintf(
+	    err, errlen,
+	    "\"%.64s\": host must be an IPv4 or [IPv6] literal or localhost",
+	    text);
 	return -EINVAL;
 }
 
@@ -169,27 +180,31 @@ int pp_config_normalize_prefix(const char *text, char **out, char *err,
 		return -EINVAL;
 	}
 	if (n > 0 && text[0] != '/') {
-		snprintf(err, errlen, "\"%.64s\": the prefix must start with /", text);
+		snprintf(err, errlen, "\"%.64s\": the prefix must start with /",
+		         text);
 		return -EINVAL;
 	}
 	for (p = text; *p; p++) {
 		unsigned char c = (unsigned char)*p;
 		if (c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' ||
 		    c == '"' || c == '<' || c == '>' || c == '\\') {
-			snprintf(err, errlen,
-			         "\"%.64s\": the prefix may not contain spaces, "
-			         "control characters or any of ?#%%\"<>\\",
-			         text);
+			snprintf(
+			    err, errlen,
+			    "\"%.64s\": the prefix may not contain spaces, "
+			    "control characters or any of ?#%%\"<>\\",
+			    text);
 			return -EINVAL;
 		}
-		if (c == '/' && (p[1] == '/' ||
-		                 (p[1] == '.' && (p[2] == '/' || p[2] == 0 ||
-		                                  (p[2] == '.' &&
-		                                   (p[3] == '/' || p[3] == 0)))))) {
+		if (c == '/' &&
+		    (p[1] == '/' ||
+		     (p[1] == '.' &&
+		      (p[2] == '/' || p[2] == 0 ||
+		       (p[2] == '.' && (p[3] == '/' || p[3] == 0)))))) {
 			if (p[1] == '/' && p[2] == 0)
 				continue; /* a trailing "//" is trimmed below */
 			snprintf(err, errlen,
-			         "\"%.64s\": the prefix may not contain empty, . or .. "
+			         "\"%.64s\": the prefix may not contain empty, "
+			         ". or .. "
 			         "segments",
 			         text);
 			return -EINVAL;
@@ -206,7 +221,8 @@ void pp_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len)
 	char host[INET6_ADDRSTRLEN];
 
 	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		const struct sockaddr_in6 *in6 =
+		    (const struct sockaddr_in6 *)sa;
 		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
 		snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
 	} else {
@@ -240,12 +256,14 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 				*(const char **)field = env;
 			else if (!*(const char **)field)
 				*(const char **)field =
-				    *(const char **)((char *)&defaults + s->offset);
+				    *(const char **)((char *)&defaults +
+				                     s->offset);
 			continue;
 		}
 		if (env) {
 			rc = pp_config_parse_uint(env, s->min, s->max,
-			                          (unsigned *)field, why, sizeof why);
+			                          (unsigned *)field, why,
+			                          sizeof why);
 			if (rc) {
 				snprintf(err, errlen, "%s: %s", s->env, why);
 				return rc;
@@ -253,21 +271,23 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 		} else {
 			unsigned v = *(unsigned *)field;
 			if (v < s->min || v > s->max) {
-				snprintf(err, errlen, "%s is %u, out of range %u..%u",
+				snprintf(err, errlen,
+				         "%s is %u, out of range %u..%u",
 				         s->key, v, s->min, s->max);
 				return -EINVAL;
 			}
 		}
 	}
 
-	rc = pp_config_parse_listen(merged.listen, &out->addr, &out->addrlen, why,
-	                            sizeof why);
+	rc = pp_config_parse_listen(merged.listen, &out->addr, &out->addrlen,
+	                            why, sizeof why);
 	if (rc) {
 		snprintf(err, errlen, "PULLPROF_LISTEN: %s", why);
 		return rc;
 	}
 	char *prefix = NULL;
-	rc = pp_config_normalize_prefix(merged.prefix, &prefix, why, sizeof why);
+	rc =
+	    pp_config_normalize_prefix(merged.prefix, &prefix, why, sizeof why);
 	if (rc) {
 		snprintf(err, errlen, "PULLPROF_PREFIX: %s", why);
 		return rc;

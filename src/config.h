@@ -30,7 +30,7 @@ struct pp_setting {
 	const char *key; /* name in the status JSON */
 	const char *env; /* environment variable */
 	enum pp_setting_type type;
-	size_t offset; /* in struct pullprof_config */
+	size_t offset;     /* in struct pullprof_config */
 	unsigned min, max; /* PP_SETTING_UINT only */
 	const char *help;
 };

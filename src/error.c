@@ -15,24 +15,16 @@
 PULLPROF_API const char *pullprof_strerror(int err)
 {
 	switch (err) {
-	case 0:
-		return "success";
-	case -EINVAL:
-		return "invalid configuration or argument";
-	case -EADDRINUSE:
-		return "address already in use";
-	case -EADDRNOTAVAIL:
-		return "address not available on this host";
+	case 0: return "success";
+	case -EINVAL: return "invalid configuration or argument";
+	case -EADDRINUSE: return "address already in use";
+	case -EADDRNOTAVAIL: return "address not available on this host";
 	case -EACCES:
 		return "permission denied (ports below 1024 need privileges)";
-	case -EALREADY:
-		return "the agent is already running";
-	case -EDEADLK:
-		return "called from one of the agent's own threads";
-	case -ENOMEM:
-		return "out of memory";
-	case -EAGAIN:
-		return "resource temporarily unavailable";
+	case -EALREADY: return "the agent is already running";
+	case -EDEADLK: return "called from one of the agent's own threads";
+	case -ENOMEM: return "out of memory";
+	case -EAGAIN: return "resource temporarily unavailable";
 	}
 	if (err < 0) {
 		const char *d = strerrordesc_np(-err);

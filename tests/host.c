@@ -1,10 +1,10 @@
 /*
  * A host process for the integration tests, driven line by line on stdin:
  *
- *   start [LISTEN [PREFIX]]   pullprof_start (env applies)  -> "ok PORT" | "err RC MESSAGE"
- *   start-noenv LISTEN PREFIX pullprof_start, ignore_env=1  -> same
- *   stop                      pullprof_stop                 -> "ok" | "err RC MESSAGE"
- *   port                      pullprof_port                 -> "port N"
+ *   start [LISTEN [PREFIX]]   pullprof_start (env applies)  -> "ok PORT" | "err
+ * RC MESSAGE" start-noenv LISTEN PREFIX pullprof_start, ignore_env=1  -> same
+ *   stop                      pullprof_stop                 -> "ok" | "err RC
+ * MESSAGE" port                      pullprof_port                 -> "port N"
  *   alive                     proves the host still works   -> "alive TICKS"
  *   fork SECONDS              fork; the child sleeps, reports and exits
  *                                                           -> "child PID"
@@ -64,7 +64,8 @@ int main(void)
 		int n = sscanf(line, "%31s %255s %255s", cmd, a1, a2);
 		if (n < 1)
 			continue;
-		if (strcmp(cmd, "start") == 0 || strcmp(cmd, "start-noenv") == 0) {
+		if (strcmp(cmd, "start") == 0 ||
+		    strcmp(cmd, "start-noenv") == 0) {
 			struct pullprof_config cfg;
 			pullprof_config_init(&cfg);
 			if (n >= 2)
@@ -97,7 +98,8 @@ int main(void)
 			int st = 0;
 			pid_t pid = (pid_t)atoi(a1);
 			waitpid(pid, &st, 0);
-			printf("exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+			printf("exit %d\n",
+			       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 		} else if (strcmp(cmd, "quit") == 0) {
 			return 0;
 		} else {

@@ -54,26 +54,30 @@ static struct json_object *config_json(const struct pp_config *c)
 
 static struct json_object *requests_json(const struct pp_server_stats *st)
 {
-	static const char *const classes[PP_STATUS_CLASSES] = {"1xx", "2xx", "3xx",
-	                                                       "4xx", "5xx"};
+	static const char *const classes[PP_STATUS_CLASSES] = {
+	    "1xx", "2xx", "3xx", "4xx", "5xx"};
 	struct json_object *by = json_object_new_object();
 	unsigned long total = 0;
 
 	for (size_t i = 0; i <= pp_routes_count; i++) {
 		/* The last row counts requests that matched no route. */
-		unsigned row = i < pp_routes_count ? (unsigned)i : PP_MAX_ROUTES;
-		const char *name = i < pp_routes_count ? pp_routes[i].name : "other";
+		unsigned row =
+		    i < pp_routes_count ? (unsigned)i : PP_MAX_ROUTES;
+		const char *name =
+		    i < pp_routes_count ? pp_routes[i].name : "other";
 		struct json_object *e = json_object_new_object();
 		for (int k = 1; k < PP_STATUS_CLASSES; k++) {
-			unsigned long n = atomic_load_explicit(&st->requests[row][k],
-			                                       memory_order_relaxed);
+			unsigned long n = atomic_load_explicit(
+			    &st->requests[row][k], memory_order_relaxed);
 			total += n;
-			json_object_object_add(e, classes[k], json_object_new_int64((int64_t)n));
+			json_object_object_add(
+			    e, classes[k], json_object_new_int64((int64_t)n));
 		}
 		json_object_object_add(by, name, e);
 	}
 	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "total", json_object_new_int64((int64_t)total));
+	json_object_object_add(o, "total",
+	                       json_object_new_int64((int64_t)total));
 	json_object_object_add(o, "by_endpoint", by);
 	return o;
 }
@@ -87,7 +91,8 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	char *args = NULL, *exe;
 	size_t len = 0;
 
-	json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+	json_object_object_add(o, "version",
+	                       json_object_new_string(PACKAGE_VERSION));
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
 	exe = pp_proc_exe();
 	json_object_object_add(o, "executable",
@@ -98,7 +103,8 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	if (pp_proc_cmdline(&args, &len) == 0) {
 		for (size_t i = 0; i < len;) {
 			size_t n = strnlen(args + i, len - i);
-			json_object_array_add(argv, json_object_new_string_len(args + i, (int)n));
+			json_object_array_add(
+			    argv, json_object_new_string_len(args + i, (int)n));
 			i += n + 1;
 		}
 		free(args);
@@ -112,23 +118,26 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	                       seconds(pp_seconds_since(&a->start_mono)));
 	double pstart = pp_proc_start_time();
 	if (pstart > 0) {
-		json_object_object_add(o, "process_start_time", time_string(pstart));
+		json_object_object_add(o, "process_start_time",
+		                       time_string(pstart));
 		json_object_object_add(o, "process_uptime_seconds",
 		                       seconds(fmax(0.0, t_now - pstart)));
 	}
-	json_object_object_add(o, "listen", json_object_new_string(r->srv->bound));
+	json_object_object_add(o, "listen",
+	                       json_object_new_string(r->srv->bound));
 	json_object_object_add(o, "port", json_object_new_int(r->srv->port));
-	json_object_object_add(o, "autostarted", json_object_new_boolean(a->autostarted));
+	json_object_object_add(o, "autostarted",
+	                       json_object_new_boolean(a->autostarted));
 	json_object_object_add(o, "config", config_json(&a->cfg));
 	json_object_object_add(o, "requests", requests_json(st));
 
 	struct json_object *conn = json_object_new_object();
-	json_object_object_add(
-	    conn, "active",
-	    json_object_new_int64((int64_t)atomic_load(&st->connections_active)));
-	json_object_object_add(
-	    conn, "total",
-	    json_object_new_int64((int64_t)atomic_load(&st->connections_total)));
+	json_object_object_add(conn, "active",
+	                       json_object_new_int64((int64_t)atomic_load(
+	                           &st->connections_active)));
+	json_object_object_add(conn, "total",
+	                       json_object_new_int64((int64_t)atomic_load(
+	                           &st->connections_total)));
 	json_object_object_add(
 	    conn, "server_errors",
 	    json_object_new_int64((int64_t)atomic_load(&st->server_errors)));
@@ -144,6 +153,6 @@ enum MHD_Result pp_h_cmdline(struct pp_request *r)
 	if (pp_proc_cmdline(&args, &len) != 0)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "cannot read /proc/self/cmdline");
-	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", args, len,
-	                  PP_BODY_FREE);
+	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", args,
+	                  len, PP_BODY_FREE);
 }

@@ -22,8 +22,8 @@ static void count(struct pp_request *r, unsigned status)
 	unsigned cls = status / 100;
 	if (cls < 1 || cls > PP_STATUS_CLASSES)
 		cls = PP_STATUS_CLASSES;
-	atomic_fetch_add_explicit(&r->srv->stats.requests[r->counter][cls - 1], 1,
-	                          memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->srv->stats.requests[r->counter][cls - 1],
+	                          1, memory_order_relaxed);
 }
 
 static enum MHD_Result queue(struct pp_request *r, unsigned status,
@@ -32,7 +32,8 @@ static enum MHD_Result queue(struct pp_request *r, unsigned status,
 	enum MHD_Result ret;
 
 	if (!resp)
-		return MHD_NO; /* out of memory: libmicrohttpd drops the connection */
+		return MHD_NO; /* out of memory: libmicrohttpd drops the
+		                  connection */
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	/* Profiles and status describe this instant: never cache them. */
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
@@ -67,7 +68,8 @@ enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,
 {
 	size_t len = 0;
 	const char *s = json_object_to_json_string_length(
-	    obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	    obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE,
+	    &len);
 	enum MHD_Result ret;
 
 	if (!s) {
@@ -101,7 +103,8 @@ enum MHD_Result pp_respond_error(struct pp_request *r, unsigned status,
 	if (r->kind == PP_ROUTE_JSON) {
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "error", json_object_new_string(msg));
-		json_object_object_add(o, "status", json_object_new_int((int)status));
+		json_object_object_add(o, "status",
+		                       json_object_new_int((int)status));
 		return pp_respond_json(r, status, o);
 	}
 
@@ -114,7 +117,8 @@ enum MHD_Result pp_respond_error(struct pp_request *r, unsigned status,
 	    MHD_create_response_from_buffer(n, msg, MHD_RESPMEM_MUST_COPY);
 	if (!resp)
 		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "Content-Type",
+	                        "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "X-Go-Pprof", "1");
 	return queue(r, status, resp);
 }
@@ -128,6 +132,7 @@ enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location)
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, "Location", location);
-	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "Content-Type",
+	                        "text/plain; charset=utf-8");
 	return queue(r, MHD_HTTP_FOUND, resp);
 }

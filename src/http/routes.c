@@ -17,8 +17,7 @@ const struct pp_route pp_routes[] = {
     {"/status", "status", GET_HEAD, PP_ROUTE_JSON, pp_h_status, "status",
      "agent and process status as JSON: version, pid, uptime, "
      "configuration, request counters"},
-    {"/cmdline", "cmdline", GET_HEAD, PP_ROUTE_PROFILE, pp_h_cmdline,
-     "cmdline",
+    {"/cmdline", "cmdline", GET_HEAD, PP_ROUTE_PROFILE, pp_h_cmdline, "cmdline",
      "the command line of this process, arguments separated by NUL bytes "
      "(as Go's net/http/pprof)"},
 };
@@ -59,7 +58,8 @@ static const char *match(struct pp_request *r, const char *prefix)
 	size_t plen = strlen(prefix);
 	const char *url = r->url;
 
-	if (strncmp(url, prefix, plen) != 0 || (url[plen] != 0 && url[plen] != '/'))
+	if (strncmp(url, prefix, plen) != 0 ||
+	    (url[plen] != 0 && url[plen] != '/'))
 		return NULL;
 	for (size_t i = 0; i < pp_routes_count; i++) {
 		if (strcmp(pp_routes[i].path, url + plen) == 0) {
@@ -111,28 +111,31 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 			snprintf(loc, sizeof loc, "%s/", prefix);
 			return pp_respond_redirect(&r, loc);
 		}
-		return pp_respond_error(&r, MHD_HTTP_NOT_FOUND,
-		                        "404 page not found: pullprof serves its "
-		                        "endpoints under %s/",
-		                        prefix);
+		return pp_respond_error(
+		    &r, MHD_HTTP_NOT_FOUND,
+		    "404 page not found: pullprof serves its "
+		    "endpoints under %s/",
+		    prefix);
 	}
 	if (*rest == 0) {
 		snprintf(loc, sizeof loc, "%s/", prefix);
 		return pp_respond_redirect(&r, loc);
 	}
 	if (!r.route)
-		return pp_respond_error(&r, MHD_HTTP_NOT_FOUND,
-		                        "unknown endpoint %s (the list is at %s/)",
-		                        url, prefix);
+		return pp_respond_error(
+		    &r, MHD_HTTP_NOT_FOUND,
+		    "unknown endpoint %s (the list is at %s/)", url, prefix);
 	if (!method_allowed(r.route, method))
-		return pp_respond_error(&r, MHD_HTTP_METHOD_NOT_ALLOWED,
-		                        "method %s not allowed on %s; allowed: %s",
-		                        method, url, r.route->methods);
+		return pp_respond_error(
+		    &r, MHD_HTTP_METHOD_NOT_ALLOWED,
+		    "method %s not allowed on %s; allowed: %s", method, url,
+		    r.route->methods);
 	if (has_body) {
 		/* No endpoint takes a body: refuse it rather than read it (the
 		 * answer comes before the body, so the connection closes). */
 		return pp_respond_error(&r, MHD_HTTP_CONTENT_TOO_LARGE,
-		                        "%s %s takes no request body", method, url);
+		                        "%s %s takes no request body", method,
+		                        url);
 	}
 	return r.route->handler(&r);
 }

@@ -19,8 +19,8 @@ enum pp_route_kind { PP_ROUTE_PROFILE, PP_ROUTE_PAGE, PP_ROUTE_JSON };
 typedef enum MHD_Result (*pp_handler)(struct pp_request *r);
 
 struct pp_route {
-	const char *path; /* below the prefix: "/", "/status", ... */
-	const char *name; /* key in counters and status */
+	const char *path;    /* below the prefix: "/", "/status", ... */
+	const char *name;    /* key in counters and status */
 	const char *methods; /* the Allow header value */
 	enum pp_route_kind kind;
 	pp_handler handler;
@@ -37,7 +37,7 @@ struct pp_request {
 	const char *url;
 	const char *method;
 	const struct pp_route *route; /* NULL when no route matched */
-	unsigned counter; /* row in srv->stats.requests */
+	unsigned counter;             /* row in srv->stats.requests */
 	enum pp_route_kind kind;
 };
 

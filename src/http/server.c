@@ -9,8 +9,8 @@
  */
 #include "server.h"
 
-#include <errno.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <signal.h>
@@ -28,19 +28,21 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	struct pp_server *s = cls;
 	(void)fmt;
 	(void)ap;
-	/* libmicrohttpd reports client misbehaviour (resets, bad requests) here.
-	 * A host's stderr is not ours to fill: count, do not print. */
-	atomic_fetch_add_explicit(&s->stats.server_errors, 1, memory_order_relaxed);
+	/* libmicrohttpd reports client misbehaviour (resets, bad requests)
+	 * here. A host's stderr is not ours to fill: count, do not print. */
+	atomic_fetch_add_explicit(&s->stats.server_errors, 1,
+	                          memory_order_relaxed);
 }
 
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+static void on_connection(void *cls, struct MHD_Connection *c,
+                          void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
 	struct pp_server *s = cls;
 
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *ci =
-		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		    c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		atomic_fetch_add_explicit(&s->stats.connections_active, 1,
 		                          memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->stats.connections_total, 1,
@@ -117,18 +119,20 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 		e = errno;
 		close(fd);
 		if (e == EADDRINUSE)
-			snprintf(err, errlen,
-			         "cannot listen on %s: address already in use "
-			         "(set PULLPROF_LISTEN to another port, or port 0 "
-			         "for any free one)",
-			         cfg->v.listen);
+			snprintf(
+			    err, errlen,
+			    "cannot listen on %s: address already in use "
+			    "(set PULLPROF_LISTEN to another port, or port 0 "
+			    "for any free one)",
+			    cfg->v.listen);
 		else if (e == EADDRNOTAVAIL)
-			snprintf(err, errlen,
-			         "cannot listen on %s: no such address on this host",
-			         cfg->v.listen);
+			snprintf(
+			    err, errlen,
+			    "cannot listen on %s: no such address on this host",
+			    cfg->v.listen);
 		else
-			snprintf(err, errlen, "cannot listen on %s: %s", cfg->v.listen,
-			         strerror(e));
+			snprintf(err, errlen, "cannot listen on %s: %s",
+			         cfg->v.listen, strerror(e));
 		return -e;
 	}
 	if (listen(fd, 64) < 0) {
@@ -141,7 +145,8 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-		pp_format_sockaddr((struct sockaddr *)&ss, s->bound, sizeof s->bound);
+		pp_format_sockaddr((struct sockaddr *)&ss, s->bound,
+		                   sizeof s->bound);
 		s->port = ntohs(ss.ss_family == AF_INET6
 		                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
 		                    : ((struct sockaddr_in *)&ss)->sin_port);
@@ -205,13 +210,13 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	if (cfg->addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	s->mhd = MHD_start_daemon(
-	    flags, 0, NULL, NULL, pp_routes_dispatch, s, MHD_OPTION_LISTEN_SOCKET,
-	    (MHD_socket)s->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-	    (unsigned)cfg->v.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)cfg->v.idle_timeout, MHD_OPTION_NOTIFY_CONNECTION,
-	    on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-	    MHD_OPTION_END);
+	    flags, 0, NULL, NULL, pp_routes_dispatch, s,
+	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->v.max_connections,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->v.idle_timeout,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 	if (!s->mhd) {
 		snprintf(err, errlen, "cannot start the HTTP server on %s",
 		         s->bound);

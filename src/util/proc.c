@@ -108,5 +108,6 @@ double pp_proc_start_time(void)
 	clock_gettime(CLOCK_REALTIME, &real);
 	double since_boot = (double)boot.tv_sec + (double)boot.tv_nsec / 1e9;
 	double now = (double)real.tv_sec + (double)real.tv_nsec / 1e9;
-	return now - since_boot + (double)start_ticks / (double)(hz > 0 ? hz : 100);
+	return now - since_boot +
+	       (double)start_ticks / (double)(hz > 0 ? hz : 100);
 }

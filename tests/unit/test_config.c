@@ -23,7 +23,8 @@ static void listen_ok(const char *text, int family, const char *want)
 	char got[80];
 
 	err[0] = 0;
-	assert_int_equal(pp_config_parse_listen(text, &ss, &len, err, sizeof err), 0);
+	assert_int_equal(
+	    pp_config_parse_listen(text, &ss, &len, err, sizeof err), 0);
 	assert_int_equal(ss.ss_family, family);
 	pp_format_sockaddr((struct sockaddr *)&ss, got, sizeof got);
 	assert_string_equal(got, want);
@@ -35,11 +36,12 @@ static void listen_bad(const char *text, const char *why)
 	socklen_t len = 0;
 
 	err[0] = 0;
-	assert_int_equal(pp_config_parse_listen(text, &ss, &len, err, sizeof err),
-	                 -EINVAL);
+	assert_int_equal(
+	    pp_config_parse_listen(text, &ss, &len, err, sizeof err), -EINVAL);
 	if (!strstr(err, why))
-		fail_msg("error for \"%s\" is \"%s\", expected it to mention \"%s\"",
-		         text, err, why);
+		fail_msg(
+		    "error for \"%s\" is \"%s\", expected it to mention \"%s\"",
+		    text, err, why);
 }
 
 static void test_listen_forms(void **state)
@@ -75,24 +77,34 @@ static void test_uint(void **state)
 {
 	unsigned v = 0;
 	(void)state;
-	assert_int_equal(pp_config_parse_uint("42", 1, 100, &v, err, sizeof err), 0);
+	assert_int_equal(
+	    pp_config_parse_uint("42", 1, 100, &v, err, sizeof err), 0);
 	assert_int_equal(v, 42);
-	assert_int_equal(pp_config_parse_uint("0", 0, 1, &v, err, sizeof err), 0);
+	assert_int_equal(pp_config_parse_uint("0", 0, 1, &v, err, sizeof err),
+	                 0);
 	assert_int_equal(v, 0);
-	assert_int_equal(pp_config_parse_uint("101", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(
+	    pp_config_parse_uint("101", 1, 100, &v, err, sizeof err), -EINVAL);
 	assert_non_null(strstr(err, "out of range 1..100"));
-	assert_int_equal(pp_config_parse_uint("99999999999999999999", 1, 100, &v, err, sizeof err), -EINVAL);
-	assert_int_equal(pp_config_parse_uint(" 5", 1, 100, &v, err, sizeof err), -EINVAL);
-	assert_int_equal(pp_config_parse_uint("5 ", 1, 100, &v, err, sizeof err), -EINVAL);
-	assert_int_equal(pp_config_parse_uint("+5", 1, 100, &v, err, sizeof err), -EINVAL);
-	assert_int_equal(pp_config_parse_uint("", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(pp_config_parse_uint("99999999999999999999", 1, 100,
+	                                      &v, err, sizeof err),
+	                 -EINVAL);
+	assert_int_equal(
+	    pp_config_parse_uint(" 5", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(
+	    pp_config_parse_uint("5 ", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(
+	    pp_config_parse_uint("+5", 1, 100, &v, err, sizeof err), -EINVAL);
+	assert_int_equal(pp_config_parse_uint("", 1, 100, &v, err, sizeof err),
+	                 -EINVAL);
 	assert_int_equal(v, 0); /* untouched by failures */
 }
 
 static void prefix_ok(const char *in, const char *want)
 {
 	char *out = NULL;
-	assert_int_equal(pp_config_normalize_prefix(in, &out, err, sizeof err), 0);
+	assert_int_equal(pp_config_normalize_prefix(in, &out, err, sizeof err),
+	                 0);
 	assert_string_equal(out, want);
 	free(out);
 }
@@ -100,7 +112,8 @@ static void prefix_ok(const char *in, const char *want)
 static void prefix_bad(const char *in)
 {
 	char *out = NULL;
-	assert_int_equal(pp_config_normalize_prefix(in, &out, err, sizeof err), -EINVAL);
+	assert_int_equal(pp_config_normalize_prefix(in, &out, err, sizeof err),
+	                 -EINVAL);
 	assert_null(out);
 	assert_true(strlen(err) > 0);
 }
@@ -211,7 +224,8 @@ static void test_env_errors(void **state)
 	resolve_bad_env("PULLPROF_LISTEN", "host.example:80", "literal");
 	resolve_bad_env("PULLPROF_PREFIX", "no-slash", "must start with /");
 	resolve_bad_env("PULLPROF_MAX_CONNECTIONS", "0", "out of range");
-	resolve_bad_env("PULLPROF_MAX_CONNECTIONS", "lots", "not a whole number");
+	resolve_bad_env("PULLPROF_MAX_CONNECTIONS", "lots",
+	                "not a whole number");
 	resolve_bad_env("PULLPROF_IDLE_TIMEOUT", "99999", "out of range");
 
 	/* A bad value in the struct is caught too, named by its key. */
@@ -226,10 +240,12 @@ static void test_settings_table(void **state)
 	(void)state;
 	/* Every setting has a PULLPROF_ variable and a description. */
 	for (size_t i = 0; i < pp_settings_count; i++) {
-		assert_int_equal(strncmp(pp_settings[i].env, "PULLPROF_", 9), 0);
+		assert_int_equal(strncmp(pp_settings[i].env, "PULLPROF_", 9),
+		                 0);
 		assert_true(strlen(pp_settings[i].help) > 10);
 		for (size_t j = 0; j < i; j++)
-			assert_string_not_equal(pp_settings[i].key, pp_settings[j].key);
+			assert_string_not_equal(pp_settings[i].key,
+			                        pp_settings[j].key);
 	}
 }
 
@@ -237,10 +253,14 @@ static void test_strerror(void **state)
 {
 	(void)state;
 	assert_string_equal(pullprof_strerror(0), "success");
-	assert_string_equal(pullprof_strerror(-EADDRINUSE), "address already in use");
-	assert_non_null(strstr(pullprof_strerror(-EALREADY), "already running"));
-	/* Unknown negative errno values still read well; junk does not crash. */
-	assert_string_equal(pullprof_strerror(-ENOENT), "No such file or directory");
+	assert_string_equal(pullprof_strerror(-EADDRINUSE),
+	                    "address already in use");
+	assert_non_null(
+	    strstr(pullprof_strerror(-EALREADY), "already running"));
+	/* Unknown negative errno values still read well; junk does not crash.
+	 */
+	assert_string_equal(pullprof_strerror(-ENOENT),
+	                    "No such file or directory");
 	assert_string_equal(pullprof_strerror(-100000), "unknown error");
 	assert_string_equal(pullprof_strerror(12345), "unknown error");
 }

@@ -47,7 +47,8 @@ static void test_buf_html(void **state)
 
 	pp_buf_html(&b, "<a href=\"x\">'&'</a>");
 	char *p = pp_buf_take(&b, &len);
-	assert_string_equal(p, "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+	assert_string_equal(
+	    p, "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
 	free(p);
 }
 
@@ -97,7 +98,8 @@ static void test_proc_read_limit(void **state)
 	char *p;
 	size_t len;
 	(void)state;
-	assert_int_equal(pp_proc_read_file("/proc/self/maps", 100, &p, &len), 0);
+	assert_int_equal(pp_proc_read_file("/proc/self/maps", 100, &p, &len),
+	                 0);
 	assert_true(len <= 4096); /* the first chunk at most, then capped */
 	free(p);
 	assert_true(pp_proc_read_file("/nonexistent/file", 100, &p, &len) < 0);
