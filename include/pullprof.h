@@ -57,8 +57,10 @@ PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg);
  * start the agent's threads. cfg may be NULL for the defaults.
  *
  * Returns 0, or a negative errno: -EINVAL for a bad setting, -EADDRINUSE when
- * the port is taken, -EALREADY when the agent already runs, ... On failure one
- * line explaining why is written to stderr and nothing is left running.
+ * the port is taken, -EADDRNOTAVAIL, -EACCES, ... On such a failure one line
+ * explaining why is written to stderr and nothing is left running.
+ * -EALREADY (nothing printed) means the agent already runs, e.g. because it
+ * was started at load time (PULLPROF_AUTOSTART=1).
  */
 PULLPROF_API int pullprof_start(const struct pullprof_config *cfg);
 

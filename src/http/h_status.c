@@ -14,6 +14,7 @@
 #include "respond.h"
 #include "server.h"
 #include "util/proc.h"
+#include "util/utf8.h"
 
 static struct json_object *time_string(double t)
 {
@@ -26,6 +27,16 @@ static struct json_object *time_string(double t)
 	size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf + n, sizeof buf - n, ".%03dZ", ms);
 	return json_object_new_string(buf);
+}
+
+/* Bytes from the system (paths, arguments) as a JSON string: valid UTF-8
+ * whatever they hold. */
+static struct json_object *text(const char *s, size_t len)
+{
+	char *clean = pp_utf8_sanitize(s, len);
+	struct json_object *v = clean ? json_object_new_string(clean) : NULL;
+	free(clean);
+	return v;
 }
 
 /* A number printed with millisecond precision, not json-c's 17 digits. */
@@ -96,15 +107,14 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
 	exe = pp_proc_exe();
 	json_object_object_add(o, "executable",
-	                       exe ? json_object_new_string(exe) : NULL);
+	                       exe ? text(exe, strlen(exe)) : NULL);
 	free(exe);
 
 	struct json_object *argv = json_object_new_array();
 	if (pp_proc_cmdline(&args, &len) == 0) {
 		for (size_t i = 0; i < len;) {
 			size_t n = strnlen(args + i, len - i);
-			json_object_array_add(
-			    argv, json_object_new_string_len(args + i, (int)n));
+			json_object_array_add(argv, text(args + i, n));
 			i += n + 1;
 		}
 		free(args);

@@ -106,21 +106,17 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 	*req_cls = &answered;
 
 	const char *rest = match(&r, prefix);
-	if (!rest) {
-		if (strcmp(url, "/") == 0) {
-			snprintf(loc, sizeof loc, "%s/", prefix);
-			return pp_respond_redirect(&r, loc);
-		}
+	if ((!rest && strcmp(url, "/") == 0) || (rest && *rest == 0)) {
+		/* "/" and the bare prefix lead to the index. */
+		snprintf(loc, sizeof loc, "%s/", prefix);
+		return pp_respond_redirect(&r, loc);
+	}
+	if (!rest)
 		return pp_respond_error(
 		    &r, MHD_HTTP_NOT_FOUND,
 		    "404 page not found: pullprof serves its "
 		    "endpoints under %s/",
 		    prefix);
-	}
-	if (*rest == 0) {
-		snprintf(loc, sizeof loc, "%s/", prefix);
-		return pp_respond_redirect(&r, loc);
-	}
 	if (!r.route)
 		return pp_respond_error(
 		    &r, MHD_HTTP_NOT_FOUND,

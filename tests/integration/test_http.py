@@ -9,6 +9,7 @@ from pptest import (HOST, Host, curl, eq, ipv6_loopback, ok, run, skip,
                     version)
 
 ARGS = ("--flag", "with space", "", "ünï")
+RAW_ARG = b"latin1-\xe9"  # not UTF-8: /status must still be valid JSON
 h = None
 base = None
 seen = []  # every response, to check the headers all answers share
@@ -22,7 +23,7 @@ def get(path, *args):
 
 def setup():
     global h, base
-    h = Host(args=ARGS)
+    h = Host(args=(*ARGS, RAW_ARG))
     port = h.start("127.0.0.1:0")
     ok(isinstance(port, int) and port > 0, "agent starts on port 0", port)
     base = f"http://127.0.0.1:{port}"
@@ -53,7 +54,8 @@ def test_status_fields():
     eq(s["version"], version(), "status.version is the package version")
     eq(s["pid"], h.pid, "status.pid is the host's pid")
     eq(s["executable"], os.path.realpath(HOST), "status.executable")
-    eq(s["cmdline"], [HOST, *ARGS], "status.cmdline is argv")
+    eq(s["cmdline"], [HOST, *ARGS, "latin1-\ufffd"],
+       "status.cmdline is argv, bytes that are not UTF-8 replaced")
     port = int(base.rsplit(":", 1)[1])
     eq(s["listen"], f"127.0.0.1:{port}", "status.listen is the bound address")
     eq(s["port"], port, "status.port")
@@ -108,7 +110,7 @@ def test_cmdline():
     r = get("/debug/pprof/cmdline")
     eq(r.status, 200, "cmdline: 200")
     eq(r.header("content-type"), "text/plain; charset=utf-8", "cmdline: text")
-    want = b"\0".join(a.encode() for a in (HOST, *ARGS))
+    want = b"\0".join([*(a.encode() for a in (HOST, *ARGS)), RAW_ARG])
     eq(r.body, want, "cmdline: argv joined by NUL, as Go serves it")
 
 

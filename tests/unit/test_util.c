@@ -12,6 +12,7 @@
 
 #include "util/buf.h"
 #include "util/proc.h"
+#include "util/utf8.h"
 
 static void test_buf_grows(void **state)
 {
@@ -105,6 +106,38 @@ static void test_proc_read_limit(void **state)
 	assert_true(pp_proc_read_file("/nonexistent/file", 100, &p, &len) < 0);
 }
 
+static void utf8(const char *in, size_t len, const char *want)
+{
+	char *got = pp_utf8_sanitize(in, len);
+	assert_non_null(got);
+	assert_string_equal(got, want);
+	free(got);
+}
+
+static void test_utf8_sanitize(void **state)
+{
+	(void)state;
+	utf8("plain", 5, "plain");
+	utf8("\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80", 9,
+	     "\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80"); /* ü € 😀 kept */
+	utf8("a\xff"
+	     "b",
+	     3,
+	     "a\xef\xbf\xbd"
+	     "b");                                       /* stray byte */
+	utf8("\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"); /* overlong / */
+	utf8("\xed\xa0\x80", 3,
+	     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");    /* surrogate */
+	utf8("\xe2\x82", 2, "\xef\xbf\xbd\xef\xbf\xbd"); /* truncated */
+	utf8("\xf4\x90\x80\x80", 4,
+	     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* > U+10FFFF
+	                                                           */
+	utf8("a\0b", 3,
+	     "a\xef\xbf\xbd"
+	     "b"); /* embedded NUL */
+	utf8("", 0, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -114,6 +147,7 @@ int main(void)
 	    cmocka_unit_test(test_proc_cmdline),
 	    cmocka_unit_test(test_proc_exe_and_start),
 	    cmocka_unit_test(test_proc_read_limit),
+	    cmocka_unit_test(test_utf8_sanitize),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
