@@ -25,7 +25,7 @@ const struct pp_setting pp_settings[] = {
     {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0, 0,
      "URL path prefix of every endpoint (\"\" = root)"},
     {"max_connections", "PULLPROF_MAX_CONNECTIONS", PP_SETTING_UINT,
-     OFF(max_connections), 1, 1024, "most simultaneous HTTP connections"},
+     OFF(max_connections), 1, 1000, "most simultaneous HTTP connections"},
     {"idle_timeout", "PULLPROF_IDLE_TIMEOUT", PP_SETTING_UINT,
      OFF(idle_timeout), 1, 3600, "seconds before an idle connection is closed"},
 };

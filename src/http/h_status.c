@@ -148,6 +148,9 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(conn, "total",
 	                       json_object_new_int64((int64_t)atomic_load(
 	                           &st->connections_total)));
+	json_object_object_add(conn, "refused",
+	                       json_object_new_int64((int64_t)atomic_load(
+	                           &st->connections_refused)));
 	json_object_object_add(
 	    conn, "server_errors",
 	    json_object_new_int64((int64_t)atomic_load(&st->server_errors)));

@@ -65,6 +65,29 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	}
 }
 
+/*
+ * The connection limit is enforced here, at accept: a connection over it is
+ * closed at once. libmicrohttpd's own limit instead stops accepting, and in
+ * external epoll mode (0.9.75) it never resumes once connections close: the
+ * backlog fills and the agent goes deaf. Its limit is left at its default
+ * (about 1000), above our largest allowed value.
+ */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+                                 socklen_t addrlen)
+{
+	struct pp_server *s = cls;
+	(void)addr;
+	(void)addrlen;
+
+	if (atomic_load_explicit(&s->stats.connections_active,
+	                         memory_order_relaxed) >= s->conn_slots) {
+		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
+		                          memory_order_relaxed);
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
 static int hexval(char c)
 {
 	if (c >= '0' && c <= '9')
@@ -210,9 +233,8 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	if (cfg->addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	s->mhd = MHD_start_daemon(
-	    flags, 0, NULL, NULL, pp_routes_dispatch, s,
+	    flags, 0, on_accept, s, pp_routes_dispatch, s,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->v.max_connections,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->v.idle_timeout,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,

@@ -22,7 +22,8 @@ struct pp_server_stats {
 	atomic_ulong requests[PP_MAX_ROUTES + 1][PP_STATUS_CLASSES];
 	atomic_ulong connections_active;
 	atomic_ulong connections_total;
-	atomic_ulong server_errors; /* messages libmicrohttpd logged */
+	atomic_ulong connections_refused; /* over max_connections */
+	atomic_ulong server_errors;       /* messages libmicrohttpd logged */
 };
 
 struct pp_server {

@@ -154,6 +154,88 @@ def test_exit_running():
     s.close()
 
 
-run([test_start_stop_start, test_start_twice, test_thread_signal_mask,
+def test_stop_with_clients():
+    import socket
+    h = Host()
+    port = h.start()
+    conns = []
+    # An idle keep-alive connection, a half-sent request, a bare connect.
+    a = socket.create_connection(("127.0.0.1", port))
+    a.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n\r\n")
+    a.recv(65536)
+    b = socket.create_connection(("127.0.0.1", port))
+    b.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHos")
+    c = socket.create_connection(("127.0.0.1", port))
+    conns += [a, b, c]
+    time.sleep(0.2)
+    t = time.time()
+    eq(h.cmd("stop", timeout=10), "ok", "stop with three clients connected")
+    ok(time.time() - t < 2, "stop does not wait for clients",
+       time.time() - t)
+    for i, s in enumerate(conns):
+        s.settimeout(5)
+        try:
+            data = s.recv(100)
+        except socket.timeout:
+            data = "hung"
+        except OSError:
+            data = b""
+        eq(data, b"", f"client {i} sees its connection closed")
+        s.close()
+    ok(h.alive(), "host alive after stopping under clients")
+    h.quit()
+
+
+def test_connection_limit():
+    import socket
+    h = Host(env={"PULLPROF_MAX_CONNECTIONS": "2", "PULLPROF_IDLE_TIMEOUT": "1"})
+    port = h.start()
+    a = socket.create_connection(("127.0.0.1", port))
+    b = socket.create_connection(("127.0.0.1", port))
+    time.sleep(0.2)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.settimeout(5)
+    t = time.time()
+    try:
+        c.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = c.recv(100)
+    except socket.timeout:
+        data = "hung"
+    except OSError:
+        data = b""
+    eq(data, b"", "a third connection over a limit of 2 is closed unanswered")
+    ok(time.time() - t < 2, "... at once")
+    c.close()
+    # The idle timeout (1 s) frees the two slots...
+    for s in (a, b):
+        s.settimeout(5)
+        t = time.time()
+        try:
+            data = s.recv(100)
+        except socket.timeout:
+            data = "hung"
+        except OSError:
+            data = b""
+        ok(data == b"" and time.time() - t < 4,
+           "an idle connection is closed after PULLPROF_IDLE_TIMEOUT", data)
+        s.close()
+    # ...and the agent answers again.
+    r = status(port)
+    eq(r.status, 200, "served again once the idle connections are gone")
+    eq(r.json()["config"]["max_connections"], 2, "status shows the limit")
+    ok(r.json()["connections"]["refused"] >= 1, "status counts the refusal",
+       r.json()["connections"])
+    # Many rounds over the limit never leave the agent deaf.
+    for i in range(5):
+        extra = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        time.sleep(0.1)
+        for s in extra:
+            s.close()
+    time.sleep(0.3)
+    eq(status(port).status, 200, "still serving after repeated overload")
+    h.quit()
+
+
+run([test_start_stop_start, test_stop_with_clients, test_connection_limit, test_start_twice, test_thread_signal_mask,
      test_port_taken, test_bad_config, test_env_precedence, test_fork,
      test_exit_running])
