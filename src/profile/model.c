@@ -1,0 +1,207 @@
+/* The profile model and its aggregation table. Agent context. */
+#include "model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/hash.h"
+
+static const char *intern(struct pp_profile *p, const char *s)
+{
+	if (!s)
+		return NULL;
+	int64_t i = pp_strtab_add(&p->strings, s);
+	return i < 0 ? NULL : pp_strtab_get(&p->strings, (size_t)i);
+}
+
+struct pp_profile *pp_profile_new(const struct pp_value_type *types,
+                                  size_t ntypes,
+                                  const struct pp_value_type *period_type,
+                                  int64_t period)
+{
+	struct pp_profile *p = calloc(1, sizeof *p);
+
+	if (!p)
+		return NULL;
+	p->default_type = -1;
+	if (pp_strtab_init(&p->strings))
+		goto fail;
+	p->types = pp_arena_alloc(&p->arena, sizeof *p->types * (ntypes + 1));
+	if (!p->types)
+		goto fail;
+	for (size_t i = 0; i < ntypes; i++) {
+		p->types[i].type = intern(p, types[i].type);
+		p->types[i].unit = intern(p, types[i].unit);
+		if (!p->types[i].type || !p->types[i].unit)
+			goto fail;
+	}
+	p->ntypes = ntypes;
+	if (period_type) {
+		p->period_type.type = intern(p, period_type->type);
+		p->period_type.unit = intern(p, period_type->unit);
+	}
+	p->period = period;
+	return p;
+fail:
+	pp_profile_free(p);
+	return NULL;
+}
+
+void pp_profile_free(struct pp_profile *p)
+{
+	if (!p)
+		return;
+	pp_arena_free(&p->arena);
+	pp_strtab_free(&p->strings);
+	free(p->comments);
+	free(p->table);
+	free(p);
+}
+
+int pp_profile_set_default_type(struct pp_profile *p, const char *type)
+{
+	for (size_t i = 0; i < p->ntypes; i++) {
+		if (strcmp(p->types[i].type, type) == 0) {
+			p->default_type = (int)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+void pp_profile_set_time(struct pp_profile *p, int64_t time_nanos,
+                         int64_t duration_nanos)
+{
+	p->time_nanos = time_nanos;
+	p->duration_nanos = duration_nanos;
+}
+
+int pp_profile_add_comment(struct pp_profile *p, const char *text)
+{
+	if (p->ncomments == p->comments_cap) {
+		size_t cap = p->comments_cap ? p->comments_cap * 2 : 4;
+		const char **c = realloc(p->comments, cap * sizeof *c);
+		if (!c)
+			return -ENOMEM;
+		p->comments = c;
+		p->comments_cap = cap;
+	}
+	const char *s = intern(p, text);
+	if (!s)
+		return -ENOMEM;
+	p->comments[p->ncomments++] = s;
+	return 0;
+}
+
+/* Labels are compared and hashed by their interned pointers. */
+static uint64_t hash_sample(const uintptr_t *pcs, size_t depth,
+                            const struct pp_label *labels, size_t nlabels)
+{
+	uint64_t h = pp_hash_bytes(pcs, depth * sizeof *pcs);
+	for (size_t i = 0; i < nlabels; i++) {
+		h = pp_hash_mix(h, (uintptr_t)labels[i].key);
+		h = pp_hash_mix(h, (uintptr_t)labels[i].str);
+		h = pp_hash_mix(h, (uint64_t)labels[i].num);
+		h = pp_hash_mix(h, (uintptr_t)labels[i].unit);
+	}
+	return pp_hash_mix(h, nlabels);
+}
+
+static int same(const struct pp_sample *s, uint64_t hash, const uintptr_t *pcs,
+                size_t depth, const struct pp_label *labels, size_t nlabels)
+{
+	if (s->hash != hash || s->depth != depth || s->nlabels != nlabels)
+		return 0;
+	if (memcmp(s->pcs, pcs, depth * sizeof *pcs) != 0)
+		return 0;
+	for (size_t i = 0; i < nlabels; i++) {
+		const struct pp_label *a = &s->labels[i], *b = &labels[i];
+		if (a->key != b->key || a->str != b->str || a->num != b->num ||
+		    a->unit != b->unit)
+			return 0;
+	}
+	return 1;
+}
+
+static size_t find_slot(struct pp_sample **table, size_t cap, uint64_t hash,
+                        const uintptr_t *pcs, size_t depth,
+                        const struct pp_label *labels, size_t nlabels)
+{
+	size_t mask = cap - 1, i = (size_t)hash & mask;
+	while (table[i] && !same(table[i], hash, pcs, depth, labels, nlabels))
+		i = (i + 1) & mask;
+	return i;
+}
+
+static int grow(struct pp_profile *p)
+{
+	size_t cap = p->table_cap ? p->table_cap * 2 : 1024;
+	struct pp_sample **t = calloc(cap, sizeof *t);
+
+	if (!t)
+		return -ENOMEM;
+	for (struct pp_sample *s = p->first; s; s = s->next) {
+		size_t i = (size_t)s->hash & (cap - 1);
+		while (t[i])
+			i = (i + 1) & (cap - 1);
+		t[i] = s;
+	}
+	free(p->table);
+	p->table = t;
+	p->table_cap = cap;
+	return 0;
+}
+
+int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
+                   const int64_t *values, const struct pp_label *labels,
+                   size_t nlabels)
+{
+	struct pp_label ilabels[16];
+
+	if (nlabels > sizeof ilabels / sizeof ilabels[0])
+		return -E2BIG;
+	/* Intern the label strings first: equal labels then have equal
+	 * pointers, which is what hashing and comparing use. */
+	for (size_t i = 0; i < nlabels; i++) {
+		ilabels[i].key = intern(p, labels[i].key);
+		ilabels[i].str = intern(p, labels[i].str);
+		ilabels[i].unit = intern(p, labels[i].unit);
+		ilabels[i].num = labels[i].str ? 0 : labels[i].num;
+		if (!ilabels[i].key || (labels[i].str && !ilabels[i].str) ||
+		    (labels[i].unit && !ilabels[i].unit))
+			return -ENOMEM;
+	}
+	if ((p->nsamples + 1) * 2 > p->table_cap && grow(p))
+		return -ENOMEM;
+
+	uint64_t h = hash_sample(pcs, depth, ilabels, nlabels);
+	size_t i =
+	    find_slot(p->table, p->table_cap, h, pcs, depth, ilabels, nlabels);
+	struct pp_sample *s = p->table[i];
+	if (!s) {
+		s = pp_arena_alloc(&p->arena,
+		                   sizeof *s + p->ntypes * sizeof(int64_t));
+		if (!s)
+			return -ENOMEM;
+		memset(s, 0, sizeof *s + p->ntypes * sizeof(int64_t));
+		s->hash = h;
+		s->depth = (uint32_t)depth;
+		s->nlabels = (uint32_t)nlabels;
+		s->pcs = pp_arena_memdup(&p->arena, pcs, depth * sizeof *pcs);
+		s->labels = pp_arena_memdup(&p->arena, ilabels,
+		                            nlabels * sizeof *ilabels);
+		if ((depth && !s->pcs) || (nlabels && !s->labels))
+			return -ENOMEM;
+		if (p->last)
+			p->last->next = s;
+		else
+			p->first = s;
+		p->last = s;
+		p->table[i] = s;
+		p->nsamples++;
+	}
+	for (size_t k = 0; k < p->ntypes; k++)
+		s->values[k] += values[k];
+	return 0;
+}

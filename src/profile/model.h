@@ -1,0 +1,75 @@
+/*
+ * The profile model: what every profile type produces and every renderer
+ * reads. Samples are stacks of PCs (leaf first) with one value per sample
+ * type and optional labels; samples with the same stack and labels are
+ * aggregated (values summed) as they are added. Agent context.
+ */
+#ifndef PP_MODEL_H
+#define PP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/arena.h"
+#include "util/strtab.h"
+
+struct pp_value_type {
+	const char *type; /* e.g. "cpu", "alloc_space" */
+	const char *unit; /* e.g. "nanoseconds", "bytes", "count" */
+};
+
+/* A string label (str != NULL) or a numeric one (num, with an optional
+ * unit such as "bytes"). */
+struct pp_label {
+	const char *key;
+	const char *str;
+	int64_t num;
+	const char *unit;
+};
+
+struct pp_sample {
+	struct pp_sample *next; /* in order of first appearance */
+	uint64_t hash;
+	uint32_t depth, nlabels;
+	uintptr_t *pcs;          /* leaf first; pcs[1..] are return addresses */
+	struct pp_label *labels; /* strings interned in the profile */
+	int64_t values[];        /* one per sample type */
+};
+
+struct pp_profile {
+	struct pp_arena arena;
+	struct pp_strtab strings;
+	struct pp_value_type *types;
+	size_t ntypes;
+	int default_type; /* index into types, or -1 */
+	struct pp_value_type period_type;
+	int64_t period;
+	int64_t time_nanos, duration_nanos;
+	const char **comments;
+	size_t ncomments, comments_cap;
+	struct pp_sample **table; /* open addressing on hash */
+	size_t table_cap;
+	struct pp_sample *first, *last;
+	size_t nsamples;
+};
+
+/* A new empty profile (NULL on ENOMEM). period_type may be NULL. */
+struct pp_profile *pp_profile_new(const struct pp_value_type *types,
+                                  size_t ntypes,
+                                  const struct pp_value_type *period_type,
+                                  int64_t period);
+void pp_profile_free(struct pp_profile *p);
+
+/* type must name one of the sample types: -EINVAL otherwise. */
+int pp_profile_set_default_type(struct pp_profile *p, const char *type);
+void pp_profile_set_time(struct pp_profile *p, int64_t time_nanos,
+                         int64_t duration_nanos);
+int pp_profile_add_comment(struct pp_profile *p, const char *text);
+
+/* Add values (p->ntypes of them) to the sample of this stack and labels,
+ * creating it if new. depth may be 0. Returns 0 or -ENOMEM. */
+int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
+                   const int64_t *values, const struct pp_label *labels,
+                   size_t nlabels);
+
+#endif

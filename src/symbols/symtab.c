@@ -1,0 +1,353 @@
+/*
+ * In-process symbolization with elfutils libdwfl/libdw, and its cache.
+ * Agent context: one lock around everything, held from acquire to release.
+ *
+ * For an address: the module (dwfl_addrmodule); with DWARF, the chain of
+ * scopes at the address (dwarf_getscopes) gives the innermost function and
+ * every function it was inlined into, the line table gives the innermost
+ * file:line and each inlined_subroutine's DW_AT_call_file/line the caller's;
+ * without DWARF, the ELF symbol table gives the function name only.
+ */
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#include "symbols.h"
+#include "util/arena.h"
+#include "util/strtab.h"
+#include "util/u64map.h"
+
+#define MAX_INLINE 64
+
+struct pp_symtab {
+	struct pp_mappings maps;
+	Dwfl *dwfl;
+	int dwfl_failed;
+	struct pp_strtab strings;
+	struct pp_arena arena;  /* frames */
+	struct pp_u64map cache; /* addr -> index into results */
+	struct pp_symbol *results;
+	size_t nresults, results_cap;
+	uint64_t lookups, hits, refreshes;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pp_symtab *global;
+static char *debuginfo_path; /* NULL: the default search path */
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+/* C++ names are demangled with the C++ runtime's own __cxa_demangle when the
+ * process has one loaded (any process with C++ code does); a C-only process
+ * has nothing to demangle, and libpullprof does not pull in libstdc++. */
+static demangle_fn demangler(void)
+{
+	static demangle_fn fn;
+	static int looked;
+	if (!looked) {
+		fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		looked = 1;
+	}
+	return fn;
+}
+
+static void drop_cache(struct pp_symtab *st)
+{
+	if (st->dwfl)
+		dwfl_end(st->dwfl);
+	st->dwfl = NULL;
+	st->dwfl_failed = 0;
+	pp_strtab_free(&st->strings);
+	pp_arena_free(&st->arena);
+	pp_u64map_free(&st->cache);
+	free(st->results);
+	st->results = NULL;
+	st->nresults = st->results_cap = 0;
+}
+
+static int refresh(struct pp_symtab *st)
+{
+	struct pp_mappings fresh;
+	int rc = pp_mappings_read(&fresh);
+
+	if (rc)
+		return rc;
+	if (st->maps.v && fresh.signature == st->maps.signature) {
+		pp_mappings_free(&fresh);
+		return 0;
+	}
+	pp_mappings_free(&st->maps);
+	st->maps = fresh;
+	drop_cache(st);
+	st->refreshes++;
+	return pp_strtab_init(&st->strings);
+}
+
+struct pp_symtab *pp_symtab_acquire(void)
+{
+	pthread_mutex_lock(&lock);
+	if (!global) {
+		global = calloc(1, sizeof *global);
+		if (!global)
+			goto fail;
+	}
+	if (refresh(global) == 0)
+		return global;
+fail:
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+void pp_symtab_release(struct pp_symtab *st)
+{
+	(void)st;
+	pthread_mutex_unlock(&lock);
+}
+
+void pp_symtab_shutdown(void)
+{
+	pthread_mutex_lock(&lock);
+	if (global) {
+		drop_cache(global);
+		pp_mappings_free(&global->maps);
+		free(global);
+		global = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+const struct pp_mappings *pp_symtab_mappings(const struct pp_symtab *st)
+{
+	return &st->maps;
+}
+
+void pp_symtab_stats(const struct pp_symtab *st, struct pp_symtab_stats *out)
+{
+	out->lookups = st->lookups;
+	out->hits = st->hits;
+	out->refreshes = st->refreshes;
+	out->cached = st->nresults;
+}
+
+static Dwfl *get_dwfl(struct pp_symtab *st)
+{
+	if (st->dwfl || st->dwfl_failed)
+		return st->dwfl;
+	st->dwfl = dwfl_begin(&callbacks);
+	if (st->dwfl) {
+		dwfl_report_begin(st->dwfl);
+		if (dwfl_linux_proc_report(st->dwfl, getpid()) != 0 ||
+		    dwfl_report_end(st->dwfl, NULL, NULL) != 0) {
+			dwfl_end(st->dwfl);
+			st->dwfl = NULL;
+		}
+	}
+	st->dwfl_failed = st->dwfl == NULL;
+	return st->dwfl;
+}
+
+static const char *str(struct pp_symtab *st, const char *s)
+{
+	int64_t i = pp_strtab_add(&st->strings, s ? s : "");
+	return i < 0 ? NULL : pp_strtab_get(&st->strings, (size_t)i);
+}
+
+/* name (demangled) and system_name (as in the binary) of a symbol. */
+static int set_names(struct pp_symtab *st, struct pp_frame *f, const char *sys,
+                     const char *plain)
+{
+	const char *name = plain ? plain : sys;
+	char *dem = NULL;
+
+	if (sys && sys[0] == '_' && sys[1] == 'Z' && demangler()) {
+		int status = 0;
+		dem = demangler()(sys, NULL, NULL, &status);
+		if (status != 0) {
+			free(dem);
+			dem = NULL;
+		}
+	}
+	f->name = str(st, dem ? dem : name);
+	f->system_name = str(st, sys ? sys : name);
+	free(dem);
+	return f->name && f->system_name ? 0 : -ENOMEM;
+}
+
+static const char *die_string(Dwarf_Die *die, int at)
+{
+	Dwarf_Attribute attr;
+	return dwarf_formstring(dwarf_attr_integrate(die, at, &attr));
+}
+
+static int die_int(Dwarf_Die *die, int at, Dwarf_Word *out)
+{
+	Dwarf_Attribute attr;
+	return dwarf_formudata(dwarf_attr_integrate(die, at, &attr), out);
+}
+
+static int symbolize_dwarf(struct pp_symtab *st, Dwfl_Module *mod,
+                           uintptr_t addr, struct pp_frame *frames,
+                           uint32_t *nframes)
+{
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+	Dwarf_Die *scopes = NULL;
+	int n;
+
+	*nframes = 0;
+	if (!cu)
+		return 0;
+	n = dwarf_getscopes(cu, addr - bias, &scopes);
+	if (n <= 0) {
+		free(scopes);
+		return 0;
+	}
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	dwarf_getsrcfiles(cu, &files, &nfiles);
+
+	/* Innermost file:line from the line table. */
+	const char *file = NULL;
+	int line = 0;
+	Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+	if (l)
+		file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+
+	uint32_t k = 0;
+	for (int i = 0; i < n && k < MAX_INLINE; i++) {
+		Dwarf_Die *d = &scopes[i];
+		int tag = dwarf_tag(d);
+		if (tag != DW_TAG_subprogram &&
+		    tag != DW_TAG_inlined_subroutine)
+			continue;
+		struct pp_frame *f = &frames[k];
+		const char *link = die_string(d, DW_AT_linkage_name);
+		if (!link)
+			link = die_string(d, DW_AT_MIPS_linkage_name);
+		const char *plain = die_string(d, DW_AT_name);
+		if (!link && !plain)
+			plain = "??";
+		if (set_names(st, f, link, plain))
+			goto nomem;
+		int start = 0;
+		dwarf_decl_line(d, &start);
+		f->start_line = start;
+		/* Function.filename is where the function is, which for an
+		 * inlined one is where it was written, not the caller. */
+		const char *decl = dwarf_decl_file(d);
+		f->file = str(st, file ? file : decl ? decl : "");
+		f->line = line;
+		if (!f->file)
+			goto nomem;
+		k++;
+		if (tag == DW_TAG_subprogram)
+			break;
+		/* The next frame out is at this inlined call's site. */
+		Dwarf_Word cf = 0, cl = 0;
+		file = NULL;
+		if (die_int(d, DW_AT_call_file, &cf) == 0 && files)
+			file = dwarf_filesrc(files, cf, NULL, NULL);
+		line = die_int(d, DW_AT_call_line, &cl) == 0 ? (int)cl : 0;
+		/* dwarf_getscopes continues an inlined instance with the
+		 * lexical scopes of its abstract origin, not with the
+		 * function it was inlined into: find the latter as the
+		 * concrete parents of this DIE. */
+		Dwarf_Die inl = *d, *outer = NULL;
+		int m = dwarf_getscopes_die(&inl, &outer);
+		free(scopes);
+		scopes = outer;
+		n = m;
+		i = 0; /* outer[0] is the inlined DIE itself; go on from [1] */
+	}
+	free(scopes);
+	*nframes = k;
+	return 0;
+nomem:
+	free(scopes);
+	return -ENOMEM;
+}
+
+int pp_symtab_lookup(struct pp_symtab *st, uintptr_t addr,
+                     struct pp_symbol *out)
+{
+	int inserted;
+	struct pp_frame frames[MAX_INLINE];
+	uint32_t n = 0;
+	unsigned flags = 0;
+
+	st->lookups++;
+	uint64_t *slot = pp_u64map_get(&st->cache, addr);
+	if (slot) {
+		st->hits++;
+		*out = st->results[*slot];
+		return 0;
+	}
+	memset(out, 0, sizeof *out);
+
+	Dwfl *dwfl = get_dwfl(st);
+	Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, addr) : NULL;
+	if (mod) {
+		Dwarf_Addr bias;
+		if (dwfl_module_getdwarf(mod, &bias)) {
+			if (symbolize_dwarf(st, mod, addr, frames, &n))
+				return -ENOMEM;
+			if (n > 0)
+				flags |= PP_SYM_INLINES;
+		}
+		if (n == 0) {
+			/* No DWARF for this address: the ELF symbol table. */
+			GElf_Off off;
+			GElf_Sym sym;
+			const char *name = dwfl_module_addrinfo(
+			    mod, addr, &off, &sym, NULL, NULL, NULL);
+			if (name) {
+				memset(&frames[0], 0, sizeof frames[0]);
+				if (set_names(st, &frames[0], name, NULL))
+					return -ENOMEM;
+				frames[0].file = str(st, "");
+				n = 1;
+			}
+		}
+	}
+	if (n > 0) {
+		flags |= PP_SYM_FUNCTIONS | PP_SYM_FILENAMES | PP_SYM_LINES;
+		for (uint32_t i = 0; i < n; i++) {
+			if (!frames[i].file[0])
+				flags &= ~(unsigned)PP_SYM_FILENAMES;
+			if (frames[i].line <= 0)
+				flags &= ~(unsigned)PP_SYM_LINES;
+		}
+	}
+
+	if (st->nresults == st->results_cap) {
+		size_t cap = st->results_cap ? st->results_cap * 2 : 1024;
+		struct pp_symbol *r = realloc(st->results, cap * sizeof *r);
+		if (!r)
+			return -ENOMEM;
+		st->results = r;
+		st->results_cap = cap;
+	}
+	out->frames =
+	    n ? pp_arena_memdup(&st->arena, frames, n * sizeof *frames) : NULL;
+	out->nframes = n;
+	out->flags = flags;
+	slot = pp_u64map_put(&st->cache, addr, &inserted);
+	if ((n && !out->frames) || !slot)
+		return -ENOMEM;
+	*slot = st->nresults;
+	st->results[st->nresults++] = *out;
+	return 0;
+}

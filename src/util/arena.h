@@ -1,0 +1,20 @@
+/* A bump allocator: many small objects, freed all at once. Agent context. */
+#ifndef PP_ARENA_H
+#define PP_ARENA_H
+
+#include <stddef.h>
+
+struct pp_arena_chunk;
+
+struct pp_arena {
+	struct pp_arena_chunk *head;
+	size_t used;     /* bytes handed out, for size accounting */
+	size_t reserved; /* bytes held in chunks */
+};
+
+/* n bytes aligned for any scalar, or NULL on ENOMEM. */
+void *pp_arena_alloc(struct pp_arena *a, size_t n);
+void *pp_arena_memdup(struct pp_arena *a, const void *p, size_t n);
+void pp_arena_free(struct pp_arena *a);
+
+#endif

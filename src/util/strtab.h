@@ -1,0 +1,34 @@
+/* String interning: each distinct string stored once, numbered from 0 in
+ * order of first appearance (index 0 is always ""). The numbering is what a
+ * pprof string table needs. Agent context. */
+#ifndef PP_STRTAB_H
+#define PP_STRTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "u64map.h"
+
+struct pp_strtab {
+	struct pp_arena arena;
+	const char **strs; /* by index */
+	uint32_t *lens;
+	size_t len, cap;
+	struct pp_u64map by_hash; /* hash -> index+1 of the first string */
+	uint32_t *next; /* by index: index+1 of the next with the same hash */
+};
+
+int pp_strtab_init(struct pp_strtab *t);
+/* Index of s (len bytes), adding it when new; negative errno on ENOMEM. */
+int64_t pp_strtab_intern(struct pp_strtab *t, const char *s, size_t len);
+/* The same for a NUL-terminated string (NULL counts as ""). */
+int64_t pp_strtab_add(struct pp_strtab *t, const char *s);
+/* The stored copy of string i (NUL-terminated). */
+static inline const char *pp_strtab_get(const struct pp_strtab *t, size_t i)
+{
+	return t->strs[i];
+}
+void pp_strtab_free(struct pp_strtab *t);
+
+#endif
