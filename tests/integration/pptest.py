@@ -289,3 +289,135 @@ def ipv6_loopback():
         return True
     except OSError:
         return False
+
+
+# --- profiles -------------------------------------------------------------
+
+PROFILE_PROTO_DIR = "/usr/share/gocode/src/github.com/google/pprof/proto"
+GO = shutil.which("go") or "/usr/bin/go"
+
+
+def _parse_text_format(text):
+    """protoc's text format -> dict; every field is a list of values (ints,
+    strings or dicts), since any field may repeat."""
+    root = {}
+    stack = [root]
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line == "}":
+            stack.pop()
+            continue
+        if line.endswith("{"):
+            name = line[:-1].strip()
+            child = {}
+            stack[-1].setdefault(name, []).append(child)
+            stack.append(child)
+            continue
+        name, _, value = line.partition(": ")
+        if value.startswith('"'):
+            v = bytes(value[1:-1], "latin-1").decode("unicode_escape").encode(
+                "latin-1").decode("utf-8", "replace")
+        elif value in ("true", "false"):
+            v = value == "true"
+        else:
+            v = int(value)
+        stack[-1].setdefault(name, []).append(v)
+    return root
+
+
+def decode_profile(data):
+    """Decode a profile (gzipped or not) with protoc against the
+    profile.proto Debian ships; returns the text-format dict."""
+    import gzip
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    p = subprocess.run(
+        ["protoc", f"-I{PROFILE_PROTO_DIR}", "--decode=perftools.profiles.Profile",
+         "profile.proto"], input=data, capture_output=True, timeout=120)
+    if p.returncode != 0:
+        raise ValueError("protoc could not decode: " + p.stderr.decode())
+    return _parse_text_format(p.stdout.decode("utf-8", "replace"))
+
+
+class Profile:
+    """A decoded profile with the string table and IDs resolved."""
+
+    def __init__(self, data):
+        self.raw = decode_profile(data)
+        r = self.raw
+        self.strings = r.get("string_table", [])
+        self.mappings = r.get("mapping", [])
+        self.locations = r.get("location", [])
+        self.functions = r.get("function", [])
+        self.samples = r.get("sample", [])
+        self.loc_by_id = {l["id"][0]: l for l in self.locations}
+        self.fn_by_id = {f["id"][0]: f for f in self.functions}
+        self.map_by_id = {m["id"][0]: m for m in self.mappings}
+
+    def s(self, i):
+        return self.strings[i] if i < len(self.strings) else None
+
+    def field(self, msg, name, default=0):
+        v = msg.get(name)
+        return v[0] if v else default
+
+    def sample_types(self):
+        return [(self.s(self.field(t, "type")), self.s(self.field(t, "unit")))
+                for t in self.raw.get("sample_type", [])]
+
+    def frames(self, loc):
+        """[(function name, system name, file, line, start line)] innermost
+        first."""
+        out = []
+        for ln in loc.get("line", []):
+            f = self.fn_by_id[self.field(ln, "function_id")]
+            out.append((self.s(self.field(f, "name")),
+                        self.s(self.field(f, "system_name")),
+                        self.s(self.field(f, "filename")),
+                        self.field(ln, "line"),
+                        self.field(f, "start_line")))
+        return out
+
+    def stack(self, sample):
+        """The sample's stack as a list of frame lists, leaf first."""
+        return [self.frames(self.loc_by_id[i]) for i in sample.get("location_id", [])]
+
+    def labels(self, sample):
+        out = {}
+        for l in sample.get("label", []):
+            key = self.s(self.field(l, "key"))
+            if l.get("str"):
+                out[key] = self.s(l["str"][0])
+            else:
+                out[key] = (self.field(l, "num"), self.s(self.field(l, "num_unit")))
+        return out
+
+
+def go_pprof(*args, timeout=120):
+    """Run `go tool pprof` with a private HOME (it writes ~/pprof) and no
+    binaries to find: what it shows comes from the profile alone."""
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, HOME=home, PPROF_TMPDIR=home,
+                   PPROF_BINARY_PATH="/nonexistent")
+        p = subprocess.run([GO, "tool", "pprof", *args], capture_output=True,
+                           timeout=timeout, env=env)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), \
+            p.stderr.decode("utf-8", "replace")
+
+
+def source_line(path, marker):
+    """The 1-based line of `marker` in a source file."""
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if marker in line:
+                return i
+    raise ValueError(f"{marker} not in {path}")
+
+
+def elf_build_id(path):
+    """The GNU build ID of an ELF file, as readelf prints it."""
+    p = subprocess.run(["readelf", "-n", path], capture_output=True, text=True)
+    m = re.search(r"Build ID: ([0-9a-f]+)", p.stdout)
+    return m.group(1) if m else None

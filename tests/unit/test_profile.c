@@ -1,0 +1,308 @@
+/* Unit tests: the protobuf wire encoder, the tables under the model, and the
+ * model's aggregation. The encoder's output is checked byte by byte against
+ * the protobuf encoding rules. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "profile/model.h"
+#include "profile/pb.h"
+#include "profile/pprof.h"
+#include "util/strtab.h"
+#include "util/u64map.h"
+
+/* Encode with f into raw bytes and compare with want. */
+#define EXPECT_BYTES(code, ...)                                                \
+	do {                                                                   \
+		static const unsigned char want_[] = {__VA_ARGS__};            \
+		struct pp_buf out_ = {0};                                      \
+		struct pp_pb pb_;                                              \
+		assert_int_equal(pp_pb_init(&pb_, &out_, 0), 0);               \
+		{                                                              \
+			struct pp_pb *pb = &pb_;                               \
+			code;                                                  \
+		}                                                              \
+		assert_int_equal(pp_pb_finish(&pb_), 0);                       \
+		assert_int_equal(out_.len, sizeof want_);                      \
+		assert_memory_equal(out_.data, want_, sizeof want_);           \
+		pp_buf_free(&out_);                                            \
+	} while (0)
+
+static void test_varints(void **state)
+{
+	(void)state;
+	EXPECT_BYTES(pp_pb_varint(pb, 0), 0x00);
+	EXPECT_BYTES(pp_pb_varint(pb, 1), 0x01);
+	EXPECT_BYTES(pp_pb_varint(pb, 127), 0x7f);
+	EXPECT_BYTES(pp_pb_varint(pb, 128), 0x80, 0x01);
+	EXPECT_BYTES(pp_pb_varint(pb, 300), 0xac, 0x02);
+	EXPECT_BYTES(pp_pb_varint(pb, 16383), 0xff, 0x7f);
+	EXPECT_BYTES(pp_pb_varint(pb, 16384), 0x80, 0x80, 0x01);
+	EXPECT_BYTES(pp_pb_varint(pb, 0xffffffffULL), 0xff, 0xff, 0xff, 0xff,
+	             0x0f);
+	EXPECT_BYTES(pp_pb_varint(pb, 1ULL << 63), 0x80, 0x80, 0x80, 0x80, 0x80,
+	             0x80, 0x80, 0x80, 0x80, 0x01);
+	EXPECT_BYTES(pp_pb_varint(pb, UINT64_MAX), 0xff, 0xff, 0xff, 0xff, 0xff,
+	             0xff, 0xff, 0xff, 0xff, 0x01);
+	assert_int_equal(pp_pb_varint_len(0), 1);
+	assert_int_equal(pp_pb_varint_len(127), 1);
+	assert_int_equal(pp_pb_varint_len(128), 2);
+	assert_int_equal(pp_pb_varint_len(UINT64_MAX), 10);
+}
+
+static void test_fields(void **state)
+{
+	(void)state;
+	/* Field 1 varint 150: the example of the protobuf documentation. */
+	EXPECT_BYTES(pp_pb_uint64(pb, 1, 150), 0x08, 0x96, 0x01);
+	/* int64 -1 is ten bytes (two's complement), not zigzag. */
+	EXPECT_BYTES(pp_pb_int64(pb, 2, -1), 0x10, 0xff, 0xff, 0xff, 0xff, 0xff,
+	             0xff, 0xff, 0xff, 0xff, 0x01);
+	/* Optional zeros and false booleans are not written. */
+	EXPECT_BYTES((pp_pb_uint64_opt(pb, 1, 0), pp_pb_int64_opt(pb, 2, 0),
+	              pp_pb_bool(pb, 7, 0), pp_pb_bool(pb, 8, 1)),
+	             0x40, 0x01);
+	/* Field 16 needs a two-byte key. */
+	EXPECT_BYTES(pp_pb_uint64(pb, 16, 1), 0x80, 0x01, 0x01);
+	EXPECT_BYTES(pp_pb_bytes(pb, 6, "ab", 2), 0x32, 0x02, 'a', 'b');
+	EXPECT_BYTES(pp_pb_bytes(pb, 6, "", 0), 0x32, 0x00);
+}
+
+static void test_packed(void **state)
+{
+	static const uint64_t v[] = {3, 270, 86942};
+	static const int64_t neg[] = {-1, 1};
+	(void)state;
+	/* The packed example of the protobuf documentation. */
+	EXPECT_BYTES(pp_pb_uint64s(pb, 4, v, 3), 0x22, 0x06, 0x03, 0x8e, 0x02,
+	             0x9e, 0xa7, 0x05);
+	EXPECT_BYTES(pp_pb_int64s(pb, 2, neg, 2), 0x12, 0x0b, 0xff, 0xff, 0xff,
+	             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01);
+	/* An empty repeated field is absent. */
+	EXPECT_BYTES((pp_pb_uint64s(pb, 4, v, 0), pp_pb_varint(pb, 9)), 0x09);
+}
+
+static void test_nested(void **state)
+{
+	(void)state;
+	/* Submessage: tag, length, content; nested twice. */
+	EXPECT_BYTES(
+	    {
+		    size_t a = pp_pb_start(pb);
+		    pp_pb_uint64(pb, 1, 1);
+		    size_t b = pp_pb_start(pb);
+		    pp_pb_uint64(pb, 2, 2);
+		    pp_pb_end(pb, 3, b);
+		    pp_pb_end(pb, 4, a);
+	    },
+	    0x22, 0x06, 0x08, 0x01, 0x1a, 0x02, 0x10, 0x02);
+	/* A 200-byte submessage: the length takes two bytes, and the content
+	 * moves right by one more than a one-byte length would need. */
+	struct pp_buf out = {0};
+	struct pp_pb pb;
+	char blob[197];
+	memset(blob, 'x', sizeof blob);
+	assert_int_equal(pp_pb_init(&pb, &out, 0), 0);
+	size_t m = pp_pb_start(&pb);
+	pp_pb_bytes(&pb, 1, blob, sizeof blob); /* 1 + 2 + 197 = 200 bytes */
+	pp_pb_end(&pb, 2, m);
+	assert_int_equal(pp_pb_finish(&pb), 0);
+	assert_int_equal(out.len, 3 + 200);
+	assert_int_equal((unsigned char)out.data[0], 0x12);
+	assert_int_equal((unsigned char)out.data[1],
+	                 0xc8); /* 200 = 0xc8 0x01 */
+	assert_int_equal((unsigned char)out.data[2], 0x01);
+	assert_int_equal((unsigned char)out.data[3], 0x0a);
+	assert_int_equal(out.data[out.len - 1], 'x');
+	pp_buf_free(&out);
+}
+
+static void test_gzip_stream(void **state)
+{
+	struct pp_buf out = {0};
+	struct pp_pb pb;
+	(void)state;
+	/* More than the flush threshold, so deflate runs mid-stream. */
+	assert_int_equal(pp_pb_init(&pb, &out, 6), 0);
+	for (uint64_t i = 0; i < 200000; i++) {
+		pp_pb_uint64(&pb, 1, i);
+		pp_pb_flush(&pb);
+	}
+	assert_int_equal(pp_pb_finish(&pb), 0);
+	assert_int_equal((unsigned char)out.data[0], 0x1f);
+	assert_int_equal((unsigned char)out.data[1], 0x8b);
+	/* Inflate and compare with the raw encoding. */
+	struct pp_buf raw = {0};
+	struct pp_pb rp;
+	assert_int_equal(pp_pb_init(&rp, &raw, 0), 0);
+	for (uint64_t i = 0; i < 200000; i++)
+		pp_pb_uint64(&rp, 1, i);
+	assert_int_equal(pp_pb_finish(&rp), 0);
+	unsigned char *back = malloc(raw.len + 16);
+	z_stream z = {0};
+	assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+	z.next_in = (unsigned char *)out.data;
+	z.avail_in = (unsigned)out.len;
+	z.next_out = back;
+	z.avail_out = (unsigned)raw.len + 16;
+	assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+	assert_int_equal(z.total_out, raw.len);
+	assert_memory_equal(back, raw.data, raw.len);
+	inflateEnd(&z);
+	free(back);
+	pp_buf_free(&raw);
+	pp_buf_free(&out);
+}
+
+static void test_strtab(void **state)
+{
+	struct pp_strtab t;
+	(void)state;
+	assert_int_equal(pp_strtab_init(&t), 0);
+	assert_int_equal(pp_strtab_add(&t, ""), 0);
+	assert_int_equal(pp_strtab_add(&t, NULL), 0);
+	assert_int_equal(pp_strtab_add(&t, "a"), 1);
+	assert_int_equal(pp_strtab_add(&t, "b"), 2);
+	assert_int_equal(pp_strtab_add(&t, "a"), 1);
+	assert_int_equal(pp_strtab_intern(&t, "ab", 1), 1); /* "a" */
+	char buf[32];
+	for (int i = 0; i < 50000; i++) {
+		snprintf(buf, sizeof buf, "s%d", i);
+		assert_int_equal(pp_strtab_add(&t, buf), 3 + i);
+	}
+	for (int i = 0; i < 50000; i += 997) {
+		snprintf(buf, sizeof buf, "s%d", i);
+		assert_int_equal(pp_strtab_add(&t, buf), 3 + i);
+		assert_string_equal(pp_strtab_get(&t, 3 + (size_t)i), buf);
+	}
+	/* Embedded NULs are part of the string. */
+	int64_t z = pp_strtab_intern(&t, "x\0y", 3);
+	assert_true(z > 0);
+	assert_int_equal(pp_strtab_intern(&t, "x\0y", 3), z);
+	assert_int_not_equal(pp_strtab_intern(&t, "x\0z", 3), z);
+	pp_strtab_free(&t);
+}
+
+static void test_u64map(void **state)
+{
+	struct pp_u64map m = {0};
+	int ins;
+	(void)state;
+	assert_null(pp_u64map_get(&m, 5));
+	for (uint64_t k = 0; k < 100000; k++)
+		*pp_u64map_put(&m, k * 7919, &ins) = k + 1;
+	assert_int_equal(m.len, 100000);
+	for (uint64_t k = 0; k < 100000; k += 13)
+		assert_int_equal(*pp_u64map_get(&m, k * 7919), k + 1);
+	assert_null(pp_u64map_get(&m, 1));
+	*pp_u64map_put(&m, 0, &ins) += 1;
+	assert_int_equal(ins, 0);
+	assert_int_equal(*pp_u64map_get(&m, 0), 2);
+	pp_u64map_free(&m);
+}
+
+static const struct pp_value_type two[] = {{"samples", "count"},
+                                           {"cpu", "nanoseconds"}};
+
+static void test_model_aggregation(void **state)
+{
+	struct pp_profile *p = pp_profile_new(two, 2, &two[1], 1000);
+	uintptr_t a[] = {1, 2, 3}, b[] = {1, 2, 4};
+	int64_t v[] = {1, 10};
+	char key[] = "k", val1[] = "v1", val1b[] = "v1";
+	struct pp_label l1 = {key, val1, 0, NULL}, l1b = {"k", val1b, 0, NULL};
+	struct pp_label n1 = {"bytes", NULL, 64, "bytes"};
+	struct pp_label n2 = {"bytes", NULL, 128, "bytes"};
+	(void)state;
+
+	assert_non_null(p);
+	assert_int_equal(pp_profile_add(p, a, 3, v, NULL, 0), 0);
+	assert_int_equal(pp_profile_add(p, a, 3, v, NULL, 0), 0);
+	assert_int_equal(p->nsamples, 1);
+	assert_int_equal(p->first->values[0], 2);
+	assert_int_equal(p->first->values[1], 20);
+	assert_int_equal(pp_profile_add(p, b, 3, v, NULL, 0), 0);
+	assert_int_equal(pp_profile_add(p, a, 2, v, NULL, 0), 0); /* prefix */
+	assert_int_equal(p->nsamples, 3);
+	/* Same stack, labels: equal by content, not by pointer. */
+	assert_int_equal(pp_profile_add(p, a, 3, v, &l1, 1), 0);
+	assert_int_equal(pp_profile_add(p, a, 3, v, &l1b, 1), 0);
+	assert_int_equal(p->nsamples, 4);
+	assert_int_equal(p->last->values[0], 2);
+	assert_int_equal(pp_profile_add(p, a, 3, v, &n1, 1), 0);
+	assert_int_equal(pp_profile_add(p, a, 3, v, &n2, 1), 0);
+	assert_int_equal(pp_profile_add(p, a, 3, v, &n1, 1), 0);
+	assert_int_equal(p->nsamples, 6);
+	/* The model keeps its own copy of label strings. */
+	strcpy(val1, "zz");
+	assert_string_equal(p->first->next->next->next->labels[0].str, "v1");
+	/* Empty stacks are samples too. */
+	assert_int_equal(pp_profile_add(p, NULL, 0, v, NULL, 0), 0);
+	assert_int_equal(pp_profile_add(p, NULL, 0, v, NULL, 0), 0);
+	assert_int_equal(p->nsamples, 7);
+	assert_int_equal(p->last->values[0], 2);
+
+	assert_int_equal(pp_profile_set_default_type(p, "cpu"), 0);
+	assert_int_equal(p->default_type, 1);
+	assert_int_equal(pp_profile_set_default_type(p, "nope"), -EINVAL);
+	assert_int_equal(p->default_type, 1);
+	pp_profile_free(p);
+}
+
+static void test_model_100k(void **state)
+{
+	struct pp_profile *p = pp_profile_new(two, 2, &two[1], 1000);
+	uintptr_t pcs[30];
+	int64_t v[] = {1, 1000};
+	(void)state;
+
+	for (int round = 0; round < 2; round++) {
+		for (uintptr_t i = 0; i < 100000; i++) {
+			for (int d = 0; d < 30; d++)
+				pcs[d] =
+				    0x1000 + (i * 31 + (uintptr_t)d) % 4096;
+			pcs[0] = i;
+			assert_int_equal(pp_profile_add(p, pcs, 30, v, NULL, 0),
+			                 0);
+		}
+	}
+	assert_int_equal(p->nsamples, 100000);
+	int64_t total = 0;
+	size_t n = 0;
+	for (struct pp_sample *s = p->first; s; s = s->next, n++) {
+		assert_int_equal(s->values[0], 2);
+		total += s->values[1];
+	}
+	assert_int_equal(n, 100000);
+	assert_int_equal(total, 200000 * 1000LL);
+	/* Render without symbols: addresses only, but a whole profile. */
+	struct pp_buf out = {0};
+	assert_int_equal(pp_pprof_render(p, NULL, 1, &out), 0);
+	assert_true(out.len > 1000);
+	pp_buf_free(&out);
+	pp_profile_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_varints),
+	    cmocka_unit_test(test_fields),
+	    cmocka_unit_test(test_packed),
+	    cmocka_unit_test(test_nested),
+	    cmocka_unit_test(test_gzip_stream),
+	    cmocka_unit_test(test_strtab),
+	    cmocka_unit_test(test_u64map),
+	    cmocka_unit_test(test_model_aggregation),
+	    cmocka_unit_test(test_model_100k),
+	};
+	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
+}
