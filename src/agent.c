@@ -19,6 +19,7 @@
 #include "error.h"
 #include "http/server.h"
 #include "pullprof.h"
+#include "symbols/symbols.h"
 
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_agent agent;
@@ -118,6 +119,7 @@ static int stop_locked(void)
 		return -EDEADLK;
 	/* Handlers read `running`; clear it only once their thread is gone. */
 	pp_server_stop(running->srv);
+	pp_symtab_shutdown(); /* the symbol cache goes with the agent */
 	pp_config_free(&agent.cfg);
 	memset(&agent, 0, sizeof agent);
 	running = NULL;

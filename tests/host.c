@@ -8,12 +8,15 @@
  *   alive                     proves the host still works   -> "alive TICKS"
  *   fork SECONDS              fork; the child sleeps, reports and exits
  *                                                           -> "child PID"
+ *   dlopen PATH SYMBOL        dlopen PATH, print SYMBOL's address -> "addr 0x..."
+ *   dlclose                   dlclose the last one          -> "ok"
  *   quit                      exit 0
  *
  * A worker thread counts ticks all along, so "the host keeps running" is a
  * fact a test can check rather than assume. "-" as an argument means NULL,
  * '""' the empty string.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -55,6 +58,7 @@ int main(void)
 {
 	char line[512];
 	pthread_t t;
+	void *dl = NULL;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	pthread_create(&t, NULL, ticker, NULL);
@@ -100,6 +104,16 @@ int main(void)
 			waitpid(pid, &st, 0);
 			printf("exit %d\n",
 			       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		} else if (strcmp(cmd, "dlopen") == 0) {
+			dl = dlopen(a1, RTLD_NOW);
+			void *sym = dl ? dlsym(dl, a2) : NULL;
+			if (sym)
+				printf("addr %p\n", sym);
+			else
+				printf("err %s\n", dlerror());
+		} else if (strcmp(cmd, "dlclose") == 0) {
+			printf(dl && dlclose(dl) == 0 ? "ok\n" : "err\n");
+			dl = NULL;
 		} else if (strcmp(cmd, "quit") == 0) {
 			return 0;
 		} else {

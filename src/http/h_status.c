@@ -13,6 +13,7 @@
 #include "handlers.h"
 #include "respond.h"
 #include "server.h"
+#include "symbols/symbols.h"
 #include "util/proc.h"
 #include "util/utf8.h"
 
@@ -155,6 +156,21 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	    conn, "server_errors",
 	    json_object_new_int64((int64_t)atomic_load(&st->server_errors)));
 	json_object_object_add(o, "connections", conn);
+
+	struct pp_symtab_stats ss;
+	pp_symtab_stats(&ss);
+	struct json_object *sym = json_object_new_object();
+	json_object_object_add(sym, "mappings",
+	                       json_object_new_int64((int64_t)ss.mappings));
+	json_object_object_add(sym, "cached_addresses",
+	                       json_object_new_int64((int64_t)ss.cached));
+	json_object_object_add(sym, "lookups",
+	                       json_object_new_int64((int64_t)ss.lookups));
+	json_object_object_add(sym, "cache_hits",
+	                       json_object_new_int64((int64_t)ss.hits));
+	json_object_object_add(sym, "refreshes",
+	                       json_object_new_int64((int64_t)ss.refreshes));
+	json_object_object_add(o, "symbols", sym);
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
 

@@ -2,6 +2,7 @@
 #include "routes.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "handlers.h"
@@ -9,17 +10,51 @@
 #include "server.h"
 
 #define GET_HEAD "GET, HEAD"
+/* About 250k addresses of "0x7f0123456789+". */
+#define PP_SYMBOL_MAX_BODY (4u << 20)
 
 /* Every endpoint, in the order the index lists them. */
 const struct pp_route pp_routes[] = {
-    {"/", "index", GET_HEAD, PP_ROUTE_PAGE, pp_h_index, "./",
-     "this page: every endpoint with a short description"},
-    {"/status", "status", GET_HEAD, PP_ROUTE_JSON, pp_h_status, "status",
-     "agent and process status as JSON: version, pid, uptime, "
-     "configuration, request counters"},
-    {"/cmdline", "cmdline", GET_HEAD, PP_ROUTE_PROFILE, pp_h_cmdline, "cmdline",
-     "the command line of this process, arguments separated by NUL bytes "
-     "(as Go's net/http/pprof)"},
+    {
+        .path = "/",
+        .name = "index",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PAGE,
+        .handler = pp_h_index,
+        .link = "./",
+        .help = "this page: every endpoint with a short description",
+    },
+    {
+        .path = "/status",
+        .name = "status",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_JSON,
+        .handler = pp_h_status,
+        .link = "status",
+        .help = "agent and process status as JSON: version, pid, uptime, "
+                "configuration, request counters",
+    },
+    {
+        .path = "/cmdline",
+        .name = "cmdline",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_cmdline,
+        .link = "cmdline",
+        .help = "the command line of this process, arguments separated by "
+                "NUL bytes (as Go's net/http/pprof)",
+    },
+    {
+        .path = "/symbol",
+        .name = "symbol",
+        .methods = "GET, HEAD, POST",
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_symbol,
+        .link = "symbol",
+        .help = "symbolize addresses for pprof: POST 0x1234+0x5678, answers "
+                "one \"0x1234 function\" line per known address",
+        .max_body = PP_SYMBOL_MAX_BODY,
+    },
 };
 const size_t pp_routes_count = sizeof pp_routes / sizeof pp_routes[0];
 
@@ -42,17 +77,8 @@ static int method_allowed(const struct pp_route *rt, const char *method)
 	return 0;
 }
 
-static int has_request_body(struct MHD_Connection *c)
-{
-	const char *len =
-	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-	return MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-	                                   "Transfer-Encoding") != NULL ||
-	       (len && strcmp(len, "0") != 0);
-}
-
-/* Match url against the table: sets r->route and friends; returns the
- * path below the prefix, or NULL when url is outside the prefix. */
+/* Match r->url against the table: sets r->route and friends; returns the
+ * path below the prefix, or NULL when the url is outside the prefix. */
 static const char *match(struct pp_request *r, const char *prefix)
 {
 	size_t plen = strlen(prefix);
@@ -72,66 +98,119 @@ static const char *match(struct pp_request *r, const char *prefix)
 	return url + plen;
 }
 
+/* Everything that can be said about a request once it is complete (or at
+ * once, when it comes with a body we will not read). */
+static enum MHD_Result answer(struct pp_request *r)
+{
+	const char *prefix = r->srv->cfg->v.prefix;
+	char loc[256];
+
+	if ((!r->rest && strcmp(r->url, "/") == 0) || (r->rest && !*r->rest)) {
+		/* "/" and the bare prefix lead to the index. */
+		snprintf(loc, sizeof loc, "%s/", prefix);
+		return pp_respond_redirect(r, loc);
+	}
+	if (!r->rest)
+		return pp_respond_error(
+		    r, MHD_HTTP_NOT_FOUND,
+		    "404 page not found: pullprof serves its "
+		    "endpoints under %s/",
+		    prefix);
+	if (!r->route)
+		return pp_respond_error(
+		    r, MHD_HTTP_NOT_FOUND,
+		    "unknown endpoint %s (the list is at %s/)", r->url, prefix);
+	if (!method_allowed(r->route, r->method))
+		return pp_respond_error(
+		    r, MHD_HTTP_METHOD_NOT_ALLOWED,
+		    "method %s not allowed on %s; allowed: %s", r->method,
+		    r->url, r->route->methods);
+	if (r->has_body && !r->route->max_body)
+		/* Refused rather than read; the answer comes before the body,
+		 * so the connection closes. */
+		return pp_respond_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
+		                        "%s %s takes no request body",
+		                        r->method, r->url);
+	if (r->has_body && (r->declared_len > r->route->max_body ||
+	                    r->received > r->route->max_body))
+		return pp_respond_error(
+		    r, MHD_HTTP_CONTENT_TOO_LARGE,
+		    "request body over the limit of %zu bytes "
+		    "for %s",
+		    r->route->max_body, r->url);
+	return r->route->handler(r);
+}
+
 enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
                                    const char *url, const char *method,
                                    const char *version, const char *upload,
                                    size_t *upload_size, void **req_cls)
 {
-	static int seen, answered;
 	struct pp_server *s = cls;
-	const char *prefix = s->cfg->v.prefix;
-	struct pp_request r = {
-	    .srv = s,
-	    .conn = c,
-	    .url = url,
-	    .method = method,
-	    .counter = PP_MAX_ROUTES,
-	    .kind = PP_ROUTE_PROFILE,
-	};
-	char loc[256];
+	struct pp_request *r = *req_cls;
 
 	(void)version;
-	(void)upload;
-	if (*req_cls == &answered) {
+	if (!r) {
+		r = calloc(1, sizeof *r);
+		if (!r)
+			return MHD_NO;
+		*req_cls = r; /* freed by pp_routes_completed */
+		r->srv = s;
+		r->conn = c;
+		r->url = url;
+		r->method = method;
+		r->counter = PP_MAX_ROUTES;
+		r->kind = PP_ROUTE_PROFILE;
+		r->rest = match(r, s->cfg->v.prefix);
+		const char *len = MHD_lookup_connection_value(
+		    c, MHD_HEADER_KIND, "Content-Length");
+		r->declared_len = len ? strtoull(len, NULL, 10) : 0;
+		r->has_body = r->declared_len > 0 ||
+		              MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+		                                          "Transfer-Encoding");
+		/* Without a body, answer once the request is complete, so the
+		 * connection can be kept alive. With one, read it only for
+		 * an endpoint that takes it, within its limit. */
+		if (!r->has_body || (r->route && r->route->max_body &&
+		                     method_allowed(r->route, method) &&
+		                     r->declared_len <= r->route->max_body))
+			return MHD_YES;
+		r->answered = 1;
+		return answer(r);
+	}
+	if (r->answered) {
 		*upload_size = 0; /* late body bytes after our answer: drop */
 		return MHD_YES;
 	}
-	int has_body = has_request_body(c);
-	if (*req_cls == NULL && !has_body) {
-		/* Answer once the request is complete, so the connection can be
-		 * kept alive (an answer queued earlier makes it close). */
-		*req_cls = &seen;
-		return MHD_YES;
+	if (*upload_size) {
+		/* A chunked body over the limit: libmicrohttpd cannot answer in
+		 * the middle of an upload, so the rest is read and dropped and
+		 * the 413 comes at the end; past 16 times the limit the
+		 * connection is closed instead. */
+		r->received += *upload_size;
+		if (r->received > r->route->max_body) {
+			*upload_size = 0;
+			return r->received / 16 > r->route->max_body ? MHD_NO
+			                                             : MHD_YES;
+		}
+		pp_buf_append(&r->body, upload, *upload_size);
+		*upload_size = 0;
+		return r->body.failed ? MHD_NO : MHD_YES;
 	}
-	*req_cls = &answered;
+	r->answered = 1;
+	return answer(r);
+}
 
-	const char *rest = match(&r, prefix);
-	if ((!rest && strcmp(url, "/") == 0) || (rest && *rest == 0)) {
-		/* "/" and the bare prefix lead to the index. */
-		snprintf(loc, sizeof loc, "%s/", prefix);
-		return pp_respond_redirect(&r, loc);
+void pp_routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+	struct pp_request *r = *req_cls;
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (r) {
+		pp_buf_free(&r->body);
+		free(r);
+		*req_cls = NULL;
 	}
-	if (!rest)
-		return pp_respond_error(
-		    &r, MHD_HTTP_NOT_FOUND,
-		    "404 page not found: pullprof serves its "
-		    "endpoints under %s/",
-		    prefix);
-	if (!r.route)
-		return pp_respond_error(
-		    &r, MHD_HTTP_NOT_FOUND,
-		    "unknown endpoint %s (the list is at %s/)", url, prefix);
-	if (!method_allowed(r.route, method))
-		return pp_respond_error(
-		    &r, MHD_HTTP_METHOD_NOT_ALLOWED,
-		    "method %s not allowed on %s; allowed: %s", method, url,
-		    r.route->methods);
-	if (has_body) {
-		/* No endpoint takes a body: refuse it rather than read it (the
-		 * answer comes before the body, so the connection closes). */
-		return pp_respond_error(&r, MHD_HTTP_CONTENT_TOO_LARGE,
-		                        "%s %s takes no request body", method,
-		                        url);
-	}
-	return r.route->handler(&r);
 }

@@ -8,6 +8,8 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
+#include "util/buf.h"
+
 struct pp_server;
 struct pp_request;
 
@@ -26,19 +28,26 @@ struct pp_route {
 	pp_handler handler;
 	const char *link; /* what the index links to (path plus query) */
 	const char *help; /* one line for the index */
+	size_t max_body;  /* largest request body it reads; 0: takes none */
 };
 
 extern const struct pp_route pp_routes[];
 extern const size_t pp_routes_count;
 
+/* One per request, from its first header to its completion. */
 struct pp_request {
 	struct pp_server *srv;
 	struct MHD_Connection *conn;
 	const char *url;
 	const char *method;
+	const char *rest; /* url below the prefix; NULL when outside it */
 	const struct pp_route *route; /* NULL when no route matched */
 	unsigned counter;             /* row in srv->stats.requests */
 	enum pp_route_kind kind;
+	int has_body, answered;
+	unsigned long long declared_len; /* Content-Length, 0 if none */
+	unsigned long long received;     /* body bytes so far */
+	struct pp_buf body; /* the body, for routes that take one */
 };
 
 /* The libmicrohttpd access handler; cls is the struct pp_server. */
@@ -46,5 +55,9 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
                                    const char *url, const char *method,
                                    const char *version, const char *upload,
                                    size_t *upload_size, void **req_cls);
+
+/* libmicrohttpd's completion callback: frees the request. */
+void pp_routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe);
 
 #endif

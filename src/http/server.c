@@ -237,6 +237,7 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->v.idle_timeout,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	    MHD_OPTION_NOTIFY_COMPLETED, pp_routes_completed, NULL,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 	if (!s->mhd) {

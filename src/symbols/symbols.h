@@ -77,11 +77,12 @@ const struct pp_mappings *pp_symtab_mappings(const struct pp_symtab *st);
 int pp_symtab_lookup(struct pp_symtab *st, uintptr_t addr,
                      struct pp_symbol *out);
 
-/* Counters for status and benchmarks. */
+/* Counters for status and benchmarks (takes the lock: not while acquired).
+ * All zero before the first use. */
 struct pp_symtab_stats {
 	uint64_t lookups, hits, refreshes;
-	size_t cached;
+	size_t cached, mappings;
 };
-void pp_symtab_stats(const struct pp_symtab *st, struct pp_symtab_stats *out);
+void pp_symtab_stats(struct pp_symtab_stats *out);
 
 #endif

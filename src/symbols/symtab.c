@@ -134,12 +134,18 @@ const struct pp_mappings *pp_symtab_mappings(const struct pp_symtab *st)
 	return &st->maps;
 }
 
-void pp_symtab_stats(const struct pp_symtab *st, struct pp_symtab_stats *out)
+void pp_symtab_stats(struct pp_symtab_stats *out)
 {
-	out->lookups = st->lookups;
-	out->hits = st->hits;
-	out->refreshes = st->refreshes;
-	out->cached = st->nresults;
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&lock);
+	if (global) {
+		out->lookups = global->lookups;
+		out->hits = global->hits;
+		out->refreshes = global->refreshes;
+		out->cached = global->nresults;
+		out->mappings = global->maps.n;
+	}
+	pthread_mutex_unlock(&lock);
 }
 
 static Dwfl *get_dwfl(struct pp_symtab *st)

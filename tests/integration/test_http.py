@@ -100,7 +100,7 @@ def test_status_counters():
     # The first status answer was counted after it was built, the DELETE and
     # the four others in between: 6 in all.
     eq(after["total"] - before["total"], 6, "requests.total is the sum")
-    eq(sorted(a), ["cmdline", "index", "other", "status"],
+    eq(sorted(a), ["cmdline", "index", "other", "status", "symbol"],
        "every endpoint has counters")
     eq(sorted(a["status"]), ["1xx", "2xx", "3xx", "4xx", "5xx"][1:],
        "status classes 2xx..5xx")
