@@ -1,0 +1,164 @@
+/*
+ * bench_profile: what it costs to turn stacks into a served profile.
+ *
+ * For 1k, 10k and 100k unique stacks of depth 30 made of real code
+ * addresses (leaves spread over libc's text, callers from this program and
+ * libc, so symbolization does real work), it times:
+ *   build   adding every stack to the model (twice: the second pass only
+ *           aggregates)
+ *   cold    symbolize + encode + gzip with an empty symbol cache (includes
+ *           reading the mappings and opening the ELF/DWARF files)
+ *   warm    the same with the cache filled by the previous request, at
+ *           gzip level 1 (what the agent serves) and 6 (the level of the Go
+ *           peer, whose profile also has a function and a line per location)
+ *   addr    encode + gzip of addresses alone (no symbols, no mappings)
+ * and prints one table row per size; bench/run.sh prints the Go peer next
+ * to it. Each time is the median of 5 runs.
+ *
+ * Usage: bench_profile [SIZES...]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "profile/model.h"
+#include "profile/pprof.h"
+#include "symbols/symbols.h"
+
+#define DEPTH 30
+#define CALLERS 2000
+#define RUNS 5
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v)
+{
+	qsort(v, RUNS, sizeof *v, cmp_double);
+	return v[RUNS / 2];
+}
+
+static const struct pp_mapping *find(const struct pp_mappings *m,
+                                     const char *needle)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strstr(m->v[i].path, needle))
+			return &m->v[i];
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	long sizes[8] = {1000, 10000, 100000};
+	int nsizes = 3;
+	struct pp_mappings maps;
+	static const struct pp_value_type types[] = {{"samples", "count"},
+	                                              {"cpu", "nanoseconds"}};
+
+	if (argc > 1) {
+		nsizes = 0;
+		for (int i = 1; i < argc && nsizes < 8; i++)
+			sizes[nsizes++] = atol(argv[i]);
+	}
+	if (pp_mappings_read(&maps)) {
+		fprintf(stderr, "cannot read mappings\n");
+		return 1;
+	}
+	const struct pp_mapping *libc = find(&maps, "libc.so");
+	const struct pp_mapping *self = find(&maps, "bench_profile");
+	if (!libc || !self) {
+		fprintf(stderr, "libc or the bench binary not mapped\n");
+		return 1;
+	}
+	uintptr_t callers[CALLERS];
+	for (int i = 0; i < CALLERS; i++) {
+		const struct pp_mapping *m = i % 2 ? libc : self;
+		callers[i] = m->start + (uintptr_t)(((uint64_t)i * 7919) %
+		                                    (m->limit - m->start));
+	}
+
+	printf("| stacks | build ms | cold ms | warm ms (gzip 1) | bytes "
+	       "| warm ms (gzip 6) | bytes | addr-only ms (gzip 1) |\n");
+	printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (int si = 0; si < nsizes; si++) {
+		long n = sizes[si];
+		double build[RUNS], cold[RUNS], warm[RUNS], warm6[RUNS], addr[RUNS];
+		size_t bytes1 = 0, bytes6 = 0;
+		uintptr_t stride = (libc->limit - libc->start) / (uintptr_t)n;
+		if (stride == 0)
+			stride = 1;
+		for (int run = 0; run < RUNS; run++) {
+			uintptr_t pcs[DEPTH];
+			double t = now_ms();
+			struct pp_profile *p =
+			    pp_profile_new(types, 2, &types[1], 10000000);
+			for (int pass = 0; pass < 2; pass++) {
+				for (long i = 0; i < n; i++) {
+					pcs[0] = libc->start + (uintptr_t)i * stride;
+					for (int d = 1; d < DEPTH; d++)
+						pcs[d] = callers[((uint64_t)i * 7 +
+						                  (uint64_t)d * 13) %
+						                 CALLERS];
+					int64_t v[2] = {1, 10000000};
+					if (pp_profile_add(p, pcs, DEPTH, v, NULL, 0))
+						return 1;
+				}
+			}
+			build[run] = now_ms() - t;
+
+			struct pp_buf out = {0};
+			pp_symtab_shutdown(); /* cold: no cache, no Dwfl */
+			t = now_ms();
+			struct pp_symtab *st = pp_symtab_acquire();
+			if (!st || pp_pprof_render(p, st, 1, &out))
+				return 1;
+			pp_symtab_release(st);
+			cold[run] = now_ms() - t;
+			pp_buf_free(&out);
+
+			t = now_ms();
+			st = pp_symtab_acquire();
+			if (!st || pp_pprof_render(p, st, 1, &out))
+				return 1;
+			pp_symtab_release(st);
+			warm[run] = now_ms() - t;
+			bytes1 = out.len;
+			pp_buf_free(&out);
+
+			t = now_ms();
+			st = pp_symtab_acquire();
+			if (!st || pp_pprof_render(p, st, 6, &out))
+				return 1;
+			pp_symtab_release(st);
+			warm6[run] = now_ms() - t;
+			bytes6 = out.len;
+			pp_buf_free(&out);
+
+			t = now_ms();
+			if (pp_pprof_render(p, NULL, 1, &out))
+				return 1;
+			addr[run] = now_ms() - t;
+			pp_buf_free(&out);
+			pp_profile_free(p);
+		}
+		printf("| %ld | %.1f | %.1f | %.1f | %zu | %.1f | %zu | %.1f |\n", n,
+		       median(build), median(cold), median(warm), bytes1,
+		       median(warm6), bytes6, median(addr));
+		fflush(stdout);
+	}
+	pp_symtab_shutdown();
+	pp_mappings_free(&maps);
+	return 0;
+}
