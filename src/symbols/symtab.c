@@ -11,12 +11,15 @@
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 
 #include "symbols.h"
@@ -42,11 +45,109 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_symtab *global;
 static char *debuginfo_path; /* NULL: the default search path */
 
+static int find_debuginfo(Dwfl_Module *mod, void **userdata,
+                          const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name);
+
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo,
     .debuginfo_path = &debuginfo_path,
 };
+
+/* Does the ELF file open on fd have this build ID (or, without one, this
+ * .gnu_debuglink CRC)? */
+static int debug_file_matches(int fd, const unsigned char *id, int idlen,
+                              GElf_Word crc)
+{
+	int ok = 0;
+
+	if (idlen > 0) {
+		Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		const void *fid;
+		ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &fid) : -1;
+		ok = n == idlen && memcmp(fid, id, (size_t)n) == 0;
+		if (elf)
+			elf_end(elf);
+	} else {
+		unsigned char buf[65536];
+		uLong c = crc32(0L, Z_NULL, 0);
+		ssize_t r;
+		while ((r = read(fd, buf, sizeof buf)) > 0)
+			c = crc32(c, buf, (uInt)r);
+		ok = r == 0 && (GElf_Word)c == crc;
+	}
+	lseek(fd, 0, SEEK_SET);
+	return ok;
+}
+
+static int try_debug_file(const char *path, const unsigned char *id, int idlen,
+                          GElf_Word crc, char **name)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (!debug_file_matches(fd, id, idlen, crc)) {
+		close(fd);
+		return -1;
+	}
+	*name = strdup(path);
+	return fd;
+}
+
+/*
+ * Separate debug information, searched on this machine only: by build ID
+ * under /usr/lib/debug/.build-id, then by .gnu_debuglink next to the file,
+ * in its .debug folder and under /usr/lib/debug. libdw's standard search
+ * would also load the debuginfod client (libcurl, TLS libraries) into the
+ * host process and, with DEBUGINFOD_URLS set, fetch files over the network
+ * from inside it: a profiler must not do either.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata,
+                          const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const unsigned char *id = NULL;
+	GElf_Addr id_vaddr;
+	int idlen = dwfl_module_build_id(mod, &id, &id_vaddr);
+	char path[4096];
+	int fd;
+	(void)userdata;
+	(void)modname;
+	(void)base;
+
+	if (idlen > 1) {
+		int n = snprintf(path, sizeof path,
+		                 "/usr/lib/debug/.build-id/%02x/", id[0]);
+		for (int i = 1; i < idlen && n < (int)sizeof path - 8; i++)
+			n += snprintf(path + n, sizeof path - (size_t)n, "%02x",
+			              id[i]);
+		snprintf(path + n, sizeof path - (size_t)n, ".debug");
+		fd = try_debug_file(path, id, idlen, 0, debuginfo_file_name);
+		if (fd >= 0)
+			return fd;
+	}
+	if (!debuglink_file || !file_name)
+		return -1;
+	const char *slash = strrchr(file_name, '/');
+	int dirlen = slash ? (int)(slash - file_name) : 0;
+	static const char *const forms[] = {"%.*s/%s", "%.*s/.debug/%s",
+	                                    "/usr/lib/debug%.*s/%s"};
+	for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+		snprintf(path, sizeof path, forms[i], dirlen, file_name,
+		         debuglink_file);
+		if (strcmp(path, file_name) == 0)
+			continue;
+		fd = try_debug_file(path, idlen > 0 ? id : NULL,
+		                    idlen > 0 ? idlen : 0, debuglink_crc,
+		                    debuginfo_file_name);
+		if (fd >= 0)
+			return fd;
+	}
+	return -1;
+}
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 

@@ -11,6 +11,7 @@ from pptest import (BUILD, SRC, Profile, elf_build_id, eq, go_pprof, ok, run,
 
 SYMTEST = os.path.join(BUILD, "tests", "profile", "symtest")
 DLLIB = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_dl.so")
+NODEBUG = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_nodebug.so")
 C_SRC = os.path.join(SRC, "tests", "profile", "symtest.c")
 CXX_SRC = os.path.join(SRC, "tests", "profile", "symtest_cxx.cc")
 DL_SRC = os.path.join(SRC, "tests", "profile", "symtest_dl.c")
@@ -22,7 +23,7 @@ prof = None
 
 def test_generate():
     global prof
-    p = subprocess.run([SYMTEST, "symbols", DLLIB, GZ, RAW], capture_output=True,
+    p = subprocess.run([SYMTEST, "symbols", DLLIB, NODEBUG, GZ, RAW], capture_output=True,
                        text=True, timeout=60)
     eq(p.returncode, 0, "symtest writes the profiles " + p.stderr)
     gz = open(GZ, "rb").read()
@@ -93,6 +94,9 @@ def test_mappings():
     ok(len(vdso) == 1 and len(prof.s(vdso[0]["build_id"][0])) == 40,
        "[vdso] is kept, with the build ID of its in-memory image",
        vdso and prof.s(vdso[0]["build_id"][0]))
+    loaded = [prof.s(m["filename"][0]) for m in prof.mappings]
+    bad = [p for p in loaded if "debuginfod" in p or "libcurl" in p]
+    eq(bad, [], "symbolizing loads no debuginfod client (no network, no libcurl)")
     libc = mapping_named("libc.so.6")
     ok(libc and len(prof.s(libc["build_id"][0])) == 40, "libc has a build ID")
     unused = [m for m in prof.mappings
@@ -110,8 +114,10 @@ def by_scenario():
 
 def test_values_and_labels():
     s = by_scenario()
-    eq(sorted(s), ["cxx", "dlopen", "inline", "static"], "one sample per scenario")
-    for name, count in (("static", 3), ("inline", 5), ("dlopen", 7), ("cxx", 11)):
+    eq(sorted(s), ["cxx", "dlopen", "inline", "nodebug", "static"],
+       "one sample per scenario")
+    for name, count in (("static", 3), ("inline", 5), ("dlopen", 7), ("cxx", 11),
+                        ("nodebug", 13)):
         eq(s[name]["value"], [count, count * 10000000],
            f"{name}: the two adds aggregated (values summed)")
     eq(prof.labels(s["static"]), {"scenario": "static", "bytes": (4096, "bytes")},
@@ -169,6 +175,18 @@ def test_cxx_function():
     eq(st[1][0][0], "symtest_cxx_entry", "its caller")
 
 
+def test_no_debug_info():
+    st = prof.stack(by_scenario()["nodebug"])
+    eq(st[0], [("symtest_nodebug_function", "symtest_nodebug_function", "", 0, 0)],
+       "without DWARF: the name from the ELF symbol table, no file or line")
+    eq(st[1][0][0], "symbols", "its caller still has full information")
+    m = mapping_named("libsymtest_nodebug.so")
+    eq(m.get("has_functions"), [True], "no-DWARF library: has_functions")
+    for flag in ("has_filenames", "has_line_numbers", "has_inline_frames"):
+        eq(m.get(flag), None, f"no-DWARF library: no {flag} claimed")
+    eq(prof.s(m["build_id"][0]), elf_build_id(NODEBUG), "its build ID")
+
+
 def test_go_pprof():
     rc, out, err = go_pprof("-raw", GZ)
     eq(rc, 0, "go tool pprof -raw reads it " + err[-300:])
@@ -220,4 +238,4 @@ def test_100k():
 
 run([test_generate, test_structure, test_mappings, test_values_and_labels,
      test_static_function, test_inline_chain, test_dlopen_function,
-     test_cxx_function, test_go_pprof, test_empty, test_100k])
+     test_cxx_function, test_no_debug_info, test_go_pprof, test_empty, test_100k])

@@ -4,9 +4,10 @@
  * to files for tests/integration/test_profile.py to decode with protoc and
  * go tool pprof.
  *
- *   symtest symbols DL_LIBRARY OUT.pb.gz OUT.pb
+ *   symtest symbols DL_LIBRARY NODEBUG_LIBRARY OUT.pb.gz OUT.pb
  *       stacks through a static function, an inlined function, a function
- *       of a dlopen'ed library and a C++ function in a namespace
+ *       of a dlopen'ed library, a C++ function in a namespace, and a
+ *       function of a library built without debug information
  *   symtest empty OUT.pb.gz
  *   symtest synthetic N DEPTH OUT.pb.gz
  *       N unique stacks of DEPTH made-up PCs, values i and 1000*i, labels
@@ -103,18 +104,27 @@ static const struct pp_value_type cpu_types[] = {{"samples", "count"},
                                                  {"cpu", "nanoseconds"}};
 static const struct pp_value_type cpu_period = {"cpu", "nanoseconds"};
 
-static int symbols(const char *dl_path, const char *gz, const char *raw)
+typedef int (*dl_fn)(void (*)(void *), void *);
+
+static dl_fn load(const char *path, const char *name)
+{
+	void *dl = dlopen(path, RTLD_NOW);
+	dl_fn fn = dl ? (dl_fn)dlsym(dl, name) : NULL;
+	if (!fn)
+		fprintf(stderr, "%s: %s\n", path, dlerror());
+	return fn;
+}
+
+static int symbols(const char *dl_path, const char *nodebug_path,
+                   const char *gz, const char *raw)
 {
 	struct capture c;
 	struct pp_profile *p =
 	    pp_profile_new(cpu_types, 2, &cpu_period, 10000000);
-	void *dl = dlopen(dl_path, RTLD_NOW);
-	if (!p || !dl) {
-		fprintf(stderr, "setup: %s\n", dl ? "ENOMEM" : dlerror());
+	dl_fn dl = load(dl_path, "symtest_dl_function");
+	dl_fn nodebug = load(nodebug_path, "symtest_nodebug_function");
+	if (!p || !dl || !nodebug)
 		return 1;
-	}
-	int (*dl_fn)(void (*)(void *), void *) =
-	    (int (*)(void (*)(void *), void *))dlsym(dl, "symtest_dl_function");
 
 	pp_profile_set_time(p, 1700000000123456789LL, 2500000000LL);
 	pp_profile_set_default_type(p, "cpu");
@@ -125,13 +135,18 @@ static int symbols(const char *dl_path, const char *gz, const char *raw)
 	struct {
 		const char *name;
 		int64_t count;
-	} runs[] = {{"static", 3}, {"inline", 5}, {"dlopen", 7}, {"cxx", 11}};
-	for (size_t i = 0; i < 4; i++) {
+	} runs[] = {{"static", 3},
+	            {"inline", 5},
+	            {"dlopen", 7},
+	            {"cxx", 11},
+	            {"nodebug", 13}};
+	for (size_t i = 0; i < 5; i++) {
 		switch (i) {
 		case 0: static_leaf(&c); break;
 		case 1: caller_of_inline(&c); break;
-		case 2: dl_fn(symtest_capture, &c); break;
+		case 2: dl(symtest_capture, &c); break;
 		case 3: symtest_cxx_entry(&c); break;
+		case 4: nodebug(symtest_capture, &c); break;
 		}
 		scen.str = runs[i].name;
 		struct pp_label labels[2] = {scen, bytes};
@@ -192,8 +207,8 @@ static int synthetic(long n, long depth, const char *out)
 
 int main(int argc, char **argv)
 {
-	if (argc == 5 && strcmp(argv[1], "symbols") == 0)
-		return symbols(argv[2], argv[3], argv[4]);
+	if (argc == 6 && strcmp(argv[1], "symbols") == 0)
+		return symbols(argv[2], argv[3], argv[4], argv[5]);
 	if (argc == 3 && strcmp(argv[1], "empty") == 0) {
 		struct pp_profile *p =
 		    pp_profile_new(cpu_types, 2, &cpu_period, 10000000);
