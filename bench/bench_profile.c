@@ -72,7 +72,7 @@ int main(int argc, char **argv)
 		for (int i = 1; i < argc && nsizes < 8; i++)
 			sizes[nsizes++] = atol(argv[i]);
 	}
-	if (pp_mappings_read(&maps)) {
+	if (pp_mappings_read(&maps, NULL)) {
 		fprintf(stderr, "cannot read mappings\n");
 		return 1;
 	}

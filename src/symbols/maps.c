@@ -135,16 +135,42 @@ static void file_build_id(const char *path, char *out, size_t outlen)
 	close(fd);
 }
 
-int pp_mappings_read(struct pp_mappings *m)
+/* Build IDs for every mapping: from the loaded images first, from the
+ * file when the loader does not know the mapping. */
+static void add_build_ids(struct pp_mappings *m, struct pp_buf *strings,
+                          size_t *id_off)
+{
+	struct images im = {0};
+
+	dl_iterate_phdr(on_image, &im);
+	for (size_t i = 0; i < m->n; i++) {
+		struct pp_mapping *mp = &m->v[i];
+		char id[80] = "";
+		for (size_t k = 0; k < im.n; k++) {
+			if (mp->start >= im.v[k].lo && mp->start < im.v[k].hi) {
+				strcpy(id, im.v[k].build_id);
+				break;
+			}
+		}
+		if (!id[0] && mp->is_file && !mp->deleted)
+			file_build_id(strings->data + (size_t)mp->path, id,
+			              sizeof id);
+		id_off[i] = strings->len;
+		pp_buf_append(strings, id, strlen(id) + 1);
+	}
+	free(im.v);
+}
+
+int pp_mappings_read(struct pp_mappings *m, const struct pp_mappings *prev)
 {
 	char *text, *line, *save = NULL;
-	size_t len;
-	struct images im = {0};
+	size_t len, cap = 0;
 	struct pp_buf strings = {0};
-	size_t cap = 0;
+	size_t *id_off = NULL;
 	char exe[4096];
 	ssize_t exelen;
-	int rc;
+	uint64_t sig = 0;
+	int have_main = 0, rc;
 
 	memset(m, 0, sizeof *m);
 	rc = pp_proc_read_file("/proc/self/maps", 64 << 20, &text, &len);
@@ -152,14 +178,11 @@ int pp_mappings_read(struct pp_mappings *m)
 		return rc;
 	exelen = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	exe[exelen > 0 ? exelen : 0] = 0;
-	dl_iterate_phdr(on_image, &im);
-
-	/* Offsets into `strings` first; pointers once it stops moving. */
-	size_t *path_off = NULL, *id_off = NULL;
 	pp_buf_append(&strings, "", 1);
-	uint64_t sig = 0;
-	int have_main = 0;
 
+	/* Pass 1: the executable mappings and their signature. Paths are
+	 * kept as offsets into `strings` (stored in the path pointer) until it
+	 * stops moving. */
 	for (line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		unsigned long long start, end, offset, inode;
@@ -170,31 +193,21 @@ int pp_mappings_read(struct pp_mappings *m)
 		    perms[2] != 'x')
 			continue;
 		const char *path = pathpos ? line + pathpos : "";
-		size_t plen = strlen(path);
-		int deleted = 0;
-		if (plen > strlen(DELETED) &&
-		    strcmp(path + plen - strlen(DELETED), DELETED) == 0) {
-			plen -= strlen(DELETED);
-			deleted = 1;
-		}
+		size_t plen = strlen(path), dl = strlen(DELETED);
+		int deleted =
+		    plen > dl && strcmp(path + plen - dl, DELETED) == 0;
+		if (deleted)
+			plen -= dl;
 		if (m->n == cap) {
 			cap = cap ? cap * 2 : 64;
 			struct pp_mapping *v = realloc(m->v, cap * sizeof *v);
-			size_t *po = realloc(path_off, cap * sizeof *po);
-			if (po)
-				path_off = po;
-			size_t *io = realloc(id_off, cap * sizeof *io);
-			if (io)
-				id_off = io;
-			if (!v || !po || !io) {
-				free(v ? v : m->v);
-				m->v = NULL;
+			if (!v) {
 				rc = -ENOMEM;
 				goto out;
 			}
 			m->v = v;
 		}
-		struct pp_mapping *mp = &m->v[m->n];
+		struct pp_mapping *mp = &m->v[m->n++];
 		memset(mp, 0, sizeof *mp);
 		mp->start = (uintptr_t)start;
 		mp->limit = (uintptr_t)end;
@@ -204,55 +217,44 @@ int pp_mappings_read(struct pp_mappings *m)
 		mp->is_main = mp->is_file && !have_main &&
 		              strncmp(path, exe, plen) == 0 && exe[plen] == 0;
 		have_main |= mp->is_main;
-		path_off[m->n] = strings.len;
+		mp->path = (const char *)(uintptr_t)strings.len;
 		pp_buf_append(&strings, path, plen);
 		pp_buf_append(&strings, "", 1);
-
-		char id[80] = "";
-		for (size_t i = 0; i < im.n; i++) {
-			if (mp->start >= im.v[i].lo && mp->start < im.v[i].hi) {
-				strcpy(id, im.v[i].build_id);
-				break;
-			}
-		}
-		if (!id[0] && mp->is_file && !deleted) {
-			char p[4096];
-			snprintf(p, sizeof p, "%.*s", (int)plen, path);
-			file_build_id(p, id, sizeof id);
-		}
-		id_off[m->n] = strings.len;
-		pp_buf_append(&strings, id, strlen(id) + 1);
-
 		sig = pp_hash_mix(sig, start);
 		sig = pp_hash_mix(sig, end);
 		sig = pp_hash_mix(sig, offset);
 		sig = pp_hash_mix(sig, pp_hash_bytes(path, plen));
-		m->n++;
 	}
+	if (prev && prev->v && prev->signature == sig) {
+		rc = 1; /* unchanged: spare the build IDs */
+		goto out;
+	}
+
+	/* Pass 2: build IDs, then pointers, then IDs (main executable 1). */
+	id_off = malloc((m->n + 1) * sizeof *id_off);
+	if (!id_off) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	add_build_ids(m, &strings, id_off);
 	if (strings.failed) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	m->strings = strings.data;
 	strings.data = NULL;
-	/* IDs: the main executable first, then the rest by address. */
-	unsigned next = 2;
+	unsigned next = have_main ? 2 : 1;
 	for (size_t i = 0; i < m->n; i++) {
-		m->v[i].path = m->strings + path_off[i];
+		m->v[i].path = m->strings + (size_t)(uintptr_t)m->v[i].path;
 		m->v[i].build_id = m->strings + id_off[i];
 		m->v[i].id = m->v[i].is_main ? 1 : next++;
 	}
-	if (!have_main) /* no main executable found: number from 1 */
-		for (size_t i = 0; i < m->n; i++)
-			m->v[i].id--;
 	m->signature = sig;
 out:
 	if (rc)
 		pp_mappings_free(m);
 	pp_buf_free(&strings);
-	free(path_off);
 	free(id_off);
-	free(im.v);
 	free(text);
 	return rc;
 }

@@ -30,8 +30,10 @@ struct pp_mappings {
 	char *strings;      /* storage for paths and build IDs */
 };
 
-/* Read the executable mappings of this process. 0 or a negative errno. */
-int pp_mappings_read(struct pp_mappings *m);
+/* Read the executable mappings of this process: 0, or a negative errno.
+ * With prev, returns 1 (and leaves m empty) when nothing changed since prev,
+ * before the costlier part (build IDs). */
+int pp_mappings_read(struct pp_mappings *m, const struct pp_mappings *prev);
 void pp_mappings_free(struct pp_mappings *m);
 /* The mapping that holds pc, or NULL. */
 const struct pp_mapping *pp_mappings_find(const struct pp_mappings *m,

@@ -182,14 +182,12 @@ static void drop_cache(struct pp_symtab *st)
 static int refresh(struct pp_symtab *st)
 {
 	struct pp_mappings fresh;
-	int rc = pp_mappings_read(&fresh);
+	int rc = pp_mappings_read(&fresh, &st->maps);
 
+	if (rc == 1)
+		return 0; /* unchanged: keep the cache */
 	if (rc)
 		return rc;
-	if (st->maps.v && fresh.signature == st->maps.signature) {
-		pp_mappings_free(&fresh);
-		return 0;
-	}
 	pp_mappings_free(&st->maps);
 	st->maps = fresh;
 	drop_cache(st);
