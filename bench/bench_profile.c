@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	int nsizes = 3;
 	struct pp_mappings maps;
 	static const struct pp_value_type types[] = {{"samples", "count"},
-	                                              {"cpu", "nanoseconds"}};
+	                                             {"cpu", "nanoseconds"}};
 
 	if (argc > 1) {
 		nsizes = 0;
@@ -94,7 +94,8 @@ int main(int argc, char **argv)
 	printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int si = 0; si < nsizes; si++) {
 		long n = sizes[si];
-		double build[RUNS], cold[RUNS], warm[RUNS], warm6[RUNS], addr[RUNS];
+		double build[RUNS], cold[RUNS], warm[RUNS], warm6[RUNS],
+		    addr[RUNS];
 		size_t bytes1 = 0, bytes6 = 0;
 		uintptr_t stride = (libc->limit - libc->start) / (uintptr_t)n;
 		if (stride == 0)
@@ -106,13 +107,16 @@ int main(int argc, char **argv)
 			    pp_profile_new(types, 2, &types[1], 10000000);
 			for (int pass = 0; pass < 2; pass++) {
 				for (long i = 0; i < n; i++) {
-					pcs[0] = libc->start + (uintptr_t)i * stride;
+					pcs[0] =
+					    libc->start + (uintptr_t)i * stride;
 					for (int d = 1; d < DEPTH; d++)
-						pcs[d] = callers[((uint64_t)i * 7 +
-						                  (uint64_t)d * 13) %
-						                 CALLERS];
+						pcs[d] =
+						    callers[((uint64_t)i * 7 +
+						             (uint64_t)d * 13) %
+						            CALLERS];
 					int64_t v[2] = {1, 10000000};
-					if (pp_profile_add(p, pcs, DEPTH, v, NULL, 0))
+					if (pp_profile_add(p, pcs, DEPTH, v,
+					                   NULL, 0))
 						return 1;
 				}
 			}
@@ -153,9 +157,10 @@ int main(int argc, char **argv)
 			pp_buf_free(&out);
 			pp_profile_free(p);
 		}
-		printf("| %ld | %.1f | %.1f | %.1f | %zu | %.1f | %zu | %.1f |\n", n,
-		       median(build), median(cold), median(warm), bytes1,
-		       median(warm6), bytes6, median(addr));
+		printf(
+		    "| %ld | %.1f | %.1f | %.1f | %zu | %.1f | %zu | %.1f |\n",
+		    n, median(build), median(cold), median(warm), bytes1,
+		    median(warm6), bytes6, median(addr));
 		fflush(stdout);
 	}
 	pp_symtab_shutdown();

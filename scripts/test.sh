@@ -88,7 +88,7 @@ step install-pkg-config installed
 # The code is formatted by .clang-format (the sources we write, not the
 # generated ones).
 formatted() {
-	git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
+	git ls-files '*.c' '*.h' '*.cc' | xargs clang-format --dry-run --Werror
 }
 step clang-format formatted
 

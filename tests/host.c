@@ -8,9 +8,9 @@
  *   alive                     proves the host still works   -> "alive TICKS"
  *   fork SECONDS              fork; the child sleeps, reports and exits
  *                                                           -> "child PID"
- *   dlopen PATH SYMBOL        dlopen PATH, print SYMBOL's address -> "addr 0x..."
- *   dlclose                   dlclose the last one          -> "ok"
- *   quit                      exit 0
+ *   dlopen PATH SYMBOL        dlopen PATH, print SYMBOL's address -> "addr
+ * 0x..." dlclose                   dlclose the last one          -> "ok" quit
+ * exit 0
  *
  * A worker thread counts ticks all along, so "the host keeps running" is a
  * fact a test can check rather than assume. "-" as an argument means NULL,
