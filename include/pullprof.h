@@ -45,6 +45,22 @@ struct pullprof_config {
 	/* Seconds an idle connection may stay open before it is closed.
 	 * PULLPROF_IDLE_TIMEOUT, default 30. */
 	unsigned idle_timeout;
+	/* CPU profiles: default sampling rate (1..1000 Hz) when a request does
+	 * not say. PULLPROF_CPU_HZ, default 100. */
+	unsigned cpu_hz;
+	/* Longest CPU profile a request may ask for, in seconds (1..86400).
+	 * PULLPROF_MAX_SECONDS, default 300. */
+	unsigned max_seconds;
+	/* Most CPU profile windows open at once (1..64); more get 429.
+	 * PULLPROF_MAX_CPU_WINDOWS, default 8. */
+	unsigned max_cpu_windows;
+	/* Deepest stack recorded (8..512 frames). PULLPROF_MAX_DEPTH,
+	 * default 128. */
+	unsigned max_depth;
+	/* How stacks are unwound: "libunwind" (DWARF CFI, works without frame
+	 * pointers) or "fp" (frame pointers: cheaper, needs code built with
+	 * -fno-omit-frame-pointer). PULLPROF_UNWIND, default "libunwind". */
+	const char *unwind;
 	/* Non-zero: ignore every PULLPROF_* variable for this start. */
 	int ignore_env;
 };

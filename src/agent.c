@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/cpu.h"
 #include "error.h"
 #include "http/server.h"
 #include "pullprof.h"
@@ -58,6 +59,7 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	pp_cpu_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
 		memset(&agent, 0, sizeof agent);
@@ -93,6 +95,14 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	clock_gettime(CLOCK_MONOTONIC, &agent.start_mono);
 	agent.autostarted = autostarted;
 
+	struct pp_cpu_settings cpu = {
+	    .unwind = strcmp(agent.cfg.v.unwind, "fp") == 0
+	                  ? PP_UNWIND_FP
+	                  : PP_UNWIND_LIBUNWIND,
+	    .max_depth = agent.cfg.v.max_depth,
+	    .max_windows = agent.cfg.v.max_cpu_windows,
+	};
+	pp_cpu_configure(&cpu);
 	rc = pp_server_start(&agent.cfg, &agent.srv, err, sizeof err);
 	if (rc) {
 		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
@@ -117,7 +127,10 @@ static int stop_locked(void)
 		return 0;
 	if (pp_server_is_own_thread(running->srv))
 		return -EDEADLK;
-	/* Handlers read `running`; clear it only once their thread is gone. */
+	/* CPU windows end first (their requests are answered 503 as the
+	 * server goes), then the server; handlers read `running`, so it is
+	 * cleared only once their thread is gone. */
+	pp_cpu_shutdown();
 	pp_server_stop(running->srv);
 	pp_symtab_shutdown(); /* the symbol cache goes with the agent */
 	pp_config_free(&agent.cfg);

@@ -19,15 +19,26 @@
 #define OFF(field) offsetof(struct pullprof_config, field)
 
 const struct pp_setting pp_settings[] = {
-    {"listen", "PULLPROF_LISTEN", PP_SETTING_STRING, OFF(listen), 0, 0,
-     "address to listen on: host:port, [v6]:port, :port or port; port 0 = any "
-     "free port"},
-    {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0, 0,
+    {"listen", "PULLPROF_LISTEN", PP_SETTING_STRING, OFF(listen), 0, 0, NULL,
+     "address to listen on: host:port, [v6]:port, :port or port; port 0 = "
+     "any free port"},
+    {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0, 0, NULL,
      "URL path prefix of every endpoint (\"\" = root)"},
     {"max_connections", "PULLPROF_MAX_CONNECTIONS", PP_SETTING_UINT,
-     OFF(max_connections), 1, 1000, "most simultaneous HTTP connections"},
+     OFF(max_connections), 1, 1000, NULL, "most simultaneous HTTP connections"},
     {"idle_timeout", "PULLPROF_IDLE_TIMEOUT", PP_SETTING_UINT,
-     OFF(idle_timeout), 1, 3600, "seconds before an idle connection is closed"},
+     OFF(idle_timeout), 1, 3600, NULL,
+     "seconds before an idle connection is closed"},
+    {"cpu_hz", "PULLPROF_CPU_HZ", PP_SETTING_UINT, OFF(cpu_hz), 1, 1000, NULL,
+     "default CPU sampling rate in Hz"},
+    {"max_seconds", "PULLPROF_MAX_SECONDS", PP_SETTING_UINT, OFF(max_seconds),
+     1, 86400, NULL, "longest CPU profile a request may ask for, in seconds"},
+    {"max_cpu_windows", "PULLPROF_MAX_CPU_WINDOWS", PP_SETTING_UINT,
+     OFF(max_cpu_windows), 1, 64, NULL, "most CPU profiles running at once"},
+    {"max_depth", "PULLPROF_MAX_DEPTH", PP_SETTING_UINT, OFF(max_depth), 8, 512,
+     NULL, "deepest stack recorded, in frames"},
+    {"unwind", "PULLPROF_UNWIND", PP_SETTING_STRING, OFF(unwind), 0, 0,
+     "libunwind|fp", "stack unwinding: libunwind (DWARF CFI) or fp"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -40,6 +51,11 @@ PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
 	cfg->prefix = PP_DEFAULT_PREFIX;
 	cfg->max_connections = 32;
 	cfg->idle_timeout = 30;
+	cfg->cpu_hz = 100;
+	cfg->max_seconds = 300;
+	cfg->max_cpu_windows = 8;
+	cfg->max_depth = 128;
+	cfg->unwind = "libunwind";
 }
 
 int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
@@ -232,6 +248,19 @@ void pp_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len)
 	}
 }
 
+/* Is s one of the '|'-separated words of list? */
+static int one_of(const char *s, const char *list)
+{
+	size_t n = strlen(s);
+	while (*list) {
+		size_t k = strcspn(list, "|");
+		if (k == n && strncmp(list, s, n) == 0)
+			return 1;
+		list += k + (list[k] == '|');
+	}
+	return 0;
+}
+
 int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
                       char *err, size_t errlen)
 {
@@ -258,6 +287,14 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 				*(const char **)field =
 				    *(const char **)((char *)&defaults +
 				                     s->offset);
+			if (s->choices &&
+			    !one_of(*(const char **)field, s->choices)) {
+				snprintf(err, errlen,
+				         "%s: \"%.64s\" is not one of %s",
+				         s->env, *(const char **)field,
+				         s->choices);
+				return -EINVAL;
+			}
 			continue;
 		}
 		if (env) {
@@ -297,7 +334,8 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	out->v = merged;
 	out->v.prefix = prefix;
 	out->v.listen = strdup(text);
-	if (!out->v.listen) {
+	out->v.unwind = strdup(merged.unwind);
+	if (!out->v.listen || !out->v.unwind) {
 		pp_config_free(out);
 		return -ENOMEM;
 	}
@@ -308,5 +346,6 @@ void pp_config_free(struct pp_config *c)
 {
 	free((char *)c->v.listen);
 	free((char *)c->v.prefix);
-	c->v.listen = c->v.prefix = NULL;
+	free((char *)c->v.unwind);
+	c->v.listen = c->v.prefix = c->v.unwind = NULL;
 }

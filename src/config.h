@@ -30,8 +30,9 @@ struct pp_setting {
 	const char *key; /* name in the status JSON */
 	const char *env; /* environment variable */
 	enum pp_setting_type type;
-	size_t offset;     /* in struct pullprof_config */
-	unsigned min, max; /* PP_SETTING_UINT only */
+	size_t offset;       /* in struct pullprof_config */
+	unsigned min, max;   /* PP_SETTING_UINT only */
+	const char *choices; /* PP_SETTING_STRING: "a|b" allowed values */
 	const char *help;
 };
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cpu/cpu.h"
 #include "handlers.h"
 #include "respond.h"
 #include "server.h"
@@ -94,6 +95,44 @@ static struct json_object *requests_json(const struct pp_server_stats *st)
 	return o;
 }
 
+#define I64(v) json_object_new_int64((int64_t)(v))
+
+static struct json_object *cpu_json(void)
+{
+	struct pp_cpu_stats c;
+	struct json_object *o = json_object_new_object();
+	struct json_object *d = json_object_new_object();
+	struct json_object *u = json_object_new_object();
+	struct json_object *h = json_object_new_object();
+	struct json_object *ring = json_object_new_object();
+
+	pp_cpu_stats(&c);
+	json_object_object_add(o, "timer_mode",
+	                       json_object_new_string(c.timer_mode));
+	json_object_object_add(o, "hz", I64(c.hz));
+	json_object_object_add(o, "windows_open", I64(c.windows_open));
+	json_object_object_add(o, "threads_sampled", I64(c.threads_sampled));
+	json_object_object_add(o, "samples", I64(c.samples));
+	json_object_object_add(o, "samples_weighted", I64(c.weighted));
+	json_object_object_add(d, "ring_full", I64(c.dropped_ring_full));
+	json_object_object_add(o, "dropped", d);
+	json_object_object_add(u, "truncated", I64(c.unwind_truncated));
+	json_object_object_add(u, "unknown_code", I64(c.unwind_unknown_code));
+	json_object_object_add(u, "failed", I64(c.unwind_failed));
+	json_object_object_add(u, "images", I64(c.unwind_images));
+	json_object_object_add(o, "unwind", u);
+	json_object_object_add(h, "calls", I64(c.handler_calls));
+	json_object_object_add(
+	    h, "mean_ns",
+	    I64(c.handler_calls ? c.handler_ns_total / c.handler_calls : 0));
+	json_object_object_add(h, "max_ns", I64(c.handler_ns_max));
+	json_object_object_add(o, "handler", h);
+	json_object_object_add(ring, "capacity", I64(c.ring_capacity));
+	json_object_object_add(ring, "high_water", I64(c.ring_high_water));
+	json_object_object_add(o, "ring", ring);
+	return o;
+}
+
 enum MHD_Result pp_h_status(struct pp_request *r)
 {
 	const struct pp_agent *a = pp_agent_get();
@@ -171,6 +210,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(sym, "refreshes",
 	                       json_object_new_int64((int64_t)ss.refreshes));
 	json_object_object_add(o, "symbols", sym);
+	json_object_object_add(o, "cpu", cpu_json());
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
 

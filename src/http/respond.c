@@ -39,6 +39,10 @@ static enum MHD_Result queue(struct pp_request *r, unsigned status,
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED && r->route)
 		MHD_add_response_header(resp, "Allow", r->route->methods);
+	for (size_t i = 0; i < sizeof r->headers / sizeof r->headers[0]; i++)
+		if (r->headers[i][0])
+			MHD_add_response_header(resp, r->headers[i][0],
+			                        r->headers[i][1]);
 	ret = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	if (ret == MHD_YES)

@@ -45,6 +45,16 @@ const struct pp_route pp_routes[] = {
                 "NUL bytes (as Go's net/http/pprof)",
     },
     {
+        .path = "/profile",
+        .name = "profile",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_profile,
+        .link = "profile?seconds=30",
+        .help = "CPU profile of the next seconds (default 30) sampled at hz "
+                "(default 100), gzipped pprof: go tool pprof reads it",
+    },
+    {
         .path = "/symbol",
         .name = "symbol",
         .methods = "GET, HEAD, POST",
@@ -150,6 +160,11 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 	struct pp_request *r = *req_cls;
 
 	(void)version;
+	if (r && r->resume) {
+		pp_handler resume = r->resume;
+		r->resume = NULL;
+		return resume(r);
+	}
 	if (!r) {
 		r = calloc(1, sizeof *r);
 		if (!r)
@@ -209,6 +224,8 @@ void pp_routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	(void)c;
 	(void)toe;
 	if (r) {
+		if (r->cleanup)
+			r->cleanup(r);
 		pp_buf_free(&r->body);
 		free(r);
 		*req_cls = NULL;

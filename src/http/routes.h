@@ -48,6 +48,14 @@ struct pp_request {
 	unsigned long long declared_len; /* Content-Length, 0 if none */
 	unsigned long long received;     /* body bytes so far */
 	struct pp_buf body; /* the body, for routes that take one */
+	/* A handler that suspended the connection sets resume (called when
+	 * libmicrohttpd resumes it) and cleanup (called when the request
+	 * ends, however it ends); state is theirs. */
+	pp_handler resume;
+	void (*cleanup)(struct pp_request *r);
+	void *state;
+	/* Extra response headers, name/value pairs, for the next answer. */
+	const char *headers[4][2];
 };
 
 /* The libmicrohttpd access handler; cls is the struct pp_server. */

@@ -334,6 +334,14 @@ void pp_server_forget_in_child(struct pp_server *s)
 	close(s->epoll_fd);
 }
 
+void pp_server_resume(struct pp_server *s, struct MHD_Connection *c)
+{
+	uint64_t one = 1;
+	MHD_resume_connection(c);
+	ssize_t w = write(s->wake_fd, &one, sizeof one);
+	(void)w;
+}
+
 int pp_server_is_own_thread(const struct pp_server *s)
 {
 	return s && pthread_equal(pthread_self(), s->thread);

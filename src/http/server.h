@@ -13,6 +13,8 @@
 
 #include "config.h"
 
+struct MHD_Connection;
+
 /* Status classes counted per route: 1xx..5xx. */
 #define PP_STATUS_CLASSES 5
 /* Routes fit in this many counter rows; the last row counts unrouted paths. */
@@ -53,6 +55,9 @@ void pp_server_stop(struct pp_server *s);
 /* In a forked child: close the descriptors inherited from the parent's
  * server without touching its (possibly locked) state. Async-signal-safe. */
 void pp_server_forget_in_child(struct pp_server *s);
+/* Resume a suspended connection (from any thread) and wake the loop to
+ * serve it: libmicrohttpd's own wake-up does not reach our epoll loop. */
+void pp_server_resume(struct pp_server *s, struct MHD_Connection *c);
 /* True when called on the server's own thread. */
 int pp_server_is_own_thread(const struct pp_server *s);
 

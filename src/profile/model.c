@@ -55,6 +55,7 @@ void pp_profile_free(struct pp_profile *p)
 	pp_arena_free(&p->arena);
 	pp_strtab_free(&p->strings);
 	free(p->comments);
+	free(p->synthetic);
 	free(p->table);
 	free(p);
 }
@@ -92,6 +93,33 @@ int pp_profile_add_comment(struct pp_profile *p, const char *text)
 		return -ENOMEM;
 	p->comments[p->ncomments++] = s;
 	return 0;
+}
+
+uintptr_t pp_profile_synthetic_pc(struct pp_profile *p, const char *name)
+{
+	const char *s = intern(p, name);
+	if (!s)
+		return 0;
+	for (size_t i = 0; i < p->nsynthetic; i++)
+		if (p->synthetic[i] == s)
+			return i + 1;
+	if (p->nsynthetic == PP_SYNTHETIC_MAX)
+		return 0;
+	if (p->nsynthetic == p->synthetic_cap) {
+		size_t cap = p->synthetic_cap ? p->synthetic_cap * 2 : 8;
+		const char **v = realloc(p->synthetic, cap * sizeof *v);
+		if (!v)
+			return 0;
+		p->synthetic = v;
+		p->synthetic_cap = cap;
+	}
+	p->synthetic[p->nsynthetic++] = s;
+	return p->nsynthetic;
+}
+
+const char *pp_profile_synthetic_name(const struct pp_profile *p, uintptr_t pc)
+{
+	return pc >= 1 && pc <= p->nsynthetic ? p->synthetic[pc - 1] : NULL;
 }
 
 /* Labels are compared and hashed by their interned pointers. */

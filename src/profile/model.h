@@ -51,7 +51,13 @@ struct pp_profile {
 	size_t table_cap;
 	struct pp_sample *first, *last;
 	size_t nsamples;
+	const char **synthetic; /* names of synthetic frames, by pc - 1 */
+	size_t nsynthetic, synthetic_cap;
 };
+
+/* Synthetic frames stand for what has no code address (lost samples, a
+ * truncated stack): PCs 1..PP_SYNTHETIC_MAX, below any mappable address. */
+#define PP_SYNTHETIC_MAX 4095
 
 /* A new empty profile (NULL on ENOMEM). period_type may be NULL. */
 struct pp_profile *pp_profile_new(const struct pp_value_type *types,
@@ -65,6 +71,12 @@ int pp_profile_set_default_type(struct pp_profile *p, const char *type);
 void pp_profile_set_time(struct pp_profile *p, int64_t time_nanos,
                          int64_t duration_nanos);
 int pp_profile_add_comment(struct pp_profile *p, const char *text);
+
+/* The PC of the synthetic frame called name (created on first use), or 0
+ * on ENOMEM or when too many exist. */
+uintptr_t pp_profile_synthetic_pc(struct pp_profile *p, const char *name);
+/* The name of a synthetic PC, or NULL when pc is a real address. */
+const char *pp_profile_synthetic_name(const struct pp_profile *p, uintptr_t pc);
 
 /* Add values (p->ntypes of them) to the sample of this stack and labels,
  * creating it if new. depth may be 0. Returns 0 or -ENOMEM. */

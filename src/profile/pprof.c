@@ -80,7 +80,8 @@ struct render {
 	const struct pp_frame **funcs; /* by id - 1 */
 	uint32_t *func_next; /* by id - 1: next id with the same hash */
 	size_t nfuncs, funcs_cap;
-	unsigned *mapping_flags; /* by mapping index: PP_SYM_* all had */
+	struct pp_frame *synthetic; /* frames of the model's synthetic PCs */
+	unsigned *mapping_flags;    /* by mapping index: PP_SYM_* all had */
 	unsigned char *mapping_used;
 	int err;
 };
@@ -210,18 +211,25 @@ static uint64_t func_id(struct render *r, const struct pp_frame *f)
 	return r->nfuncs;
 }
 
-static void locations(struct render *r, struct pp_symtab *st)
+static void locations(struct render *r, const struct pp_profile *p,
+                      struct pp_symtab *st)
 {
 	const struct pp_mappings *maps = st ? pp_symtab_mappings(st) : NULL;
 
 	for (size_t i = 0; i < r->nlocs && !r->err; i++) {
 		const struct loc *l = &r->locs[i];
+		const char *synthetic = pp_profile_synthetic_name(p, l->pc);
 		const struct pp_mapping *mp =
-		    maps ? pp_mappings_find(maps, l->pc) : NULL;
+		    maps && !synthetic ? pp_mappings_find(maps, l->pc) : NULL;
 		struct pp_symbol sym = {0};
 
-		if (st && pp_symtab_lookup(st, l->pc - (uintptr_t)l->is_return,
-		                           &sym)) {
+		if (synthetic) {
+			/* No mapping, no address: a function by that name. */
+			sym.frames = &r->synthetic[l->pc - 1];
+			sym.nframes = 1;
+		} else if (st &&
+		           pp_symtab_lookup(st, l->pc - (uintptr_t)l->is_return,
+		                            &sym)) {
 			r->err = -ENOMEM;
 			break;
 		}
@@ -233,7 +241,8 @@ static void locations(struct render *r, struct pp_symtab *st)
 			r->mapping_flags[mi] &= sym.flags;
 			r->mapping_used[mi] = 1;
 		}
-		pp_pb_uint64(&r->pb, LOCATION_ADDRESS, l->pc);
+		if (!synthetic)
+			pp_pb_uint64(&r->pb, LOCATION_ADDRESS, l->pc);
 		for (uint32_t k = 0; k < sym.nframes; k++) {
 			size_t lm = pp_pb_start(&r->pb);
 			pp_pb_uint64(&r->pb, LINE_FUNCTION_ID,
@@ -314,17 +323,21 @@ int pp_pprof_render(const struct pp_profile *p, struct pp_symtab *st,
 	rc = pp_pb_init(&r.pb, out, gzip_level);
 	r.mapping_flags = malloc((nmaps + 1) * sizeof *r.mapping_flags);
 	r.mapping_used = calloc(nmaps + 1, 1);
-	if (rc || !r.mapping_flags || !r.mapping_used) {
+	r.synthetic = calloc(p->nsynthetic + 1, sizeof *r.synthetic);
+	if (rc || !r.mapping_flags || !r.mapping_used || !r.synthetic) {
 		r.err = rc ? rc : -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < nmaps; i++)
 		r.mapping_flags[i] = ~0u;
+	for (size_t i = 0; i < p->nsynthetic; i++)
+		r.synthetic[i] = (struct pp_frame){p->synthetic[i],
+		                                   p->synthetic[i], "", 0, 0};
 
 	for (size_t i = 0; i < p->ntypes; i++)
 		value_type(&r, PROFILE_SAMPLE_TYPE, &p->types[i]);
 	samples(&r, p);
-	locations(&r, st);
+	locations(&r, p, st);
 	mappings(&r, st);
 	functions(&r);
 	pp_pb_int64_opt(&r.pb, PROFILE_TIME_NANOS, p->time_nanos);
@@ -369,5 +382,6 @@ done:
 	free(r.func_next);
 	free(r.mapping_flags);
 	free(r.mapping_used);
+	free(r.synthetic);
 	return r.err;
 }

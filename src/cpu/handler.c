@@ -1,0 +1,83 @@
+/*
+ * The SIGPROF handler. HOT/UNSAFE CONTEXT: runs on any thread, inside any
+ * code. It saves errno, captures the stack into a ring record and counts;
+ * no malloc, no lock, no stdio. What it cannot do it drops and counts.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu/sampler.h"
+
+struct pp_sampler_shared pp_sampler;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
+{
+	struct pp_sampler_shared *s = &pp_sampler;
+	int saved = errno;
+	size_t pos;
+	(void)sig;
+
+	atomic_fetch_add_explicit(&s->inside, 1, memory_order_acq_rel);
+	/* Only our timers: not a stray kill(), not after sampling stopped. */
+	if (!atomic_load_explicit(&s->active, memory_order_acquire) ||
+	    (si->si_code != SI_TIMER && si->si_code != SI_KERNEL))
+		goto out;
+	uint64_t t0 = now_ns();
+	uint32_t weight = 1;
+	if (si->si_code == SI_TIMER && si->si_overrun > 0)
+		weight += (uint32_t)si->si_overrun;
+
+	struct pp_ring_rec *rec = pp_ring_claim(&s->ring, &pos);
+	if (!rec) {
+		count(&s->dropped_ring_full, weight);
+		goto out;
+	}
+	int why;
+	rec->depth = (uint16_t)pp_unwind_capture(uc, s->unwind, rec->pcs,
+	                                         s->ring.max_depth, &why);
+	rec->truncated = why == PP_UNWIND_TRUNCATED;
+	rec->tid = (uint32_t)syscall(SYS_gettid);
+	rec->weight = weight;
+	rec->period_ns =
+	    atomic_load_explicit(&s->period_ns, memory_order_relaxed);
+	rec->time_ns = t0;
+	pp_ring_publish(&s->ring, pos);
+
+	if (why == PP_UNWIND_TRUNCATED)
+		count(&s->unwind_truncated, 1);
+	else if (why == PP_UNWIND_UNKNOWN_CODE)
+		count(&s->unwind_unknown_code, 1);
+	else if (why == PP_UNWIND_FAILED)
+		count(&s->unwind_failed, 1);
+	count(&s->samples, 1);
+	count(&s->weighted, weight);
+
+	uint64_t dt = now_ns() - t0;
+	count(&s->handler_calls, 1);
+	count(&s->handler_ns_total, dt);
+	uint64_t max =
+	    atomic_load_explicit(&s->handler_ns_max, memory_order_relaxed);
+	while (dt > max && !atomic_compare_exchange_weak_explicit(
+	                       &s->handler_ns_max, &max, dt,
+	                       memory_order_relaxed, memory_order_relaxed))
+		;
+out:
+	atomic_fetch_sub_explicit(&s->inside, 1, memory_order_release);
+	errno = saved;
+}

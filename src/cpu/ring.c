@@ -1,0 +1,108 @@
+/*
+ * The sample ring (Vyukov's bounded queue: every slot carries a sequence
+ * number that tells producers and the consumer whose turn it is).
+ * pp_ring_claim and pp_ring_publish run in signal handlers: hot/unsafe
+ * context, atomics only. init, free, peek and release are agent context.
+ */
+#include "ring.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+struct slot {
+	_Atomic size_t seq;
+	size_t pad;
+	/* struct pp_ring_rec follows */
+};
+
+static struct slot *slot_at(const struct pp_ring *r, size_t i)
+{
+	return (struct slot *)(r->slots + (i & r->mask) * (sizeof(struct slot) +
+	                                                   r->rec_size));
+}
+
+int pp_ring_init(struct pp_ring *r, size_t capacity, unsigned max_depth)
+{
+	memset(r, 0, sizeof *r);
+	r->mask = capacity - 1;
+	r->max_depth = max_depth;
+	r->rec_size =
+	    (sizeof(struct pp_ring_rec) + max_depth * sizeof(uintptr_t) + 15) &
+	    ~(size_t)15;
+	size_t bytes = capacity * (sizeof(struct slot) + r->rec_size);
+	/* mmap, not malloc: the pages are ours alone, and touching them in a
+	 * handler never enters the allocator. MAP_POPULATE: no page faults
+	 * in the handler on first use. */
+	r->slots = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+	                MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (r->slots == MAP_FAILED) {
+		r->slots = NULL;
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < capacity; i++)
+		atomic_init(&slot_at(r, i)->seq, i);
+	return 0;
+}
+
+void pp_ring_free(struct pp_ring *r)
+{
+	if (r->slots)
+		munmap(r->slots,
+		       (r->mask + 1) * (sizeof(struct slot) + r->rec_size));
+	r->slots = NULL;
+}
+
+struct pp_ring_rec *pp_ring_claim(struct pp_ring *r, size_t *pos)
+{
+	size_t p = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+	for (;;) {
+		struct slot *s = slot_at(r, p);
+		size_t seq =
+		    atomic_load_explicit(&s->seq, memory_order_acquire);
+		intptr_t dif = (intptr_t)seq - (intptr_t)p;
+		if (dif == 0) {
+			if (atomic_compare_exchange_weak_explicit(
+			        &r->head, &p, p + 1, memory_order_relaxed,
+			        memory_order_relaxed)) {
+				*pos = p;
+				return (struct pp_ring_rec *)(s + 1);
+			}
+		} else if (dif < 0) {
+			return NULL; /* full: the consumer is a lap behind */
+		} else {
+			p = atomic_load_explicit(&r->head,
+			                         memory_order_relaxed);
+		}
+	}
+}
+
+void pp_ring_publish(struct pp_ring *r, size_t pos)
+{
+	atomic_store_explicit(&slot_at(r, pos)->seq, pos + 1,
+	                      memory_order_release);
+}
+
+const struct pp_ring_rec *pp_ring_peek(struct pp_ring *r)
+{
+	struct slot *s = slot_at(r, r->tail);
+	if (atomic_load_explicit(&s->seq, memory_order_acquire) != r->tail + 1)
+		return NULL;
+	size_t pending =
+	    atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail;
+	if (pending >
+	    atomic_load_explicit(&r->high_water, memory_order_relaxed))
+		atomic_store_explicit(&r->high_water, pending,
+		                      memory_order_relaxed);
+	return (const struct pp_ring_rec *)(s + 1);
+}
+
+void pp_ring_release(struct pp_ring *r)
+{
+	struct slot *s = slot_at(r, r->tail);
+	atomic_store_explicit(&s->seq, r->tail + r->mask + 1,
+	                      memory_order_release);
+	r->tail++;
+}

@@ -1,0 +1,49 @@
+/*
+ * The sample ring: a bounded lock-free multi-producer queue of fixed-size
+ * stack records. Producers are SIGPROF handlers on any thread (hot/unsafe
+ * context: a compare-and-swap to claim a slot, plain stores, a release
+ * store to publish; never a lock, never a wait); the one consumer is the
+ * collector thread. The memory is allocated once, outside signal context.
+ */
+#ifndef PP_RING_H
+#define PP_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pp_ring_rec {
+	uint64_t time_ns; /* CLOCK_MONOTONIC when taken */
+	uint32_t tid;
+	uint32_t weight;    /* 1 + timer overruns */
+	uint32_t period_ns; /* the timer period when taken */
+	uint16_t depth;
+	uint16_t truncated; /* the stack went deeper than max_depth */
+	uintptr_t pcs[];    /* leaf first, max_depth of them */
+};
+
+struct pp_ring {
+	_Atomic size_t head; /* next slot producers claim */
+	size_t tail;         /* next slot the consumer reads */
+	size_t mask;         /* capacity - 1 */
+	size_t rec_size;     /* bytes per record, slot header excluded */
+	unsigned max_depth;
+	unsigned char *slots;
+	_Atomic size_t high_water; /* most records pending at once */
+};
+
+/* capacity: a power of two. 0 or -ENOMEM. */
+int pp_ring_init(struct pp_ring *r, size_t capacity, unsigned max_depth);
+void pp_ring_free(struct pp_ring *r);
+
+/* Producer side (async-signal-safe): claim a record to fill, or NULL when
+ * the ring is full; then publish it. */
+struct pp_ring_rec *pp_ring_claim(struct pp_ring *r, size_t *pos);
+void pp_ring_publish(struct pp_ring *r, size_t pos);
+
+/* Consumer side: the oldest published record, or NULL; release it after
+ * use. */
+const struct pp_ring_rec *pp_ring_peek(struct pp_ring *r);
+void pp_ring_release(struct pp_ring *r);
+
+#endif

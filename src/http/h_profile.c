@@ -1,0 +1,88 @@
+/*
+ * /profile: a CPU profile of the next `seconds`. The request opens a window
+ * on the shared sampler and its connection is suspended, so the HTTP thread
+ * serves others meanwhile; the builder thread resumes it when the profile
+ * is ready (or the window was cancelled). Agent context.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "agent.h"
+#include "cpu/cpu.h"
+#include "handlers.h"
+#include "query.h"
+#include "respond.h"
+#include "server.h"
+
+static void wake(void *arg)
+{
+	struct pp_request *r = arg;
+	pp_server_resume(r->srv, r->conn);
+}
+
+static void cleanup(struct pp_request *r)
+{
+	pp_cpu_window_release(r->state);
+	r->state = NULL;
+}
+
+static enum MHD_Result answer(struct pp_request *r)
+{
+	char *body = NULL;
+	size_t len = 0;
+	int rc = pp_cpu_window_take(r->state, &body, &len);
+
+	if (rc == -ECANCELED)
+		/* The client hung up (nobody reads this), or the agent is
+		 * stopping. */
+		return pp_respond_error(
+		    r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		    "profile cancelled: the agent is stopping");
+	if (rc)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "could not build the profile: %s",
+		                        pullprof_strerror(rc));
+	r->headers[0][0] = "Content-Disposition";
+	r->headers[0][1] = "attachment; filename=\"profile\"";
+	return pp_respond(r, MHD_HTTP_OK, "application/octet-stream", body, len,
+	                  PP_BODY_FREE);
+}
+
+enum MHD_Result pp_h_profile(struct pp_request *r)
+{
+	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	unsigned seconds, hz, retry = 0;
+	char err[300], retry_text[16];
+	struct pp_cpu_window *w;
+	int rc;
+
+	if (pp_query_uint(r, "seconds",
+	                  cfg->v.max_seconds < 30 ? cfg->v.max_seconds : 30, 1,
+	                  cfg->v.max_seconds, &seconds, err, sizeof err) ||
+	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &hz, err,
+	                  sizeof err))
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	rc = pp_cpu_window_open(seconds, hz, ci ? ci->connect_fd : -1, wake, r,
+	                        &w, &retry, err, sizeof err);
+	if (rc == -EBUSY) {
+		snprintf(retry_text, sizeof retry_text, "%u", retry);
+		r->headers[0][0] = "Retry-After";
+		r->headers[0][1] = retry_text;
+		return pp_respond_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "%s",
+		                        err);
+	}
+	if (rc == -EEXIST)
+		return pp_respond_error(r, MHD_HTTP_CONFLICT, "%s", err);
+	if (rc)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
+		                        err);
+	r->state = w;
+	r->cleanup = cleanup;
+	r->resume = answer;
+	MHD_suspend_connection(r->conn);
+	return MHD_YES;
+}

@@ -1,0 +1,336 @@
+/*
+ * The unwind-table registry. AGENT CONTEXT, except pp_registry_enter,
+ * pp_registry_leave and pp_registry_covers, which run in the SIGPROF handler
+ * (hot/unsafe context: atomics and reads of published, immutable arrays).
+ *
+ * For every loaded image (dl_iterate_phdr, here in agent context) the
+ * .eh_frame_hdr binary-search table is registered with libunwind as dynamic
+ * unwind info (UNW_INFO_FORMAT_REMOTE_TABLE), which libunwind looks up
+ * before it would call dl_iterate_phdr itself. The code ranges covered are
+ * published as a sorted array behind an atomic pointer; replaced arrays and
+ * cancelled entries are freed only once no handler is inside (a reader
+ * count), so a handler never reads freed memory.
+ */
+#define UNW_LOCAL_ONLY
+#include <errno.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/registry.h"
+#include "unwind/unwind.h"
+
+struct range {
+	uintptr_t lo, hi;
+};
+
+struct range_set {
+	size_t n;
+	struct range r[];
+};
+
+struct image {
+	uintptr_t hdr;    /* .eh_frame_hdr address: the identity of the image */
+	uintptr_t lo, hi; /* executable code */
+	unw_dyn_info_t *di;
+	int seen;
+};
+
+static _Atomic(struct range_set *) published;
+static atomic_int readers;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct image *images;
+static size_t nimages, cap_images;
+static unsigned long long last_adds, last_subs;
+static int initialized;
+
+/* Things replaced while a handler might still hold them. */
+static void **retired;
+static size_t nretired, cap_retired;
+
+void pp_registry_enter(void)
+{
+	atomic_fetch_add_explicit(&readers, 1, memory_order_acq_rel);
+}
+
+void pp_registry_leave(void)
+{
+	atomic_fetch_sub_explicit(&readers, 1, memory_order_release);
+}
+
+int pp_registry_covers(uintptr_t ip)
+{
+	const struct range_set *s =
+	    atomic_load_explicit(&published, memory_order_acquire);
+	if (!s)
+		return 0;
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ip < s->r[mid].lo)
+			hi = mid;
+		else if (ip >= s->r[mid].hi)
+			lo = mid + 1;
+		else
+			return 1;
+	}
+	return 0;
+}
+
+static void retire(void *p)
+{
+	if (!p)
+		return;
+	if (nretired == cap_retired) {
+		size_t cap = cap_retired ? cap_retired * 2 : 16;
+		void **v = realloc(retired, cap * sizeof *v);
+		if (!v)
+			return; /* leak rather than free under a reader */
+		retired = v;
+		cap_retired = cap;
+	}
+	retired[nretired++] = p;
+}
+
+static void free_retired(void)
+{
+	/* Anything retired before this load of the reader count is out of
+	 * reach of handlers that start from now on; if none is inside, none
+	 * holds an old pointer. */
+	if (atomic_load_explicit(&readers, memory_order_acquire) != 0)
+		return;
+	for (size_t i = 0; i < nretired; i++)
+		free(retired[i]);
+	nretired = 0;
+}
+
+/* The pieces of .eh_frame_hdr we rely on: version 1, a 4-byte FDE count,
+ * and the table of (initial location, FDE) pairs as 4-byte offsets from the
+ * header — what GNU ld, gold and lld write. */
+static int parse_hdr(const unsigned char *h, uintptr_t *table, size_t *count)
+{
+	enum {
+		PE_absptr = 0x00,
+		PE_udata4 = 0x03,
+		PE_sdata4 = 0x0b,
+		PE_udata8 = 0x04,
+		PE_sdata8 = 0x0c,
+		PE_pcrel = 0x10,
+		PE_datarel = 0x30,
+		PE_omit = 0xff
+	};
+	size_t off = 4;
+
+	if (h[0] != 1 || h[3] != (PE_datarel | PE_sdata4))
+		return -1;
+	switch (h[1] & 0x0f) { /* eh_frame_ptr: skipped */
+	case PE_udata4:
+	case PE_sdata4: off += 4; break;
+	case PE_absptr:
+	case PE_udata8:
+	case PE_sdata8: off += 8; break;
+	default: return -1;
+	}
+	if ((h[2] & 0x0f) != PE_udata4 && (h[2] & 0x0f) != PE_sdata4)
+		return -1;
+	uint32_t n;
+	memcpy(&n, h + off, 4);
+	*count = n;
+	*table = (uintptr_t)(h + off + 4);
+	(void)PE_pcrel;
+	(void)PE_omit;
+	return n ? 0 : -1;
+}
+
+struct scan {
+	struct image *found;
+	size_t n, cap;
+	int oom;
+};
+
+static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scan *sc = arg;
+	uintptr_t hdr = 0, lo = UINTPTR_MAX, hi = 0;
+	(void)size;
+
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_GNU_EH_FRAME)
+			hdr = start;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			if (start < lo)
+				lo = start;
+			if (start + ph->p_memsz > hi)
+				hi = start + ph->p_memsz;
+		}
+	}
+	if (!hdr || hi == 0)
+		return 0;
+	if (sc->n == sc->cap) {
+		size_t cap = sc->cap ? sc->cap * 2 : 64;
+		struct image *v = realloc(sc->found, cap * sizeof *v);
+		if (!v) {
+			sc->oom = 1;
+			return 1;
+		}
+		sc->found = v;
+		sc->cap = cap;
+	}
+	sc->found[sc->n++] = (struct image){hdr, lo, hi, NULL, 0};
+	return 0;
+}
+
+static int count_changes(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	unsigned long long *v = arg;
+	(void)size;
+	v[0] = info->dlpi_adds;
+	v[1] = info->dlpi_subs;
+	return 1; /* the counters are the same on every entry */
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+static void refresh_locked(void)
+{
+	unsigned long long c[2] = {0, 0};
+	struct scan sc = {0};
+
+	dl_iterate_phdr(count_changes, c);
+	if (initialized && c[0] == last_adds && c[1] == last_subs) {
+		free_retired();
+		return;
+	}
+	dl_iterate_phdr(on_image, &sc);
+	if (sc.oom) {
+		free(sc.found);
+		return;
+	}
+	for (size_t i = 0; i < nimages; i++)
+		images[i].seen = 0;
+	/* Register the new images. */
+	for (size_t k = 0; k < sc.n; k++) {
+		struct image *im = NULL;
+		for (size_t i = 0; i < nimages; i++)
+			if (images[i].hdr == sc.found[k].hdr) {
+				im = &images[i];
+				break;
+			}
+		if (im) {
+			im->seen = 1;
+			continue;
+		}
+		uintptr_t table;
+		size_t count;
+		if (parse_hdr((const unsigned char *)sc.found[k].hdr, &table,
+		              &count))
+			continue; /* no usable table: unwinding stops there */
+		unw_dyn_info_t *di = calloc(1, sizeof *di);
+		if (!di)
+			continue;
+		if (nimages == cap_images) {
+			size_t cap = cap_images ? cap_images * 2 : 64;
+			struct image *v = realloc(images, cap * sizeof *v);
+			if (!v) {
+				free(di);
+				continue;
+			}
+			images = v;
+			cap_images = cap;
+		}
+		di->start_ip = sc.found[k].lo;
+		di->end_ip = sc.found[k].hi;
+		di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+		di->u.rti.segbase = sc.found[k].hdr;
+		di->u.rti.table_data = table;
+		/* In words: each entry is two 4-byte offsets. */
+		di->u.rti.table_len = count * 8 / sizeof(unw_word_t);
+		_U_dyn_register(di);
+		images[nimages] = sc.found[k];
+		images[nimages].di = di;
+		images[nimages].seen = 1;
+		nimages++;
+	}
+	/* Cancel the ones that went away (dlclose). */
+	for (size_t i = 0; i < nimages;) {
+		if (images[i].seen) {
+			i++;
+			continue;
+		}
+		_U_dyn_cancel(images[i].di);
+		retire(images[i].di);
+		images[i] = images[--nimages];
+	}
+	free(sc.found);
+
+	struct range_set *set = malloc(sizeof *set + (nimages ? nimages : 1) *
+	                                                 sizeof(struct range));
+	if (set) {
+		set->n = nimages;
+		for (size_t i = 0; i < nimages; i++)
+			set->r[i] = (struct range){images[i].lo, images[i].hi};
+		qsort(set->r, set->n, sizeof set->r[0], cmp_range);
+		retire(atomic_exchange_explicit(&published, set,
+		                                memory_order_acq_rel));
+	}
+	last_adds = c[0];
+	last_subs = c[1];
+	initialized = 1;
+	free_retired();
+}
+
+int pp_unwind_init(void)
+{
+	/* Per-thread caches are the signal-safe policy (no global lock). */
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	pthread_mutex_lock(&lock);
+	refresh_locked();
+	int ok = atomic_load(&published) != NULL;
+	pthread_mutex_unlock(&lock);
+	return ok ? 0 : -ENOMEM;
+}
+
+void pp_unwind_refresh(void)
+{
+	pthread_mutex_lock(&lock);
+	refresh_locked();
+	pthread_mutex_unlock(&lock);
+}
+
+void pp_unwind_shutdown(void)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < nimages; i++) {
+		_U_dyn_cancel(images[i].di);
+		retire(images[i].di);
+	}
+	nimages = 0;
+	retire(atomic_exchange(&published, NULL));
+	free_retired();
+	free(images);
+	images = NULL;
+	cap_images = 0;
+	free(retired);
+	retired = NULL;
+	nretired = cap_retired = 0;
+	initialized = 0;
+	pthread_mutex_unlock(&lock);
+}
+
+size_t pp_unwind_images(void)
+{
+	pthread_mutex_lock(&lock);
+	size_t n = nimages;
+	pthread_mutex_unlock(&lock);
+	return n;
+}

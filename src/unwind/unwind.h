@@ -1,0 +1,46 @@
+/*
+ * Stack capture for the SIGPROF handler, and what keeps it safe.
+ *
+ * libunwind's local unwinder finds unwind tables with dl_iterate_phdr, whose
+ * loader lock the interrupted thread may hold (inside dlopen, dlclose, or a
+ * C++ throw walking the same list): a handler that waits on it deadlocks.
+ * So the registry (agent context) snapshots every loaded image's
+ * .eh_frame_hdr search table, hands them to libunwind as dynamic unwind info
+ * (which it consults first), and publishes the covered code ranges; the
+ * capture (hot context) unwinds only through code in those ranges and stops
+ * at anything else, so libunwind never needs dl_iterate_phdr.
+ */
+#ifndef PP_UNWIND_H
+#define PP_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum pp_unwind_mode { PP_UNWIND_LIBUNWIND, PP_UNWIND_FP };
+
+enum pp_unwind_result {
+	PP_UNWIND_OK = 0,
+	PP_UNWIND_TRUNCATED = 1,    /* deeper than max */
+	PP_UNWIND_UNKNOWN_CODE = 2, /* stopped at code not in any image */
+	PP_UNWIND_FAILED = 3,       /* the unwinder gave up before the end */
+};
+
+/* Hot/unsafe context. Capture the interrupted stack from a signal's
+ * ucontext into pcs (leaf first); returns the depth (0 when nothing could
+ * be read) and why it stopped in *why. */
+unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
+                           uintptr_t *pcs, unsigned max, int *why);
+
+/* Agent context. Set libunwind up for signal-safe use and take the first
+ * snapshot. 0 or a negative errno. */
+int pp_unwind_init(void);
+/* Agent context. Bring the snapshot up to date after dlopen/dlclose; cheap
+ * when nothing changed. */
+void pp_unwind_refresh(void);
+/* Agent context, once no handler can run any more: free everything. */
+void pp_unwind_shutdown(void);
+
+/* Number of images registered (for status). */
+size_t pp_unwind_images(void);
+
+#endif
