@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,11 @@ static void *ticker(void *arg)
 		usleep(1000);
 	}
 	return NULL;
+}
+
+static void on_sigprof(int sig)
+{
+	(void)sig;
 }
 
 static const char *arg_or_null(const char *s)
@@ -114,6 +120,9 @@ int main(void)
 		} else if (strcmp(cmd, "dlclose") == 0) {
 			printf(dl && dlclose(dl) == 0 ? "ok\n" : "err\n");
 			dl = NULL;
+		} else if (strcmp(cmd, "sigprof") == 0) {
+			signal(SIGPROF, on_sigprof);
+			printf("ok\n");
 		} else if (strcmp(cmd, "quit") == 0) {
 			return 0;
 		} else {

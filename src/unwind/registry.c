@@ -35,12 +35,17 @@ struct range_set {
 struct image {
 	uintptr_t hdr;    /* .eh_frame_hdr address: the identity of the image */
 	uintptr_t lo, hi; /* executable code */
+	uintptr_t table;  /* its search table, and the number of entries */
+	size_t count;
 	unw_dyn_info_t *di;
 	int seen;
 };
 
 static _Atomic(struct range_set *) published;
 static atomic_int readers;
+/* Set by our dlclose wrapper before an image goes away, cleared once the
+ * registry caught up: meanwhile the handler trusts no table. */
+static atomic_int unloading;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct image *images;
@@ -64,6 +69,8 @@ void pp_registry_leave(void)
 
 int pp_registry_covers(uintptr_t ip)
 {
+	if (atomic_load_explicit(&unloading, memory_order_acquire))
+		return 0;
 	const struct range_set *s =
 	    atomic_load_explicit(&published, memory_order_acquire);
 	if (!s)
@@ -172,6 +179,12 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (!hdr || hi == 0)
 		return 0;
+	/* Read the header now: the loader lock keeps the image mapped only
+	 * while this callback runs (a dlclose could unmap it right after). */
+	uintptr_t table;
+	size_t count;
+	if (parse_hdr((const unsigned char *)hdr, &table, &count))
+		return 0; /* no usable table: unwinding stops there */
 	if (sc->n == sc->cap) {
 		size_t cap = sc->cap ? sc->cap * 2 : 64;
 		struct image *v = realloc(sc->found, cap * sizeof *v);
@@ -182,7 +195,7 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		sc->found = v;
 		sc->cap = cap;
 	}
-	sc->found[sc->n++] = (struct image){hdr, lo, hi, NULL, 0};
+	sc->found[sc->n++] = (struct image){hdr, lo, hi, table, count, NULL, 0};
 	return 0;
 }
 
@@ -205,9 +218,11 @@ static void refresh_locked(void)
 {
 	unsigned long long c[2] = {0, 0};
 	struct scan sc = {0};
+	int was_unloading = atomic_load(&unloading);
 
 	dl_iterate_phdr(count_changes, c);
-	if (initialized && c[0] == last_adds && c[1] == last_subs) {
+	if (initialized && c[0] == last_adds && c[1] == last_subs &&
+	    !was_unloading) {
 		free_retired();
 		return;
 	}
@@ -222,7 +237,13 @@ static void refresh_locked(void)
 	for (size_t k = 0; k < sc.n; k++) {
 		struct image *im = NULL;
 		for (size_t i = 0; i < nimages; i++)
-			if (images[i].hdr == sc.found[k].hdr) {
+			/* The same image: same place, same table (another
+			 * library loaded where one was unloaded is not). */
+			if (images[i].hdr == sc.found[k].hdr &&
+			    images[i].table == sc.found[k].table &&
+			    images[i].count == sc.found[k].count &&
+			    images[i].lo == sc.found[k].lo &&
+			    images[i].hi == sc.found[k].hi) {
 				im = &images[i];
 				break;
 			}
@@ -230,11 +251,6 @@ static void refresh_locked(void)
 			im->seen = 1;
 			continue;
 		}
-		uintptr_t table;
-		size_t count;
-		if (parse_hdr((const unsigned char *)sc.found[k].hdr, &table,
-		              &count))
-			continue; /* no usable table: unwinding stops there */
 		unw_dyn_info_t *di = calloc(1, sizeof *di);
 		if (!di)
 			continue;
@@ -252,9 +268,10 @@ static void refresh_locked(void)
 		di->end_ip = sc.found[k].hi;
 		di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
 		di->u.rti.segbase = sc.found[k].hdr;
-		di->u.rti.table_data = table;
+		di->u.rti.table_data = sc.found[k].table;
 		/* In words: each entry is two 4-byte offsets. */
-		di->u.rti.table_len = count * 8 / sizeof(unw_word_t);
+		di->u.rti.table_len =
+		    sc.found[k].count * 8 / sizeof(unw_word_t);
 		_U_dyn_register(di);
 		images[nimages] = sc.found[k];
 		images[nimages].di = di;
@@ -286,7 +303,15 @@ static void refresh_locked(void)
 	last_adds = c[0];
 	last_subs = c[1];
 	initialized = 1;
+	/* Only an unload that happened before this scan is accounted for. */
+	if (was_unloading)
+		atomic_compare_exchange_strong(&unloading, &was_unloading, 0);
 	free_retired();
+}
+
+void pp_registry_unloading(void)
+{
+	atomic_fetch_add(&unloading, 1);
 }
 
 int pp_unwind_init(void)

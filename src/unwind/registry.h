@@ -11,5 +11,8 @@ void pp_registry_enter(void);
 void pp_registry_leave(void);
 /* Is ip in the code of an image whose unwind table libunwind has? */
 int pp_registry_covers(uintptr_t ip);
+/* Agent or host context: an image is about to be unloaded (dlclose); until
+ * the next refresh no unwind table is trusted. */
+void pp_registry_unloading(void);
 
 #endif

@@ -1,0 +1,287 @@
+"""CPU profiles over real HTTP: accuracy against the CPU time the kernel
+counted, the real clients, bad input, several windows at once, a hostile
+host. Real processes (tests/cpu/burn, tests/cpu/hostile, tests/host)."""
+import os
+import re
+import subprocess
+import threading
+import time
+
+from pptest import (BUILD, SRC, Host, Proc, Profile, curl, eq, go_pprof, ok,
+                    run, source_line)
+
+BURN = os.path.join(BUILD, "tests", "cpu", "burn")
+BURN_SRC = os.path.join(SRC, "tests", "cpu", "burn.c")
+HOSTILE = os.path.join(BUILD, "tests", "cpu", "hostile")
+DLLIB = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_dl.so")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def start_burn(threads, seconds, env=None):
+    p = Proc([BURN, str(threads), str(seconds)],
+             env={"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})}, stdin=False)
+    m = p.wait_line(p.out_lines, r"^port (\d+)", timeout=10)
+    return p, int(m.group(1))
+
+
+def burn_cpu_seconds(pid):
+    """CPU time (user+system) of the burn-* threads, from /proc."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith("burn-"):
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / TICK
+
+
+def fetch_profile(port, seconds, hz, pid):
+    """Fetch a profile and measure the burners' CPU over the same window."""
+    result = {}
+
+    def get():
+        result["r"] = curl(f"http://127.0.0.1:{port}/debug/pprof/profile"
+                           f"?seconds={seconds}&hz={hz}", timeout=seconds + 60)
+    before = burn_cpu_seconds(pid)
+    t = threading.Thread(target=get)
+    t0 = time.time()
+    t.start()
+    time.sleep(max(0, t0 + seconds - time.time()))
+    after = burn_cpu_seconds(pid)
+    t.join()
+    return result["r"], after - before
+
+
+def test_accuracy():
+    heavy_line = source_line(BURN_SRC, "MARK:heavy")
+    for threads in (1, 2):
+        p, port = start_burn(threads, 40)
+        time.sleep(0.3)
+        for hz in (100, 1000):
+            r, real = fetch_profile(port, 3, hz, p.pid)
+            what = f"{threads} thread(s) at {hz} Hz"
+            if not eq(r.status, 200, f"{what}: 200"):
+                continue
+            prof = Profile(r.body)
+            cpu = heavy = light = 0
+            names = set()
+            for s in prof.samples:
+                if not prof.labels(s).get("thread_name", "").startswith("burn-"):
+                    continue
+                ns = s["value"][1]
+                cpu += ns
+                leaf = prof.stack(s)[0][0]
+                names.add(leaf[0])
+                if leaf[0] == "burn_heavy":
+                    heavy += ns
+                    hl = leaf
+                elif leaf[0] == "burn_light":
+                    light += ns
+            cpu /= 1e9
+            ok(abs(cpu - real) <= 0.10 * real,
+               f"{what}: profile total {cpu:.2f} s within 10% of the "
+               f"{real:.2f} s CPU the kernel counted", (cpu, real))
+            share = heavy / (heavy + light) if heavy + light else 0
+            ok(abs(share - 0.75) <= 0.05,
+               f"{what}: burn_heavy:burn_light is 3:1 within 5 points "
+               f"({share:.3f})", share)
+            ok({"burn_heavy", "burn_light"} <= names, f"{what}: both named", names)
+            if heavy:
+                ok(hl[2].endswith("tests/cpu/burn.c") and
+                   abs(hl[3] - heavy_line) <= 3,
+                   f"{what}: burn_heavy with file:line", hl)
+        p.stop()
+
+
+def test_real_clients():
+    p, port = start_burn(1, 30)
+    url = f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=2"
+    rc, out, err = go_pprof("-top", url)
+    eq(rc, 0, "go tool pprof -top fetches a profile over HTTP " + err[-300:])
+    ok("burn_heavy" in out and "burn_light" in out, "and shows the functions", out)
+    t0 = time.time()
+    r = curl(url.replace("seconds=2", "seconds=1"))
+    elapsed = time.time() - t0
+    eq(r.status, 200, "profile: 200")
+    eq(r.header("content-type"), "application/octet-stream", "Content-Type")
+    eq(r.header("content-disposition"), 'attachment; filename="profile"',
+       "Content-Disposition")
+    ok(1.0 <= elapsed < 5, "the answer comes after the window", elapsed)
+    prof = Profile(r.body)
+    eq(prof.sample_types(), [("samples", "count"), ("cpu", "nanoseconds")],
+       "sample types")
+    pt = prof.raw["period_type"][0]
+    eq((prof.s(pt["type"][0]), prof.s(pt["unit"][0])), ("cpu", "nanoseconds"),
+       "period type")
+    eq(prof.raw["period"], [10000000], "period = 1e9 / 100 Hz")
+    d = prof.raw["duration_nanos"][0]
+    ok(abs(d - 1e9) < 1e7, "duration_nanos is the window", d)
+    tn = prof.raw["time_nanos"][0] / 1e9
+    ok(abs(tn - t0) < 1, "time_nanos is the window's start", (tn, t0))
+    labels = [prof.labels(s) for s in prof.samples]
+    ok(all("thread_id" in l and "thread_name" in l for l in labels),
+       "every sample has thread_id and thread_name labels")
+    ok(all(l["thread_id"][0] > 0 for l in labels), "thread ids are real")
+    r = curl(url.replace("seconds=2", "seconds=1&hz=250"))
+    eq(Profile(r.body).raw["period"], [4000000], "period = 1e9 / 250 Hz")
+    rc, out, err = go_pprof("-top", "-tagfocus=thread_name=burn-0", url)
+    ok(rc == 0 and "burn_heavy" in out, "-tagfocus on the thread label", out)
+    s = curl(f"http://127.0.0.1:{port}/debug/pprof/status").json()["cpu"]
+    eq(s["timer_mode"], "off", "sampling is off when no window runs")
+    eq(s["windows_open"], 0, "no window open")
+    ok(s["samples"] > 0 and s["handler"]["mean_ns"] > 0, "status counts samples")
+    with open(f"/proc/{p.pid}/status") as f:
+        cgt = int(re.search(r"SigCgt:\s*([0-9a-f]+)", f.read()).group(1), 16)
+    ok(not cgt & (1 << 26), "the SIGPROF handler is gone after the window")
+    p.stop()
+
+
+def test_bad_input():
+    h = Host()
+    port = h.start()
+    base = f"http://127.0.0.1:{port}/debug/pprof/profile"
+    for q, why in (("seconds=abc", "not a whole number"),
+                   ("seconds=", "empty"),
+                   ("seconds=0", "out of range"),
+                   ("seconds=-1", "not a whole number"),
+                   ("seconds=1.5", "not a whole number"),
+                   ("seconds=301", "out of range 1..300"),
+                   ("seconds=99999999999999999999", "out of range"),
+                   ("seconds=1&seconds=2", "twice"),
+                   ("hz=0", "out of range"),
+                   ("hz=1001", "out of range 1..1000"),
+                   ("hz=fast", "not a whole number"),
+                   ("seconds=%201", "not a whole number")):
+        r = curl(f"{base}?{q}")
+        eq(r.status, 400, f"?{q}: 400")
+        ok(why in r.text and r.header("x-go-pprof") == "1",
+           f"?{q}: the reason ({why}), for pprof to show", r.text)
+    rc, out, err = go_pprof("-top", f"{base}?seconds=0")
+    ok(rc != 0 and "out of range" in err, "go tool pprof shows the reason", err)
+    r = curl(f"{base}?seconds=1&seconds=1")
+    eq(r.status, 200, "the same value twice is fine")
+    ok(h.alive(), "host alive")
+    h.quit()
+
+
+def test_windows():
+    p, port = start_burn(1, 60, {"PULLPROF_MAX_CPU_WINDOWS": "8"})
+    base = f"http://127.0.0.1:{port}/debug/pprof"
+    results = {}
+
+    def get(i, secs):
+        t = time.time()
+        results[i] = (curl(f"{base}/profile?seconds={secs}"), time.time() - t, secs)
+    # Two overlapping windows of different lengths.
+    ts = [threading.Thread(target=get, args=(i, s)) for i, s in ((0, 3), (1, 1))]
+    for t in ts:
+        t.start()
+        time.sleep(0.3)
+    t0 = time.time()
+    st = curl(f"{base}/status")
+    ok(st.status == 200 and time.time() - t0 < 1,
+       "status answers while windows run", time.time() - t0)
+    eq(st.json()["cpu"]["windows_open"], 2, "status shows two windows")
+    for t in ts:
+        t.join()
+    for i in (0, 1):
+        r, took, secs = results[i]
+        eq(r.status, 200, f"window of {secs} s: 200")
+        d = Profile(r.body).raw["duration_nanos"][0] / 1e9
+        ok(abs(d - secs) < 0.05, f"window of {secs} s has its own duration", d)
+    # Eight at once, and a ninth refused.
+    results.clear()
+    ts = [threading.Thread(target=get, args=(i, 2 + i % 3)) for i in range(8)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    r = curl(f"{base}/profile?seconds=1")
+    eq(r.status, 429, "a ninth window: 429")
+    ok(r.header("retry-after", ) and 1 <= int(r.header("retry-after")) <= 5,
+       "with Retry-After", r.headers)
+    ok("PULLPROF_MAX_CPU_WINDOWS" in r.text, "429 says why", r.text)
+    for t in ts:
+        t.join()
+    eq(sorted(results[i][0].status for i in range(8)), [200] * 8,
+       "eight overlapping windows: all 200")
+    # A client that hangs up releases its window.
+    c = subprocess.Popen(["curl", "-s", "-o", "/dev/null",
+                          f"{base}/profile?seconds=30"])
+    time.sleep(0.5)
+    eq(curl(f"{base}/status").json()["cpu"]["windows_open"], 1, "window open")
+    c.kill()
+    c.wait()
+    deadline = time.time() + 3
+    while time.time() < deadline:
+        s = curl(f"{base}/status").json()["cpu"]
+        if s["windows_open"] == 0 and s["timer_mode"] == "off":
+            break
+        time.sleep(0.1)
+    ok(s["windows_open"] == 0, "a client's hang-up releases its window", s)
+    eq(s["timer_mode"], "off", "no window left: sampling stops", )
+    p.stop()
+
+
+def test_host_handler_conflict():
+    h = Host()
+    port = h.start()
+    eq(h.cmd("sigprof"), "ok", "host installs its own SIGPROF handler")
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1")
+    eq(r.status, 409, "a host with its own SIGPROF handler: 409")
+    ok("SIGPROF" in r.text, "409 says why", r.text)
+    ok(h.alive(), "host alive")
+    h.quit()
+
+
+def test_stop_during_window():
+    h = Host()
+    port = h.start()
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=20")))
+    t.start()
+    time.sleep(0.5)
+    t0 = time.time()
+    eq(h.cmd("stop", timeout=10), "ok", "stop with a window open")
+    ok(time.time() - t0 < 3, "stop does not wait for the window")
+    t.join(10)
+    ok(res.get("r") and res["r"].status in (0, 503), "the request ends",
+       res.get("r"))
+    ok("pullprof-cpu" not in h.threads() and "pullprof-build" not in h.threads(),
+       "the CPU threads are joined")
+    port = h.start()
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1")
+    eq(r.status, 200, "a profile after restart")
+    eq(h.quit(), 0, "host exits cleanly")
+
+
+def test_hostile_host():
+    p = Proc([HOSTILE, DLLIB, "24"], env={"PULLPROF_LISTEN": "127.0.0.1:0"},
+             stdin=False)
+    port = int(p.wait_line(p.out_lines, r"^port (\d+)").group(1))
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=20&hz=1000",
+             timeout=60)
+    eq(r.status, 200, "20 s at 1000 Hz on a hostile host: 200")
+    prof = Profile(r.body)
+    ok(len(prof.samples) > 100, "with samples", len(prof.samples))
+    try:
+        code = p.p.wait(30)
+    except subprocess.TimeoutExpired:
+        code = None
+    p.drain()
+    eq(code, 0, "the host finishes its own work and exits 0 (no deadlock)")
+    m = p.wait_line(p.out_lines, r"dlopen=(\d+) throw=(\d+) malloc=(\d+) cpu=(\d+)",
+                    timeout=1)
+    ok(m and all(int(x) > 0 for x in m.groups()), "every hostile thread made progress",
+       p.out_lines)
+    if code is None:
+        p.stop(9)
+
+
+run([test_accuracy, test_real_clients, test_bad_input, test_windows,
+     test_host_handler_conflict, test_stop_during_window, test_hostile_host])
