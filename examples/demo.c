@@ -172,9 +172,10 @@ int main(int argc, char **argv)
 		printf("demo (pid %d): pullprof %s is serving on port %d\n"
 		       "  index:   %s/\n"
 		       "  status:  curl -s %s/status\n"
-		       "  cmdline: curl -s %s/cmdline | tr '\\0' ' '\n",
+		       "  cmdline: curl -s %s/cmdline | tr '\\0' ' '\n"
+		       "  CPU:     go tool pprof -top '%s/profile?seconds=5'\n",
 		       (int)getpid(), pullprof_version(), pullprof_port(), base,
-		       base, base);
+		       base, base, base);
 		fflush(stdout);
 	}
 

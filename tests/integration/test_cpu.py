@@ -141,6 +141,20 @@ def test_real_clients():
     p.stop()
 
 
+def test_frame_pointer_mode():
+    p, port = start_burn(1, 20, {"PULLPROF_UNWIND": "fp"})
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1")
+    eq(r.status, 200, "PULLPROF_UNWIND=fp: 200")
+    prof = Profile(r.body)
+    leaves = {prof.stack(s)[0][0][0] for s in prof.samples
+              if prof.labels(s).get("thread_name", "").startswith("burn-")}
+    ok({"burn_heavy", "burn_light"} <= leaves, "fp mode: the leaves are exact",
+       leaves)
+    s = curl(f"http://127.0.0.1:{port}/debug/pprof/status").json()
+    eq(s["config"]["unwind"], "fp", "status shows the unwinder")
+    p.stop()
+
+
 def test_bad_input():
     h = Host()
     port = h.start()
@@ -283,5 +297,5 @@ def test_hostile_host():
         p.stop(9)
 
 
-run([test_accuracy, test_real_clients, test_bad_input, test_windows,
+run([test_accuracy, test_real_clients, test_frame_pointer_mode, test_bad_input, test_windows,
      test_host_handler_conflict, test_stop_during_window, test_hostile_host])

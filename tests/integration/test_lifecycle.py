@@ -100,6 +100,9 @@ def test_bad_config():
         ({"PULLPROF_MAX_CONNECTIONS": "0"}, "PULLPROF_MAX_CONNECTIONS"),
         ({"PULLPROF_IDLE_TIMEOUT": "soon"}, "PULLPROF_IDLE_TIMEOUT"),
         ({"PULLPROF_LISTEN": "192.0.2.1:0"}, "no such address"),
+        ({"PULLPROF_UNWIND": "dwarf"}, "libunwind|fp"),
+        ({"PULLPROF_CPU_HZ": "5000"}, "PULLPROF_CPU_HZ"),
+        ({"PULLPROF_MAX_DEPTH": "4"}, "PULLPROF_MAX_DEPTH"),
     ]
     for env, want in cases:
         h = Host(env=env)

@@ -155,6 +155,9 @@ static void test_defaults(void **state)
 	unsetenv("PULLPROF_MAX_CONNECTIONS");
 	unsetenv("PULLPROF_IDLE_TIMEOUT");
 	assert_int_equal(pp_config_resolve(NULL, &r, err, sizeof err), 0);
+	assert_string_equal(r.v.unwind, "libunwind");
+	assert_int_equal(r.v.cpu_hz, 100);
+	assert_int_equal(r.v.max_seconds, 300);
 	assert_string_equal(r.v.listen, "127.0.0.1:6060");
 	assert_string_equal(r.v.prefix, "/debug/pprof");
 	assert_int_equal(r.v.max_connections, c.max_connections);
@@ -227,6 +230,9 @@ static void test_env_errors(void **state)
 	resolve_bad_env("PULLPROF_MAX_CONNECTIONS", "lots",
 	                "not a whole number");
 	resolve_bad_env("PULLPROF_IDLE_TIMEOUT", "99999", "out of range");
+	resolve_bad_env("PULLPROF_UNWIND", "dwarf", "not one of libunwind|fp");
+	resolve_bad_env("PULLPROF_CPU_HZ", "0", "out of range 1..1000");
+	resolve_bad_env("PULLPROF_MAX_SECONDS", "100000", "out of range");
 
 	/* A bad value in the struct is caught too, named by its key. */
 	pullprof_config_init(&c);
