@@ -352,6 +352,12 @@ void pp_unwind_shutdown(void)
 	pthread_mutex_unlock(&lock);
 }
 
+void pp_unwind_forget_in_child(void)
+{
+	/* The parent's collector may have held it at fork time. */
+	pthread_mutex_init(&lock, NULL);
+}
+
 size_t pp_unwind_images(void)
 {
 	pthread_mutex_lock(&lock);

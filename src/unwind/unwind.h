@@ -40,6 +40,9 @@ void pp_unwind_refresh(void);
 /* Agent context, once no handler can run any more: free everything. */
 void pp_unwind_shutdown(void);
 
+/* In a forked child: reset what the parent's threads may have held. */
+void pp_unwind_forget_in_child(void);
+
 /* Number of images registered (for status). */
 size_t pp_unwind_images(void);
 

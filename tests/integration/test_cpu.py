@@ -274,6 +274,24 @@ def test_stop_during_window():
     eq(h.quit(), 0, "host exits cleanly")
 
 
+def test_fork_during_window():
+    h = Host()
+    port = h.start()
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=2")))
+    t.start()
+    time.sleep(0.5)
+    child = h.cmd("fork 1")
+    ok(child.startswith("child "), "host forks during a CPU window", child)
+    eq(h.cmd(f"wait {child.split()[1]}"), "exit 0",
+       "the child runs normally (no inherited timers, no agent)")
+    t.join(20)
+    eq(res["r"].status, 200, "the parent's window completes")
+    ok(h.alive(), "the parent runs on")
+    h.quit()
+
+
 def test_hostile_host():
     p = Proc([HOSTILE, DLLIB, "24"], env={"PULLPROF_LISTEN": "127.0.0.1:0"},
              stdin=False)
@@ -298,4 +316,5 @@ def test_hostile_host():
 
 
 run([test_accuracy, test_real_clients, test_frame_pointer_mode, test_bad_input, test_windows,
-     test_host_handler_conflict, test_stop_during_window, test_hostile_host])
+     test_host_handler_conflict, test_stop_during_window,
+     test_fork_during_window, test_hostile_host])

@@ -30,6 +30,9 @@ def test_memcheck():
             curl(f"http://127.0.0.1:{port}{path}", timeout=60)
         curl(f"http://127.0.0.1:{port}/debug/pprof/status", "-X", "POST",
              "-d", "x", timeout=60)
+        r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1",
+                 timeout=120)
+        eq(r.status, 200, f"cycle {i}: a CPU profile under valgrind")
         eq(h.cmd("stop", timeout=60), "ok", f"cycle {i}: stop")
     ok(h.start("bogus:port").startswith("err"), "a failed start")
     port = h.start()
