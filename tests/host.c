@@ -20,10 +20,12 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <pullprof.h>
@@ -37,6 +39,24 @@ static void *ticker(void *arg)
 		ticks++;
 		usleep(1000);
 	}
+	return NULL;
+}
+
+static void *spinner(void *arg)
+{
+	struct timespec start, now;
+	double limit = (double)(uintptr_t)arg;
+	volatile unsigned long x = 1;
+
+	pthread_setname_np(pthread_self(), "late-spinner");
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+	do {
+		for (int i = 0; i < 100000; i++)
+			x = x * 6364136223846793005ul + 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+	} while ((double)(now.tv_sec - start.tv_sec) +
+	             (double)(now.tv_nsec - start.tv_nsec) / 1e9 <
+	         limit);
 	return NULL;
 }
 
@@ -120,6 +140,12 @@ int main(void)
 		} else if (strcmp(cmd, "dlclose") == 0) {
 			printf(dl && dlclose(dl) == 0 ? "ok\n" : "err\n");
 			dl = NULL;
+		} else if (strcmp(cmd, "spin") == 0) {
+			pthread_t sp;
+			pthread_create(&sp, NULL, spinner,
+			               (void *)(uintptr_t)atoi(a1));
+			pthread_detach(sp);
+			printf("ok\n");
 		} else if (strcmp(cmd, "sigprof") == 0) {
 			signal(SIGPROF, on_sigprof);
 			printf("ok\n");

@@ -274,6 +274,28 @@ def test_stop_during_window():
     eq(h.quit(), 0, "host exits cleanly")
 
 
+def test_thread_born_in_window():
+    h = Host()
+    port = h.start()
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=3")))
+    t.start()
+    time.sleep(0.5)
+    eq(h.cmd("spin 1"), "ok", "a thread is born during the window")
+    t.join(20)
+    eq(res["r"].status, 200, "profile: 200")
+    prof = Profile(res["r"].body)
+    ns = sum(s["value"][1] for s in prof.samples
+             if prof.labels(s).get("thread_name") == "late-spinner")
+    # It burned 1 s of CPU, all inside the window, and exited before its end.
+    ok(0.8e9 <= ns <= 1.2e9,
+       "a thread created during the window is sampled (1 s of CPU, "
+       f"{ns / 1e9:.2f} s in the profile)", ns)
+    ok(h.alive(), "host alive after the thread exited mid-window")
+    h.quit()
+
+
 def test_fork_during_window():
     h = Host()
     port = h.start()
@@ -317,4 +339,4 @@ def test_hostile_host():
 
 run([test_accuracy, test_real_clients, test_frame_pointer_mode, test_bad_input, test_windows,
      test_host_handler_conflict, test_stop_during_window,
-     test_fork_during_window, test_hostile_host])
+     test_thread_born_in_window, test_fork_during_window, test_hostile_host])
