@@ -61,6 +61,7 @@ struct thread_timer {
 	int has_timer;
 	timer_t timer;
 	int seen;
+	uint64_t first_seen_ns;
 	char name[20];
 };
 
@@ -196,6 +197,7 @@ static struct thread_timer *add_thread(pid_t tid)
 	struct thread_timer *t = &S.threads[S.nthreads++];
 	memset(t, 0, sizeof *t);
 	t->tid = tid;
+	t->first_seen_ns = mono_ns();
 	read_name(tid, t->name, sizeof t->name);
 	return t;
 }
@@ -220,6 +222,10 @@ static void scan_threads(void)
 		if (!t && !(t = add_thread(tid)))
 			continue;
 		t->seen = 1;
+		/* New threads often name themselves just after they start:
+		 * read the name again during their first second. */
+		if (mono_ns() - t->first_seen_ns < 1000000000u)
+			read_name(tid, t->name, sizeof t->name);
 		if (t->has_timer || S.setitimer_mode)
 			continue;
 		struct sigevent sev;
@@ -262,6 +268,10 @@ static void set_setitimer(unsigned hz)
 static void start_sampling(unsigned hz)
 {
 	struct sigaction sa;
+
+	/* Libraries may have come and gone since the last window. */
+	if (S.settings.unwind == PP_UNWIND_LIBUNWIND)
+		pp_unwind_refresh();
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = pp_sampler_handler;
 	/* SA_RESTART: the host's interrupted system calls resume by
