@@ -126,9 +126,7 @@ static int parse_hdr(const unsigned char *h, uintptr_t *table, size_t *count)
 		PE_sdata4 = 0x0b,
 		PE_udata8 = 0x04,
 		PE_sdata8 = 0x0c,
-		PE_pcrel = 0x10,
 		PE_datarel = 0x30,
-		PE_omit = 0xff
 	};
 	size_t off = 4;
 
@@ -148,8 +146,6 @@ static int parse_hdr(const unsigned char *h, uintptr_t *table, size_t *count)
 	memcpy(&n, h + off, 4);
 	*count = n;
 	*table = (uintptr_t)(h + off + 4);
-	(void)PE_pcrel;
-	(void)PE_omit;
 	return n ? 0 : -1;
 }
 
