@@ -50,6 +50,25 @@ static double median(double *v)
 	return v[RUNS / 2];
 }
 
+/* Render p (symbolized or not) at a gzip level; the time it took, and the
+ * size when bytes is given. */
+static int timed_render(struct pp_profile *p, int symbolize, int level,
+                        double *ms, size_t *bytes)
+{
+	struct pp_buf out = {0};
+	double t = now_ms();
+	struct pp_symtab *st = symbolize ? pp_symtab_acquire() : NULL;
+	if ((symbolize && !st) || pp_pprof_render(p, st, level, &out))
+		return -1;
+	if (st)
+		pp_symtab_release(st);
+	*ms = now_ms() - t;
+	if (bytes)
+		*bytes = out.len;
+	pp_buf_free(&out);
+	return 0;
+}
+
 static const struct pp_mapping *find(const struct pp_mappings *m,
                                      const char *needle)
 {
@@ -122,39 +141,12 @@ int main(int argc, char **argv)
 			}
 			build[run] = now_ms() - t;
 
-			struct pp_buf out = {0};
 			pp_symtab_shutdown(); /* cold: no cache, no Dwfl */
-			t = now_ms();
-			struct pp_symtab *st = pp_symtab_acquire();
-			if (!st || pp_pprof_render(p, st, 1, &out))
+			if (timed_render(p, 1, 1, &cold[run], NULL) ||
+			    timed_render(p, 1, 1, &warm[run], &bytes1) ||
+			    timed_render(p, 1, 6, &warm6[run], &bytes6) ||
+			    timed_render(p, 0, 1, &addr[run], NULL))
 				return 1;
-			pp_symtab_release(st);
-			cold[run] = now_ms() - t;
-			pp_buf_free(&out);
-
-			t = now_ms();
-			st = pp_symtab_acquire();
-			if (!st || pp_pprof_render(p, st, 1, &out))
-				return 1;
-			pp_symtab_release(st);
-			warm[run] = now_ms() - t;
-			bytes1 = out.len;
-			pp_buf_free(&out);
-
-			t = now_ms();
-			st = pp_symtab_acquire();
-			if (!st || pp_pprof_render(p, st, 6, &out))
-				return 1;
-			pp_symtab_release(st);
-			warm6[run] = now_ms() - t;
-			bytes6 = out.len;
-			pp_buf_free(&out);
-
-			t = now_ms();
-			if (pp_pprof_render(p, NULL, 1, &out))
-				return 1;
-			addr[run] = now_ms() - t;
-			pp_buf_free(&out);
 			pp_profile_free(p);
 		}
 		printf(

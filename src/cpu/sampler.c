@@ -426,10 +426,8 @@ static void *collector(void *unused)
 		}
 		drain();
 		uint64_t now = mono_ns();
-		struct pp_cpu_window *gone = NULL;
-		if (now - last_scan >= SCAN_NS) {
-			gone = check_clients();
-		}
+		int periodic = now - last_scan >= SCAN_NS;
+		struct pp_cpu_window *gone = periodic ? check_clients() : NULL;
 		/* Finished windows go to the builder, once their last samples
 		 * had time to arrive. */
 		for (struct pp_cpu_window **p = &S.windows; *p;) {
@@ -460,11 +458,11 @@ static void *collector(void *unused)
 			stop_sampling();
 		else if (want && want != S.hz)
 			change_rate(want);
-		if (S.hz && now - last_scan >= SCAN_NS) {
-			scan_threads();
-			pp_unwind_refresh();
-			last_scan = now;
-		} else if (now - last_scan >= SCAN_NS) {
+		if (periodic) {
+			if (S.hz) {
+				scan_threads();
+				pp_unwind_refresh();
+			}
 			last_scan = now;
 		}
 		notify(gone);

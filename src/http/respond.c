@@ -26,6 +26,19 @@ static void count(struct pp_request *r, unsigned status)
 	                          1, memory_order_relaxed);
 }
 
+/* Queue one more header for the next answer (the first free slot). */
+static void add_header(struct pp_request *r, const char *name,
+                       const char *value)
+{
+	for (size_t i = 0; i < sizeof r->headers / sizeof r->headers[0]; i++) {
+		if (!r->headers[i][0]) {
+			r->headers[i][0] = name;
+			r->headers[i][1] = value;
+			return;
+		}
+	}
+}
+
 static enum MHD_Result queue(struct pp_request *r, unsigned status,
                              struct MHD_Response *resp)
 {
@@ -117,26 +130,15 @@ enum MHD_Result pp_respond_error(struct pp_request *r, unsigned status,
 	size_t n = strlen(msg);
 	if (n < sizeof msg - 1)
 		msg[n++] = '\n';
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(n, msg, MHD_RESPMEM_MUST_COPY);
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type",
-	                        "text/plain; charset=utf-8");
-	MHD_add_response_header(resp, "X-Go-Pprof", "1");
-	return queue(r, status, resp);
+	add_header(r, "X-Go-Pprof", "1");
+	return pp_respond(r, status, "text/plain; charset=utf-8", msg, n,
+	                  PP_BODY_COPY);
 }
 
 enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location)
 {
 	static const char body[] = "Found\n";
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-	    sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
-
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, "Location", location);
-	MHD_add_response_header(resp, "Content-Type",
-	                        "text/plain; charset=utf-8");
-	return queue(r, MHD_HTTP_FOUND, resp);
+	add_header(r, "Location", location);
+	return pp_respond(r, MHD_HTTP_FOUND, "text/plain; charset=utf-8", body,
+	                  sizeof body - 1, PP_BODY_STATIC);
 }

@@ -57,6 +57,16 @@ def fetch_profile(port, seconds, hz, pid):
     return result["r"], after - before
 
 
+def profile_in_background(port, seconds):
+    """Start fetching a profile; returns the thread and where the response
+    will be (res["r"])."""
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}")))
+    t.start()
+    return t, res
+
+
 def test_accuracy():
     heavy_line = source_line(BURN_SRC, "MARK:heavy")
     for threads in (1, 2):
@@ -258,10 +268,7 @@ def test_host_handler_conflict():
 def test_stop_during_window():
     h = Host()
     port = h.start()
-    res = {}
-    t = threading.Thread(target=lambda: res.setdefault(
-        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=20")))
-    t.start()
+    t, res = profile_in_background(port, 20)
     time.sleep(0.5)
     t0 = time.time()
     eq(h.cmd("stop", timeout=10), "ok", "stop with a window open")
@@ -280,10 +287,7 @@ def test_stop_during_window():
 def test_thread_born_in_window():
     h = Host()
     port = h.start()
-    res = {}
-    t = threading.Thread(target=lambda: res.setdefault(
-        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=5")))
-    t.start()
+    t, res = profile_in_background(port, 5)
     time.sleep(0.5)
     eq(h.cmd("spin 1"), "ok", "a thread is born during the window")
     t.join(20)
@@ -305,10 +309,7 @@ def test_thread_born_in_window():
 def test_fork_during_window():
     h = Host()
     port = h.start()
-    res = {}
-    t = threading.Thread(target=lambda: res.setdefault(
-        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=2")))
-    t.start()
+    t, res = profile_in_background(port, 2)
     time.sleep(0.5)
     child = h.cmd("fork 1")
     ok(child.startswith("child "), "host forks during a CPU window", child)

@@ -157,6 +157,21 @@ def test_exit_running():
     s.close()
 
 
+def recv_or_closed(s, request=None):
+    """What the server sends (b"" once it closed the connection, "hung"
+    when it neither answers nor closes within 5 s)."""
+    import socket
+    s.settimeout(5)
+    try:
+        if request:
+            s.sendall(request)
+        return s.recv(100)
+    except socket.timeout:
+        return "hung"
+    except OSError:
+        return b""
+
+
 def test_stop_with_clients():
     import socket
     h = Host()
@@ -176,14 +191,7 @@ def test_stop_with_clients():
     ok(time.time() - t < 2, "stop does not wait for clients",
        time.time() - t)
     for i, s in enumerate(conns):
-        s.settimeout(5)
-        try:
-            data = s.recv(100)
-        except socket.timeout:
-            data = "hung"
-        except OSError:
-            data = b""
-        eq(data, b"", f"client {i} sees its connection closed")
+        eq(recv_or_closed(s), b"", f"client {i} sees its connection closed")
         s.close()
     ok(h.alive(), "host alive after stopping under clients")
     h.quit()
@@ -197,28 +205,15 @@ def test_connection_limit():
     b = socket.create_connection(("127.0.0.1", port))
     time.sleep(0.2)
     c = socket.create_connection(("127.0.0.1", port))
-    c.settimeout(5)
     t = time.time()
-    try:
-        c.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n\r\n")
-        data = c.recv(100)
-    except socket.timeout:
-        data = "hung"
-    except OSError:
-        data = b""
+    data = recv_or_closed(c, b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n\r\n")
     eq(data, b"", "a third connection over a limit of 2 is closed unanswered")
     ok(time.time() - t < 2, "... at once")
     c.close()
     # The idle timeout (1 s) frees the two slots...
     for s in (a, b):
-        s.settimeout(5)
         t = time.time()
-        try:
-            data = s.recv(100)
-        except socket.timeout:
-            data = "hung"
-        except OSError:
-            data = b""
+        data = recv_or_closed(s)
         ok(data == b"" and time.time() - t < 4,
            "an idle connection is closed after PULLPROF_IDLE_TIMEOUT", data)
         s.close()

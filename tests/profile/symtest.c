@@ -176,28 +176,21 @@ static int synthetic(long n, long depth, const char *out)
 	if (!p || depth < 1 || depth > 256)
 		return 1;
 	pp_profile_set_time(p, 1, 1);
-	for (long i = 0; i < n; i++) {
-		/* Stacks differ in their leaf; callers are shared, as in real
-		 * programs (and as a hash table of stacks must handle). */
-		pcs[0] = 0x400000 + (uintptr_t)i * 16;
-		for (long d = 1; d < depth; d++)
-			pcs[d] = 0x500000 + (uintptr_t)((i + d) % 997) * 32;
-		int64_t v[2] = {i, 1000 * i};
-		snprintf(name, sizeof name, "w%ld", i % 7);
-		struct pp_label l = {"worker", name, 0, NULL};
-		if (pp_profile_add(p, pcs, (size_t)depth, v, &l, 1))
-			return 1;
-	}
-	/* Every stack again: aggregation doubles the values, not the count. */
-	for (long i = 0; i < n; i++) {
-		pcs[0] = 0x400000 + (uintptr_t)i * 16;
-		for (long d = 1; d < depth; d++)
-			pcs[d] = 0x500000 + (uintptr_t)((i + d) % 997) * 32;
-		int64_t v[2] = {i, 1000 * i};
-		snprintf(name, sizeof name, "w%ld", i % 7);
-		struct pp_label l = {"worker", name, 0, NULL};
-		if (pp_profile_add(p, pcs, (size_t)depth, v, &l, 1))
-			return 1;
+	/* Every stack twice: aggregation doubles the values, not the count.
+	 * Stacks differ in their leaf; callers are shared, as in real programs
+	 * (and as a hash table of stacks must handle). */
+	for (int pass = 0; pass < 2; pass++) {
+		for (long i = 0; i < n; i++) {
+			pcs[0] = 0x400000 + (uintptr_t)i * 16;
+			for (long d = 1; d < depth; d++)
+				pcs[d] =
+				    0x500000 + (uintptr_t)((i + d) % 997) * 32;
+			int64_t v[2] = {i, 1000 * i};
+			snprintf(name, sizeof name, "w%ld", i % 7);
+			struct pp_label l = {"worker", name, 0, NULL};
+			if (pp_profile_add(p, pcs, (size_t)depth, v, &l, 1))
+				return 1;
+		}
 	}
 	printf("samples=%zu\n", p->nsamples);
 	int rc = render(p, 0, 6, out);
