@@ -61,6 +61,11 @@ struct pullprof_config {
 	 * pointers) or "fp" (frame pointers: cheaper, needs code built with
 	 * -fno-omit-frame-pointer). PULLPROF_UNWIND, default "libunwind". */
 	const char *unwind;
+	/* Heap profiles: mean number of bytes allocated between two sampled
+	 * allocations (0 turns heap sampling off: the interposed malloc
+	 * family is then a plain pass-through; 1 samples every allocation;
+	 * at most 2^30). PULLPROF_HEAP_RATE, default 524288. */
+	unsigned heap_rate;
 	/* Non-zero: ignore every PULLPROF_* variable for this start. */
 	int ignore_env;
 };

@@ -18,6 +18,7 @@
 
 #include "cpu/cpu.h"
 #include "error.h"
+#include "heap/heap.h"
 #include "http/server.h"
 #include "pullprof.h"
 #include "symbols/symbols.h"
@@ -60,6 +61,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	pp_cpu_forget_in_child();
+	pp_heap_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
 		memset(&agent, 0, sizeof agent);
@@ -103,9 +105,22 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	    .max_windows = agent.cfg.v.max_cpu_windows,
 	};
 	pp_cpu_configure(&cpu);
+	if (agent.cfg.v.heap_rate) {
+		struct pp_heap_settings heap = {
+		    .rate = agent.cfg.v.heap_rate,
+		    .max_depth = agent.cfg.v.max_depth,
+		};
+		rc = pp_heap_start(&heap, err, sizeof err);
+		if (rc) {
+			pp_log("not started: %s", err);
+			pp_config_free(&agent.cfg);
+			return rc;
+		}
+	}
 	rc = pp_server_start(&agent.cfg, &agent.srv, err, sizeof err);
 	if (rc) {
 		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+		pp_heap_stop();
 		pp_config_free(&agent.cfg);
 		return rc;
 	}
@@ -131,6 +146,7 @@ static int stop_locked(void)
 	 * server goes), then the server; handlers read `running`, so it is
 	 * cleared only once their thread is gone. */
 	pp_cpu_shutdown();
+	pp_heap_stop();
 	pp_server_stop(running->srv);
 	pp_symtab_shutdown(); /* the symbol cache goes with the agent */
 	pp_config_free(&agent.cfg);

@@ -39,6 +39,10 @@ const struct pp_setting pp_settings[] = {
      NULL, "deepest stack recorded, in frames"},
     {"unwind", "PULLPROF_UNWIND", PP_SETTING_STRING, OFF(unwind), 0, 0,
      "libunwind|fp", "stack unwinding: libunwind (DWARF CFI) or fp"},
+    {"heap_rate", "PULLPROF_HEAP_RATE", PP_SETTING_UINT, OFF(heap_rate), 0,
+     1u << 30, NULL,
+     "heap profile: mean bytes allocated between samples (0 = off, 1 = "
+     "every allocation)"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -56,6 +60,7 @@ PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
 	cfg->max_cpu_windows = 8;
 	cfg->max_depth = 128;
 	cfg->unwind = "libunwind";
+	cfg->heap_rate = 512 * 1024;
 }
 
 int pp_config_parse_uint(const char *text, unsigned min, unsigned max,

@@ -27,6 +27,7 @@
 
 #include "cpu/cpu.h"
 #include "cpu/sampler.h"
+#include "heap/heap.h"
 #include "profile/model.h"
 #include "profile/pprof.h"
 #include "symbols/symbols.h"
@@ -408,7 +409,7 @@ static void *collector(void *unused)
 {
 	uint64_t last_scan = 0;
 	(void)unused;
-
+	pp_heap_agent_thread();
 	S.agent_tids[0] = (pid_t)syscall(SYS_gettid);
 	pthread_mutex_lock(&S.mu);
 	while (!S.stopping) {
@@ -511,18 +512,14 @@ static void build(struct pp_cpu_window *w)
 		pp_profile_add_comment(p, note);
 	}
 
-	struct pp_buf out = {0};
-	struct pp_symtab *st = pp_symtab_acquire();
-	int rc = st ? pp_pprof_render(p, st, 1, &out) : -ENOMEM;
-	if (st)
-		pp_symtab_release(st);
-	size_t len = 0;
-	char *body = rc ? NULL : pp_buf_take(&out, &len);
+	char *body;
+	size_t len;
+	int rc = pp_pprof_render_body(p, &body, &len);
 
 	pthread_mutex_lock(&S.mu);
 	w->result = body;
 	w->result_len = len;
-	w->result_err = body ? 0 : rc ? rc : -ENOMEM;
+	w->result_err = rc;
 	w->state = W_DONE;
 	pp_profile_free(w->model);
 	w->model = NULL;
@@ -532,6 +529,7 @@ static void build(struct pp_cpu_window *w)
 static void *builder(void *unused)
 {
 	(void)unused;
+	pp_heap_agent_thread();
 	S.agent_tids[1] = (pid_t)syscall(SYS_gettid);
 	pthread_mutex_lock(&S.mu);
 	for (;;) {

@@ -15,12 +15,6 @@
 #include "respond.h"
 #include "server.h"
 
-static void wake(void *arg)
-{
-	struct pp_request *r = arg;
-	pp_server_resume(r->srv, r->conn);
-}
-
 static void cleanup(struct pp_request *r)
 {
 	pp_cpu_window_release(r->state);
@@ -32,21 +26,7 @@ static enum MHD_Result answer(struct pp_request *r)
 	char *body = NULL;
 	size_t len = 0;
 	int rc = pp_cpu_window_take(r->state, &body, &len);
-
-	if (rc == -ECANCELED)
-		/* The client hung up (nobody reads this), or the agent is
-		 * stopping. */
-		return pp_respond_error(
-		    r, MHD_HTTP_SERVICE_UNAVAILABLE,
-		    "profile cancelled: the agent is stopping");
-	if (rc)
-		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
-		                        "could not build the profile: %s",
-		                        pullprof_strerror(rc));
-	r->headers[0][0] = "Content-Disposition";
-	r->headers[0][1] = "attachment; filename=\"profile\"";
-	return pp_respond(r, MHD_HTTP_OK, "application/octet-stream", body, len,
-	                  PP_BODY_FREE);
+	return pp_respond_profile(r, rc, body, len, "profile");
 }
 
 enum MHD_Result pp_h_profile(struct pp_request *r)
@@ -66,8 +46,9 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	rc = pp_cpu_window_open(seconds, hz, ci ? ci->connect_fd : -1, wake, r,
-	                        &w, &retry, err, sizeof err);
+	rc =
+	    pp_cpu_window_open(seconds, hz, ci ? ci->connect_fd : -1,
+	                       pp_request_wake, r, &w, &retry, err, sizeof err);
 	if (rc == -EBUSY) {
 		snprintf(retry_text, sizeof retry_text, "%u", retry);
 		r->headers[0][0] = "Retry-After";
@@ -80,9 +61,6 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 	if (rc)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
 		                        err);
-	r->state = w;
-	r->cleanup = cleanup;
-	r->resume = answer;
-	MHD_suspend_connection(r->conn);
+	pp_request_defer(r, w, cleanup, answer);
 	return MHD_YES;
 }

@@ -12,6 +12,7 @@
 #include "agent.h"
 #include "cpu/cpu.h"
 #include "handlers.h"
+#include "heap/heap.h"
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
@@ -133,6 +134,41 @@ static struct json_object *cpu_json(void)
 	return o;
 }
 
+static struct json_object *heap_json(void)
+{
+	struct pp_heap_stats h;
+	struct json_object *o = json_object_new_object();
+	struct json_object *u = json_object_new_object();
+
+	pp_heap_stats(&h);
+	json_object_object_add(o, "enabled",
+	                       json_object_new_boolean(h.running));
+	json_object_object_add(o, "rate", I64(h.rate));
+	json_object_object_add(o, "sampled", I64(h.sampled));
+	json_object_object_add(o, "sampled_freed", I64(h.sampled_freed));
+	json_object_object_add(o, "live_sampled", I64(h.live_objects));
+	json_object_object_add(o, "inuse_bytes_estimate", I64(h.inuse_bytes));
+	json_object_object_add(o, "peak_bytes_estimate", I64(h.peak_bytes));
+	json_object_object_add(
+	    o, "peak_time",
+	    h.peak_time > 0 ? json_object_new_double(h.peak_time) : NULL);
+	json_object_object_add(o, "stacks", I64(h.stacks));
+	json_object_object_add(o, "buckets", I64(h.buckets));
+	json_object_object_add(o, "table_bytes", I64(h.table_bytes));
+	json_object_object_add(o, "dropped", I64(h.dropped));
+	json_object_object_add(o, "filter_false_hits", I64(h.false_hits));
+	json_object_object_add(o, "pending_requests", I64(h.pending));
+	json_object_object_add(u, "truncated", I64(h.unwind_truncated));
+	json_object_object_add(u, "unknown_code", I64(h.unwind_unknown_code));
+	json_object_object_add(u, "failed", I64(h.unwind_failed));
+	json_object_object_add(
+	    u, "mean_ns", I64(h.sampled ? h.unwind_ns_total / h.sampled : 0));
+	json_object_object_add(u, "max_ns", I64(h.unwind_ns_max));
+	json_object_object_add(u, "total_ns", I64(h.unwind_ns_total));
+	json_object_object_add(o, "unwind", u);
+	return o;
+}
+
 enum MHD_Result pp_h_status(struct pp_request *r)
 {
 	const struct pp_agent *a = pp_agent_get();
@@ -211,6 +247,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	                       json_object_new_int64((int64_t)ss.refreshes));
 	json_object_object_add(o, "symbols", sym);
 	json_object_object_add(o, "cpu", cpu_json());
+	json_object_object_add(o, "heap", heap_json());
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
 

@@ -1,11 +1,13 @@
 /* Responses: headers, error conventions, counters. Agent context. */
 #include "respond.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "server.h"
 
 static enum MHD_ResponseMemoryMode mem_mode(enum pp_body mode)
@@ -141,4 +143,41 @@ enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location)
 	add_header(r, "Location", location);
 	return pp_respond(r, MHD_HTTP_FOUND, "text/plain; charset=utf-8", body,
 	                  sizeof body - 1, PP_BODY_STATIC);
+}
+
+void pp_request_defer(struct pp_request *r, void *state,
+                      void (*cleanup)(struct pp_request *r), pp_handler resume)
+{
+	r->state = state;
+	r->cleanup = cleanup;
+	r->resume = resume;
+	MHD_suspend_connection(r->conn);
+}
+
+void pp_request_wake(void *request)
+{
+	struct pp_request *r = request;
+	pp_server_resume(r->srv, r->conn);
+}
+
+enum MHD_Result pp_respond_profile(struct pp_request *r, int rc, char *body,
+                                   size_t len, const char *filename)
+{
+	char disposition[80];
+	if (rc == -ECANCELED)
+		/* The client hung up (nobody reads this), or the agent is
+		 * stopping. */
+		return pp_respond_error(
+		    r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		    "profile cancelled: the agent is stopping");
+	if (rc)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "could not build the profile: %s",
+		                        pullprof_strerror(rc));
+	snprintf(disposition, sizeof disposition, "attachment; filename=\"%s\"",
+	         filename);
+	r->headers[0][0] = "Content-Disposition";
+	r->headers[0][1] = disposition;
+	return pp_respond(r, MHD_HTTP_OK, "application/octet-stream", body, len,
+	                  PP_BODY_FREE);
 }

@@ -55,6 +55,27 @@ const struct pp_route pp_routes[] = {
                 "(default 100), gzipped pprof: go tool pprof reads it",
     },
     {
+        .path = "/heap",
+        .name = "heap",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_heap,
+        .link = "heap",
+        .help = "sampled heap profile: memory in use and allocated so far, "
+                "by stack (?seconds=N: the change over N seconds; "
+                "?peak=1: what was live at the highest point)",
+    },
+    {
+        .path = "/allocs",
+        .name = "allocs",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_allocs,
+        .link = "allocs",
+        .help = "the heap profile with allocated space as its default view "
+                "(same parameters as heap)",
+    },
+    {
         .path = "/symbol",
         .name = "symbol",
         .methods = "GET, HEAD, POST",

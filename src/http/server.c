@@ -21,6 +21,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "heap/heap.h"
 #include "routes.h"
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -183,6 +184,7 @@ static void *loop(void *arg)
 	struct pp_server *s = arg;
 	struct epoll_event ev[4];
 
+	pp_heap_agent_thread();
 	while (!atomic_load(&s->stopping)) {
 		MHD_UNSIGNED_LONG_LONG to = 0;
 		int timeout = -1;

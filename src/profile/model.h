@@ -44,6 +44,9 @@ struct pp_profile {
 	int default_type; /* index into types, or -1 */
 	struct pp_value_type period_type;
 	int64_t period;
+	/* Every pc of a stack is a return address, the leaf's too (stacks
+	 * taken at a call, like an allocation's): symbolize pc - 1. */
+	int leaf_is_return;
 	int64_t time_nanos, duration_nanos;
 	const char **comments;
 	size_t ncomments, comments_cap;

@@ -147,7 +147,8 @@ static void samples(struct render *r, const struct pp_profile *p)
 			ids = v;
 		}
 		for (uint32_t i = 0; i < s->depth; i++)
-			ids[i] = loc_id(r, s->pcs[i], i > 0);
+			ids[i] =
+			    loc_id(r, s->pcs[i], i > 0 || p->leaf_is_return);
 		size_t m = pp_pb_start(&r->pb);
 		pp_pb_uint64s(&r->pb, SAMPLE_LOCATION_ID, ids, s->depth);
 		pp_pb_int64s(&r->pb, SAMPLE_VALUE, s->values, p->ntypes);
@@ -384,4 +385,17 @@ done:
 	free(r.mapping_used);
 	free(r.synthetic);
 	return r.err;
+}
+
+int pp_pprof_render_body(const struct pp_profile *p, char **body, size_t *len)
+{
+	struct pp_buf out = {0};
+	struct pp_symtab *st = pp_symtab_acquire();
+	int rc = st ? pp_pprof_render(p, st, 1, &out) : -ENOMEM;
+	if (st)
+		pp_symtab_release(st);
+	*len = 0;
+	*body = rc ? NULL : pp_buf_take(&out, len);
+	pp_buf_free(&out);
+	return *body ? 0 : rc ? rc : -ENOMEM;
 }

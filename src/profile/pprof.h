@@ -16,4 +16,8 @@
 int pp_pprof_render(const struct pp_profile *p, struct pp_symtab *st,
                     int gzip_level, struct pp_buf *out);
 
+/* Render p symbolized (taking the process's symbol table) at gzip level
+ * 1 into a malloc'ed body. 0 or a negative errno. */
+int pp_pprof_render_body(const struct pp_profile *p, char **body, size_t *len);
+
 #endif

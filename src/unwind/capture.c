@@ -86,6 +86,58 @@ static unsigned capture_libunwind(ucontext_t *uc, uintptr_t *pcs, unsigned max,
 	}
 }
 
+unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
+                                int *why)
+{
+	/* Frames above `from` are the profiler's own: a few, whatever the
+	 * compiler inlined. More than this and `from` was not on the way. */
+	enum { MAX_SKIP = 16 };
+	unw_context_t ctx;
+	unw_cursor_t cursor;
+	unw_word_t ip;
+	unsigned n = 0, frame = 0;
+
+	*why = PP_UNWIND_FAILED;
+	if (max == 0)
+		return 0;
+	unw_getcontext(&ctx);
+	pp_registry_enter();
+	if (unw_init_local(&cursor, &ctx) < 0)
+		goto out;
+	for (;; frame++) {
+		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) {
+			if (n)
+				*why = PP_UNWIND_OK;
+			break;
+		}
+		if (n == 0 && (uintptr_t)ip != from && frame >= MAX_SKIP)
+			break;
+		if (n || (uintptr_t)ip == from) {
+			pcs[n++] = (uintptr_t)ip;
+			if (n == max) {
+				*why = PP_UNWIND_TRUNCATED;
+				break;
+			}
+		}
+		/* Every frame but this function's own holds a return
+		 * address. */
+		if (!pp_registry_covers((uintptr_t)ip - (frame > 0))) {
+			*why = PP_UNWIND_UNKNOWN_CODE;
+			break;
+		}
+		int rc = unw_step(&cursor);
+		if (rc <= 0) {
+			*why = rc == 0 && n ? PP_UNWIND_OK : PP_UNWIND_FAILED;
+			break;
+		}
+	}
+out:
+	pp_registry_leave();
+	if (n == 0)
+		pcs[n++] = from;
+	return n;
+}
+
 unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
                            uintptr_t *pcs, unsigned max, int *why)
 {

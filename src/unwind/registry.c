@@ -52,6 +52,7 @@ static struct image *images;
 static size_t nimages, cap_images;
 static unsigned long long last_adds, last_subs;
 static int initialized;
+static int users; /* pp_unwind_init calls not yet matched by a shutdown */
 
 /* Things replaced while a handler might still hold them. */
 static void **retired;
@@ -317,6 +318,8 @@ int pp_unwind_init(void)
 	pthread_mutex_lock(&lock);
 	refresh_locked();
 	int ok = atomic_load(&published) != NULL;
+	if (ok)
+		users++;
 	pthread_mutex_unlock(&lock);
 	return ok ? 0 : -ENOMEM;
 }
@@ -331,6 +334,10 @@ void pp_unwind_refresh(void)
 void pp_unwind_shutdown(void)
 {
 	pthread_mutex_lock(&lock);
+	if (users > 0 && --users > 0) {
+		pthread_mutex_unlock(&lock);
+		return; /* another profiler still unwinds */
+	}
 	for (size_t i = 0; i < nimages; i++) {
 		_U_dyn_cancel(images[i].di);
 		retire(images[i].di);
@@ -341,6 +348,9 @@ void pp_unwind_shutdown(void)
 	free(images);
 	images = NULL;
 	cap_images = 0;
+	/* The last user made sure no capture runs any more. */
+	for (size_t i = 0; i < nretired; i++)
+		free(retired[i]);
 	free(retired);
 	retired = NULL;
 	nretired = cap_retired = 0;

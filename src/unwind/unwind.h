@@ -31,13 +31,23 @@ enum pp_unwind_result {
 unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
                            uintptr_t *pcs, unsigned max, int *why);
 
+/* Hot context, but not a signal handler: the allocating thread inside a
+ * malloc wrapper. Capture the calling thread's own stack with libunwind,
+ * starting at the frame whose pc is `from` (the wrapper's return address:
+ * the wrapper and the profiler's frames are left out), leaf first. When
+ * `from` is not met, pcs holds just `from` and *why says why. */
+unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
+                                int *why);
+
 /* Agent context. Set libunwind up for signal-safe use and take the first
- * snapshot. 0 or a negative errno. */
+ * snapshot. Each profiler that captures stacks calls it once and
+ * pp_unwind_shutdown once when it no longer can. 0 or a negative errno. */
 int pp_unwind_init(void);
 /* Agent context. Bring the snapshot up to date after dlopen/dlclose; cheap
  * when nothing changed. */
 void pp_unwind_refresh(void);
-/* Agent context, once no handler can run any more: free everything. */
+/* Agent context, once no capture of this user can run any more; the last
+ * user's call frees everything. */
 void pp_unwind_shutdown(void);
 
 /* In a forked child: reset what the parent's threads may have held. */

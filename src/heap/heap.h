@@ -1,0 +1,81 @@
+/*
+ * The heap profiler: the malloc family interposed (interpose.c), a Poisson
+ * sampler with a per-thread byte countdown (sample.c), the tables of sampled
+ * allocations (table.c), and the agent side (heap.c) that snapshots them and
+ * builds /heap and /allocs profiles. Agent context except where noted.
+ */
+#ifndef PP_HEAP_H
+#define PP_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct pp_heap_settings {
+	uint64_t rate; /* mean bytes between samples; 0: sampling off */
+	unsigned max_depth;
+};
+
+/* Start sampling (rate > 0) and the heap worker thread. Allocations made
+ * before are not known to the profile. 0 or a negative errno, with a
+ * sentence in err. */
+int pp_heap_start(const struct pp_heap_settings *s, char *err, size_t errlen);
+/* Stop sampling, cancel pending requests (their done callbacks run), join
+ * the worker and forget every record. */
+void pp_heap_stop(void);
+/* In a forked child (async-signal-safe): the worker does not exist here;
+ * sampling goes on (the child inherited the parent's heap). */
+void pp_heap_forget_in_child(void);
+
+/* Hot context safe. The calling thread is one of the agent's: its
+ * allocations are never sampled. */
+void pp_heap_agent_thread(void);
+
+enum pp_heap_view {
+	PP_HEAP_INUSE,  /* /heap: no default sample type (tools show inuse) */
+	PP_HEAP_ALLOCS, /* /allocs: default sample type alloc_space */
+};
+
+struct pp_heap_query {
+	enum pp_heap_view view;
+	unsigned seconds; /* > 0: a delta profile over the next seconds */
+	int peak;         /* what was live at the peak */
+	int peak_reset;   /* ... and start a new peak from now */
+};
+
+struct pp_heap_job;
+typedef void (*pp_heap_done_fn)(void *arg);
+
+/* Ask for a heap profile. It is built on the heap worker thread (symbolizing
+ * may take a while) and `done` is called there when it is ready; a delta
+ * profile is ready `seconds` later. client_fd, when >= 0, is watched while
+ * waiting: when the client hangs up the job is cancelled. Errors: -EBUSY
+ * (too many pending), -ENOMEM, -ESHUTDOWN (not running), with err set. */
+int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
+                     pp_heap_done_fn done, void *arg, struct pp_heap_job **out,
+                     char *err, size_t errlen);
+void pp_heap_job_release(struct pp_heap_job *j);
+/* After done: the gzipped profile (handed over: free() it), or -ECANCELED,
+ * -ENOMEM, ... */
+int pp_heap_job_take(struct pp_heap_job *j, char **body, size_t *len);
+
+struct pp_heap_stats {
+	int running;
+	uint64_t rate;
+	uint64_t sampled; /* sampled allocations since start */
+	uint64_t sampled_freed;
+	uint64_t live_objects; /* sampled objects still live */
+	uint64_t inuse_bytes;  /* estimated (unsampled) in-use bytes */
+	uint64_t peak_bytes;   /* highest inuse_bytes since start or reset */
+	double peak_time;      /* when, seconds since the epoch; 0: never */
+	uint64_t stacks, buckets;
+	uint64_t table_bytes; /* memory the tables hold */
+	uint64_t dropped;     /* samples dropped: table full or no memory */
+	uint64_t unwind_truncated, unwind_unknown_code, unwind_failed;
+	uint64_t unwind_ns_total, unwind_ns_max;
+	uint64_t
+	    false_hits; /* frees that passed the filter but were not sampled */
+	unsigned pending; /* requests being built or waiting */
+};
+void pp_heap_stats(struct pp_heap_stats *out);
+
+#endif

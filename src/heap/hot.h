@@ -1,0 +1,72 @@
+/*
+ * What the malloc wrappers (interpose.c) share with the sampler (sample.c).
+ * HOT/UNSAFE CONTEXT: all of it runs inside the application's allocations.
+ */
+#ifndef PP_HEAP_HOT_H
+#define PP_HEAP_HOT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-thread sampler state. Initial-exec TLS: reaching it never calls the
+ * TLS resolver, which may itself allocate. All zero in a new thread. */
+struct pp_heap_tls {
+	int64_t countdown;   /* bytes left before the next sample */
+	uint64_t armed_rate; /* the rate countdown was drawn for; 0: none */
+	uint64_t rng;
+	int busy;  /* inside the sampler: nested allocations pass through */
+	int agent; /* an agent thread: never sampled */
+};
+extern __thread struct pp_heap_tls pp_heap_tls
+    __attribute__((tls_model("initial-exec")));
+
+/*
+ * The free filter: one bit per 16-byte granule of address space, modulo
+ * 16 MiB (2^20 bits, 128 KiB). A bit is set while a sampled allocation
+ * starts in that granule (and for the bootstrap allocations). A free whose
+ * bit is clear — nearly all of them — was not sampled: one load and a
+ * branch. A set bit sends the free to the exact table.
+ */
+#define PP_HEAP_FILTER_BITS (1u << 20)
+extern _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
+
+static inline uint32_t pp_heap_slot(const void *p)
+{
+	return (uint32_t)((uintptr_t)p >> 4) & (PP_HEAP_FILTER_BITS - 1);
+}
+
+static inline int pp_heap_filter_hit(const void *p)
+{
+	uint32_t i = pp_heap_slot(p);
+	return (int)(atomic_load_explicit(&pp_heap_filter[i >> 6],
+	                                  memory_order_relaxed) >>
+	             (i & 63)) &
+	       1;
+}
+
+/* The slow path of an allocation whose size used up the countdown: draw
+ * the next countdown and, when sampling, record p (unless NULL). from is
+ * the wrapper's return address. Returns p. */
+void *pp_heap_sampled(void *p, size_t size, uintptr_t from);
+
+/* A free (or realloc) of p passed the filter: if p was sampled, remove its
+ * record now, before the memory can be reused. */
+void pp_heap_free_hit(void *p);
+
+/* realloc of a pointer that passed the filter: take its record out before
+ * the real realloc, then settle: freed (the old block is gone) or not (the
+ * realloc failed: the record goes back). */
+struct pp_heap_taken {
+	void *ptr;
+	uint32_t bucket;
+	int found;
+};
+void pp_heap_take(void *p, struct pp_heap_taken *t);
+void pp_heap_settle(const struct pp_heap_taken *t, int freed);
+
+/* Set by the wrappers' bootstrap: a granule range whose filter bits must
+ * never be cleared (memory served before the next allocator was found). */
+void pp_heap_protect_slots(uint32_t first, uint32_t count);
+
+#endif

@@ -1,0 +1,427 @@
+/*
+ * The malloc family, interposed. HOT/UNSAFE CONTEXT: every allocation of the
+ * process comes through here, on any thread, inside any code.
+ *
+ * Each wrapper forwards to the next allocator in the chain (RTLD_NEXT: glibc,
+ * or a jemalloc/tcmalloc the host loads after us), then spends a decrement
+ * and a branch on the sampler's countdown; a free spends one load and a
+ * branch on the filter. Everything else is in sample.c, off the fast path.
+ *
+ * Bootstrap: finding the next allocator calls dlsym, which may itself
+ * allocate. While that runs, allocations are served from a static arena;
+ * its blocks are marked in the free filter, so free() recognises them and
+ * drops them (they are never handed to the real allocator), and realloc()
+ * copies them out.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "heap/hot.h"
+#include "pullprof.h"
+
+#define RA() ((uintptr_t)__builtin_return_address(0))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- bootstrap ----------------------------------------------------------- */
+
+#define BOOT_SIZE (256u << 10)
+static _Alignas(4096) unsigned char boot_area[BOOT_SIZE];
+static atomic_size_t boot_used;
+static atomic_int resolve_state; /* 0 not yet, 1 resolving, 2 done */
+
+static int in_boot(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)boot_area < BOOT_SIZE;
+}
+
+/* A block of the arena: a 16-byte header holding the size, then the data
+ * at the asked alignment (at least 16). NULL when the arena is used up. */
+static void *boot_alloc(size_t n, size_t align)
+{
+	if (align < 16)
+		align = 16;
+	if (n > BOOT_SIZE || align > 4096)
+		return NULL;
+	size_t used = atomic_load(&boot_used), start, end;
+	do {
+		start = (used + 16 + align - 1) & ~(align - 1);
+		end = (start + n + 15) & ~(size_t)15;
+		if (end > BOOT_SIZE)
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&boot_used, &used, end));
+	unsigned char *p = boot_area + start;
+	memcpy(p - sizeof n, &n, sizeof n);
+	/* Blocks are never freed: the granules stay marked forever. */
+	pp_heap_protect_slots(pp_heap_slot(p), (uint32_t)((end - start) / 16));
+	return p;
+}
+
+static size_t boot_size(const void *p)
+{
+	size_t n;
+	memcpy(&n, (const unsigned char *)p - sizeof n, sizeof n);
+	return n;
+}
+
+/* ---- the next allocator -------------------------------------------------- */
+
+static void *first_malloc(size_t n);
+static void first_free(void *p);
+static void *first_calloc(size_t n, size_t m);
+static void *first_realloc(void *p, size_t n);
+static int first_posix_memalign(void **out, size_t a, size_t n);
+static void *first_memalign(size_t a, size_t n);
+static size_t first_usable(void *p);
+
+static struct {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	/* Only when the allocator of malloc defines them itself: glibc's
+	 * would hand its own blocks to another allocator's free. NULL means
+	 * "emulate with posix_memalign". */
+	void *(*memalign)(size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*usable)(void *);
+} next = {
+    first_malloc,
+    first_free,
+    first_calloc,
+    first_realloc,
+    first_posix_memalign,
+    first_memalign,
+    NULL,
+    NULL,
+    NULL,
+    first_usable,
+};
+
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+
+/* The symbol `name` of the next object, when it lives in the same object
+ * as that next object's malloc (or any object, when base is NULL). */
+static void *next_sym(const char *name, const void *base)
+{
+	void *f = dlsym(RTLD_NEXT, name);
+	Dl_info info;
+	if (f && base && (!dladdr(f, &info) || info.dli_fbase != base))
+		return NULL;
+	return f;
+}
+
+static int memalign_glibc(void **out, size_t a, size_t n)
+{
+	void *p = __libc_memalign(a, n);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+static size_t usable_none(void *p)
+{
+	(void)p;
+	return 0;
+}
+
+static void resolve(void)
+{
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&resolve_state, &expected, 1)) {
+		/* Another thread resolves: wait for it (the resolving thread
+		 * itself never gets here, its nested calls use the arena). */
+		while (atomic_load(&resolve_state) != 2)
+			sched_yield();
+		return;
+	}
+	void *m = dlsym(RTLD_NEXT, "malloc");
+	Dl_info info;
+	const void *base = m && dladdr(m, &info) ? info.dli_fbase : NULL;
+	if (m && base) {
+		next.malloc = (void *(*)(size_t))m;
+		next.free = (void (*)(void *))next_sym("free", NULL);
+		next.calloc =
+		    (void *(*)(size_t, size_t))next_sym("calloc", NULL);
+		next.realloc =
+		    (void *(*)(void *, size_t))next_sym("realloc", NULL);
+		next.posix_memalign =
+		    (int (*)(void **, size_t, size_t))next_sym("posix_memalign",
+		                                               NULL);
+		next.memalign =
+		    (void *(*)(size_t, size_t))next_sym("memalign", base);
+		next.aligned_alloc =
+		    (void *(*)(size_t, size_t))next_sym("aligned_alloc", base);
+		next.valloc = (void *(*)(size_t))next_sym("valloc", base);
+		next.pvalloc = (void *(*)(size_t))next_sym("pvalloc", base);
+		next.usable =
+		    (size_t(*)(void *))next_sym("malloc_usable_size", NULL);
+	}
+	/* No next object (a fully static link): glibc's own entry points. */
+	if (!m || !base || !next.free || !next.calloc || !next.realloc) {
+		next.malloc = __libc_malloc;
+		next.free = __libc_free;
+		next.calloc = __libc_calloc;
+		next.realloc = __libc_realloc;
+		next.posix_memalign = memalign_glibc;
+		next.memalign = __libc_memalign;
+		next.aligned_alloc = NULL;
+		next.valloc = NULL;
+		next.pvalloc = NULL;
+		next.usable = NULL;
+	}
+	if (!next.posix_memalign)
+		next.posix_memalign = memalign_glibc;
+	if (!next.usable)
+		next.usable = usable_none;
+	atomic_store(&resolve_state, 2);
+}
+
+/* The first call of each entry: resolve, or serve from the arena when this
+ * is dlsym allocating during the resolution. */
+static int resolving_here(void)
+{
+	if (atomic_load(&resolve_state) == 1) {
+		/* Nested in dlsym, or another thread during the few
+		 * microseconds of resolution: the arena serves both. */
+		return 1;
+	}
+	resolve();
+	return 0;
+}
+
+static void *first_malloc(size_t n)
+{
+	return resolving_here() ? boot_alloc(n, 16) : next.malloc(n);
+}
+
+static void first_free(void *p)
+{
+	if (in_boot(p))
+		return;
+	if (!resolving_here())
+		next.free(p);
+}
+
+static void *first_calloc(size_t n, size_t m)
+{
+	size_t bytes;
+	if (!resolving_here())
+		return next.calloc(n, m);
+	if (__builtin_mul_overflow(n, m, &bytes))
+		return NULL;
+	return boot_alloc(bytes, 16); /* static memory: already zero */
+}
+
+static void *first_realloc(void *p, size_t n)
+{
+	if (!resolving_here())
+		return next.realloc(p, n);
+	void *q = boot_alloc(n, 16);
+	if (q && p)
+		memcpy(q, p, in_boot(p) && boot_size(p) < n ? boot_size(p) : n);
+	return q;
+}
+
+static int first_posix_memalign(void **out, size_t a, size_t n)
+{
+	if (!resolving_here())
+		return next.posix_memalign(out, a, n);
+	void *p = boot_alloc(n, a);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+static void *first_memalign(size_t a, size_t n)
+{
+	if (!resolving_here())
+		return next.memalign(a, n);
+	return boot_alloc(n, a);
+}
+
+static size_t first_usable(void *p)
+{
+	if (in_boot(p))
+		return boot_size(p);
+	if (resolving_here())
+		return 0; /* nothing but the arena has been handed out */
+	return next.usable(p);
+}
+
+/* ---- the wrappers -------------------------------------------------------- */
+
+/* The allocation of n bytes just made (p, maybe NULL) uses up part of the
+ * countdown; the rest is the sampler's. */
+#define ACCOUNT(p, n, from)                                                    \
+	do {                                                                   \
+		if (LIKELY((pp_heap_tls.countdown -= (int64_t)(n)) > 0))       \
+			return (p);                                            \
+		return pp_heap_sampled((p), (n), (from));                      \
+	} while (0)
+
+PULLPROF_API void *malloc(size_t n)
+{
+	void *p = next.malloc(n);
+	ACCOUNT(p, n, RA());
+}
+
+static void free_hit(void *p)
+{
+	if (in_boot(p))
+		return; /* the arena's memory is never given back */
+	pp_heap_free_hit(p);
+	next.free(p);
+}
+
+PULLPROF_API void free(void *p)
+{
+	if (UNLIKELY(pp_heap_filter_hit(p))) {
+		free_hit(p);
+		return;
+	}
+	next.free(p);
+}
+
+PULLPROF_API void *calloc(size_t n, size_t m)
+{
+	void *p = next.calloc(n, m);
+	size_t bytes;
+	if (UNLIKELY(__builtin_mul_overflow(n, m, &bytes)))
+		return p; /* NULL: calloc checked it too */
+	ACCOUNT(p, bytes, RA());
+}
+
+static void *realloc_hit(void *old, size_t n, uintptr_t from)
+{
+	void *p;
+	if (in_boot(old)) {
+		/* Out of the arena into the real allocator. */
+		size_t have = boot_size(old);
+		p = next.malloc(n);
+		if (p)
+			memcpy(p, old, have < n ? have : n);
+	} else {
+		struct pp_heap_taken t;
+		pp_heap_take(old, &t);
+		p = next.realloc(old, n);
+		/* NULL for n > 0 means it failed and old is still there;
+		 * realloc(old, 0) may free old and answer NULL. */
+		pp_heap_settle(&t, p != NULL || n == 0);
+	}
+	if ((pp_heap_tls.countdown -= (int64_t)n) > 0)
+		return p;
+	return pp_heap_sampled(p, n, from);
+}
+
+PULLPROF_API void *realloc(void *old, size_t n)
+{
+	if (UNLIKELY(pp_heap_filter_hit(old)))
+		return realloc_hit(old, n, RA());
+	void *p = next.realloc(old, n);
+	ACCOUNT(p, n, RA());
+}
+
+PULLPROF_API void *reallocarray(void *old, size_t n, size_t m)
+{
+	size_t bytes;
+	if (__builtin_mul_overflow(n, m, &bytes)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* Not the next allocator's reallocarray: glibc's would call its own
+	 * realloc on another allocator's block. */
+	if (UNLIKELY(pp_heap_filter_hit(old)))
+		return realloc_hit(old, bytes, RA());
+	void *p = next.realloc(old, bytes);
+	ACCOUNT(p, bytes, RA());
+}
+
+PULLPROF_API int posix_memalign(void **out, size_t a, size_t n)
+{
+	int rc = next.posix_memalign(out, a, n);
+	if (rc)
+		return rc;
+	if (LIKELY((pp_heap_tls.countdown -= (int64_t)n) > 0))
+		return 0;
+	pp_heap_sampled(*out, n, RA());
+	return 0;
+}
+
+/* memalign and friends through posix_memalign, for allocators that lack
+ * them: glibc's semantics (any alignment, rounded up to a power of two). */
+static void *emulate_memalign(size_t a, size_t n)
+{
+	void *p;
+	size_t al = sizeof(void *);
+	while (al < a && al < ((size_t)1 << 62))
+		al <<= 1;
+	int rc = next.posix_memalign(&p, al, n);
+	if (rc) {
+		errno = rc;
+		return NULL;
+	}
+	return p;
+}
+
+PULLPROF_API void *memalign(size_t a, size_t n)
+{
+	void *p = next.memalign ? next.memalign(a, n) : emulate_memalign(a, n);
+	ACCOUNT(p, n, RA());
+}
+
+PULLPROF_API void *aligned_alloc(size_t a, size_t n)
+{
+	void *p = next.aligned_alloc ? next.aligned_alloc(a, n)
+	                             : emulate_memalign(a, n);
+	ACCOUNT(p, n, RA());
+}
+
+PULLPROF_API void *valloc(size_t n)
+{
+	void *p = next.valloc ? next.valloc(n)
+	                      : emulate_memalign((size_t)getpagesize(), n);
+	ACCOUNT(p, n, RA());
+}
+
+PULLPROF_API void *pvalloc(size_t n)
+{
+	size_t page = (size_t)getpagesize();
+	if (next.pvalloc) {
+		void *p = next.pvalloc(n);
+		ACCOUNT(p, n, RA());
+	}
+	size_t rounded;
+	if (__builtin_add_overflow(n, page - 1, &rounded)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rounded &= ~(page - 1);
+	void *p = emulate_memalign(page, rounded ? rounded : page);
+	ACCOUNT(p, n, RA());
+}
+
+PULLPROF_API size_t malloc_usable_size(void *p)
+{
+	if (!p)
+		return 0;
+	if (UNLIKELY(in_boot(p)))
+		return boot_size(p);
+	return next.usable(p);
+}

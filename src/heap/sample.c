@@ -1,0 +1,150 @@
+/*
+ * The heap sampler's slow path. HOT/UNSAFE CONTEXT: runs in the allocating
+ * thread, inside malloc. It never allocates (nested allocations of the
+ * unwinder pass through, marked busy), keeps errno, and takes only the
+ * table lock, never while calling out.
+ *
+ * Sampling is a Poisson process over allocated bytes: each thread counts
+ * down a distance drawn from an exponential distribution of mean `rate`
+ * bytes; the allocation that crosses zero is sampled, so an allocation of
+ * s bytes is sampled with probability 1 - exp(-s / rate), whatever the
+ * sizes around it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "heap/heap.h"
+#include "heap/hot.h"
+#include "heap/sample.h"
+#include "heap/table.h"
+#include "unwind/unwind.h"
+
+/* A thread with sampling off looks again after this many bytes, so it
+ * joins in soon after sampling starts. */
+#define RECHECK_BYTES (64 << 10)
+#define MAX_STACK 512
+
+__thread struct pp_heap_tls pp_heap_tls
+    __attribute__((tls_model("initial-exec")));
+
+static _Atomic uint64_t rate_now; /* 0: off */
+static atomic_uint depth_now;
+static atomic_int inside; /* captures in flight */
+
+static uint64_t next_random(struct pp_heap_tls *t)
+{
+	if (!t->rng) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		t->rng = ((uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15ull) ^
+		         ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec;
+		if (!t->rng)
+			t->rng = 1;
+	}
+	/* xorshift64* */
+	t->rng ^= t->rng >> 12;
+	t->rng ^= t->rng << 25;
+	t->rng ^= t->rng >> 27;
+	return t->rng * 0x2545f4914f6cdd1dull;
+}
+
+/* Bytes to the next sample: exponential with mean rate (rate 1: every
+ * allocation). */
+static int64_t draw(struct pp_heap_tls *t, uint64_t rate)
+{
+	if (rate <= 1)
+		return 0;
+	/* u in [0, 1): -log(1 - u) is exponential with mean 1. */
+	double u = (double)(next_random(t) >> 11) * 0x1p-53;
+	return (int64_t)(-log1p(-u) * (double)rate);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void record(void *p, size_t size, uintptr_t from)
+{
+	uintptr_t pcs[MAX_STACK];
+	int saved = errno;
+
+	atomic_fetch_add(&inside, 1);
+	/* Checked after counting ourselves in: stop waits for us. */
+	if (atomic_load(&rate_now)) {
+		unsigned max =
+		    atomic_load_explicit(&depth_now, memory_order_relaxed);
+		int why;
+		uint64_t t0 = thread_cpu_ns();
+		unsigned n = pp_unwind_capture_here(
+		    from, pcs, max && max < MAX_STACK ? max : MAX_STACK, &why);
+		pp_heap_table_record(p, size, pcs, n, why,
+		                     thread_cpu_ns() - t0);
+	}
+	atomic_fetch_sub(&inside, 1);
+	errno = saved;
+}
+
+void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
+{
+	struct pp_heap_tls *t = &pp_heap_tls;
+	if (t->agent) {
+		t->countdown = INT64_MAX;
+		return p;
+	}
+	uint64_t rate = atomic_load_explicit(&rate_now, memory_order_relaxed);
+	if (rate != t->armed_rate) {
+		/* First allocation of this thread, or the rate changed: the
+		 * process starts here, this allocation included. */
+		t->armed_rate = rate;
+		if (!rate) {
+			t->countdown = RECHECK_BYTES;
+			return p;
+		}
+		t->countdown = draw(t, rate) - (int64_t)size;
+		if (t->countdown > 0)
+			return p;
+	}
+	if (!rate) {
+		t->countdown = RECHECK_BYTES;
+		return p;
+	}
+	t->countdown = draw(t, rate);
+	/* A zero-byte block has no chance of being sampled: no estimate can
+	 * be made from it (rate 1 records everything). */
+	if (!p || t->busy || (size == 0 && rate > 1))
+		return p;
+	t->busy = 1;
+	record(p, size, from);
+	t->busy = 0;
+	return p;
+}
+
+void pp_heap_agent_thread(void)
+{
+	pp_heap_tls.agent = 1;
+	pp_heap_tls.countdown = INT64_MAX;
+}
+
+void pp_heap_sampling_set(uint64_t rate, unsigned max_depth)
+{
+	atomic_store(&depth_now, max_depth);
+	atomic_store(&rate_now, rate);
+}
+
+void pp_heap_sampling_quiesce(void)
+{
+	struct timespec ms = {0, 100000};
+	while (atomic_load(&inside))
+		nanosleep(&ms, NULL);
+}
+
+void pp_heap_sampling_forget_in_child(void)
+{
+	/* Captures of threads that do not exist here never finish. */
+	atomic_store(&inside, 0);
+}

@@ -1,0 +1,623 @@
+/*
+ * The tables of sampled allocations. HOT/UNSAFE CONTEXT for everything the
+ * allocating threads call (record, free_hit, take, settle): they take the
+ * one table lock but never allocate — the tables live in memory mapped
+ * here, so no call can recurse into malloc while the lock is held. The
+ * snapshot and stats are agent context and allocate only outside the lock.
+ *
+ * Peak: every bucket keeps, lazily, its counters as they were at the latest
+ * peak. The peak moves only when a sampled allocation raises the estimated
+ * in-use total — on the sampled path, never on the fast path — and a move
+ * just bumps a generation number: a bucket touched after the move saves
+ * its counters first, one untouched since still holds them.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "heap/hot.h"
+#include "heap/table.h"
+#include "unwind/unwind.h"
+#include "util/hash.h"
+
+/* Bounds: past them samples are dropped and counted. */
+#define MAX_BUCKETS (1u << 20)
+#define MAX_STACKS (1u << 20)
+#define MAX_POOL_BYTES ((size_t)128 << 20)
+#define POOL_CHUNK ((size_t)1 << 20)
+#define SLOT_SATURATED 0xffff
+
+_Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
+
+struct bucket {
+	uint64_t size;
+	uint32_t stack, next; /* next: index + 1 in the hash chain */
+	uint64_t allocs, frees;
+	uint64_t peak_allocs, peak_frees, peak_gen;
+};
+
+struct stack {
+	uint64_t hash;
+	const uintptr_t *pcs;
+	uint32_t depth, next;
+	int truncated;
+};
+
+struct live {
+	uintptr_t ptr; /* 0: empty */
+	uint32_t bucket;
+};
+
+struct chunk {
+	struct chunk *next;
+	size_t used, cap; /* in words */
+	uintptr_t words[];
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint boot_first, boot_count;
+
+static struct {
+	int open;
+	uint64_t rate;
+	struct bucket *b;
+	size_t nb, cap_b;
+	uint32_t *bhead;
+	size_t cap_bhead;
+	struct stack *s;
+	size_t ns, cap_s;
+	uint32_t *shead;
+	size_t cap_shead;
+	struct live *live;
+	size_t nlive, cap_live;
+	struct chunk *pool;
+	size_t pool_bytes;
+	uint16_t *slots; /* live sampled blocks per filter bit */
+	double inuse, peak, peak_time;
+	uint64_t gen;
+	/* stats */
+	uint64_t sampled, freed, dropped, false_hits;
+	uint64_t truncated, unknown_code, failed;
+	uint64_t unwind_ns_total, unwind_ns_max;
+} T;
+
+static void *map(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
+}
+
+/* Grow an array of elem-sized entries to hold need of them (capacities are
+ * powers of two from 4096, so sizes stay page multiples). */
+static int grow(void **arr, size_t *cap, size_t elem, size_t need)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap : 4096;
+	while (ncap < need)
+		ncap *= 2;
+	void *p = *arr ? mremap(*arr, *cap * elem, ncap * elem, MREMAP_MAYMOVE)
+	               : map(ncap * elem);
+	if (!p || p == MAP_FAILED)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+/* A fresh, zeroed head array of cap entries replacing *heads. */
+static int new_heads(uint32_t **heads, size_t *cap, size_t ncap)
+{
+	uint32_t *h = map(ncap * sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	unmap(*heads, *cap * sizeof **heads);
+	*heads = h;
+	*cap = ncap;
+	return 0;
+}
+
+/* ---- the filter ---------------------------------------------------------- */
+
+static int protected_slot(uint32_t i)
+{
+	return ((i - atomic_load_explicit(&boot_first, memory_order_relaxed)) &
+	        (PP_HEAP_FILTER_BITS - 1)) <
+	       atomic_load_explicit(&boot_count, memory_order_relaxed);
+}
+
+static void set_bit(uint32_t i)
+{
+	atomic_fetch_or_explicit(&pp_heap_filter[i >> 6], 1ull << (i & 63),
+	                         memory_order_release);
+}
+
+void pp_heap_protect_slots(uint32_t first, uint32_t count)
+{
+	/* The arena is one range growing upwards from its first block. */
+	if (atomic_load(&boot_count) == 0)
+		atomic_store(&boot_first, first);
+	uint32_t end =
+	    ((first - atomic_load(&boot_first)) & (PP_HEAP_FILTER_BITS - 1)) +
+	    count;
+	if (end > atomic_load(&boot_count))
+		atomic_store(&boot_count, end);
+	for (uint32_t k = 0; k < count; k++)
+		set_bit((first + k) & (PP_HEAP_FILTER_BITS - 1));
+}
+
+static void slot_add(const void *p)
+{
+	uint32_t i = pp_heap_slot(p);
+	if (T.slots[i] == SLOT_SATURATED)
+		return;
+	if (T.slots[i]++ == 0)
+		set_bit(i);
+}
+
+static void slot_remove(const void *p)
+{
+	uint32_t i = pp_heap_slot(p);
+	if (T.slots[i] == SLOT_SATURATED || T.slots[i] == 0)
+		return;
+	if (--T.slots[i] == 0 && !protected_slot(i))
+		atomic_fetch_and_explicit(&pp_heap_filter[i >> 6],
+		                          ~(1ull << (i & 63)),
+		                          memory_order_relaxed);
+}
+
+/* ---- stacks and buckets -------------------------------------------------- */
+
+static const uintptr_t *pool_copy(const uintptr_t *pcs, unsigned n)
+{
+	struct chunk *c = T.pool;
+	if (!c || c->cap - c->used < n) {
+		if (T.pool_bytes + POOL_CHUNK > MAX_POOL_BYTES)
+			return NULL;
+		c = map(POOL_CHUNK);
+		if (!c)
+			return NULL;
+		c->next = T.pool;
+		c->used = 0;
+		c->cap = (POOL_CHUNK - sizeof *c) / sizeof(uintptr_t);
+		T.pool = c;
+		T.pool_bytes += POOL_CHUNK;
+	}
+	uintptr_t *dst = c->words + c->used;
+	memcpy(dst, pcs, n * sizeof *pcs);
+	c->used += n;
+	return dst;
+}
+
+static void rehash_stacks(void)
+{
+	for (size_t i = 0; i < T.ns; i++) {
+		size_t h = T.s[i].hash & (T.cap_shead - 1);
+		T.s[i].next = T.shead[h];
+		T.shead[h] = (uint32_t)i + 1;
+	}
+}
+
+static long stack_id(const uintptr_t *pcs, unsigned depth, int truncated)
+{
+	uint64_t h =
+	    pp_hash_bytes(pcs, depth * sizeof *pcs) ^ (uint64_t)truncated;
+	for (uint32_t k = T.cap_shead ? T.shead[h & (T.cap_shead - 1)] : 0; k;
+	     k = T.s[k - 1].next) {
+		const struct stack *s = &T.s[k - 1];
+		if (s->hash == h && s->depth == depth &&
+		    s->truncated == truncated &&
+		    memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0)
+			return (long)k - 1;
+	}
+	if (T.ns >= MAX_STACKS ||
+	    grow((void **)&T.s, &T.cap_s, sizeof *T.s, T.ns + 1))
+		return -1;
+	if (T.ns + 1 > T.cap_shead / 2) {
+		if (new_heads(&T.shead, &T.cap_shead,
+		              T.cap_shead ? T.cap_shead * 2 : 8192))
+			return -1;
+		rehash_stacks();
+	}
+	const uintptr_t *copy = pool_copy(pcs, depth);
+	if (!copy)
+		return -1;
+	struct stack *s = &T.s[T.ns];
+	*s = (struct stack){h, copy, depth, 0, truncated};
+	size_t slot = h & (T.cap_shead - 1);
+	s->next = T.shead[slot];
+	T.shead[slot] = (uint32_t)++T.ns;
+	return (long)T.ns - 1;
+}
+
+static uint64_t bucket_hash(uint32_t stack, uint64_t size)
+{
+	return pp_hash_u64((uint64_t)stack * 0x9e3779b97f4a7c15ull ^ size);
+}
+
+static void rehash_buckets(void)
+{
+	for (size_t i = 0; i < T.nb; i++) {
+		size_t h =
+		    bucket_hash(T.b[i].stack, T.b[i].size) & (T.cap_bhead - 1);
+		T.b[i].next = T.bhead[h];
+		T.bhead[h] = (uint32_t)i + 1;
+	}
+}
+
+static long bucket_id(uint32_t stack, uint64_t size)
+{
+	uint64_t h = bucket_hash(stack, size);
+	for (uint32_t k = T.cap_bhead ? T.bhead[h & (T.cap_bhead - 1)] : 0; k;
+	     k = T.b[k - 1].next)
+		if (T.b[k - 1].stack == stack && T.b[k - 1].size == size)
+			return (long)k - 1;
+	if (T.nb >= MAX_BUCKETS ||
+	    grow((void **)&T.b, &T.cap_b, sizeof *T.b, T.nb + 1))
+		return -1;
+	if (T.nb + 1 > T.cap_bhead / 2) {
+		if (new_heads(&T.bhead, &T.cap_bhead,
+		              T.cap_bhead ? T.cap_bhead * 2 : 8192))
+			return -1;
+		rehash_buckets();
+	}
+	struct bucket *b = &T.b[T.nb];
+	memset(b, 0, sizeof *b);
+	b->size = size;
+	b->stack = stack;
+	b->peak_gen = T.gen;
+	size_t slot = h & (T.cap_bhead - 1);
+	b->next = T.bhead[slot];
+	T.bhead[slot] = (uint32_t)++T.nb;
+	return (long)T.nb - 1;
+}
+
+/* Before changing a bucket: if the peak moved since it last changed, its
+ * counters now are its counters at the peak. */
+static void before_change(struct bucket *b)
+{
+	if (b->peak_gen != T.gen) {
+		b->peak_allocs = b->allocs;
+		b->peak_frees = b->frees;
+		b->peak_gen = T.gen;
+	}
+}
+
+static double wall_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double pp_heap_scale(uint64_t size, uint64_t rate)
+{
+	if (rate <= 1 || size == 0)
+		return 1.0;
+	return 1.0 / -expm1(-(double)size / (double)rate);
+}
+
+/* ---- the live table: open addressing, linear probing --------------------- */
+
+static size_t live_home(uintptr_t p)
+{
+	return pp_hash_u64(p) & (T.cap_live - 1);
+}
+
+static int live_grow(void)
+{
+	size_t ncap = T.cap_live ? T.cap_live * 2 : 8192;
+	struct live *n = map(ncap * sizeof *n), *old = T.live;
+	size_t ocap = T.cap_live;
+	if (!n)
+		return -ENOMEM;
+	T.live = n;
+	T.cap_live = ncap;
+	for (size_t i = 0; i < ocap; i++) {
+		if (!old[i].ptr)
+			continue;
+		size_t k = live_home(old[i].ptr);
+		while (n[k].ptr)
+			k = (k + 1) & (ncap - 1);
+		n[k] = old[i];
+	}
+	unmap(old, ocap * sizeof *old);
+	return 0;
+}
+
+static int live_put(uintptr_t p, uint32_t bucket)
+{
+	if ((T.nlive + 1) * 2 > T.cap_live && live_grow())
+		return -ENOMEM;
+	size_t k = live_home(p);
+	while (T.live[k].ptr)
+		k = (k + 1) & (T.cap_live - 1);
+	T.live[k] = (struct live){p, bucket};
+	T.nlive++;
+	return 0;
+}
+
+/* Remove p; its bucket in *bucket. 0, or -ENOENT when p was not sampled. */
+static int live_take(uintptr_t p, uint32_t *bucket)
+{
+	if (!T.cap_live)
+		return -ENOENT;
+	size_t mask = T.cap_live - 1, k = live_home(p);
+	while (T.live[k].ptr != p) {
+		if (!T.live[k].ptr)
+			return -ENOENT;
+		k = (k + 1) & mask;
+	}
+	*bucket = T.live[k].bucket;
+	/* Backward-shift deletion: no tombstones. */
+	size_t hole = k;
+	for (size_t j = (k + 1) & mask; T.live[j].ptr; j = (j + 1) & mask) {
+		size_t home = live_home(T.live[j].ptr);
+		/* j's entry may move into the hole unless its home lies
+		 * cyclically in (hole, j]. */
+		if (((j - home) & mask) >= ((j - hole) & mask)) {
+			T.live[hole] = T.live[j];
+			hole = j;
+		}
+	}
+	T.live[hole].ptr = 0;
+	T.nlive--;
+	return 0;
+}
+
+/* ---- hot entry points ---------------------------------------------------- */
+
+int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
+                         unsigned depth, int why, uint64_t unwind_ns)
+{
+	int rc = -ENOMEM;
+	pthread_mutex_lock(&mu);
+	if (!T.open) {
+		pthread_mutex_unlock(&mu);
+		return -ESHUTDOWN;
+	}
+	T.unwind_ns_total += unwind_ns;
+	if (unwind_ns > T.unwind_ns_max)
+		T.unwind_ns_max = unwind_ns;
+	T.truncated += why == PP_UNWIND_TRUNCATED;
+	T.unknown_code += why == PP_UNWIND_UNKNOWN_CODE;
+	T.failed += why == PP_UNWIND_FAILED;
+	long s = stack_id(pcs, depth, why == PP_UNWIND_TRUNCATED);
+	long b = s < 0 ? -1 : bucket_id((uint32_t)s, size);
+	if (b >= 0 && live_put((uintptr_t)p, (uint32_t)b) == 0) {
+		struct bucket *bk = &T.b[b];
+		before_change(bk);
+		bk->allocs++;
+		slot_add(p);
+		T.sampled++;
+		T.inuse += (double)size * pp_heap_scale(size, T.rate);
+		if (T.inuse > T.peak) {
+			T.peak = T.inuse;
+			T.peak_time = wall_now();
+			T.gen++;
+		}
+		rc = 0;
+	} else {
+		T.dropped++;
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static void account_free(uint32_t bucket)
+{
+	struct bucket *b = &T.b[bucket];
+	before_change(b);
+	b->frees++;
+	T.freed++;
+	T.inuse -= (double)b->size * pp_heap_scale(b->size, T.rate);
+	if (T.inuse < 0)
+		T.inuse = 0;
+}
+
+void pp_heap_free_hit(void *p)
+{
+	uint32_t bucket;
+	pthread_mutex_lock(&mu);
+	if (T.open && live_take((uintptr_t)p, &bucket) == 0) {
+		slot_remove(p);
+		account_free(bucket);
+	} else {
+		T.false_hits++;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void pp_heap_take(void *p, struct pp_heap_taken *t)
+{
+	t->ptr = p;
+	t->found = 0;
+	pthread_mutex_lock(&mu);
+	if (T.open && live_take((uintptr_t)p, &t->bucket) == 0) {
+		slot_remove(p);
+		t->found = 1;
+	} else {
+		T.false_hits++;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void pp_heap_settle(const struct pp_heap_taken *t, int freed)
+{
+	if (!t->found)
+		return;
+	pthread_mutex_lock(&mu);
+	/* The tables may have been reset in between: then nothing to do. */
+	if (T.open && t->bucket < T.nb) {
+		if (freed)
+			account_free(t->bucket);
+		else if (live_put((uintptr_t)t->ptr, t->bucket) == 0)
+			slot_add(t->ptr);
+		else {
+			/* No room to put it back: count it freed rather
+			 * than leave the counters wrong. */
+			account_free(t->bucket);
+			T.dropped++;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+/* ---- agent side ---------------------------------------------------------- */
+
+static void free_tables(void)
+{
+	unmap(T.b, T.cap_b * sizeof *T.b);
+	unmap(T.bhead, T.cap_bhead * sizeof *T.bhead);
+	unmap(T.s, T.cap_s * sizeof *T.s);
+	unmap(T.shead, T.cap_shead * sizeof *T.shead);
+	unmap(T.live, T.cap_live * sizeof *T.live);
+	unmap(T.slots, PP_HEAP_FILTER_BITS * sizeof *T.slots);
+	while (T.pool) {
+		struct chunk *c = T.pool;
+		T.pool = c->next;
+		unmap(c, POOL_CHUNK);
+	}
+	memset(&T, 0, sizeof T);
+	/* Clear the filter, but for the bootstrap arena's blocks. */
+	for (uint32_t i = 0; i < PP_HEAP_FILTER_BITS / 64; i++)
+		atomic_store_explicit(&pp_heap_filter[i], 0,
+		                      memory_order_relaxed);
+	uint32_t first = atomic_load(&boot_first), n = atomic_load(&boot_count);
+	for (uint32_t k = 0; k < n; k++)
+		set_bit((first + k) & (PP_HEAP_FILTER_BITS - 1));
+}
+
+int pp_heap_table_open(uint64_t rate)
+{
+	pthread_mutex_lock(&mu);
+	if (T.open)
+		free_tables();
+	T.slots = map(PP_HEAP_FILTER_BITS * sizeof *T.slots);
+	if (!T.slots) {
+		pthread_mutex_unlock(&mu);
+		return -ENOMEM;
+	}
+	T.rate = rate;
+	T.open = 1;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+void pp_heap_table_close(void)
+{
+	pthread_mutex_lock(&mu);
+	free_tables();
+	pthread_mutex_unlock(&mu);
+}
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&mu);
+}
+
+static void atfork_release(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
+__attribute__((constructor)) static void register_atfork(void)
+{
+	/* The child must find the tables consistent and the lock free: no
+	 * thread is half-way through a change when fork copies them. */
+	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
+
+void pp_heap_table_forget_in_child(void)
+{
+	/* Nothing: the atfork handlers keep the lock and the tables sound. */
+}
+
+int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
+{
+	size_t cap = 0;
+	memset(out, 0, sizeof *out);
+	for (;;) {
+		pthread_mutex_lock(&mu);
+		size_t n = T.nb;
+		int open = T.open;
+		if (open && out->rows && n <= cap)
+			break; /* still locked */
+		pthread_mutex_unlock(&mu);
+		/* Never allocate under the lock: a free of ours that hit the
+		 * filter would wait for it. */
+		free(out->rows);
+		out->rows = NULL;
+		if (!open)
+			return -ESHUTDOWN;
+		cap = n + n / 4 + 64;
+		out->rows = malloc(cap * sizeof *out->rows);
+		if (!out->rows)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < T.nb; i++) {
+		const struct bucket *b = &T.b[i];
+		const struct stack *s = &T.s[b->stack];
+		struct pp_heap_row *r = &out->rows[i];
+		r->pcs = s->pcs;
+		r->depth = s->depth;
+		r->truncated = s->truncated;
+		r->size = b->size;
+		if (peak && b->peak_gen == T.gen) {
+			r->allocs = b->peak_allocs;
+			r->frees = b->peak_frees;
+		} else {
+			r->allocs = b->allocs;
+			r->frees = b->frees;
+		}
+	}
+	out->n = T.nb;
+	out->rate = T.rate;
+	out->peak_bytes = T.peak;
+	out->peak_time = T.peak_time;
+	if (reset) {
+		T.peak = T.inuse;
+		T.peak_time = wall_now();
+		T.gen++;
+	}
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+void pp_heap_table_stats(struct pp_heap_stats *o)
+{
+	pthread_mutex_lock(&mu);
+	o->rate = T.rate;
+	o->sampled = T.sampled;
+	o->sampled_freed = T.freed;
+	o->live_objects = T.nlive;
+	o->inuse_bytes = (uint64_t)T.inuse;
+	o->peak_bytes = (uint64_t)T.peak;
+	o->peak_time = T.peak_time;
+	o->stacks = T.ns;
+	o->buckets = T.nb;
+	o->table_bytes = T.cap_b * sizeof *T.b + T.cap_bhead * sizeof *T.bhead +
+	                 T.cap_s * sizeof *T.s + T.cap_shead * sizeof *T.shead +
+	                 T.cap_live * sizeof *T.live + T.pool_bytes +
+	                 (T.slots ? PP_HEAP_FILTER_BITS * sizeof *T.slots : 0);
+	o->dropped = T.dropped;
+	o->unwind_truncated = T.truncated;
+	o->unwind_unknown_code = T.unknown_code;
+	o->unwind_failed = T.failed;
+	o->unwind_ns_total = T.unwind_ns_total;
+	o->unwind_ns_max = T.unwind_ns_max;
+	o->false_hits = T.false_hits;
+	pthread_mutex_unlock(&mu);
+}

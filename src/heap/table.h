@@ -1,0 +1,54 @@
+/*
+ * The tables of sampled allocations, behind one lock. The record/remove
+ * side runs in the allocating thread (hot context: it never allocates,
+ * only maps memory), the snapshot side in the agent.
+ *
+ * A bucket is one (stack, allocation size) pair: its counters are sampled
+ * allocations and sampled frees, so in-use = allocs - frees, and every
+ * allocation in it had the same probability of being sampled.
+ */
+#ifndef PP_HEAP_TABLE_H
+#define PP_HEAP_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heap/heap.h"
+
+/* Agent context: set up empty tables for this sampling rate / forget them
+ * (no capture may be running: sample.c makes sure). */
+int pp_heap_table_open(uint64_t rate);
+void pp_heap_table_close(void);
+void pp_heap_table_forget_in_child(void);
+
+/* Hot context: p (size bytes) was sampled with this stack. Returns 0, or
+ * -ENOMEM when the sample was dropped. */
+int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
+                         unsigned depth, int why, uint64_t unwind_ns);
+
+/* The unsampling factor of an allocation of size bytes: 1 / P(sampled). */
+double pp_heap_scale(uint64_t size, uint64_t rate);
+
+struct pp_heap_row {
+	const uintptr_t *pcs; /* valid until the tables close */
+	uint32_t depth;
+	int truncated;
+	uint64_t size;
+	uint64_t allocs, frees; /* sampled counts */
+};
+
+struct pp_heap_snapshot {
+	struct pp_heap_row *rows; /* malloc'ed; row i is bucket i */
+	size_t n;
+	uint64_t rate;
+	double peak_bytes, peak_time; /* for peak snapshots */
+};
+
+/* Agent context. Copy every bucket's counters now, or (peak) as they were
+ * when the estimated in-use total was highest; reset then starts a new
+ * peak from now. 0 or -ENOMEM / -ESHUTDOWN. */
+int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out);
+
+void pp_heap_table_stats(struct pp_heap_stats *out);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * /heap and /allocs: sampled heap profiles. The profile is built on the heap
+ * worker thread (symbolizing can take a while) while the connection is
+ * suspended; with ?seconds=N it is the difference over the next N seconds.
+ * Agent context.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "agent.h"
+#include "handlers.h"
+#include "heap/heap.h"
+#include "query.h"
+#include "respond.h"
+
+static void cleanup(struct pp_request *r)
+{
+	pp_heap_job_release(r->state);
+	r->state = NULL;
+}
+
+static enum MHD_Result answer(struct pp_request *r)
+{
+	char *body = NULL;
+	size_t len = 0;
+	int rc = pp_heap_job_take(r->state, &body, &len);
+	return pp_respond_profile(r, rc, body, len,
+	                          r->route->handler == pp_h_allocs ? "allocs"
+	                                                           : "heap");
+}
+
+static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
+{
+	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	struct pp_heap_query q = {.view = view};
+	unsigned gc, peak;
+	char err[300];
+
+	/* gc: Go clients ask for a collection first; there is none here, the
+	 * value is checked and otherwise ignored. */
+	if (pp_query_uint(r, "seconds", 0, 0, cfg->v.max_seconds, &q.seconds,
+	                  err, sizeof err) ||
+	    pp_query_uint(r, "gc", 0, 0, 1, &gc, err, sizeof err) ||
+	    pp_query_choice(r, "peak", "0|1|reset", &peak, err, sizeof err))
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	q.peak = peak != 0;
+	q.peak_reset = peak == 2;
+	if (q.peak && q.seconds)
+		return pp_respond_error(
+		    r, MHD_HTTP_BAD_REQUEST,
+		    "peak and seconds do not combine: a peak profile is what "
+		    "was live at one moment");
+
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pp_heap_job *j;
+	int rc = pp_heap_job_open(&q, ci ? ci->connect_fd : -1, pp_request_wake,
+	                          r, &j, err, sizeof err);
+	if (rc == -ESHUTDOWN)
+		return pp_respond_error(
+		    r, MHD_HTTP_NOT_FOUND,
+		    "heap profiling is off in this process: start it with "
+		    "PULLPROF_HEAP_RATE greater than 0");
+	if (rc == -EBUSY) {
+		r->headers[0][0] = "Retry-After";
+		r->headers[0][1] = "1";
+		return pp_respond_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "%s",
+		                        err);
+	}
+	if (rc)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
+		                        err);
+	pp_request_defer(r, j, cleanup, answer);
+	return MHD_YES;
+}
+
+enum MHD_Result pp_h_heap(struct pp_request *r)
+{
+	return heap(r, PP_HEAP_INUSE);
+}
+
+enum MHD_Result pp_h_allocs(struct pp_request *r)
+{
+	return heap(r, PP_HEAP_ALLOCS);
+}
