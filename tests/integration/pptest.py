@@ -225,9 +225,9 @@ class Proc:
 class Host(Proc):
     """tests/host: a program linking libpullprof, driven over stdin."""
 
-    def __init__(self, env=None, args=()):
-        super().__init__([HOST, *args], env=env)
-        self.ready = self.cmd(None)
+    def __init__(self, env=None, args=(), exe=None, prefix=()):
+        super().__init__([*prefix, exe or HOST, *args], env=env)
+        self.ready = self.cmd(None, timeout=60)
 
     def cmd(self, line, timeout=15):
         if line is not None:

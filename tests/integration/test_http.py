@@ -64,7 +64,7 @@ def test_status_fields():
     eq(s["config"], {"listen": "127.0.0.1:0", "prefix": "/debug/pprof",
                      "max_connections": 32, "idle_timeout": 30, "cpu_hz": 100,
                      "max_seconds": 300, "max_cpu_windows": 8, "max_depth": 128,
-                     "unwind": "libunwind"},
+                     "unwind": "libunwind", "heap_rate": 524288},
        "status.config is the effective configuration")
 
     def parse(ts):
@@ -103,7 +103,8 @@ def test_status_counters():
     # The first status answer was counted after it was built, the DELETE and
     # the four others in between: 6 in all.
     eq(after["total"] - before["total"], 6, "requests.total is the sum")
-    eq(sorted(a), ["cmdline", "index", "other", "profile", "status", "symbol"],
+    eq(sorted(a), ["allocs", "cmdline", "heap", "index", "other", "profile", "status",
+                 "symbol"],
        "every endpoint has counters")
     eq(sorted(a["status"]), ["1xx", "2xx", "3xx", "4xx", "5xx"][1:],
        "status classes 2xx..5xx")

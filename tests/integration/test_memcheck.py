@@ -1,11 +1,12 @@
 """valgrind memcheck over the agent's life in a real host: start/stop cycles,
 every endpoint, errors, a failed start, exit with the agent running. No
 invalid access, no uninitialised use, no definite leak."""
+import os
 import re
 import shutil
 
 import pptest
-from pptest import HOST, Host, curl, eq, ok, run, skip
+from pptest import HOST, SRC, Host, curl, eq, ok, run, skip
 
 
 class ValgrindHost(Host):
@@ -13,7 +14,9 @@ class ValgrindHost(Host):
         pptest.Proc.__init__(self, [
             "valgrind", "--leak-check=full", "--show-leak-kinds=definite",
             "--errors-for-leak-kinds=definite", "--error-exitcode=9",
-            "--track-fds=no", HOST])
+            "--track-fds=no",
+            "--suppressions=" + os.path.join(SRC, "tests", "valgrind.supp"),
+            HOST])
         self.ready = self.cmd(None, timeout=120)
 
 
@@ -26,7 +29,8 @@ def test_memcheck():
         port = h.start()
         ok(isinstance(port, int), f"cycle {i}: start under valgrind", port)
         for path in ("/debug/pprof/", "/debug/pprof/status", "/debug/pprof/cmdline",
-                     "/debug/pprof/nope", "/"):
+                     "/debug/pprof/nope", "/", "/debug/pprof/heap",
+                     "/debug/pprof/allocs?seconds=1", "/debug/pprof/heap?peak=1"):
             curl(f"http://127.0.0.1:{port}{path}", timeout=60)
         curl(f"http://127.0.0.1:{port}/debug/pprof/status", "-X", "POST",
              "-d", "x", timeout=60)

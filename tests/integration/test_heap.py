@@ -1,0 +1,407 @@
+"""Heap profiles over real HTTP, from a real process allocating known amounts
+(tests/heap/heapwork): accuracy against the truth it prints, every function
+of the malloc family, C++ new/delete, realloc chains, delta and peak
+profiles, fork, threads under load, jemalloc underneath, bad input, the real
+clients (protoc, go tool pprof) and valgrind."""
+import os
+import re
+import shutil
+import threading
+import time
+
+from pptest import (BUILD, LIBSO, SRC, Host, Profile, curl, eq, go_pprof, ok,
+                    run, skip)
+
+WORK = os.path.join(BUILD, "tests", "heap", "heapwork")
+MiB = 1 << 20
+SUPP = os.path.join(SRC, "tests", "valgrind.supp")
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+# Statistics of the accuracy bounds. An allocation of s bytes is sampled with
+# probability p = 1 - exp(-s/R); the estimate of a function's bytes is the
+# sampled count divided by p, whose relative standard deviation for N
+# allocations of one size is sqrt((1 - p) / (N p)). With R = 4096 (the
+# accuracy host's rate): 250,000 objects of 64 B give N p = 3,877 samples,
+# 1.6% (the 125,000 still live: 2.3%); the mixed sizes are sampled 2,000+
+# times per size; 1 MiB blocks are sampled with certainty. +-10% is then at
+# least 4 standard deviations: a fair bound that a wrong estimator (say,
+# unsampling on a bucket's average size, or counting a block twice) fails.
+RATE = 4096
+
+
+class Work(Host):
+    def __init__(self, env=None, preload=None, prefix=()):
+        e = {"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})}
+        if preload:
+            e["LD_PRELOAD"] = preload
+        super().__init__(env=e, exe=WORK, prefix=prefix)
+        m = re.match(r"port (\d+)", self.ready)
+        self.port = int(m.group(1)) if m else None
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
+
+    def get(self, path, timeout=60):
+        return curl(self.url(path), timeout=timeout)
+
+    def profile(self, path="heap"):
+        r = self.get(path)
+        if r.status != 200:
+            raise AssertionError(f"{path}: {r.status} {r.body[:300]!r}")
+        return Profile(r.body)
+
+
+def by_function(prof, type_name):
+    """Cumulative value of each function for one sample type (a function
+    counted once per sample however often it appears in the stack)."""
+    idx = [t for t, _ in prof.sample_types()].index(type_name)
+    out = {}
+    for s in prof.samples:
+        v = s["value"][idx]
+        names = {f[0] for loc in prof.stack(s) for f in loc}
+        for n in names:
+            out[n] = out.get(n, 0) + v
+    return out
+
+
+def within(got, want, pct):
+    return want and abs(got - want) <= want * pct / 100
+
+
+def check_near(got, want, pct, name):
+    ok(within(got, want, pct), name,
+       f"got {got} want {want} ({(got - want) * 100 / want if want else 0:+.1f}%)")
+
+
+def test_accuracy_and_format():
+    w = Work({"PULLPROF_HEAP_RATE": str(RATE)})
+    ok(w.port, "heapwork started", w.ready)
+    line = w.cmd("accuracy", timeout=120)
+    f = line.split()
+    truth = {f[i]: (int(f[i + 1]), int(f[i + 2])) for i in range(1, len(f), 3)}
+    eq(sorted(truth), ["hw_large_blocks", "hw_mixed_sizes", "hw_small_objects"],
+       "the host printed its truth")
+
+    r = w.get("heap")
+    eq(r.status, 200, "/heap: 200")
+    eq(r.header("content-type"), "application/octet-stream",
+       "/heap: application/octet-stream")
+    ok(r.body[:2] == b"\x1f\x8b", "/heap: gzipped")
+    p = Profile(r.body)
+    eq(p.sample_types(), [("alloc_objects", "count"), ("alloc_space", "bytes"),
+                          ("inuse_objects", "count"), ("inuse_space", "bytes")],
+       "sample types in Go's order")
+    pt = p.raw.get("period_type", [{}])[0]
+    eq((p.s(p.field(pt, "type")), p.s(p.field(pt, "unit"))), ("space", "bytes"),
+       "period type space/bytes")
+    eq(p.field(p.raw, "period"), RATE, "period = the sampling rate")
+    eq(p.field(p.raw, "default_sample_type"), 0,
+       "/heap: no default sample type (tools pick inuse_space)")
+
+    inuse = by_function(p, "inuse_space")
+    alloc = by_function(p, "alloc_space")
+    for fn, (a, i) in sorted(truth.items()):
+        check_near(inuse.get(fn, 0), i, 10, f"{fn}: inuse_space within 10%")
+        check_near(alloc.get(fn, 0), a, 10, f"{fn}: alloc_space within 10%")
+    objs = by_function(p, "inuse_objects")
+    check_near(objs.get("hw_small_objects", 0), 125000, 10,
+               "hw_small_objects: inuse_objects within 10% of 125,000")
+
+    # Every sample carries its allocation size as the label bytes.
+    sizes = set()
+    for s in p.samples:
+        names = {fr[0] for loc in p.stack(s) for fr in loc}
+        if "hw_large_blocks" in names:
+            sizes.add(p.labels(s).get("bytes"))
+    eq(sizes, {(MiB, "bytes")}, "label bytes = the allocation size")
+    leafs = {p.stack(s)[0][0][0] for s in p.samples if p.stack(s)}
+    ok("malloc" not in leafs and "pp_heap_sampled" not in leafs,
+       "stacks start at the allocating function, not in the profiler",
+       sorted(leafs)[:10])
+
+    r = w.get("allocs")
+    eq(r.status, 200, "/allocs: 200")
+    pa = Profile(r.body)
+    eq(pa.s(pa.field(pa.raw, "default_sample_type")), "alloc_space",
+       "/allocs: default sample type alloc_space")
+
+    with open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                           f"pp-heap-{os.getpid()}.pb.gz"), "wb") as fh:
+        fh.write(r.body)
+        path = fh.name
+    code, out, err = go_pprof("-sample_index=inuse_space", "-top", path)
+    os.unlink(path)
+    ok(code == 0, "go tool pprof -sample_index=inuse_space -top reads it", err)
+    ok("hw_large_blocks" in out and "hw_mixed_sizes" in out,
+       "go tool pprof shows the allocating functions", out[:1500])
+    code, out, err = go_pprof("-sample_index=inuse_space", "-top",
+                              w.url("heap"))
+    ok(code == 0, "go tool pprof fetches /heap over HTTP", err)
+
+    st = w.get("status").json()["heap"]
+    eq((st["enabled"], st["rate"]), (True, RATE), "status.heap: enabled, rate")
+    eq(st["live_sampled"], st["sampled"] - st["sampled_freed"],
+       "status.heap: live = sampled - freed")
+    total = sum(s["value"][3] for s in Profile(w.get("heap").body).samples)
+    check_near(st["inuse_bytes_estimate"], total, 2,
+               "status.heap: in-use estimate agrees with the profile")
+    ok(st["dropped"] == 0 and st["unwind"]["failed"] == 0,
+       "status.heap: nothing dropped, no unwind failure", st)
+
+    test_family(w)
+    test_chain(w)
+    test_cxx(w)
+    test_peak(w)
+    test_delta(w)
+    test_bad_input(w)
+    eq(w.quit(timeout=30), 0, "heapwork exits 0")
+
+
+def test_family(w):
+    line = w.cmd("family", timeout=60)
+    eq(line, "family ok 64 65536",
+       "every malloc-family function works (alignment, zeroing, usable size)")
+    inuse = by_function(w.profile(), "inuse_space")
+    want = 64 * 65536
+    for fn in ("malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
+               "aligned_alloc", "memalign", "valloc", "pvalloc"):
+        # 64 KiB blocks at a 4 KiB rate: sampled with certainty (1 - e^-16).
+        got = inuse.get(f"hw_fam_{fn}", 0)
+        check_near(got, want - (64 * 100 if fn == "pvalloc" else 0), 1,
+                   f"{fn}: its 4 MiB in use")
+    eq(w.cmd("family-free"), "freed", "all freed with free()")
+    inuse = by_function(w.profile(), "inuse_space")
+    eq({k: v for k, v in inuse.items() if k.startswith("hw_fam_") and v},
+       {}, "after free(), nothing of the family is in use (memalign'd too)")
+
+
+def test_chain(w):
+    line = w.cmd(f"chain {8 * MiB}")
+    ok(line.startswith("chain "), "realloc chain up to 8 MiB", line)
+    p = w.profile()
+    inuse = by_function(p, "inuse_space")
+    alloc = by_function(p, "alloc_space")
+    check_near(inuse.get("hw_grow_chain", 0), 8 * MiB, 10,
+               "realloc chain: the final block is what is in use")
+    # 1 + 2 + ... + 8 MiB, then 4 MiB and 8 MiB again: ~28 MiB allocated.
+    check_near(alloc.get("hw_grow_chain", 0), 28 * MiB, 10,
+               "realloc chain: every step counted as allocated")
+    eq(w.cmd("chain-free"), "freed", "chain freed")
+    inuse = by_function(w.profile(), "inuse_space")
+    eq(inuse.get("hw_grow_chain", 0), 0, "realloc chain: nothing left in use")
+
+
+def test_cxx(w):
+    f = w.cmd("cxx", timeout=60).split()
+    eq(f[:2], ["truth", "hw_cxx_widgets"], "C++ new/delete ran")
+    p = w.profile()
+    inuse = by_function(p, "inuse_space")
+    alloc = by_function(p, "alloc_space")
+    check_near(inuse.get("hw_cxx_widgets", 0), int(f[3]), 10,
+               "C++: new/delete in use within 10%")
+    check_near(alloc.get("hw_cxx_widgets", 0), int(f[2]), 10,
+               "C++: allocated within 10%")
+    names = set(inuse)
+    ok(any(n.startswith("operator new") for n in names),
+       "C++: operator new appears in the stacks",
+       sorted(n for n in names if "operator" in n))
+
+
+def test_peak(w):
+    eq(w.cmd(f"peak {256 * MiB}", timeout=60), "peaked",
+       "256 MiB allocated and freed")
+    inuse = by_function(w.profile(), "inuse_space")
+    eq(inuse.get("hw_peak_builder", 0), 0, "/heap: the freed memory is gone")
+    p = w.profile("heap?peak=1")
+    peak = by_function(p, "inuse_space")
+    check_near(peak.get("hw_peak_builder", 0), 256 * MiB, 10,
+               "/heap?peak=1: what was live at the peak")
+    ok(any("peak" in p.s(c) for c in p.raw.get("comment", [])),
+       "peak profile says when and how high")
+    st = w.get("status").json()["heap"]
+    ok(st["peak_bytes_estimate"] >= 256 * MiB * 0.9 and st["peak_time"],
+       "status.heap.peak_bytes_estimate", st)
+    eq(w.get("heap?peak=reset").status, 200, "peak=reset answers")
+    peak = by_function(w.profile("heap?peak=1"), "inuse_space")
+    eq(peak.get("hw_peak_builder", 0), 0,
+       "after peak=reset the old peak is forgotten")
+    check_near(peak.get("hw_large_blocks", 0), 30 * MiB, 10,
+               "after peak=reset the peak is what is live now")
+
+
+def test_delta(w):
+    result = {}
+
+    def fetch():
+        result["r"] = w.get("heap?seconds=3", timeout=30)
+    t = threading.Thread(target=fetch)
+    t0 = time.time()
+    t.start()
+    time.sleep(1)
+    eq(w.cmd(f"delta {16 * MiB}"), "allocated", "16 MiB allocated in the window")
+    t.join()
+    r = result["r"]
+    eq(r.status, 200, "/heap?seconds=3: 200")
+    ok(time.time() - t0 >= 2.9, "/heap?seconds=3 answers after the window")
+    p = Profile(r.body)
+    inuse = by_function(p, "inuse_space")
+    alloc = by_function(p, "alloc_space")
+    check_near(inuse.get("hw_delta_work", 0), 16 * MiB, 10,
+               "delta: what was allocated in the window")
+    check_near(alloc.get("hw_delta_work", 0), 16 * MiB, 10,
+               "delta: allocated in the window")
+    eq(alloc.get("hw_large_blocks", 0), 0,
+       "delta: allocations before the window are not in it")
+    d = p.field(p.raw, "duration_nanos")
+    ok(2.9e9 <= d <= 4e9, "delta: duration is the window", d)
+
+
+def test_bad_input(w):
+    for q, what in (("seconds=abc", "seconds"), ("seconds=-1", "seconds"),
+                    ("seconds=99999999", "seconds"), ("peak=2", "peak"),
+                    ("gc=x", "gc"), ("seconds=1&peak=1", "peak"),
+                    ("seconds=1&seconds=2", "seconds")):
+        r = w.get(f"heap?{q}")
+        eq(r.status, 400, f"/heap?{q}: 400")
+        ok(what in r.text and r.header("x-go-pprof") == "1",
+           f"/heap?{q}: the reason, for pprof to show", r.text)
+    eq(w.get("allocs?gc=1").status, 200, "gc=1 is accepted (Go clients send it)")
+    eq(w.get("heap?debug=0&gc=1").status, 200, "unknown parameters are ignored")
+    r = curl(w.url("heap"), "-X", "POST")
+    eq(r.status, 405, "POST /heap: 405")
+
+
+def test_default_rate():
+    """At the default rate (512 KiB) a churn of 2 GiB in 256-byte blocks is
+    about 4,100 samples: 1.6% standard deviation, so +-10% is fair."""
+    w = Work()
+    eq(w.get("status").json()["heap"]["rate"], 524288, "default rate 524288")
+    eq(w.cmd(f"churn {2048 * MiB} 256", timeout=120), "churned",
+       "2 GiB allocated and freed")
+    p = w.profile("allocs")
+    alloc = by_function(p, "alloc_space")
+    check_near(alloc.get("hw_churn", 0), 2048 * MiB, 10,
+               "default rate: churned bytes within 10%")
+    inuse = by_function(p, "inuse_space")
+    eq(inuse.get("hw_churn", 0), 0, "default rate: nothing left in use")
+    eq(w.quit(timeout=30), 0, "exits 0")
+
+
+def test_rate_zero():
+    w = Work({"PULLPROF_HEAP_RATE": "0"})
+    w.cmd("family", timeout=60)
+    r = w.get("heap")
+    eq(r.status, 404, "PULLPROF_HEAP_RATE=0: /heap is 404")
+    ok("PULLPROF_HEAP_RATE" in r.text, "... saying how to turn it on", r.text)
+    st = w.get("status").json()["heap"]
+    eq((st["enabled"], st["sampled"]), (False, 0), "status.heap: off, no sample")
+    eq(w.quit(timeout=30), 0, "exits 0")
+
+
+def test_stress_and_fork():
+    w = Work({"PULLPROF_HEAP_RATE": "65536"})
+    stop = threading.Event()
+    codes = {}
+    profiles = []
+
+    def fetch_loop():
+        i = 0
+        while not stop.is_set():
+            path = ("heap", "allocs", "heap?seconds=1")[i % 3]
+            r = w.get(path, timeout=30)
+            codes[r.status] = codes.get(r.status, 0) + 1
+            if r.status == 200 and len(profiles) < 3:
+                profiles.append(r.body)
+            i += 1
+    fetchers = [threading.Thread(target=fetch_loop) for _ in range(2)]
+    for t in fetchers:
+        t.start()
+    line = w.cmd("stress 8 20", timeout=120)
+    stop.set()
+    for t in fetchers:
+        t.join()
+    ok(line.startswith("stress ops ") and int(line.split()[2]) > 0,
+       "8 threads x 20 s of malloc/free/realloc/calloc/memalign", line)
+    ok(set(codes) == {200} and sum(codes.values()) > 10,
+       "every /heap and /allocs fetched meanwhile answered 200", codes)
+    for i, body in enumerate(profiles):
+        try:
+            Profile(body)
+            ok(True, f"profile {i} fetched under load decodes")
+        except ValueError as e:
+            ok(False, f"profile {i} fetched under load decodes", str(e))
+    p = w.profile()
+    inuse = by_function(p, "inuse_space")
+    objs = by_function(p, "inuse_objects")
+    eq((inuse.get("hw_stress_thread", 0), objs.get("hw_stress_thread", 0)),
+       (0, 0), "after the threads freed everything, nothing of theirs in use")
+    alloc = by_function(p, "alloc_objects")
+    ok(alloc.get("hw_stress_thread", 0) > 0, "their allocations were sampled")
+    st = w.get("status").json()["heap"]
+    eq(st["live_sampled"], st["sampled"] - st["sampled_freed"],
+       "counts consistent: live = sampled - freed")
+    eq(st["dropped"], 0, "no sample dropped")
+
+    line = w.cmd("fork", timeout=120)
+    eq(line, "fork 20 of 20 children exited 0",
+       "fork while 3 threads allocate: every child allocates and exits")
+    eq(w.get("heap").status, 200, "the parent still serves /heap after forks")
+    eq(w.quit(timeout=30), 0, "exits 0")
+
+
+def test_jemalloc_underneath():
+    if not os.path.exists(JEMALLOC):
+        skip("jemalloc underneath", f"{JEMALLOC} not installed")
+        return
+    w = Work({"PULLPROF_HEAP_RATE": str(RATE)},
+             preload=f"{LIBSO} {JEMALLOC}")
+    line = w.cmd("jemalloc")
+    m = re.match(r"jemalloc served (\d+)", line)
+    ok(m and int(m.group(1)) >= MiB,
+       "jemalloc preloaded under pullprof serves the allocations", line)
+    eq(w.cmd("family", timeout=60), "family ok 64 65536",
+       "the malloc family works over jemalloc")
+    inuse = by_function(w.profile(), "inuse_space")
+    check_near(inuse.get("hw_fam_malloc", 0), 64 * 65536, 1,
+               "jemalloc: the heap profile sees the allocations")
+    check_near(inuse.get("hw_fam_pvalloc", 0), 64 * 65436, 1,
+               "jemalloc: pvalloc (emulated when jemalloc lacks it)")
+    eq(w.cmd("family-free"), "freed", "freed through jemalloc")
+    eq(w.cmd("chain 1048576"), "chain 1048576",
+       "realloc chain over jemalloc")
+    eq(w.quit(timeout=30), 0, "exits 0")
+
+
+def test_valgrind():
+    """A shorter stress under memcheck: no invalid access, no leak."""
+    if not shutil.which("valgrind"):
+        skip("heap under valgrind", "valgrind not installed")
+        return
+    w = Work({"PULLPROF_HEAP_RATE": "16384"},
+             prefix=("valgrind", "--leak-check=full",
+                     "--show-leak-kinds=definite",
+                     "--errors-for-leak-kinds=definite", "--error-exitcode=9",
+                     "--track-fds=no", f"--suppressions={SUPP}"))
+    ok(w.port, "heapwork under valgrind", w.ready)
+    line = w.cmd("stress 4 3", timeout=300)
+    ok(line.startswith("stress ops"), "4 threads x 3 s under valgrind", line)
+    # (not the family: valgrind's own allocator aborts on pvalloc)
+    ok(w.cmd(f"chain {MiB}", timeout=120).startswith("chain"),
+       "realloc chain under valgrind")
+    ok(w.cmd("cxx", timeout=300).startswith("truth"), "C++ under valgrind")
+    eq(w.get("heap", timeout=120).status, 200, "/heap under valgrind")
+    eq(w.get("allocs?seconds=1", timeout=120).status, 200,
+       "/allocs?seconds=1 under valgrind")
+    eq(w.cmd("chain-free", timeout=120), "freed", "chain freed")
+    code = w.quit(timeout=300)
+    w.drain()
+    report = w.stderr_text()
+    eq(code, 0, "exits 0 under valgrind (9 would mean errors or leaks)")
+    m = re.search(r"ERROR SUMMARY: (\d+) errors", report)
+    ok(m and m.group(1) == "0", "memcheck: 0 errors",
+       "\n".join(l for l in report.splitlines() if "==" in l)[-3000:])
+
+
+if __name__ == "__main__":
+    run([test_accuracy_and_format, test_default_rate, test_rate_zero,
+         test_stress_and_fork, test_jemalloc_underneath, test_valgrind])
