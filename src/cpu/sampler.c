@@ -776,7 +776,6 @@ void pp_cpu_forget_in_child(void)
 	if (S.hz)
 		sigaction(SIGPROF, &S.old_action, NULL);
 	/* The parent's threads may have held these at fork time. */
-	pp_unwind_forget_in_child();
 	pthread_mutex_init(&S.mu, NULL);
 	pthread_cond_init(&S.wake, NULL);
 	pthread_cond_init(&S.build_wake, NULL);

@@ -52,7 +52,8 @@ static struct image *images;
 static size_t nimages, cap_images;
 static unsigned long long last_adds, last_subs;
 static int initialized;
-static int users; /* pp_unwind_init calls not yet matched by a shutdown */
+static int users;  /* pp_unwind_init calls not yet matched by a shutdown */
+static int forked; /* in a child of fork(): no shared cache */
 
 /* Things replaced while a handler might still hold them. */
 static void **retired;
@@ -313,8 +314,11 @@ void pp_registry_unloading(void)
 
 int pp_unwind_init(void)
 {
-	/* Per-thread caches are the signal-safe policy (no global lock). */
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	/* Per-thread caches where libunwind has them; Debian's falls back to
+	 * one shared cache, whose lock libunwind holds with all signals
+	 * blocked, so a handler never interrupts its own thread's holder. */
+	unw_set_caching_policy(unw_local_addr_space,
+	                       forked ? UNW_CACHE_NONE : UNW_CACHE_PER_THREAD);
 	pthread_mutex_lock(&lock);
 	refresh_locked();
 	int ok = atomic_load(&published) != NULL;
@@ -358,10 +362,34 @@ void pp_unwind_shutdown(void)
 	pthread_mutex_unlock(&lock);
 }
 
-void pp_unwind_forget_in_child(void)
+/*
+ * fork(): the registry's lock is held across it, so the child never finds a
+ * registration half done (libunwind's own list lock is only taken under
+ * ours). libunwind's shared cache of unwind rules has a lock of its own,
+ * which a parent thread may have held while unwinding at fork time: the
+ * child stops using that cache (rules are then parsed on every step).
+ */
+static void atfork_prepare(void)
 {
-	/* The parent's collector may have held it at fork time. */
-	pthread_mutex_init(&lock, NULL);
+	pthread_mutex_lock(&lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+static void atfork_child(void)
+{
+	forked = 1;
+	if (initialized)
+		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
+	pthread_mutex_unlock(&lock);
+}
+
+__attribute__((constructor)) static void register_atfork(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 size_t pp_unwind_images(void)

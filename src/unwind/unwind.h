@@ -50,9 +50,6 @@ void pp_unwind_refresh(void);
  * user's call frees everything. */
 void pp_unwind_shutdown(void);
 
-/* In a forked child: reset what the parent's threads may have held. */
-void pp_unwind_forget_in_child(void);
-
 /* Number of images registered (for status). */
 size_t pp_unwind_images(void);
 

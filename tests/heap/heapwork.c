@@ -248,10 +248,9 @@ NOINLINE static int hw_fam_pvalloc(void **v)
 static void family(void)
 {
 	int (*fn[9])(void **) = {
-	    hw_fam_malloc,         hw_fam_calloc,   hw_fam_realloc,
-	    hw_fam_reallocarray,   hw_fam_posix_memalign,
-	    hw_fam_aligned_alloc,  hw_fam_memalign, hw_fam_valloc,
-	    hw_fam_pvalloc,
+	    hw_fam_malloc,       hw_fam_calloc,         hw_fam_realloc,
+	    hw_fam_reallocarray, hw_fam_posix_memalign, hw_fam_aligned_alloc,
+	    hw_fam_memalign,     hw_fam_valloc,         hw_fam_pvalloc,
 	};
 	int ok = 1;
 	for (int k = 0; k < 9; k++) {

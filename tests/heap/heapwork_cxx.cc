@@ -5,7 +5,8 @@
 #include <new>
 #include <vector>
 
-namespace {
+namespace
+{
 
 struct Widget {
 	char payload[200];
