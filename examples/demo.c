@@ -169,13 +169,16 @@ int main(int argc, char **argv)
 		char base[128];
 		snprintf(base, sizeof base, "http://127.0.0.1:%d%s",
 		         pullprof_port(), p ? p : "/debug/pprof");
-		printf("demo (pid %d): pullprof %s is serving on port %d\n"
-		       "  index:   %s/\n"
-		       "  status:  curl -s %s/status\n"
-		       "  cmdline: curl -s %s/cmdline | tr '\\0' ' '\n"
-		       "  CPU:     go tool pprof -top '%s/profile?seconds=5'\n",
-		       (int)getpid(), pullprof_version(), pullprof_port(), base,
-		       base, base, base);
+		printf(
+		    "demo (pid %d): pullprof %s is serving on port %d\n"
+		    "  index:   %s/\n"
+		    "  status:  curl -s %s/status\n"
+		    "  cmdline: curl -s %s/cmdline | tr '\\0' ' '\n"
+		    "  CPU:     go tool pprof -top '%s/profile?seconds=5'\n"
+		    "  heap:    go tool pprof -sample_index=inuse_space -top "
+		    "%s/heap\n",
+		    (int)getpid(), pullprof_version(), pullprof_port(), base,
+		    base, base, base, base);
 		fflush(stdout);
 	}
 

@@ -3,7 +3,7 @@ import re
 import signal
 import time
 
-from pptest import DEMO, Proc, curl, eq, ok, run
+from pptest import DEMO, Proc, Profile, curl, eq, ok, run
 
 
 def test_demo():
@@ -27,6 +27,15 @@ def test_demo():
         fields = f.read().rsplit(")", 1)[1].split()
     cpu_ticks = int(fields[11]) + int(fields[12])
     ok(cpu_ticks > 20, "the demo burns CPU for profiles to see", cpu_ticks)
+    ok("/debug/pprof/heap" in urls, "demo prints the heap command", urls)
+    time.sleep(1)
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/heap")
+    eq(r.status, 200, "demo serves a heap profile")
+    prof = Profile(r.body)
+    names = {fr[0] for s in prof.samples if s["value"][3] > 0
+             for loc in prof.stack(s) for fr in loc}
+    ok("cache_worker" in names, "the demo's cache is in use in the heap profile",
+       sorted(names))
     eq(p.stop(signal.SIGINT), 0, "demo exits 0 on SIGINT")
     ok(any("demo: done" in l for l in p.out_lines), "demo says done")
 
