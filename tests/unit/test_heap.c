@@ -1,0 +1,184 @@
+/* Unit tests: the heap profiler's tables (live table with backward-shift
+ * deletion, buckets, the free filter, the lazy peak) and the unsampling
+ * factor, driven directly with made-up addresses and stacks. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "heap/hot.h"
+#include "heap/table.h"
+#include "unwind/unwind.h"
+
+#define N 100000
+
+/* Made-up block addresses: 48 bytes apart, like a small-object heap. */
+static void *addr(size_t i)
+{
+	return (void *)(uintptr_t)(0x7f0000000000ull + i * 48);
+}
+
+static size_t filter_bits(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < PP_HEAP_FILTER_BITS / 64; i++)
+		n += (size_t)__builtin_popcountll(pp_heap_filter[i]);
+	return n;
+}
+
+static void record(size_t i, size_t size)
+{
+	uintptr_t pcs[3] = {0x401000 + i % 7, 0x402000, 0x403000};
+	assert_int_equal(
+	    pp_heap_table_record(addr(i), size, pcs, 3, PP_UNWIND_OK, 10), 0);
+}
+
+static void totals(const struct pp_heap_snapshot *s, uint64_t *allocs,
+                   uint64_t *frees)
+{
+	*allocs = *frees = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		*allocs += s->rows[i].allocs;
+		*frees += s->rows[i].frees;
+	}
+}
+
+static void test_live_table(void **state)
+{
+	(void)state;
+	size_t bits0 = filter_bits();
+	struct pp_heap_stats st;
+	struct pp_heap_snapshot snap;
+	uint64_t a, f;
+
+	assert_int_equal(pp_heap_table_open(4096), 0);
+	for (size_t i = 0; i < N; i++)
+		record(i, 64 + (i % 3) * 16);
+	for (size_t i = 0; i < N; i++)
+		assert_true(pp_heap_filter_hit(addr(i)));
+	memset(&st, 0, sizeof st);
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.sampled, N);
+	assert_int_equal(st.live_objects, N);
+	assert_int_equal(st.stacks, 7);
+	assert_int_equal(st.buckets, 21); /* 7 stacks x 3 sizes */
+
+	/* Free every other one: the rest must still be found (the deletion
+	 * must not break probe chains). */
+	for (size_t i = 0; i < N; i += 2)
+		pp_heap_free_hit(addr(i));
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.live_objects, N / 2);
+	assert_int_equal(st.sampled_freed, N / 2);
+	assert_int_equal(st.false_hits, 0);
+	/* A second free of the same address is not a sampled free. */
+	pp_heap_free_hit(addr(0));
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.sampled_freed, N / 2);
+	assert_int_equal(st.false_hits, 1);
+
+	/* realloc that failed: the record goes back; that succeeded: freed. */
+	struct pp_heap_taken t;
+	pp_heap_take(addr(1), &t);
+	assert_true(t.found);
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.live_objects, N / 2 - 1);
+	pp_heap_settle(&t, 0);
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.live_objects, N / 2);
+	assert_int_equal(st.sampled_freed, N / 2);
+	pp_heap_take(addr(1), &t);
+	pp_heap_settle(&t, 1);
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.live_objects, N / 2 - 1);
+	assert_int_equal(st.sampled_freed, N / 2 + 1);
+
+	assert_int_equal(pp_heap_table_snapshot(0, 0, &snap), 0);
+	totals(&snap, &a, &f);
+	assert_int_equal(a, N);
+	assert_int_equal(a - f, N / 2 - 1);
+	assert_int_equal(snap.rate, 4096);
+	free(snap.rows);
+
+	for (size_t i = 3; i < N; i += 2)
+		pp_heap_free_hit(addr(i));
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.live_objects, 0);
+	/* Every bit the samples set is clear again. */
+	assert_int_equal(filter_bits(), bits0);
+	pp_heap_table_close();
+	assert_int_equal(filter_bits(), bits0);
+}
+
+static void test_peak(void **state)
+{
+	(void)state;
+	struct pp_heap_snapshot snap;
+	uint64_t a, f;
+
+	assert_int_equal(pp_heap_table_open(1), 0); /* rate 1: exact */
+	for (size_t i = 0; i < 1000; i++)
+		record(i, 1000);
+	for (size_t i = 0; i < 1000; i++)
+		pp_heap_free_hit(addr(i));
+	for (size_t i = 1000; i < 1100; i++)
+		record(i, 1000);
+
+	/* Now 100 live; the peak was 1000 live. */
+	assert_int_equal(pp_heap_table_snapshot(1, 0, &snap), 0);
+	totals(&snap, &a, &f);
+	assert_int_equal(a - f, 1000);
+	assert_int_equal(a, 1000);
+	assert_true(fabs(snap.peak_bytes - 1000 * 1000.0) < 1);
+	free(snap.rows);
+
+	/* Reset: the peak is now what is live. */
+	assert_int_equal(pp_heap_table_snapshot(1, 1, &snap), 0);
+	free(snap.rows);
+	assert_int_equal(pp_heap_table_snapshot(1, 0, &snap), 0);
+	totals(&snap, &a, &f);
+	assert_int_equal(a - f, 100);
+	free(snap.rows);
+
+	/* Below the new peak, it does not move; above, it does. */
+	for (size_t i = 1000; i < 1050; i++)
+		pp_heap_free_hit(addr(i));
+	for (size_t i = 2000; i < 2200; i++)
+		record(i, 1000);
+	pp_heap_free_hit(addr(2000));
+	assert_int_equal(pp_heap_table_snapshot(1, 0, &snap), 0);
+	totals(&snap, &a, &f);
+	assert_int_equal(a - f, 250);
+	free(snap.rows);
+	pp_heap_table_close();
+}
+
+static void test_scale(void **state)
+{
+	(void)state;
+	assert_true(pp_heap_scale(100, 1) == 1.0);
+	assert_true(pp_heap_scale(0, 4096) == 1.0);
+	/* s = rate: sampled with probability 1 - 1/e. */
+	assert_true(fabs(pp_heap_scale(524288, 524288) - 1.0 / (1 - exp(-1))) <
+	            1e-12);
+	/* Tiny blocks: about rate / size. */
+	assert_true(fabs(pp_heap_scale(16, 524288) / (524288.0 / 16) - 1) <
+	            1e-4);
+	/* Huge blocks: always sampled. */
+	assert_true(pp_heap_scale(1u << 30, 524288) == 1.0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_live_table),
+	    cmocka_unit_test(test_peak),
+	    cmocka_unit_test(test_scale),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
