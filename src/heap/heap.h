@@ -71,7 +71,8 @@ struct pp_heap_stats {
 	uint64_t table_bytes; /* memory the tables hold */
 	uint64_t dropped;     /* samples dropped: table full or no memory */
 	uint64_t unwind_truncated, unwind_unknown_code, unwind_failed;
-	uint64_t unwind_ns_total, unwind_ns_max;
+	uint64_t unwind_timed; /* samples whose capture was timed */
+	uint64_t unwind_ns_total, unwind_ns_max; /* over the timed ones */
 	uint64_t
 	    false_hits; /* frees that passed the filter but were not sampled */
 	unsigned pending; /* requests being built or waiting */

@@ -15,6 +15,7 @@ struct pp_heap_tls {
 	int64_t countdown;   /* bytes left before the next sample */
 	uint64_t armed_rate; /* the rate countdown was drawn for; 0: none */
 	uint64_t rng;
+	uint32_t samples; /* taken by this thread (1 in 8 is timed) */
 	int busy;  /* inside the sampler: nested allocations pass through */
 	int agent; /* an agent thread: never sampled */
 };

@@ -68,7 +68,11 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void record(void *p, size_t size, uintptr_t from)
+/* The thread CPU clock is a system call: only 1 sample in TIME_EVERY pays
+ * for measuring its own cost. */
+#define TIME_EVERY 8
+
+static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 {
 	uintptr_t pcs[MAX_STACK];
 	int saved = errno;
@@ -78,12 +82,12 @@ static void record(void *p, size_t size, uintptr_t from)
 	if (atomic_load(&rate_now)) {
 		unsigned max =
 		    atomic_load_explicit(&depth_now, memory_order_relaxed);
-		int why;
-		uint64_t t0 = thread_cpu_ns();
+		int why, timed = t->samples++ % TIME_EVERY == 0;
+		uint64_t t0 = timed ? thread_cpu_ns() : 0;
 		unsigned n = pp_unwind_capture_here(
 		    from, pcs, max && max < MAX_STACK ? max : MAX_STACK, &why);
 		pp_heap_table_record(p, size, pcs, n, why,
-		                     thread_cpu_ns() - t0);
+		                     timed ? thread_cpu_ns() - t0 + 1 : 0);
 	}
 	atomic_fetch_sub(&inside, 1);
 	errno = saved;
@@ -119,7 +123,7 @@ void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
 	if (!p || t->busy || (size == 0 && rate > 1))
 		return p;
 	t->busy = 1;
-	record(p, size, from);
+	record(t, p, size, from);
 	t->busy = 0;
 	return p;
 }

@@ -83,7 +83,7 @@ static struct {
 	/* stats */
 	uint64_t sampled, freed, dropped, false_hits;
 	uint64_t truncated, unknown_code, failed;
-	uint64_t unwind_ns_total, unwind_ns_max;
+	uint64_t unwind_timed, unwind_ns_total, unwind_ns_max;
 } T;
 
 static void *map(size_t bytes)
@@ -388,7 +388,10 @@ int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
 		pthread_mutex_unlock(&mu);
 		return -ESHUTDOWN;
 	}
-	T.unwind_ns_total += unwind_ns;
+	if (unwind_ns) {
+		T.unwind_timed++;
+		T.unwind_ns_total += unwind_ns;
+	}
 	if (unwind_ns > T.unwind_ns_max)
 		T.unwind_ns_max = unwind_ns;
 	T.truncated += why == PP_UNWIND_TRUNCATED;
@@ -616,6 +619,7 @@ void pp_heap_table_stats(struct pp_heap_stats *o)
 	o->unwind_truncated = T.truncated;
 	o->unwind_unknown_code = T.unknown_code;
 	o->unwind_failed = T.failed;
+	o->unwind_timed = T.unwind_timed;
 	o->unwind_ns_total = T.unwind_ns_total;
 	o->unwind_ns_max = T.unwind_ns_max;
 	o->false_hits = T.false_hits;

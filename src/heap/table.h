@@ -21,8 +21,9 @@ int pp_heap_table_open(uint64_t rate);
 void pp_heap_table_close(void);
 void pp_heap_table_forget_in_child(void);
 
-/* Hot context: p (size bytes) was sampled with this stack. Returns 0, or
- * -ENOMEM when the sample was dropped. */
+/* Hot context: p (size bytes) was sampled with this stack, whose capture
+ * took unwind_ns (0: not timed). Returns 0, or -ENOMEM when the sample was
+ * dropped. */
 int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
                          unsigned depth, int why, uint64_t unwind_ns);
 

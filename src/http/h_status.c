@@ -161,10 +161,11 @@ static struct json_object *heap_json(void)
 	json_object_object_add(u, "truncated", I64(h.unwind_truncated));
 	json_object_object_add(u, "unknown_code", I64(h.unwind_unknown_code));
 	json_object_object_add(u, "failed", I64(h.unwind_failed));
+	json_object_object_add(u, "timed", I64(h.unwind_timed));
 	json_object_object_add(
-	    u, "mean_ns", I64(h.sampled ? h.unwind_ns_total / h.sampled : 0));
+	    u, "mean_ns",
+	    I64(h.unwind_timed ? h.unwind_ns_total / h.unwind_timed : 0));
 	json_object_object_add(u, "max_ns", I64(h.unwind_ns_max));
-	json_object_object_add(u, "total_ns", I64(h.unwind_ns_total));
 	json_object_object_add(o, "unwind", u);
 	return o;
 }
