@@ -276,10 +276,18 @@ static size_t first_usable(void *p)
 		return pp_heap_sampled((p), (n), (from));                      \
 	} while (0)
 
+/* The same, counting first: the common case is then a tail call into the
+ * next allocator (no frame of ours on the way back). */
+#define ALLOCATE(call, n)                                                      \
+	do {                                                                   \
+		if (LIKELY((pp_heap_tls.countdown -= (int64_t)(n)) > 0))       \
+			return call;                                           \
+		return pp_heap_sampled(call, (n), RA());                       \
+	} while (0)
+
 PULLPROF_API void *malloc(size_t n)
 {
-	void *p = next.malloc(n);
-	ACCOUNT(p, n, RA());
+	ALLOCATE(next.malloc(n), n);
 }
 
 static void free_hit(void *p)
@@ -301,11 +309,10 @@ PULLPROF_API void free(void *p)
 
 PULLPROF_API void *calloc(size_t n, size_t m)
 {
-	void *p = next.calloc(n, m);
 	size_t bytes;
 	if (UNLIKELY(__builtin_mul_overflow(n, m, &bytes)))
-		return p; /* NULL: calloc checked it too */
-	ACCOUNT(p, bytes, RA());
+		return next.calloc(n, m); /* NULL: it checks too */
+	ALLOCATE(next.calloc(n, m), bytes);
 }
 
 static void *realloc_hit(void *old, size_t n, uintptr_t from)
@@ -334,8 +341,7 @@ PULLPROF_API void *realloc(void *old, size_t n)
 {
 	if (UNLIKELY(pp_heap_filter_hit(old)))
 		return realloc_hit(old, n, RA());
-	void *p = next.realloc(old, n);
-	ACCOUNT(p, n, RA());
+	ALLOCATE(next.realloc(old, n), n);
 }
 
 PULLPROF_API void *reallocarray(void *old, size_t n, size_t m)
@@ -349,8 +355,7 @@ PULLPROF_API void *reallocarray(void *old, size_t n, size_t m)
 	 * realloc on another allocator's block. */
 	if (UNLIKELY(pp_heap_filter_hit(old)))
 		return realloc_hit(old, bytes, RA());
-	void *p = next.realloc(old, bytes);
-	ACCOUNT(p, bytes, RA());
+	ALLOCATE(next.realloc(old, bytes), bytes);
 }
 
 PULLPROF_API int posix_memalign(void **out, size_t a, size_t n)

@@ -74,7 +74,7 @@ static uint64_t thread_cpu_ns(void)
 
 static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 {
-	uintptr_t pcs[MAX_STACK];
+	uintptr_t pcs[MAX_STACK + PP_UNWIND_SKIP_ROOM];
 	int saved = errno;
 
 	atomic_fetch_add(&inside, 1);

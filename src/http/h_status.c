@@ -16,6 +16,8 @@
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
+#include "unwind/registry.h"
+#include "unwind/unwind.h"
 #include "util/proc.h"
 #include "util/utf8.h"
 
@@ -161,6 +163,10 @@ static struct json_object *heap_json(void)
 	json_object_object_add(u, "truncated", I64(h.unwind_truncated));
 	json_object_object_add(u, "unknown_code", I64(h.unwind_unknown_code));
 	json_object_object_add(u, "failed", I64(h.unwind_failed));
+	json_object_object_add(u, "fast", I64(pp_unwind_fast_traces()));
+	json_object_object_add(
+	    u, "loader_avoided",
+	    I64(__atomic_load_n(&pp_unwind_guard_hits, __ATOMIC_RELAXED)));
 	json_object_object_add(u, "timed", I64(h.unwind_timed));
 	json_object_object_add(
 	    u, "mean_ns",

@@ -86,12 +86,62 @@ static unsigned capture_libunwind(ucontext_t *uc, uintptr_t *pcs, unsigned max,
 	}
 }
 
+/* Decided once at pp_unwind_init: the guard is in place. */
+static atomic_int trace_allowed;
+static _Atomic uint64_t fast_traces;
+
+uint64_t pp_unwind_fast_traces(void)
+{
+	return atomic_load_explicit(&fast_traces, memory_order_relaxed);
+}
+
+void pp_unwind_allow_trace(int yes)
+{
+	atomic_store(&trace_allowed, yes);
+}
+
+/* Where `from` is among the first frames of buf: its index, and 1 when the
+ * unwinder stored return addresses minus one (some libunwind versions do),
+ * 0 when as they are. -1 when it is not there. */
+static int find_from(const uintptr_t *buf, int n, uintptr_t from, int *delta)
+{
+	for (int k = 0; k < n && k < PP_UNWIND_SKIP_ROOM; k++) {
+		if (buf[k] == from || buf[k] == from - 1) {
+			*delta = buf[k] != from;
+			return k;
+		}
+	}
+	return -1;
+}
+
+/* The fast way: libunwind's unw_backtrace, which keeps the shape of every
+ * frame it met in a per-thread cache and so reads a known stack without
+ * parsing unwind tables or taking a lock. Code without a registered table
+ * would send it to dl_iterate_phdr: the guard turns that into "unknown
+ * code" and the trace ends there. */
+static int capture_trace(uintptr_t from, uintptr_t *pcs, unsigned max, int *why)
+{
+	pp_unwind_guard = 1;
+	int n = unw_backtrace((void **)pcs, (int)(max + PP_UNWIND_SKIP_ROOM));
+	pp_unwind_guard = 0;
+	int delta, k = find_from(pcs, n, from, &delta);
+	if (k < 0)
+		return -1;
+	unsigned kept = (unsigned)(n - k);
+	*why = PP_UNWIND_OK;
+	if (kept > max ||
+	    (kept == max && n == (int)(max + PP_UNWIND_SKIP_ROOM))) {
+		kept = max;
+		*why = PP_UNWIND_TRUNCATED;
+	}
+	for (unsigned i = 0; i < kept; i++)
+		pcs[i] = pcs[k + i] + (uintptr_t)delta;
+	return (int)kept;
+}
+
 unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
                                 int *why)
 {
-	/* Frames above `from` are the profiler's own: a few, whatever the
-	 * compiler inlined. More than this and `from` was not on the way. */
-	enum { MAX_SKIP = 16 };
 	unw_context_t ctx;
 	unw_cursor_t cursor;
 	unw_word_t ip;
@@ -100,8 +150,21 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
 	*why = PP_UNWIND_FAILED;
 	if (max == 0)
 		return 0;
+	if (atomic_load_explicit(&trace_allowed, memory_order_relaxed) &&
+	    pp_registry_trace_safe()) {
+		int got = capture_trace(from, pcs, max, why);
+		if (got > 0) {
+			atomic_fetch_add_explicit(&fast_traces, 1,
+			                          memory_order_relaxed);
+			return (unsigned)got;
+		}
+		*why = PP_UNWIND_FAILED;
+	}
+	/* The checked way: step by step, and only through code whose table
+	 * is registered. */
 	unw_getcontext(&ctx);
 	pp_registry_enter();
+	pp_unwind_guard = 1;
 	if (unw_init_local(&cursor, &ctx) < 0)
 		goto out;
 	for (;; frame++) {
@@ -110,7 +173,8 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
 				*why = PP_UNWIND_OK;
 			break;
 		}
-		if (n == 0 && (uintptr_t)ip != from && frame >= MAX_SKIP)
+		if (n == 0 && (uintptr_t)ip != from &&
+		    frame >= PP_UNWIND_SKIP_ROOM)
 			break;
 		if (n || (uintptr_t)ip == from) {
 			pcs[n++] = (uintptr_t)ip;
@@ -132,6 +196,7 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
 		}
 	}
 out:
+	pp_unwind_guard = 0;
 	pp_registry_leave();
 	if (n == 0)
 		pcs[n++] = from;
@@ -144,8 +209,13 @@ unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
 	*why = PP_UNWIND_OK;
 	if (mode == PP_UNWIND_FP)
 		return capture_fp(ucontext, pcs, max, why);
+	/* A handler may interrupt a capture of its own thread: keep the
+	 * guard as it was. */
+	int guarded = pp_unwind_guard;
+	pp_unwind_guard = 1;
 	pp_registry_enter();
 	unsigned n = capture_libunwind(ucontext, pcs, max, why);
 	pp_registry_leave();
+	pp_unwind_guard = guarded;
 	return n;
 }

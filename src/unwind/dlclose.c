@@ -1,5 +1,7 @@
 /*
- * dlclose, interposed. HOST CONTEXT: called by the application like the
+ * dlclose and dl_iterate_phdr, interposed.
+ *
+ * dlclose. HOST CONTEXT: called by the application like the
  * real one, which it calls. Before an image can go away it tells the unwind
  * registry, so the SIGPROF handler stops trusting tables until the registry
  * has caught up (at most one collector pass later). Without this, a library
@@ -7,6 +9,8 @@
  * could make libunwind read the old table's address.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
 #include <stddef.h>
 
 #include "pullprof.h"
@@ -21,5 +25,66 @@ PULLPROF_API int dlclose(void *handle)
 			return -1;
 	}
 	pp_registry_unloading();
-	return real(handle);
+	int rc = real(handle), saved = errno;
+	/* Until the registry has caught up, captures stop at the first
+	 * frame: catch up at once rather than at the next periodic refresh,
+	 * which a long profile build may delay. */
+	pp_unwind_refresh_after_unload();
+	errno = saved;
+	return rc;
+}
+
+/*
+ * dl_iterate_phdr. HOT/UNSAFE CONTEXT when called from a capture: libunwind
+ * calls it (through the PLT, so it reaches this definition) for code it
+ * has no registered table for, and it takes the loader lock. Inside a
+ * capture (pp_unwind_guard set) the answer is "no images": libunwind stops
+ * there instead of waiting for a lock the interrupted code, or another
+ * thread waiting on libunwind's own lock, may hold. Everyone else gets the
+ * real one.
+ */
+__thread int pp_unwind_guard __attribute__((tls_model("initial-exec")));
+
+typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *),
+                          void *);
+static iterate_fn real_iterate;
+uint64_t pp_unwind_guard_hits;
+
+PULLPROF_API int
+dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+	if (pp_unwind_guard) {
+		__atomic_fetch_add(&pp_unwind_guard_hits, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	iterate_fn real = __atomic_load_n(&real_iterate, __ATOMIC_ACQUIRE);
+	if (!real) {
+		real = (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr");
+		if (!real)
+			return 0;
+		__atomic_store_n(&real_iterate, real, __ATOMIC_RELEASE);
+	}
+	return real(cb, data);
+}
+
+/* Our own definition, whoever wins the global lookup. */
+extern __typeof(dl_iterate_phdr) pp_dl_iterate_phdr_self
+    __attribute__((alias("dl_iterate_phdr"), visibility("hidden")));
+
+int pp_unwind_guard_works(void)
+{
+	/* libunwind binds dl_iterate_phdr in the global scope: the guard
+	 * holds only when that lookup finds this definition. */
+	return dlsym(RTLD_DEFAULT, "dl_iterate_phdr") ==
+	       (void *)pp_dl_iterate_phdr_self;
+}
+
+__attribute__((constructor)) static void resolve_iterate(void)
+{
+	/* Early, so that a capture never calls dlsym. */
+	if (!real_iterate)
+		__atomic_store_n(
+		    &real_iterate,
+		    (iterate_fn)dlsym(RTLD_NEXT, "dl_iterate_phdr"),
+		    __ATOMIC_RELEASE);
 }

@@ -46,6 +46,10 @@ static atomic_int readers;
 /* Set by our dlclose wrapper before an image goes away, cleared once the
  * registry caught up: meanwhile the handler trusts no table. */
 static atomic_int unloading;
+/* Set for good by the first dlclose: libunwind's per-thread trace cache
+ * (unw_backtrace) keeps frame shapes by address and cannot be flushed, so
+ * once code may have been unmapped, captures take the checked path. */
+static atomic_int ever_unloaded;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct image *images;
@@ -307,8 +311,16 @@ static void refresh_locked(void)
 	free_retired();
 }
 
+int pp_registry_trace_safe(void)
+{
+	return !atomic_load_explicit(&ever_unloaded, memory_order_acquire) &&
+	       !atomic_load_explicit(&unloading, memory_order_acquire) &&
+	       atomic_load_explicit(&published, memory_order_acquire) != NULL;
+}
+
 void pp_registry_unloading(void)
 {
+	atomic_store(&ever_unloaded, 1);
 	atomic_fetch_add(&unloading, 1);
 }
 
@@ -324,8 +336,21 @@ int pp_unwind_init(void)
 	int ok = atomic_load(&published) != NULL;
 	if (ok)
 		users++;
+	pp_unwind_allow_trace(ok && pp_unwind_guard_works());
 	pthread_mutex_unlock(&lock);
 	return ok ? 0 : -ENOMEM;
+}
+
+void pp_unwind_refresh_after_unload(void)
+{
+	/* Never wait here: the agent may hold the lock while it waits for
+	 * the loader lock, which this thread may hold (a dlclose from a
+	 * library's constructor or destructor). */
+	if (pthread_mutex_trylock(&lock) != 0)
+		return;
+	if (initialized)
+		refresh_locked();
+	pthread_mutex_unlock(&lock);
 }
 
 void pp_unwind_refresh(void)

@@ -14,5 +14,20 @@ int pp_registry_covers(uintptr_t ip);
 /* Agent or host context: an image is about to be unloaded (dlclose); until
  * the next refresh no unwind table is trusted. */
 void pp_registry_unloading(void);
+/* Host context, after the real dlclose returned: catch up now if the
+ * registry is free (else the agent's next refresh will). */
+void pp_unwind_refresh_after_unload(void);
+/* Hot context. May libunwind's cached fast trace be used? Not once any
+ * image was unloaded (its cache cannot be flushed), nor before the first
+ * snapshot. */
+int pp_registry_trace_safe(void);
+
+/* Set by a capture on its own thread: our dl_iterate_phdr (dlclose.c) then
+ * answers "no images" instead of taking the loader lock. */
+extern __thread int pp_unwind_guard __attribute__((tls_model("initial-exec")));
+/* Agent context: does libunwind's dl_iterate_phdr reach ours? */
+int pp_unwind_guard_works(void);
+/* How often the guard kept libunwind from the loader lock. */
+extern uint64_t pp_unwind_guard_hits;
 
 #endif

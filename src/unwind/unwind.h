@@ -31,13 +31,21 @@ enum pp_unwind_result {
 unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
                            uintptr_t *pcs, unsigned max, int *why);
 
+/* Frames of the profiler itself a capture may have to skip. */
+#define PP_UNWIND_SKIP_ROOM 16
+
 /* Hot context, but not a signal handler: the allocating thread inside a
  * malloc wrapper. Capture the calling thread's own stack with libunwind,
  * starting at the frame whose pc is `from` (the wrapper's return address:
- * the wrapper and the profiler's frames are left out), leaf first. When
+ * the wrapper and the profiler's frames are left out), leaf first, at most
+ * max frames; pcs must have room for max + PP_UNWIND_SKIP_ROOM. When
  * `from` is not met, pcs holds just `from` and *why says why. */
 unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
                                 int *why);
+/* Agent context: may captures use libunwind's cached fast trace? */
+void pp_unwind_allow_trace(int yes);
+/* Captures that took the fast trace (for status). */
+uint64_t pp_unwind_fast_traces(void);
 
 /* Agent context. Set libunwind up for signal-safe use and take the first
  * snapshot. Each profiler that captures stacks calls it once and

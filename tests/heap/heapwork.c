@@ -17,6 +17,7 @@
  *   stress THREADS SECONDS  malloc/free/realloc from many threads
  *   fork            fork while threads allocate; the child allocates too
  *   jemalloc        is the next allocator jemalloc? (via its mallctl)
+ *   dlcycle PATH    dlopen PATH and dlclose it
  *   quit
  */
 #include <dlfcn.h>
@@ -485,7 +486,7 @@ int main(void)
 	printf("port %d\n", pullprof_port());
 	while (fgets(line, sizeof line, stdin)) {
 		unsigned long long a = 0, b = 0;
-		char cmd[32] = "";
+		char cmd[32] = "", path[200] = "";
 		if (sscanf(line, "%31s %llu %llu", cmd, &a, &b) < 1)
 			continue;
 		if (!strcmp(cmd, "accuracy"))
@@ -520,7 +521,12 @@ int main(void)
 			fork_test();
 		else if (!strcmp(cmd, "jemalloc"))
 			jemalloc_check();
-		else if (!strcmp(cmd, "quit"))
+		else if (!strcmp(cmd, "dlcycle") &&
+		         sscanf(line, "%*s %199s", path) == 1) {
+			void *h = dlopen(path, RTLD_NOW);
+			printf("dlcycle %s\n",
+			       h && dlclose(h) == 0 ? "ok" : dlerror());
+		} else if (!strcmp(cmd, "quit"))
 			break;
 		else
 			printf("unknown %s\n", cmd);

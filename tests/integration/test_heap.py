@@ -15,6 +15,7 @@ from pptest import (BUILD, LIBSO, SRC, Host, Profile, curl, eq, go_pprof, ok,
 WORK = os.path.join(BUILD, "tests", "heap", "heapwork")
 MiB = 1 << 20
 SUPP = os.path.join(SRC, "tests", "valgrind.supp")
+DLLIB = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_dl.so")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 # Statistics of the accuracy bounds. An allocation of s bytes is sampled with
@@ -149,6 +150,7 @@ def test_accuracy_and_format():
        "status.heap: nothing dropped, no unwind failure", st)
 
     test_family(w)
+    test_after_dlclose(w)
     test_chain(w)
     test_cxx(w)
     test_peak(w)
@@ -175,6 +177,24 @@ def test_family(w):
        {}, "after free(), nothing of the family is in use (memalign'd too)")
 
 
+def test_after_dlclose(w):
+    """libunwind's trace cache cannot be flushed: after a dlclose, captures
+    step through the registered tables instead, and stay right."""
+    fast = w.get("status").json()["heap"]["unwind"]["fast"]
+    ok(fast > 0, "captures use the cached trace while nothing was unloaded",
+       fast)
+    eq(w.cmd(f"dlcycle {DLLIB}"), "dlcycle ok", "dlopen + dlclose a library")
+    # (dlopen's own allocations, before the dlclose, may still use it)
+    fast = w.get("status").json()["heap"]["unwind"]["fast"]
+    eq(w.cmd("family", timeout=60), "family ok 64 65536", "family again")
+    st = w.get("status").json()["heap"]
+    eq(st["unwind"]["fast"], fast, "after a dlclose no capture uses it")
+    inuse = by_function(w.profile(), "inuse_space")
+    check_near(inuse.get("hw_fam_calloc", 0), 64 * 65536, 1,
+               "stepped captures: the allocating function is still right")
+    eq(w.cmd("family-free"), "freed", "family freed again")
+
+
 def test_chain(w):
     line = w.cmd(f"chain {8 * MiB}")
     ok(line.startswith("chain "), "realloc chain up to 8 MiB", line)
@@ -199,6 +219,10 @@ def test_cxx(w):
     alloc = by_function(p, "alloc_space")
     check_near(inuse.get("hw_cxx_widgets", 0), int(f[3]), 10,
                "C++: new/delete in use within 10%")
+    if not inuse.get("hw_cxx_widgets"):
+        print("# " + "\n# ".join(
+            " <- ".join(fr[0] for loc in p.stack(s) for fr in loc)
+            for s in p.samples if s["value"][1] > 1000000)[:3000])
     check_near(alloc.get("hw_cxx_widgets", 0), int(f[2]), 10,
                "C++: allocated within 10%")
     names = set(inuse)
