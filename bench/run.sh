@@ -3,10 +3,21 @@
 #   sh bench/run.sh            (after sh scripts/build.sh)
 set -eu
 cd "$(dirname "$0")/.."
-make -s bench/bench_profile bench/cpuwork
-# The CPU profiling peer: gperftools' libprofiler (root installs it).
-if [ ! -e /usr/lib/x86_64-linux-gnu/libprofiler.so.0 ] && [ "$(id -u)" = 0 ]; then
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq google-perftools >/dev/null
+make -s bench/bench_profile bench/cpuwork bench/mallocwork
+# The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
+# jemalloc and heaptrack (heap); valgrind counts instructions.
+lib=/usr/lib/x86_64-linux-gnu
+missing=""
+[ -e $lib/libprofiler.so.0 ] || missing="$missing google-perftools"
+[ -e $lib/libtcmalloc.so.4 ] || missing="$missing libgoogle-perftools4"
+[ -e $lib/libjemalloc.so.2 ] || missing="$missing libjemalloc2"
+command -v heaptrack >/dev/null || missing="$missing heaptrack"
+command -v valgrind >/dev/null || missing="$missing valgrind"
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq $missing >/dev/null
 fi
 sizes="1000 10000 100000"
 echo "## Profile build, symbolization and encoding ($(nproc) cores, $(date -u +%Y-%m-%d))"
@@ -23,3 +34,7 @@ echo
 echo "## CPU profiling overhead and accuracy (bench/bench_cpu.py)"
 echo
 python3 bench/bench_cpu.py 5
+echo
+echo "## Heap: malloc/free overhead (bench/bench_malloc.py)"
+echo
+python3 bench/bench_malloc.py

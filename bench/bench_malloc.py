@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""bench_malloc: what heap profiling adds to malloc+free, pullprof against
+jemalloc's and tcmalloc's samplers and heaptrack, in one run.
+
+The same load (bench/mallocwork: per thread, 4096 slots and PAIRS
+malloc+free pairs of 16..511 bytes) runs, for 1 and 2 threads, under
+  - glibc alone (nothing preloaded),
+  - pullprof preloaded (agent started with PULLPROF_LISTEN=127.0.0.1:0)
+    with PULLPROF_HEAP_RATE=0 (sampling off), 524288 and 65536,
+  - jemalloc preloaded, MALLOC_CONF=prof:false and
+    prof:true,lg_prof_sample:19 (a sample every 512 KiB on average),
+  - gperftools' tcmalloc preloaded, TCMALLOC_SAMPLE_PARAMETER=0 and 524288,
+  - heaptrack (records every allocation: fewer pairs, HT_PAIRS),
+each RUNS times, the configurations interleaved round-robin (the order
+rotated every round) so drift in the machine hits all alike. A run's
+figure is mallocwork's ns per pair: each thread's wall time for its pairs
+over the pairs, averaged over the threads. The table gives the median and
+the range (min-max) of the runs, and the median's overhead against the
+configuration's own baseline: glibc for pullprof and heaptrack (glibc at
+heaptrack's pair count for heaptrack), prof:false for jemalloc, sample
+parameter 0 for tcmalloc.
+
+Checks that the samplers really ran:
+  - pullprof: every run holds the process after the work and reads
+    heap.sampled from /status; the medians are printed with the number
+    expected (allocated bytes / rate);
+  - jemalloc: no run may print "Invalid conf pair", and one extra run with
+    stats_print:true must show config.prof, opt.prof true and
+    opt.lg_prof_sample 19;
+  - heaptrack: its own count of allocations must cover the pairs.
+
+Then, unless --callgrind-pairs 0, instructions per pair under callgrind
+(only the timed loop counted: --toggle-collect=run_pairs), single thread:
+glibc against pullprof at rate 0, 524288 and 65536.
+
+Usage: bench/bench_malloc.py [--runs N] [--pairs N] [--heaptrack-pairs N]
+                             [--callgrind-pairs N]
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(HERE)
+WORK = os.path.join(HERE, "mallocwork")
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+PULLPROF = os.path.join(TOP, ".libs", "libpullprof.so")
+JEMALLOC = os.path.join(LIBDIR, "libjemalloc.so.2")
+TCMALLOC = os.path.join(LIBDIR, "libtcmalloc.so.4")
+HEAPTRACK = shutil.which("heaptrack")
+JE_PROF = "prof:true,lg_prof_sample:19"
+MEAN_SIZE = (16 + 511) / 2  # mallocwork's sizes: uniform over 16..511
+SLOTS = 4096
+
+
+class Config:
+    def __init__(self, name, base=None, env=None, kind="plain", pairs=None):
+        self.name, self.base, self.kind = name, base, kind
+        self.env = env or {}
+        self.pairs = pairs  # None: the common PAIRS
+        self.runs = {}      # threads -> [ns per pair]
+        self.sampled = {}   # threads -> [pullprof heap.sampled]
+        self.unwind_ns = {}  # threads -> [pullprof heap.unwind.mean_ns]
+
+
+def parse(out):
+    for line in out.splitlines():
+        w = line.split()
+        if w and w[0] == "ns_per_pair":
+            return float(w[1])
+    raise RuntimeError(f"no result in mallocwork's output:\n{out}")
+
+
+def run_plain(c, threads, pairs, cwd):
+    e = dict(os.environ, **c.env)
+    p = subprocess.run([WORK, str(threads), str(pairs)], env=e, cwd=cwd,
+                       capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    if p.returncode:
+        raise RuntimeError(f"{c.name}: exit {p.returncode}: {p.stderr}")
+    if "Invalid conf" in p.stderr:
+        raise RuntimeError(f"{c.name}: jemalloc refused its options: "
+                           f"{p.stderr.strip()}")
+    return parse(p.stdout)
+
+
+def run_pullprof(c, threads, pairs, cwd):
+    """The work, then (process held) heap.sampled from the agent."""
+    e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0", LD_PRELOAD=PULLPROF,
+             **c.env)
+    e.pop("PULLPROF_QUIET", None)
+    p = subprocess.Popen([WORK, str(threads), str(pairs), "1"], env=e,
+                         cwd=cwd, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        # The agent's constructor logs before main runs:
+        # "pullprof[PID]: serving http://127.0.0.1:PORT/debug/pprof/"
+        err = p.stderr.readline()
+        m = re.search(r"serving (http://\S+/)", err)
+        if not m:
+            raise RuntimeError(f"{c.name}: pullprof did not start: {err}")
+        ns = parse(p.stdout.readline())
+        with urllib.request.urlopen(m.group(1) + "status", timeout=30) as r:
+            heap = json.load(r)["heap"]
+    finally:
+        p.stdin.close()
+        rest = p.stderr.read()
+        p.wait()
+    if p.returncode:
+        raise RuntimeError(f"{c.name}: exit {p.returncode}: {rest}")
+    c.sampled.setdefault(threads, []).append(heap["sampled"])
+    c.unwind_ns.setdefault(threads, []).append(heap["unwind"]["mean_ns"])
+    return ns
+
+
+def run_heaptrack(c, threads, pairs, cwd):
+    out = os.path.join(cwd, "heaptrack.out")
+    p = subprocess.run([HEAPTRACK, "-o", out, WORK, str(threads), str(pairs)],
+                       cwd=cwd, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    m = re.search(r"allocations:\s*(\d+)", p.stdout + p.stderr)
+    if p.returncode or not m:
+        raise RuntimeError(f"heaptrack failed: {p.stdout}{p.stderr}")
+    if int(m.group(1)) < threads * pairs:
+        raise RuntimeError(f"heaptrack saw {m.group(1)} allocations, "
+                           f"fewer than the {threads * pairs} made")
+    for f in os.listdir(cwd):
+        if f.startswith("heaptrack.out"):
+            os.unlink(os.path.join(cwd, f))
+    return parse(p.stdout)
+
+
+RUNNERS = {"plain": run_plain, "pullprof": run_pullprof,
+           "heaptrack": run_heaptrack}
+
+# Other processes on the machine (a build, a test) would skew a run: the
+# CPU time the whole machine spent (/proc/stat) less our own and our
+# children's tells how much they took. A run during which they took more
+# than FOREIGN_MAX CPU seconds is run again (up to RETRIES times).
+FOREIGN_MAX = 0.05
+RETRIES = 5
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def busy_cpu():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / TICK
+
+
+def own_cpu():
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def foreign(fn):
+    """fn()'s result and the CPU seconds others used meanwhile."""
+    b, o = busy_cpu(), own_cpu()
+    r = fn()
+    return r, (busy_cpu() - b) - (own_cpu() - o)
+
+
+def wait_quiet(limit=600):
+    """Wait (up to limit s) for a second in which others use < 5% CPU.
+    The seconds waited, or None when it never came."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if foreign(lambda: time.sleep(1))[1] < FOREIGN_MAX:
+            return time.monotonic() - t0
+    return None
+
+
+class Disturbance:
+    retried = 0  # runs done again because others took the CPU
+    kept = 0     # runs kept though disturbed (retries ran out)
+    waited = 0.0
+
+
+def measured(c, t, pairs, cwd):
+    for i in range(RETRIES + 1):
+        ns, other = foreign(lambda: RUNNERS[c.kind](c, t, pairs, cwd))
+        if other < FOREIGN_MAX:
+            return ns
+        if i < RETRIES:
+            Disturbance.retried += 1
+            Disturbance.waited += wait_quiet(60) or 60
+    Disturbance.kept += 1
+    return ns
+
+
+def check_jemalloc(cwd):
+    """jemalloc accepts the profiling options and was built with them."""
+    e = dict(os.environ, LD_PRELOAD=JEMALLOC,
+             MALLOC_CONF=JE_PROF + ",stats_print:true")
+    p = subprocess.run([WORK, "1", "1000"], env=e, cwd=cwd,
+                       capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    text = p.stdout + p.stderr
+    want = ["config.prof: true", "opt.prof: true", "opt.lg_prof_sample: 19"]
+    missing = [w for w in want if w not in text]
+    if "Invalid conf" in text or missing:
+        return f"jemalloc profiling NOT active (missing: {missing})"
+    dumps = [f for f in os.listdir(cwd) if f.startswith("jeprof")]
+    return ("jemalloc: " + ", ".join(want) +
+            f" in its stats; {len(dumps)} profile files written")
+
+
+def fmt_ns(xs):
+    return (f"{statistics.median(xs):.2f} "
+            f"({min(xs):.2f}–{max(xs):.2f})")
+
+
+def fmt_over(xs, base):
+    if base is None:
+        return "baseline"
+    m, b = statistics.median(xs), statistics.median(base)
+    return f"{m - b:+.2f} ns ({(m / b - 1) * 100:+.1f}%)"
+
+
+def callgrind(pairs, cwd):
+    """Ir per pair of the timed loop, glibc and pullprof, single thread."""
+    rows = []
+    cfgs = [("glibc alone", None), ("pullprof, sampling off", "0"),
+            ("pullprof, 512 KiB", "524288"), ("pullprof, 64 KiB", "65536")]
+    base = None
+    for name, rate in cfgs:
+        e = dict(os.environ)
+        if rate is not None:
+            e.update(PULLPROF_LISTEN="127.0.0.1:0", PULLPROF_HEAP_RATE=rate,
+                     PULLPROF_QUIET="1", LD_PRELOAD=PULLPROF)
+        out = os.path.join(cwd, "callgrind.out")
+        subprocess.run(["valgrind", "-q", "--tool=callgrind",
+                        "--toggle-collect=run_pairs",
+                        f"--callgrind-out-file={out}",
+                        WORK, "1", str(pairs)], env=e, cwd=cwd, check=True,
+                       capture_output=True, stdin=subprocess.DEVNULL)
+        total = None
+        with open(out) as f:
+            for line in f:
+                if line.startswith("totals:"):
+                    total = int(line.split()[1])
+        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out],
+                             capture_output=True, text=True).stdout
+        slow = 0
+        for line in ann.splitlines():
+            if re.search(r":pp_heap_sampled\b", line):
+                slow = int(line.split()[0].replace(",", ""))
+                break
+        os.unlink(out)
+        ir = total / pairs
+        if base is None:
+            base = ir
+        rows.append(f"| {name} | {ir:.1f} | {ir - base:+.1f} | "
+                    f"{slow / pairs:.1f} |")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=20_000_000)
+    ap.add_argument("--heaptrack-pairs", type=int, default=2_000_000)
+    ap.add_argument("--callgrind-pairs", type=int, default=2_000_000)
+    a = ap.parse_args()
+    if not os.access(WORK, os.X_OK) or not os.path.exists(PULLPROF):
+        sys.exit("bench_malloc: build first (sh scripts/build.sh; "
+                 "make bench/mallocwork)")
+
+    glibc = Config("glibc alone")
+    configs = [glibc,
+               Config("pullprof, sampling off (RATE=0)", glibc,
+                      {"PULLPROF_HEAP_RATE": "0"}, "pullprof"),
+               Config("pullprof, 512 KiB (RATE=524288)", glibc,
+                      {"PULLPROF_HEAP_RATE": "524288"}, "pullprof"),
+               Config("pullprof, 64 KiB (RATE=65536)", glibc,
+                      {"PULLPROF_HEAP_RATE": "65536"}, "pullprof")]
+    notes = []
+    if os.path.exists(JEMALLOC):
+        je = Config("jemalloc, prof:false", None,
+                    {"LD_PRELOAD": JEMALLOC, "MALLOC_CONF": "prof:false"})
+        configs += [je, Config(f"jemalloc, {JE_PROF}", je,
+                               {"LD_PRELOAD": JEMALLOC,
+                                "MALLOC_CONF": JE_PROF})]
+    else:
+        notes.append("jemalloc not installed (apt-get install libjemalloc2)")
+    if os.path.exists(TCMALLOC):
+        tc = Config("tcmalloc, TCMALLOC_SAMPLE_PARAMETER=0", None,
+                    {"LD_PRELOAD": TCMALLOC,
+                     "TCMALLOC_SAMPLE_PARAMETER": "0"})
+        configs += [tc, Config("tcmalloc, TCMALLOC_SAMPLE_PARAMETER=524288",
+                               tc, {"LD_PRELOAD": TCMALLOC,
+                                    "TCMALLOC_SAMPLE_PARAMETER": "524288"})]
+    else:
+        notes.append("tcmalloc not installed "
+                     "(apt-get install libgoogle-perftools4)")
+    if HEAPTRACK:
+        hg = Config(f"glibc alone, {a.heaptrack_pairs} pairs", None,
+                    pairs=a.heaptrack_pairs)
+        configs += [hg, Config(f"heaptrack, {a.heaptrack_pairs} pairs", hg,
+                               kind="heaptrack", pairs=a.heaptrack_pairs)]
+    else:
+        notes.append("heaptrack not installed (apt-get install heaptrack)")
+
+    threads = (1, 2)
+    load0 = os.getloadavg()[0]
+    quiet = wait_quiet()
+    with tempfile.TemporaryDirectory() as cwd:
+        for r in range(a.runs):
+            k = r % len(configs)
+            for t in threads:
+                for c in configs[k:] + configs[:k]:
+                    ns = measured(c, t, c.pairs or a.pairs, cwd)
+                    c.runs.setdefault(t, []).append(ns)
+        je_check = check_jemalloc(cwd) if os.path.exists(JEMALLOC) else None
+        cg = (callgrind(a.callgrind_pairs, cwd)
+              if a.callgrind_pairs and shutil.which("valgrind") else None)
+    if a.callgrind_pairs and not cg:
+        notes.append("valgrind not installed: no instruction counts")
+
+    print(f"malloc+free pairs of 16..511 bytes over {SLOTS} slots per "
+          f"thread, {a.pairs} pairs per thread (heaptrack: "
+          f"{a.heaptrack_pairs}); {a.runs} runs each, interleaved; "
+          f"{os.cpu_count()} cores. ns per pair: median (min–max) of the "
+          f"runs; overhead: medians against the baseline named. Load "
+          f"average (1 min) {load0:.2f} before the runs, "
+          f"{os.getloadavg()[0]:.2f} after (theirs included)")
+    print()
+    print(("Quiet machine found before the runs" if quiet is not None else
+           "NO quiet second found in 600 s before the runs") +
+          f"; {Disturbance.retried} runs done again because other "
+          f"processes used more than {FOREIGN_MAX} CPU s during them "
+          f"({Disturbance.waited:.0f} s waited), {Disturbance.kept} "
+          f"disturbed runs kept after {RETRIES} retries")
+    print()
+    print("| configuration | baseline | ns/pair, 1 thread | overhead | "
+          "ns/pair, 2 threads | overhead |")
+    print("|---|---|---:|---:|---:|---:|")
+    for c in configs:
+        cells = [c.name, c.base.name if c.base else "—"]
+        for t in threads:
+            cells += [fmt_ns(c.runs[t]),
+                      fmt_over(c.runs[t], c.base.runs[t] if c.base else None)]
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print("Sampling checks:")
+    print()
+    for c in configs:
+        if c.kind != "pullprof":
+            continue
+        rate = int(c.env["PULLPROF_HEAP_RATE"])
+        for t in threads:
+            got = statistics.median(c.sampled[t])
+            want = (t * (a.pairs + SLOTS) * MEAN_SIZE / rate) if rate else 0
+            ok = (got == 0) if not rate else (0.9 * want < got < 1.1 * want)
+            print(f"* {c.name}, {t} thread(s): heap.sampled median "
+                  f"{got:.0f} per run (min {min(c.sampled[t])}, expected "
+                  f"~{want:.0f}), unwind mean "
+                  f"{statistics.median(c.unwind_ns[t]):.0f} ns"
+                  f"{'' if ok else '  <-- UNEXPECTED'}")
+    if je_check:
+        print(f"* {je_check}")
+    if HEAPTRACK:
+        print("* heaptrack: every run's own count of allocations covered "
+              "the pairs")
+    for n in notes:
+        print(f"* {n}")
+    if cg:
+        print()
+        print(f"Instructions per pair under callgrind (valgrind "
+              f"--tool=callgrind --toggle-collect=run_pairs, "
+              f"{a.callgrind_pairs} pairs, 1 thread; deterministic apart "
+              f"from the sample draws):")
+        print()
+        print("| configuration | Ir/pair | vs glibc | of which in "
+              "pp_heap_sampled (incl.) |")
+        print("|---|---:|---:|---:|")
+        print("\n".join(cg))
+
+
+if __name__ == "__main__":
+    main()
