@@ -11,15 +11,9 @@
 #include <unistd.h>
 
 #include "cpu/sampler.h"
+#include "util/clock.h"
 
 struct pp_sampler_shared pp_sampler;
-
-static uint64_t clock_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void count(_Atomic uint64_t *c, uint64_t n)
 {
@@ -38,10 +32,10 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	if (!atomic_load_explicit(&s->active, memory_order_acquire) ||
 	    (si->si_code != SI_TIMER && si->si_code != SI_KERNEL))
 		goto out;
-	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = pp_clock_ns(CLOCK_MONOTONIC);
 	/* The handler's cost is measured in this thread's CPU time: wall time
 	 * would count the moments the scheduler took the core away. */
-	uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t c0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	uint32_t weight = 1;
 	if (si->si_code == SI_TIMER && si->si_overrun > 0)
 		weight += (uint32_t)si->si_overrun;
@@ -71,7 +65,7 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	count(&s->samples, 1);
 	count(&s->weighted, weight);
 
-	uint64_t dt = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+	uint64_t dt = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 	count(&s->handler_calls, 1);
 	count(&s->handler_ns_total, dt);
 	uint64_t max =

@@ -14,7 +14,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +30,8 @@
 #include "profile/model.h"
 #include "profile/pprof.h"
 #include "symbols/symbols.h"
+#include "util/clock.h"
+#include "util/proc.h"
 
 #define RING_CAPACITY 4096
 #define SCAN_NS 100000000ull /* thread scan and checks: every 100 ms */
@@ -90,20 +91,6 @@ static struct {
     .build_wake = PTHREAD_COND_INITIALIZER,
     .settings = {PP_UNWIND_LIBUNWIND, 128, 8},
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t real_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static uint64_t lost_now(void)
 {
@@ -198,7 +185,7 @@ static struct thread_timer *add_thread(pid_t tid)
 	struct thread_timer *t = &S.threads[S.nthreads++];
 	memset(t, 0, sizeof *t);
 	t->tid = tid;
-	t->first_seen_ns = mono_ns();
+	t->first_seen_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	read_name(tid, t->name, sizeof t->name);
 	return t;
 }
@@ -225,7 +212,8 @@ static void scan_threads(void)
 		t->seen = 1;
 		/* New threads often name themselves just after they start:
 		 * read the name again during their first second. */
-		if (mono_ns() - t->first_seen_ns < 1000000000u)
+		if (pp_clock_ns(CLOCK_MONOTONIC) - t->first_seen_ns <
+		    1000000000u)
 			read_name(tid, t->name, sizeof t->name);
 		if (t->has_timer || S.setitimer_mode)
 			continue;
@@ -375,9 +363,7 @@ static struct pp_cpu_window *check_clients(void)
 	struct pp_cpu_window *gone = NULL, **p = &S.windows;
 	while (*p) {
 		struct pp_cpu_window *w = *p;
-		struct pollfd pfd = {w->client_fd, POLLRDHUP, 0};
-		if (w->client_fd >= 0 && poll(&pfd, 1, 0) == 1 &&
-		    (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+		if (pp_fd_hung_up(w->client_fd)) {
 			*p = w->next;
 			S.nwindows--;
 			w->state = W_CANCELLED;
@@ -416,17 +402,12 @@ static void *collector(void *unused)
 		if (!S.windows && !S.hz) {
 			pthread_cond_wait(&S.wake, &S.mu);
 		} else {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)DRAIN_NS;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&S.wake, &S.mu, &ts);
+			struct timespec until =
+			    pp_clock_after(CLOCK_REALTIME, DRAIN_NS);
+			pthread_cond_timedwait(&S.wake, &S.mu, &until);
 		}
 		drain();
-		uint64_t now = mono_ns();
+		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 		int periodic = now - last_scan >= SCAN_NS;
 		struct pp_cpu_window *gone = periodic ? check_clients() : NULL;
 		/* Finished windows go to the builder, once their last samples
@@ -584,7 +565,7 @@ static int start_threads(char *err, size_t errlen)
 	}
 	if (S.threads_up)
 		return 0;
-	S.rng = (uint64_t)real_ns() | 1;
+	S.rng = (uint64_t)(int64_t)pp_clock_ns(CLOCK_REALTIME) | 1;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = -pthread_create(&S.collector, NULL, collector, NULL);
@@ -627,7 +608,7 @@ int pp_cpu_window_open(unsigned seconds, unsigned hz, int client_fd,
 		goto out;
 	}
 	if (S.nwindows >= S.settings.max_windows) {
-		uint64_t now = mono_ns(), first = UINT64_MAX;
+		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC), first = UINT64_MAX;
 		for (struct pp_cpu_window *w = S.windows; w; w = w->next)
 			if (w->end_ns < first)
 				first = w->end_ns;
@@ -677,9 +658,9 @@ int pp_cpu_window_open(unsigned seconds, unsigned hz, int client_fd,
 	w->client_fd = client_fd;
 	w->done = done;
 	w->arg = arg;
-	w->start_ns = mono_ns();
+	w->start_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	w->end_ns = w->start_ns + (uint64_t)seconds * 1000000000u;
-	w->start_real_ns = real_ns();
+	w->start_real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 	w->lost_at_open = lost_now();
 	w->next = S.windows;
 	S.windows = w;

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,8 @@
 #include "profile/model.h"
 #include "profile/pprof.h"
 #include "unwind/unwind.h"
+#include "util/clock.h"
+#include "util/proc.h"
 
 #define MAX_PENDING 16
 /* How often the worker looks at the registry and at waiting clients. */
@@ -51,20 +52,6 @@ static struct {
 	unsigned njobs;
 	struct pp_heap_settings settings;
 } H = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t real_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void unref_locked(struct pp_heap_job *j)
 {
@@ -168,10 +155,11 @@ static void build(struct pp_heap_job *j)
 	p->leaf_is_return = 1;
 	if (j->q.view == PP_HEAP_ALLOCS)
 		pp_profile_set_default_type(p, "alloc_space");
-	int64_t now = real_ns();
+	int64_t now = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 	if (j->q.seconds)
-		pp_profile_set_time(p, j->opened_real_ns,
-		                    (int64_t)(mono_ns() - j->opened_ns));
+		pp_profile_set_time(
+		    p, j->opened_real_ns,
+		    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) - j->opened_ns));
 	else
 		pp_profile_set_time(p, now, 0);
 	snprintf(note, sizeof note,
@@ -201,13 +189,6 @@ static void build(struct pp_heap_job *j)
 
 /* ---- the worker ---------------------------------------------------------- */
 
-static int client_gone(int fd)
-{
-	struct pollfd pfd = {fd, POLLRDHUP, 0};
-	return fd >= 0 && poll(&pfd, 1, 0) == 1 &&
-	       (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 static void finish(struct pp_heap_job *j, int state)
 {
 	/* Called locked, returns locked; done runs unlocked. */
@@ -229,7 +210,7 @@ static void *worker(void *unused)
 	uint64_t last_tick = 0;
 	pthread_mutex_lock(&H.mu);
 	while (!H.stopping) {
-		uint64_t now = mono_ns();
+		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 		struct pp_heap_job *due = NULL;
 		uint64_t next = now + TICK_NS;
 		for (struct pp_heap_job *j = H.jobs; j; j = j->next) {
@@ -255,7 +236,7 @@ static void *worker(void *unused)
 			struct pp_heap_job *gone = NULL;
 			for (struct pp_heap_job *j = H.jobs; j; j = j->next)
 				if (j->state == J_WAITING &&
-				    client_gone(j->client_fd)) {
+				    pp_fd_hung_up(j->client_fd)) {
 					gone = j;
 					break;
 				}
@@ -270,15 +251,8 @@ static void *worker(void *unused)
 			pthread_mutex_lock(&H.mu);
 			continue;
 		}
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		uint64_t wait = next - now;
-		until.tv_sec += (time_t)(wait / 1000000000u);
-		until.tv_nsec += (long)(wait % 1000000000u);
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
+		struct timespec until =
+		    pp_clock_after(CLOCK_MONOTONIC, next - now);
 		pthread_cond_timedwait(&H.wake, &H.mu, &until);
 	}
 	while (H.jobs)
@@ -373,7 +347,7 @@ void pp_heap_forget_in_child(void)
 	H.running = H.stopping = 0;
 	/* The registry stays registered: the child's threads sample on. */
 	pp_heap_sampling_forget_in_child();
-	pp_heap_table_forget_in_child();
+	/* The tables need nothing: their lock is held across fork. */
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -392,8 +366,8 @@ int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
 	j->client_fd = client_fd;
 	j->done = done;
 	j->arg = arg;
-	j->opened_ns = mono_ns();
-	j->opened_real_ns = real_ns();
+	j->opened_ns = pp_clock_ns(CLOCK_MONOTONIC);
+	j->opened_real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 	j->due_ns = j->opened_ns + (uint64_t)q->seconds * 1000000000u;
 	if (q->seconds) {
 		int rc = pp_heap_table_snapshot(0, 0, &j->start);

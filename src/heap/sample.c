@@ -20,6 +20,7 @@
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "unwind/unwind.h"
+#include "util/clock.h"
 
 /* A thread with sampling off looks again after this many bytes, so it
  * joins in soon after sampling starts. */
@@ -36,10 +37,8 @@ static atomic_int inside; /* captures in flight */
 static uint64_t next_random(struct pp_heap_tls *t)
 {
 	if (!t->rng) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
 		t->rng = ((uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15ull) ^
-		         ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec;
+		         (pp_clock_ns(CLOCK_MONOTONIC) << 20);
 		if (!t->rng)
 			t->rng = 1;
 	}
@@ -61,13 +60,6 @@ static int64_t draw(struct pp_heap_tls *t, uint64_t rate)
 	return (int64_t)(-log1p(-u) * (double)rate);
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The thread CPU clock is a system call: only 1 sample in TIME_EVERY pays
  * for measuring its own cost. */
 #define TIME_EVERY 8
@@ -83,11 +75,12 @@ static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 		unsigned max =
 		    atomic_load_explicit(&depth_now, memory_order_relaxed);
 		int why, timed = t->samples++ % TIME_EVERY == 0;
-		uint64_t t0 = timed ? thread_cpu_ns() : 0;
+		uint64_t t0 = timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 		unsigned n = pp_unwind_capture_here(
 		    from, pcs, max && max < MAX_STACK ? max : MAX_STACK, &why);
-		pp_heap_table_record(p, size, pcs, n, why,
-		                     timed ? thread_cpu_ns() - t0 + 1 : 0);
+		pp_heap_table_record(
+		    p, size, pcs, n, why,
+		    timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 + 1 : 0);
 	}
 	atomic_fetch_sub(&inside, 1);
 	errno = saved;
@@ -105,11 +98,7 @@ void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
 		/* First allocation of this thread, or the rate changed: the
 		 * process starts here, this allocation included. */
 		t->armed_rate = rate;
-		if (!rate) {
-			t->countdown = RECHECK_BYTES;
-			return p;
-		}
-		t->countdown = draw(t, rate) - (int64_t)size;
+		t->countdown = rate ? draw(t, rate) - (int64_t)size : 0;
 		if (t->countdown > 0)
 			return p;
 	}

@@ -23,6 +23,7 @@
 #include "heap/hot.h"
 #include "heap/table.h"
 #include "unwind/unwind.h"
+#include "util/clock.h"
 #include "util/hash.h"
 
 /* Bounds: past them samples are dropped and counted. */
@@ -36,16 +37,24 @@ _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
 
 struct bucket {
 	uint64_t size;
-	uint32_t stack, next; /* next: index + 1 in the hash chain */
+	uint32_t stack;
 	uint64_t allocs, frees;
 	uint64_t peak_allocs, peak_frees, peak_gen;
 };
 
 struct stack {
-	uint64_t hash;
 	const uintptr_t *pcs;
-	uint32_t depth, next;
+	uint32_t depth;
 	int truncated;
+};
+
+/* A hash index over a table whose entries are numbered 0..n-1 in the order
+ * they were added: chains of entry numbers + 1 (0 ends a chain) by hash. */
+struct chain {
+	uint32_t *heads; /* a power of two of them, at least 2n */
+	uint32_t *next;
+	uint64_t *hash;
+	size_t n, cap_heads, cap_next, cap_hash;
 };
 
 struct live {
@@ -66,13 +75,11 @@ static struct {
 	int open;
 	uint64_t rate;
 	struct bucket *b;
-	size_t nb, cap_b;
-	uint32_t *bhead;
-	size_t cap_bhead;
+	struct chain bx; /* bx.n buckets */
+	size_t cap_b;
 	struct stack *s;
-	size_t ns, cap_s;
-	uint32_t *shead;
-	size_t cap_shead;
+	struct chain sx; /* sx.n stacks */
+	size_t cap_s;
 	struct live *live;
 	size_t nlive, cap_live;
 	struct chunk *pool;
@@ -201,87 +208,85 @@ static const uintptr_t *pool_copy(const uintptr_t *pcs, unsigned n)
 	return dst;
 }
 
-static void rehash_stacks(void)
+static uint32_t chain_first(const struct chain *c, uint64_t h)
 {
-	for (size_t i = 0; i < T.ns; i++) {
-		size_t h = T.s[i].hash & (T.cap_shead - 1);
-		T.s[i].next = T.shead[h];
-		T.shead[h] = (uint32_t)i + 1;
+	return c->cap_heads ? c->heads[h & (c->cap_heads - 1)] : 0;
+}
+
+static void chain_link(struct chain *c, size_t i)
+{
+	size_t slot = c->hash[i] & (c->cap_heads - 1);
+	c->next[i] = c->heads[slot];
+	c->heads[slot] = (uint32_t)i + 1;
+}
+
+/* Number a new entry of hash h: n, or -1 when out of memory. */
+static long chain_add(struct chain *c, uint64_t h)
+{
+	if (grow((void **)&c->next, &c->cap_next, sizeof *c->next, c->n + 1) ||
+	    grow((void **)&c->hash, &c->cap_hash, sizeof *c->hash, c->n + 1))
+		return -1;
+	if (c->n + 1 > c->cap_heads / 2) {
+		if (new_heads(&c->heads, &c->cap_heads,
+		              c->cap_heads ? c->cap_heads * 2 : 8192))
+			return -1;
+		for (size_t i = 0; i < c->n; i++)
+			chain_link(c, i);
 	}
+	c->hash[c->n] = h;
+	chain_link(c, c->n);
+	return (long)c->n++;
+}
+
+static size_t chain_bytes(const struct chain *c)
+{
+	return c->cap_heads * sizeof *c->heads + c->cap_next * sizeof *c->next +
+	       c->cap_hash * sizeof *c->hash;
+}
+
+static void chain_free(struct chain *c)
+{
+	unmap(c->heads, c->cap_heads * sizeof *c->heads);
+	unmap(c->next, c->cap_next * sizeof *c->next);
+	unmap(c->hash, c->cap_hash * sizeof *c->hash);
 }
 
 static long stack_id(const uintptr_t *pcs, unsigned depth, int truncated)
 {
 	uint64_t h =
 	    pp_hash_bytes(pcs, depth * sizeof *pcs) ^ (uint64_t)truncated;
-	for (uint32_t k = T.cap_shead ? T.shead[h & (T.cap_shead - 1)] : 0; k;
-	     k = T.s[k - 1].next) {
+	for (uint32_t k = chain_first(&T.sx, h); k; k = T.sx.next[k - 1]) {
 		const struct stack *s = &T.s[k - 1];
-		if (s->hash == h && s->depth == depth &&
+		if (T.sx.hash[k - 1] == h && s->depth == depth &&
 		    s->truncated == truncated &&
 		    memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0)
 			return (long)k - 1;
 	}
-	if (T.ns >= MAX_STACKS ||
-	    grow((void **)&T.s, &T.cap_s, sizeof *T.s, T.ns + 1))
+	if (T.sx.n >= MAX_STACKS ||
+	    grow((void **)&T.s, &T.cap_s, sizeof *T.s, T.sx.n + 1))
 		return -1;
-	if (T.ns + 1 > T.cap_shead / 2) {
-		if (new_heads(&T.shead, &T.cap_shead,
-		              T.cap_shead ? T.cap_shead * 2 : 8192))
-			return -1;
-		rehash_stacks();
-	}
 	const uintptr_t *copy = pool_copy(pcs, depth);
-	if (!copy)
-		return -1;
-	struct stack *s = &T.s[T.ns];
-	*s = (struct stack){h, copy, depth, 0, truncated};
-	size_t slot = h & (T.cap_shead - 1);
-	s->next = T.shead[slot];
-	T.shead[slot] = (uint32_t)++T.ns;
-	return (long)T.ns - 1;
-}
-
-static uint64_t bucket_hash(uint32_t stack, uint64_t size)
-{
-	return pp_hash_u64((uint64_t)stack * 0x9e3779b97f4a7c15ull ^ size);
-}
-
-static void rehash_buckets(void)
-{
-	for (size_t i = 0; i < T.nb; i++) {
-		size_t h =
-		    bucket_hash(T.b[i].stack, T.b[i].size) & (T.cap_bhead - 1);
-		T.b[i].next = T.bhead[h];
-		T.bhead[h] = (uint32_t)i + 1;
-	}
+	long id = copy ? chain_add(&T.sx, h) : -1;
+	if (id >= 0)
+		T.s[id] = (struct stack){copy, depth, truncated};
+	return id;
 }
 
 static long bucket_id(uint32_t stack, uint64_t size)
 {
-	uint64_t h = bucket_hash(stack, size);
-	for (uint32_t k = T.cap_bhead ? T.bhead[h & (T.cap_bhead - 1)] : 0; k;
-	     k = T.b[k - 1].next)
+	uint64_t h =
+	    pp_hash_u64((uint64_t)stack * 0x9e3779b97f4a7c15ull ^ size);
+	for (uint32_t k = chain_first(&T.bx, h); k; k = T.bx.next[k - 1])
 		if (T.b[k - 1].stack == stack && T.b[k - 1].size == size)
 			return (long)k - 1;
-	if (T.nb >= MAX_BUCKETS ||
-	    grow((void **)&T.b, &T.cap_b, sizeof *T.b, T.nb + 1))
+	if (T.bx.n >= MAX_BUCKETS ||
+	    grow((void **)&T.b, &T.cap_b, sizeof *T.b, T.bx.n + 1))
 		return -1;
-	if (T.nb + 1 > T.cap_bhead / 2) {
-		if (new_heads(&T.bhead, &T.cap_bhead,
-		              T.cap_bhead ? T.cap_bhead * 2 : 8192))
-			return -1;
-		rehash_buckets();
-	}
-	struct bucket *b = &T.b[T.nb];
-	memset(b, 0, sizeof *b);
-	b->size = size;
-	b->stack = stack;
-	b->peak_gen = T.gen;
-	size_t slot = h & (T.cap_bhead - 1);
-	b->next = T.bhead[slot];
-	T.bhead[slot] = (uint32_t)++T.nb;
-	return (long)T.nb - 1;
+	long id = chain_add(&T.bx, h);
+	if (id >= 0)
+		T.b[id] = (struct bucket){
+		    .size = size, .stack = stack, .peak_gen = T.gen};
+	return id;
 }
 
 /* Before changing a bucket: if the peak moved since it last changed, its
@@ -293,13 +298,6 @@ static void before_change(struct bucket *b)
 		b->peak_frees = b->frees;
 		b->peak_gen = T.gen;
 	}
-}
-
-static double wall_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 double pp_heap_scale(uint64_t size, uint64_t rate)
@@ -408,7 +406,7 @@ int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
 		T.inuse += (double)size * pp_heap_scale(size, T.rate);
 		if (T.inuse > T.peak) {
 			T.peak = T.inuse;
-			T.peak_time = wall_now();
+			T.peak_time = (double)pp_clock_ns(CLOCK_REALTIME) / 1e9;
 			T.gen++;
 		}
 		rc = 0;
@@ -463,7 +461,7 @@ void pp_heap_settle(const struct pp_heap_taken *t, int freed)
 		return;
 	pthread_mutex_lock(&mu);
 	/* The tables may have been reset in between: then nothing to do. */
-	if (T.open && t->bucket < T.nb) {
+	if (T.open && t->bucket < T.bx.n) {
 		if (freed)
 			account_free(t->bucket);
 		else if (live_put((uintptr_t)t->ptr, t->bucket) == 0)
@@ -483,9 +481,9 @@ void pp_heap_settle(const struct pp_heap_taken *t, int freed)
 static void free_tables(void)
 {
 	unmap(T.b, T.cap_b * sizeof *T.b);
-	unmap(T.bhead, T.cap_bhead * sizeof *T.bhead);
+	chain_free(&T.bx);
 	unmap(T.s, T.cap_s * sizeof *T.s);
-	unmap(T.shead, T.cap_shead * sizeof *T.shead);
+	chain_free(&T.sx);
 	unmap(T.live, T.cap_live * sizeof *T.live);
 	unmap(T.slots, PP_HEAP_FILTER_BITS * sizeof *T.slots);
 	while (T.pool) {
@@ -543,18 +541,13 @@ __attribute__((constructor)) static void register_atfork(void)
 	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
 }
 
-void pp_heap_table_forget_in_child(void)
-{
-	/* Nothing: the atfork handlers keep the lock and the tables sound. */
-}
-
 int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 {
 	size_t cap = 0;
 	memset(out, 0, sizeof *out);
 	for (;;) {
 		pthread_mutex_lock(&mu);
-		size_t n = T.nb;
+		size_t n = T.bx.n;
 		int open = T.open;
 		if (open && out->rows && n <= cap)
 			break; /* still locked */
@@ -570,7 +563,7 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 		if (!out->rows)
 			return -ENOMEM;
 	}
-	for (size_t i = 0; i < T.nb; i++) {
+	for (size_t i = 0; i < T.bx.n; i++) {
 		const struct bucket *b = &T.b[i];
 		const struct stack *s = &T.s[b->stack];
 		struct pp_heap_row *r = &out->rows[i];
@@ -586,13 +579,13 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 			r->frees = b->frees;
 		}
 	}
-	out->n = T.nb;
+	out->n = T.bx.n;
 	out->rate = T.rate;
 	out->peak_bytes = T.peak;
 	out->peak_time = T.peak_time;
 	if (reset) {
 		T.peak = T.inuse;
-		T.peak_time = wall_now();
+		T.peak_time = (double)pp_clock_ns(CLOCK_REALTIME) / 1e9;
 		T.gen++;
 	}
 	pthread_mutex_unlock(&mu);
@@ -609,10 +602,10 @@ void pp_heap_table_stats(struct pp_heap_stats *o)
 	o->inuse_bytes = (uint64_t)T.inuse;
 	o->peak_bytes = (uint64_t)T.peak;
 	o->peak_time = T.peak_time;
-	o->stacks = T.ns;
-	o->buckets = T.nb;
-	o->table_bytes = T.cap_b * sizeof *T.b + T.cap_bhead * sizeof *T.bhead +
-	                 T.cap_s * sizeof *T.s + T.cap_shead * sizeof *T.shead +
+	o->stacks = T.sx.n;
+	o->buckets = T.bx.n;
+	o->table_bytes = T.cap_b * sizeof *T.b + chain_bytes(&T.bx) +
+	                 T.cap_s * sizeof *T.s + chain_bytes(&T.sx) +
 	                 T.cap_live * sizeof *T.live + T.pool_bytes +
 	                 (T.slots ? PP_HEAP_FILTER_BITS * sizeof *T.slots : 0);
 	o->dropped = T.dropped;

@@ -19,7 +19,6 @@
  * (no capture may be running: sample.c makes sure). */
 int pp_heap_table_open(uint64_t rate);
 void pp_heap_table_close(void);
-void pp_heap_table_forget_in_child(void);
 
 /* Hot context: p (size bytes) was sampled with this stack, whose capture
  * took unwind_ns (0: not timed). Returns 0, or -ENOMEM when the sample was

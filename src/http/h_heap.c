@@ -13,21 +13,17 @@
 #include "query.h"
 #include "respond.h"
 
-static void cleanup(struct pp_request *r)
+static int take(void *j, char **body, size_t *len)
 {
-	pp_heap_job_release(r->state);
-	r->state = NULL;
+	return pp_heap_job_take(j, body, len);
 }
 
-static enum MHD_Result answer(struct pp_request *r)
+static void release(void *j)
 {
-	char *body = NULL;
-	size_t len = 0;
-	int rc = pp_heap_job_take(r->state, &body, &len);
-	return pp_respond_profile(r, rc, body, len,
-	                          r->route->handler == pp_h_allocs ? "allocs"
-	                                                           : "heap");
+	pp_heap_job_release(j);
 }
+
+static const struct pp_deferred job = {take, release};
 
 static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 {
@@ -70,7 +66,7 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	if (rc)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
 		                        err);
-	pp_request_defer(r, j, cleanup, answer);
+	pp_request_defer(r, j, &job);
 	return MHD_YES;
 }
 

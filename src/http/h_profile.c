@@ -15,19 +15,17 @@
 #include "respond.h"
 #include "server.h"
 
-static void cleanup(struct pp_request *r)
+static int take(void *w, char **body, size_t *len)
 {
-	pp_cpu_window_release(r->state);
-	r->state = NULL;
+	return pp_cpu_window_take(w, body, len);
 }
 
-static enum MHD_Result answer(struct pp_request *r)
+static void release(void *w)
 {
-	char *body = NULL;
-	size_t len = 0;
-	int rc = pp_cpu_window_take(r->state, &body, &len);
-	return pp_respond_profile(r, rc, body, len, "profile");
+	pp_cpu_window_release(w);
 }
+
+static const struct pp_deferred window = {take, release};
 
 enum MHD_Result pp_h_profile(struct pp_request *r)
 {
@@ -61,6 +59,6 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 	if (rc)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
 		                        err);
-	pp_request_defer(r, w, cleanup, answer);
+	pp_request_defer(r, w, &window);
 	return MHD_YES;
 }

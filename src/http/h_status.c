@@ -16,7 +16,6 @@
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
-#include "unwind/registry.h"
 #include "unwind/unwind.h"
 #include "util/proc.h"
 #include "util/utf8.h"
@@ -100,12 +99,32 @@ static struct json_object *requests_json(const struct pp_server_stats *st)
 
 #define I64(v) json_object_new_int64((int64_t)(v))
 
+/* The stack-capture problems every profiler counts, in a new object. */
+static struct json_object *unwind_json(uint64_t truncated, uint64_t unknown,
+                                       uint64_t failed)
+{
+	struct json_object *u = json_object_new_object();
+	json_object_object_add(u, "truncated", I64(truncated));
+	json_object_object_add(u, "unknown_code", I64(unknown));
+	json_object_object_add(u, "failed", I64(failed));
+	return u;
+}
+
+/* The mean and the largest of `n` costs adding up to total_ns. */
+static void add_cost(struct json_object *o, uint64_t n, uint64_t total_ns,
+                     uint64_t max_ns)
+{
+	json_object_object_add(o, "mean_ns", I64(n ? total_ns / n : 0));
+	json_object_object_add(o, "max_ns", I64(max_ns));
+}
+
 static struct json_object *cpu_json(void)
 {
 	struct pp_cpu_stats c;
 	struct json_object *o = json_object_new_object();
 	struct json_object *d = json_object_new_object();
-	struct json_object *u = json_object_new_object();
+	struct json_object *u = unwind_json(
+	    c.unwind_truncated, c.unwind_unknown_code, c.unwind_failed);
 	struct json_object *h = json_object_new_object();
 	struct json_object *ring = json_object_new_object();
 
@@ -119,16 +138,10 @@ static struct json_object *cpu_json(void)
 	json_object_object_add(o, "samples_weighted", I64(c.weighted));
 	json_object_object_add(d, "ring_full", I64(c.dropped_ring_full));
 	json_object_object_add(o, "dropped", d);
-	json_object_object_add(u, "truncated", I64(c.unwind_truncated));
-	json_object_object_add(u, "unknown_code", I64(c.unwind_unknown_code));
-	json_object_object_add(u, "failed", I64(c.unwind_failed));
 	json_object_object_add(u, "images", I64(c.unwind_images));
 	json_object_object_add(o, "unwind", u);
 	json_object_object_add(h, "calls", I64(c.handler_calls));
-	json_object_object_add(
-	    h, "mean_ns",
-	    I64(c.handler_calls ? c.handler_ns_total / c.handler_calls : 0));
-	json_object_object_add(h, "max_ns", I64(c.handler_ns_max));
+	add_cost(h, c.handler_calls, c.handler_ns_total, c.handler_ns_max);
 	json_object_object_add(o, "handler", h);
 	json_object_object_add(ring, "capacity", I64(c.ring_capacity));
 	json_object_object_add(ring, "high_water", I64(c.ring_high_water));
@@ -140,9 +153,10 @@ static struct json_object *heap_json(void)
 {
 	struct pp_heap_stats h;
 	struct json_object *o = json_object_new_object();
-	struct json_object *u = json_object_new_object();
 
 	pp_heap_stats(&h);
+	struct json_object *u = unwind_json(
+	    h.unwind_truncated, h.unwind_unknown_code, h.unwind_failed);
 	json_object_object_add(o, "enabled",
 	                       json_object_new_boolean(h.running));
 	json_object_object_add(o, "rate", I64(h.rate));
@@ -160,18 +174,11 @@ static struct json_object *heap_json(void)
 	json_object_object_add(o, "dropped", I64(h.dropped));
 	json_object_object_add(o, "filter_false_hits", I64(h.false_hits));
 	json_object_object_add(o, "pending_requests", I64(h.pending));
-	json_object_object_add(u, "truncated", I64(h.unwind_truncated));
-	json_object_object_add(u, "unknown_code", I64(h.unwind_unknown_code));
-	json_object_object_add(u, "failed", I64(h.unwind_failed));
 	json_object_object_add(u, "fast", I64(pp_unwind_fast_traces()));
-	json_object_object_add(
-	    u, "loader_avoided",
-	    I64(__atomic_load_n(&pp_unwind_guard_hits, __ATOMIC_RELAXED)));
+	json_object_object_add(u, "loader_avoided",
+	                       I64(pp_unwind_loader_avoided()));
 	json_object_object_add(u, "timed", I64(h.unwind_timed));
-	json_object_object_add(
-	    u, "mean_ns",
-	    I64(h.unwind_timed ? h.unwind_ns_total / h.unwind_timed : 0));
-	json_object_object_add(u, "max_ns", I64(h.unwind_ns_max));
+	add_cost(u, h.unwind_timed, h.unwind_ns_total, h.unwind_ns_max);
 	json_object_object_add(o, "unwind", u);
 	return o;
 }

@@ -145,25 +145,18 @@ enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location)
 	                  sizeof body - 1, PP_BODY_STATIC);
 }
 
-void pp_request_defer(struct pp_request *r, void *state,
-                      void (*cleanup)(struct pp_request *r), pp_handler resume)
+static void deferred_cleanup(struct pp_request *r)
 {
-	r->state = state;
-	r->cleanup = cleanup;
-	r->resume = resume;
-	MHD_suspend_connection(r->conn);
+	r->deferred->release(r->state);
+	r->state = NULL;
 }
 
-void pp_request_wake(void *request)
+static enum MHD_Result deferred_answer(struct pp_request *r)
 {
-	struct pp_request *r = request;
-	pp_server_resume(r->srv, r->conn);
-}
+	char *body = NULL, disposition[80];
+	size_t len = 0;
+	int rc = r->deferred->take(r->state, &body, &len);
 
-enum MHD_Result pp_respond_profile(struct pp_request *r, int rc, char *body,
-                                   size_t len, const char *filename)
-{
-	char disposition[80];
 	if (rc == -ECANCELED)
 		/* The client hung up (nobody reads this), or the agent is
 		 * stopping. */
@@ -175,9 +168,25 @@ enum MHD_Result pp_respond_profile(struct pp_request *r, int rc, char *body,
 		                        "could not build the profile: %s",
 		                        pullprof_strerror(rc));
 	snprintf(disposition, sizeof disposition, "attachment; filename=\"%s\"",
-	         filename);
+	         r->route->name);
 	r->headers[0][0] = "Content-Disposition";
 	r->headers[0][1] = disposition;
 	return pp_respond(r, MHD_HTTP_OK, "application/octet-stream", body, len,
 	                  PP_BODY_FREE);
+}
+
+void pp_request_defer(struct pp_request *r, void *job,
+                      const struct pp_deferred *ops)
+{
+	r->state = job;
+	r->deferred = ops;
+	r->cleanup = deferred_cleanup;
+	r->resume = deferred_answer;
+	MHD_suspend_connection(r->conn);
+}
+
+void pp_request_wake(void *request)
+{
+	struct pp_request *r = request;
+	pp_server_resume(r->srv, r->conn);
 }

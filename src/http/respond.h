@@ -24,17 +24,20 @@ enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,
                                 struct json_object *obj);
 enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location);
 
-/* For profiles built off the HTTP thread: suspend r's connection until
- * pp_request_wake(r) (a done callback: any thread, never blocks) resumes
- * it and `resume` answers. state is released by cleanup however the
- * request ends. */
-void pp_request_defer(struct pp_request *r, void *state,
-                      void (*cleanup)(struct pp_request *r), pp_handler resume);
+/* A profile built off the HTTP thread (a CPU window, a heap job): how to
+ * collect it once ready — the body handed over, or a negative errno,
+ * -ECANCELED when the agent stopped — and how to let go of the job. */
+struct pp_deferred {
+	int (*take)(void *job, char **body, size_t *len);
+	void (*release)(void *job);
+};
+
+/* Suspend r's connection until pp_request_wake(r) (the job's done
+ * callback: any thread, never blocks); then answer with the profile,
+ * attached under the route's name, or with why there is none. The job is
+ * released however the request ends. */
+void pp_request_defer(struct pp_request *r, void *job,
+                      const struct pp_deferred *ops);
 void pp_request_wake(void *request);
-/* Answer with a built profile (rc 0: body handed over) or why there is
- * none: the agent stopping or the client gone (-ECANCELED), or another
- * error. */
-enum MHD_Result pp_respond_profile(struct pp_request *r, int rc, char *body,
-                                   size_t len, const char *filename);
 
 #endif

@@ -12,6 +12,7 @@
 
 struct pp_server;
 struct pp_request;
+struct pp_deferred;
 
 /* What kind of answer an endpoint gives decides how its errors look
  * (DESIGN.md): profile and page endpoints answer text/plain with
@@ -54,6 +55,7 @@ struct pp_request {
 	pp_handler resume;
 	void (*cleanup)(struct pp_request *r);
 	void *state;
+	const struct pp_deferred *deferred; /* see pp_request_defer */
 	/* Extra response headers, name/value pairs, for the next answer. */
 	const char *headers[4][2];
 };

@@ -15,6 +15,7 @@
 
 #include "pullprof.h"
 #include "unwind/registry.h"
+#include "unwind/unwind.h"
 
 PULLPROF_API int dlclose(void *handle)
 {
@@ -48,13 +49,18 @@ __thread int pp_unwind_guard __attribute__((tls_model("initial-exec")));
 typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *),
                           void *);
 static iterate_fn real_iterate;
-uint64_t pp_unwind_guard_hits;
+static uint64_t guard_hits;
+
+uint64_t pp_unwind_loader_avoided(void)
+{
+	return __atomic_load_n(&guard_hits, __ATOMIC_RELAXED);
+}
 
 PULLPROF_API int
 dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
 {
 	if (pp_unwind_guard) {
-		__atomic_fetch_add(&pp_unwind_guard_hits, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&guard_hits, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
 	iterate_fn real = __atomic_load_n(&real_iterate, __ATOMIC_ACQUIRE);

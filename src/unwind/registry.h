@@ -27,7 +27,5 @@ int pp_registry_trace_safe(void);
 extern __thread int pp_unwind_guard __attribute__((tls_model("initial-exec")));
 /* Agent context: does libunwind's dl_iterate_phdr reach ours? */
 int pp_unwind_guard_works(void);
-/* How often the guard kept libunwind from the loader lock. */
-extern uint64_t pp_unwind_guard_hits;
 
 #endif

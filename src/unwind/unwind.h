@@ -44,8 +44,11 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
                                 int *why);
 /* Agent context: may captures use libunwind's cached fast trace? */
 void pp_unwind_allow_trace(int yes);
-/* Captures that took the fast trace (for status). */
+/* Captures that took the fast trace, and calls of libunwind's to
+ * dl_iterate_phdr inside a capture that were answered "no images" instead
+ * of taking the loader lock (for status). */
 uint64_t pp_unwind_fast_traces(void);
+uint64_t pp_unwind_loader_avoided(void);
 
 /* Agent context. Set libunwind up for signal-safe use and take the first
  * snapshot. Each profiler that captures stacks calls it once and

@@ -1,9 +1,10 @@
-/* Facts about this process read from /proc/self. Agent context. */
+/* Facts about this process (/proc/self) and its sockets. Agent context. */
 #include "proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,4 +111,11 @@ double pp_proc_start_time(void)
 	double now = (double)real.tv_sec + (double)real.tv_nsec / 1e9;
 	return now - since_boot +
 	       (double)start_ticks / (double)(hz > 0 ? hz : 100);
+}
+
+int pp_fd_hung_up(int fd)
+{
+	struct pollfd pfd = {fd, POLLRDHUP, 0};
+	return fd >= 0 && poll(&pfd, 1, 0) == 1 &&
+	       (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }

@@ -1,4 +1,4 @@
-/* Facts about this process read from /proc/self. Agent context. */
+/* Facts about this process (/proc/self) and its sockets. Agent context. */
 #ifndef PP_PROC_H
 #define PP_PROC_H
 
@@ -16,5 +16,9 @@ char *pp_proc_exe(void);
 
 /* Process start time as seconds since the epoch, or a negative errno. */
 double pp_proc_start_time(void);
+
+/* Has the peer of socket fd hung up (or the socket failed)? Does not
+ * block; false for fd < 0. */
+int pp_fd_hung_up(int fd);
 
 #endif
