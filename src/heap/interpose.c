@@ -267,17 +267,9 @@ static size_t first_usable(void *p)
 
 /* ---- the wrappers -------------------------------------------------------- */
 
-/* The allocation of n bytes just made (p, maybe NULL) uses up part of the
- * countdown; the rest is the sampler's. */
-#define ACCOUNT(p, n, from)                                                    \
-	do {                                                                   \
-		if (LIKELY((pp_heap_tls.countdown -= (int64_t)(n)) > 0))       \
-			return (p);                                            \
-		return pp_heap_sampled((p), (n), (from));                      \
-	} while (0)
-
-/* The same, counting first: the common case is then a tail call into the
- * next allocator (no frame of ours on the way back). */
+/* The allocation of n bytes (made by `call`) uses up part of the countdown;
+ * the rest is the sampler's. Counting first makes the common case a tail
+ * call into the next allocator (no frame of ours on the way back). */
 #define ALLOCATE(call, n)                                                      \
 	do {                                                                   \
 		if (LIKELY((pp_heap_tls.countdown -= (int64_t)(n)) > 0))       \
@@ -387,39 +379,36 @@ static void *emulate_memalign(size_t a, size_t n)
 
 PULLPROF_API void *memalign(size_t a, size_t n)
 {
-	void *p = next.memalign ? next.memalign(a, n) : emulate_memalign(a, n);
-	ACCOUNT(p, n, RA());
+	ALLOCATE(next.memalign ? next.memalign(a, n) : emulate_memalign(a, n),
+	         n);
 }
 
 PULLPROF_API void *aligned_alloc(size_t a, size_t n)
 {
-	void *p = next.aligned_alloc ? next.aligned_alloc(a, n)
-	                             : emulate_memalign(a, n);
-	ACCOUNT(p, n, RA());
+	ALLOCATE(next.aligned_alloc ? next.aligned_alloc(a, n)
+	                            : emulate_memalign(a, n),
+	         n);
 }
 
 PULLPROF_API void *valloc(size_t n)
 {
-	void *p = next.valloc ? next.valloc(n)
-	                      : emulate_memalign((size_t)getpagesize(), n);
-	ACCOUNT(p, n, RA());
+	ALLOCATE(next.valloc ? next.valloc(n)
+	                     : emulate_memalign((size_t)getpagesize(), n),
+	         n);
 }
 
 PULLPROF_API void *pvalloc(size_t n)
 {
 	size_t page = (size_t)getpagesize();
-	if (next.pvalloc) {
-		void *p = next.pvalloc(n);
-		ACCOUNT(p, n, RA());
-	}
+	if (next.pvalloc)
+		ALLOCATE(next.pvalloc(n), n);
 	size_t rounded;
 	if (__builtin_add_overflow(n, page - 1, &rounded)) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	rounded &= ~(page - 1);
-	void *p = emulate_memalign(page, rounded ? rounded : page);
-	ACCOUNT(p, n, RA());
+	ALLOCATE(emulate_memalign(page, rounded ? rounded : page), n);
 }
 
 PULLPROF_API size_t malloc_usable_size(void *p)

@@ -52,38 +52,60 @@ static unsigned capture_fp(const ucontext_t *uc, uintptr_t *pcs, unsigned max,
 	return n;
 }
 
-static unsigned capture_libunwind(ucontext_t *uc, uintptr_t *pcs, unsigned max,
-                                  int *why)
+/*
+ * Walk outwards from the cursor's frame, stepping only from code whose
+ * tables we registered: anything else would send libunwind to
+ * dl_iterate_phdr. With `from` set, the frames met before the one at
+ * `from` (the profiler's own) are left out, and not meeting it within
+ * PP_UNWIND_SKIP_ROOM frames is a failure.
+ */
+static unsigned walk(unw_cursor_t *cursor, uintptr_t from, uintptr_t *pcs,
+                     unsigned max, int *why)
 {
-	unw_cursor_t cursor;
 	unw_word_t ip;
 	unsigned n = 0;
 
-	if (unw_init_local2(&cursor, (unw_context_t *)uc,
-	                    UNW_INIT_SIGNAL_FRAME) < 0)
-		return 0;
-	for (;;) {
-		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
-			return n;
-		pcs[n++] = (uintptr_t)ip;
-		if (n == max) {
-			*why = PP_UNWIND_TRUNCATED;
-			return n;
+	*why = PP_UNWIND_OK;
+	for (unsigned frame = 0;; frame++) {
+		if (unw_get_reg(cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		if (n == 0 && from && (uintptr_t)ip != from) {
+			if (frame >= PP_UNWIND_SKIP_ROOM)
+				break;
+		} else {
+			pcs[n++] = (uintptr_t)ip;
+			if (n == max) {
+				*why = PP_UNWIND_TRUNCATED;
+				return n;
+			}
 		}
-		/* Step only from code whose tables we registered: anything
-		 * else would send libunwind to dl_iterate_phdr. */
-		if (!pp_registry_covers((uintptr_t)ip - (n > 1))) {
+		/* Every frame but the first holds a return address. */
+		if (!pp_registry_covers((uintptr_t)ip - (frame > 0))) {
 			*why = PP_UNWIND_UNKNOWN_CODE;
 			return n;
 		}
-		int rc = unw_step(&cursor);
-		if (rc == 0)
-			return n; /* the outermost frame */
+		int rc = unw_step(cursor);
 		if (rc < 0) {
 			*why = PP_UNWIND_FAILED;
 			return n;
 		}
+		if (rc == 0)
+			break; /* the outermost frame */
 	}
+	if (n == 0 && from)
+		*why = PP_UNWIND_FAILED;
+	return n;
+}
+
+static unsigned capture_libunwind(ucontext_t *uc, uintptr_t *pcs, unsigned max,
+                                  int *why)
+{
+	unw_cursor_t cursor;
+
+	if (unw_init_local2(&cursor, (unw_context_t *)uc,
+	                    UNW_INIT_SIGNAL_FRAME) < 0)
+		return 0;
+	return walk(&cursor, 0, pcs, max, why);
 }
 
 /* Decided once at pp_unwind_init: the guard is in place. */
@@ -144,8 +166,7 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
 {
 	unw_context_t ctx;
 	unw_cursor_t cursor;
-	unw_word_t ip;
-	unsigned n = 0, frame = 0;
+	unsigned n = 0;
 
 	*why = PP_UNWIND_FAILED;
 	if (max == 0)
@@ -158,44 +179,13 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
 			                          memory_order_relaxed);
 			return (unsigned)got;
 		}
-		*why = PP_UNWIND_FAILED;
 	}
-	/* The checked way: step by step, and only through code whose table
-	 * is registered. */
+	/* The checked way: step by step, through registered code only. */
 	unw_getcontext(&ctx);
 	pp_registry_enter();
 	pp_unwind_guard = 1;
-	if (unw_init_local(&cursor, &ctx) < 0)
-		goto out;
-	for (;; frame++) {
-		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) {
-			if (n)
-				*why = PP_UNWIND_OK;
-			break;
-		}
-		if (n == 0 && (uintptr_t)ip != from &&
-		    frame >= PP_UNWIND_SKIP_ROOM)
-			break;
-		if (n || (uintptr_t)ip == from) {
-			pcs[n++] = (uintptr_t)ip;
-			if (n == max) {
-				*why = PP_UNWIND_TRUNCATED;
-				break;
-			}
-		}
-		/* Every frame but this function's own holds a return
-		 * address. */
-		if (!pp_registry_covers((uintptr_t)ip - (frame > 0))) {
-			*why = PP_UNWIND_UNKNOWN_CODE;
-			break;
-		}
-		int rc = unw_step(&cursor);
-		if (rc <= 0) {
-			*why = rc == 0 && n ? PP_UNWIND_OK : PP_UNWIND_FAILED;
-			break;
-		}
-	}
-out:
+	if (unw_init_local(&cursor, &ctx) == 0)
+		n = walk(&cursor, from, pcs, max, why);
 	pp_unwind_guard = 0;
 	pp_registry_leave();
 	if (n == 0)
