@@ -123,12 +123,12 @@ static struct json_object *cpu_json(void)
 	struct pp_cpu_stats c;
 	struct json_object *o = json_object_new_object();
 	struct json_object *d = json_object_new_object();
-	struct json_object *u = unwind_json(
-	    c.unwind_truncated, c.unwind_unknown_code, c.unwind_failed);
 	struct json_object *h = json_object_new_object();
 	struct json_object *ring = json_object_new_object();
 
 	pp_cpu_stats(&c);
+	struct json_object *u = unwind_json(
+	    c.unwind_truncated, c.unwind_unknown_code, c.unwind_failed);
 	json_object_object_add(o, "timer_mode",
 	                       json_object_new_string(c.timer_mode));
 	json_object_object_add(o, "hz", I64(c.hz));

@@ -273,6 +273,28 @@ class Host(Proc):
             return None
 
 
+# valgrind memcheck in front of a test program: errors and definite leaks
+# make it exit 9; libunwind's address probes are suppressed
+# (tests/valgrind.supp says why).
+MEMCHECK = ["valgrind", "--leak-check=full", "--show-leak-kinds=definite",
+            "--errors-for-leak-kinds=definite", "--error-exitcode=9",
+            "--track-fds=no",
+            "--suppressions=" + os.path.join(SRC, "tests", "valgrind.supp")]
+
+
+def memcheck_quit(proc, what, timeout=300):
+    """Quit a program run under MEMCHECK and check valgrind's verdict;
+    returns valgrind's report."""
+    code = proc.quit(timeout=timeout)
+    proc.drain()
+    report = proc.stderr_text()
+    eq(code, 0, f"{what} exits 0 under valgrind (9 would mean errors or leaks)")
+    m = re.search(r"ERROR SUMMARY: (\d+) errors", report)
+    ok(m and m.group(1) == "0", "memcheck: 0 errors",
+       "\n".join(l for l in report.splitlines() if "==" in l)[-3000:])
+    return report
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
