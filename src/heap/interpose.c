@@ -284,8 +284,8 @@ PULLPROF_API void *malloc(size_t n)
 
 static void free_hit(void *p)
 {
-	if (in_boot(p))
-		return; /* the arena's memory is never given back */
+	if (!p || in_boot(p))
+		return; /* free(NULL); the arena's memory is never given back */
 	pp_heap_free_hit(p);
 	next.free(p);
 }

@@ -347,10 +347,12 @@ static int live_put(uintptr_t p, uint32_t bucket)
 	return 0;
 }
 
-/* Remove p; its bucket in *bucket. 0, or -ENOENT when p was not sampled. */
+/* Remove p; its bucket in *bucket. 0, or -ENOENT when p was not sampled.
+ * 0 marks an empty entry: it is never "found" (free(NULL) passes the
+ * filter whenever a sampled block starts at a multiple of 16 MiB). */
 static int live_take(uintptr_t p, uint32_t *bucket)
 {
-	if (!T.cap_live)
+	if (!T.cap_live || !p)
 		return -ENOENT;
 	size_t mask = T.cap_live - 1, k = live_home(p);
 	while (T.live[k].ptr != p) {

@@ -115,6 +115,33 @@ static void test_live_table(void **state)
 	assert_int_equal(filter_bits(), bits0);
 }
 
+static void test_null_free(void **state)
+{
+	(void)state;
+	struct pp_heap_stats st;
+	struct pp_heap_taken none;
+
+	/* addr(0) starts at a multiple of 16 MiB: it shares its filter bit
+	 * with NULL. free(NULL) and realloc(NULL, n) pass the filter then,
+	 * and must find nothing (0 marks an empty entry of the live table). */
+	assert_int_equal(pp_heap_slot(addr(0)), pp_heap_slot(NULL));
+	assert_int_equal(pp_heap_table_open(4096), 0);
+	record(0, 64);
+	pp_heap_free_hit(NULL);
+	pp_heap_take(NULL, &none);
+	assert_false(none.found);
+	memset(&st, 0, sizeof st);
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.live_objects, 1);
+	assert_int_equal(st.sampled_freed, 0);
+	assert_true(pp_heap_filter_hit(addr(0)));
+	pp_heap_free_hit(addr(0));
+	pp_heap_table_stats(&st);
+	assert_int_equal(st.live_objects, 0);
+	assert_int_equal(st.sampled_freed, 1);
+	pp_heap_table_close();
+}
+
 static void test_peak(void **state)
 {
 	(void)state;
@@ -177,6 +204,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_live_table),
+	    cmocka_unit_test(test_null_free),
 	    cmocka_unit_test(test_peak),
 	    cmocka_unit_test(test_scale),
 	};
