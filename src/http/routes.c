@@ -86,6 +86,17 @@ const struct pp_route pp_routes[] = {
                 "one \"0x1234 function\" line per known address",
         .max_body = PP_SYMBOL_MAX_BODY,
     },
+    {
+        .path = "/maps",
+        .name = "maps",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_JSON,
+        .handler = pp_h_maps,
+        .link = "maps",
+        .help = "executable mappings as JSON: address range, offset, path, "
+                "build ID, and the symbols found for each (dwarf, symtab, "
+                "none; separate debug file; file deleted or replaced)",
+    },
 };
 const size_t pp_routes_count = sizeof pp_routes / sizeof pp_routes[0];
 

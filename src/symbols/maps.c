@@ -8,6 +8,7 @@
  * one too. Mappings the loader does not know (an ELF file mmap'd by hand)
  * fall back to reading the file with libelf.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -116,33 +117,42 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 
 /* The build ID read from the file itself, for mappings the loader does not
  * know. */
-static void file_build_id(const char *path, char *out, size_t outlen)
+int pp_mappings_file_build_id(const char *path, char *out, size_t outlen)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	const void *id;
+	int rc = -ENOENT;
 
 	out[0] = 0;
 	if (fd < 0)
-		return;
+		return -errno;
 	elf_version(EV_CURRENT);
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (elf) {
 		ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
-		if (n > 0)
+		if (n > 0) {
 			hex(id, (size_t)n, out, outlen);
+			rc = 0;
+		}
 		elf_end(elf);
 	}
 	close(fd);
+	return rc;
 }
 
-/* Build IDs for every mapping: from the loaded images first, from the
- * file when the loader does not know the mapping. */
-static void add_build_ids(struct pp_mappings *m, struct pp_buf *strings,
-                          size_t *id_off)
+/* Build IDs for every mapping: from the loaded images first (when the
+ * mappings are this process's), from the file when the loader does not know
+ * the mapping. */
+static int add_build_ids(struct pp_mappings *m, int loaded)
 {
 	struct images im = {0};
+	struct pp_buf ids = {0};
+	size_t *off = malloc((m->n + 1) * sizeof *off);
 
-	dl_iterate_phdr(on_image, &im);
+	if (!off)
+		return -ENOMEM;
+	if (loaded)
+		dl_iterate_phdr(on_image, &im);
 	for (size_t i = 0; i < m->n; i++) {
 		struct pp_mapping *mp = &m->v[i];
 		char id[80] = "";
@@ -153,51 +163,202 @@ static void add_build_ids(struct pp_mappings *m, struct pp_buf *strings,
 			}
 		}
 		if (!id[0] && mp->is_file && !mp->deleted)
-			file_build_id(strings->data + (size_t)mp->path, id,
-			              sizeof id);
-		id_off[i] = strings->len;
-		pp_buf_append(strings, id, strlen(id) + 1);
+			pp_mappings_file_build_id(mp->path, id, sizeof id);
+		off[i] = ids.len;
+		pp_buf_append(&ids, id, strlen(id) + 1);
 	}
 	free(im.v);
+	if (ids.failed || !ids.data) {
+		pp_buf_free(&ids);
+		free(off);
+		return m->n ? -ENOMEM : 0;
+	}
+	size_t n;
+	free(m->ids);
+	m->ids = pp_buf_take(&ids, &n);
+	if (!m->ids) {
+		free(off);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->n; i++)
+		m->v[i].build_id = m->ids + off[i];
+	pp_buf_free(&ids);
+	free(off);
+	return 0;
 }
 
-int pp_mappings_read(struct pp_mappings *m, const struct pp_mappings *prev)
+int pp_mappings_read_build_ids(struct pp_mappings *m)
 {
-	char *text, *line, *save = NULL;
-	size_t len, cap = 0;
+	return add_build_ids(m, 0);
+}
+
+/* ---- the maps text ------------------------------------------------------
+ * One line per mapping, as the kernel writes /proc/PID/maps:
+ *   start-limit perms offset major:minor inode [path]
+ * with hex numbers but the decimal inode, single spaces between the fields
+ * and any number of them before the path, which runs to the end of the line
+ * (spaces included) and may end in " (deleted)". */
+
+struct cursor {
+	const char *p, *end;
+};
+
+/* 1 to 16 hex digits. */
+static int hex_field(struct cursor *c, uint64_t *out)
+{
+	uint64_t v = 0;
+	int n = 0;
+	while (c->p < c->end) {
+		int ch = (unsigned char)*c->p, d;
+		if (ch >= '0' && ch <= '9')
+			d = ch - '0';
+		else if (ch >= 'a' && ch <= 'f')
+			d = ch - 'a' + 10;
+		else if (ch >= 'A' && ch <= 'F')
+			d = ch - 'A' + 10;
+		else
+			break;
+		if (++n > 16)
+			return -1;
+		v = v << 4 | (uint64_t)d;
+		c->p++;
+	}
+	*out = v;
+	return n ? 0 : -1;
+}
+
+static int dec_field(struct cursor *c, uint64_t *out)
+{
+	uint64_t v = 0;
+	int n = 0;
+	while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+		unsigned d = (unsigned)(*c->p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+		n++;
+		c->p++;
+	}
+	*out = v;
+	return n ? 0 : -1;
+}
+
+static int expect(struct cursor *c, char ch)
+{
+	if (c->p >= c->end || *c->p != ch)
+		return -1;
+	c->p++;
+	return 0;
+}
+
+struct parsed_line {
+	uint64_t start, limit, offset;
+	char perms[5];
+	const char *path;
+	size_t plen;
+	int deleted;
+};
+
+/* One line (without its newline): NULL, or why it is not a mapping. */
+static const char *parse_line(const char *s, size_t len, struct parsed_line *l)
+{
+	struct cursor c = {s, s + len};
+	uint64_t major, minor, inode;
+
+	if (hex_field(&c, &l->start) || expect(&c, '-'))
+		return "expected start-limit in hex";
+	if (hex_field(&c, &l->limit) || expect(&c, ' '))
+		return "expected start-limit in hex";
+	if (l->limit <= l->start)
+		return "the mapping ends before it starts";
+	if (c.end - c.p < 5 || c.p[4] != ' ')
+		return "expected four permission letters";
+	for (int i = 0; i < 4; i++) {
+		static const char *const allowed[] = {"r-", "w-", "x-", "ps"};
+		if (!strchr(allowed[i], c.p[i]) || !c.p[i])
+			return "bad permission letters";
+		l->perms[i] = c.p[i];
+	}
+	l->perms[4] = 0;
+	c.p += 5;
+	if (hex_field(&c, &l->offset) || expect(&c, ' '))
+		return "expected the file offset in hex";
+	if (hex_field(&c, &major) || expect(&c, ':') || hex_field(&c, &minor) ||
+	    expect(&c, ' '))
+		return "expected the device as major:minor in hex";
+	if (dec_field(&c, &inode))
+		return "expected the inode in decimal";
+	if (c.p < c.end && *c.p != ' ')
+		return "expected a space after the inode";
+	while (c.p < c.end && *c.p == ' ')
+		c.p++;
+	l->path = c.p;
+	l->plen = (size_t)(c.end - c.p);
+	size_t dl = strlen(DELETED);
+	l->deleted =
+	    l->plen > dl && memcmp(l->path + l->plen - dl, DELETED, dl) == 0;
+	if (l->deleted)
+		l->plen -= dl;
+	if (memchr(l->path, 0, l->plen))
+		return "NUL byte in the path";
+	return NULL;
+}
+
+static int cmp_mapping(const void *a, const void *b)
+{
+	const struct pp_mapping *x = a, *y = b;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+static void fail(char *err, size_t errlen, size_t lineno, const char *why)
+{
+	if (err && errlen)
+		snprintf(err, errlen, "maps text line %zu: %s", lineno, why);
+}
+
+int pp_mappings_parse(const char *text, size_t len, const char *main_path,
+                      unsigned flags, struct pp_mappings *m, char *err,
+                      size_t errlen, size_t *err_at)
+{
 	struct pp_buf strings = {0};
-	size_t *id_off = NULL;
-	char exe[4096];
-	ssize_t exelen;
+	size_t cap = 0, lineno = 0;
 	uint64_t sig = 0;
-	int have_main = 0, rc;
+	int have_main = 0, rc = 0;
+	const int strict = (flags & PP_MAPS_STRICT) != 0;
+	const char *p = text, *end = text + len;
 
 	memset(m, 0, sizeof *m);
-	rc = pp_proc_read_file("/proc/self/maps", 64 << 20, &text, &len);
-	if (rc)
-		return rc;
-	exelen = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	exe[exelen > 0 ? exelen : 0] = 0;
+	if (err && errlen)
+		err[0] = 0;
 	pp_buf_append(&strings, "", 1);
-
-	/* Pass 1: the executable mappings and their signature. Paths are
-	 * kept as offsets into `strings` (stored in the path pointer) until it
-	 * stops moving. */
-	for (line = strtok_r(text, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		unsigned long long start, end, offset, inode;
-		char perms[8];
-		int pathpos = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &start, &end,
-		           perms, &offset, &inode, &pathpos) < 5 ||
-		    perms[2] != 'x')
+	/* Paths are kept as offsets into `strings` (in the path pointer)
+	 * until it stops moving. */
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+		struct parsed_line l;
+		lineno++;
+		const char *why = parse_line(p, (size_t)(eol - p), &l);
+		if (why) {
+			/* Other lines are ignored (the legacy format says
+			 * so), but one that starts as a mapping must be one. */
+			if (strict && (isxdigit((unsigned char)*p) ||
+			               memchr(p, 0, (size_t)(eol - p)))) {
+				if (err_at)
+					*err_at = (size_t)(p - text);
+				fail(err, errlen, lineno,
+				     memchr(p, 0, (size_t)(eol - p))
+				         ? "NUL byte in the text"
+				         : why);
+				rc = -EINVAL;
+				goto out;
+			}
+			p = nl ? nl + 1 : end;
 			continue;
-		const char *path = pathpos ? line + pathpos : "";
-		size_t plen = strlen(path), dl = strlen(DELETED);
-		int deleted =
-		    plen > dl && strcmp(path + plen - dl, DELETED) == 0;
-		if (deleted)
-			plen -= dl;
+		}
+		p = nl ? nl + 1 : end;
+		if (l.perms[2] != 'x')
+			continue;
 		if (m->n == cap) {
 			cap = cap ? cap * 2 : 64;
 			struct pp_mapping *v = realloc(m->v, cap * sizeof *v);
@@ -209,53 +370,93 @@ int pp_mappings_read(struct pp_mappings *m, const struct pp_mappings *prev)
 		}
 		struct pp_mapping *mp = &m->v[m->n++];
 		memset(mp, 0, sizeof *mp);
-		mp->start = (uintptr_t)start;
-		mp->limit = (uintptr_t)end;
-		mp->offset = offset;
-		mp->deleted = deleted;
-		mp->is_file = plen > 0 && path[0] == '/';
-		mp->is_main = mp->is_file && !have_main &&
-		              strncmp(path, exe, plen) == 0 && exe[plen] == 0;
+		mp->start = (uintptr_t)l.start;
+		mp->limit = (uintptr_t)l.limit;
+		mp->offset = l.offset;
+		mp->deleted = l.deleted;
+		mp->build_id = "";
+		mp->is_file = l.plen > 0 && l.path[0] == '/';
+		mp->is_main =
+		    mp->is_file && !have_main &&
+		    (!main_path || (strlen(main_path) == l.plen &&
+		                    memcmp(l.path, main_path, l.plen) == 0));
 		have_main |= mp->is_main;
 		mp->path = (const char *)(uintptr_t)strings.len;
-		pp_buf_append(&strings, path, plen);
+		pp_buf_append(&strings, l.path, l.plen);
 		pp_buf_append(&strings, "", 1);
-		sig = pp_hash_mix(sig, start);
-		sig = pp_hash_mix(sig, end);
-		sig = pp_hash_mix(sig, offset);
-		sig = pp_hash_mix(sig, pp_hash_bytes(path, plen));
+		sig = pp_hash_mix(sig, l.start);
+		sig = pp_hash_mix(sig, l.limit);
+		sig = pp_hash_mix(sig, l.offset);
+		sig = pp_hash_mix(sig, pp_hash_bytes(l.path, l.plen));
 	}
-	if (prev && prev->v && prev->signature == sig) {
-		rc = 1; /* unchanged: spare the build IDs */
-		goto out;
-	}
-
-	/* Pass 2: build IDs, then pointers, then IDs (main executable 1). */
-	id_off = malloc((m->n + 1) * sizeof *id_off);
-	if (!id_off) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	add_build_ids(m, &strings, id_off);
 	if (strings.failed) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	m->strings = strings.data;
-	strings.data = NULL;
+	size_t slen;
+	m->strings = pp_buf_take(&strings, &slen);
+	if (!m->strings) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	unsigned next = have_main ? 2 : 1;
 	for (size_t i = 0; i < m->n; i++) {
 		m->v[i].path = m->strings + (size_t)(uintptr_t)m->v[i].path;
-		m->v[i].build_id = m->strings + id_off[i];
 		m->v[i].id = m->v[i].is_main ? 1 : next++;
+	}
+	/* The kernel lists mappings in order; a file's text might not. */
+	if (m->n > 1)
+		qsort(m->v, m->n, sizeof *m->v, cmp_mapping);
+	for (size_t i = 1; i < m->n; i++) {
+		if (m->v[i].start < m->v[i - 1].limit) {
+			if (err_at)
+				*err_at = 0;
+			if (err && errlen)
+				snprintf(err, errlen,
+				         "maps text: executable mappings "
+				         "%" PRIxPTR "-%" PRIxPTR
+				         " and %" PRIxPTR "-%" PRIxPTR
+				         " overlap",
+				         m->v[i - 1].start, m->v[i - 1].limit,
+				         m->v[i].start, m->v[i].limit);
+			rc = -EINVAL;
+			goto out;
+		}
 	}
 	m->signature = sig;
 out:
 	if (rc)
 		pp_mappings_free(m);
 	pp_buf_free(&strings);
-	free(id_off);
+	return rc;
+}
+
+int pp_mappings_read(struct pp_mappings *m, const struct pp_mappings *prev)
+{
+	char *text;
+	size_t len;
+	char exe[4096];
+	ssize_t exelen;
+	int rc;
+
+	memset(m, 0, sizeof *m);
+	rc = pp_proc_read_file("/proc/self/maps", 64 << 20, &text, &len);
+	if (rc)
+		return rc;
+	exelen = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[exelen > 0 ? exelen : 0] = 0;
+	rc = pp_mappings_parse(text, len, exelen > 0 ? exe : "", 0, m, NULL, 0,
+	                       NULL);
 	free(text);
+	if (rc)
+		return rc;
+	if (prev && prev->v && prev->signature == m->signature) {
+		pp_mappings_free(m);
+		return 1; /* unchanged: spare the build IDs */
+	}
+	rc = add_build_ids(m, 1);
+	if (rc)
+		pp_mappings_free(m);
 	return rc;
 }
 
@@ -263,6 +464,7 @@ void pp_mappings_free(struct pp_mappings *m)
 {
 	free(m->v);
 	free(m->strings);
+	free(m->ids);
 	memset(m, 0, sizeof *m);
 }
 

@@ -27,13 +27,41 @@ struct pp_mappings {
 	struct pp_mapping *v; /* sorted by start */
 	size_t n;
 	uint64_t signature; /* changes when any executable mapping does */
-	char *strings;      /* storage for paths and build IDs */
+	char *strings;      /* storage for paths */
+	char *ids;          /* storage for build IDs */
 };
 
 /* Read the executable mappings of this process: 0, or a negative errno.
  * With prev, returns 1 (and leaves m empty) when nothing changed since prev,
  * before the costlier part (build IDs). */
 int pp_mappings_read(struct pp_mappings *m, const struct pp_mappings *prev);
+
+enum {
+	/* A line that starts like a mapping (a hex digit) but is not a
+	 * well-formed one, a NUL byte, or overlapping executable mappings
+	 * are errors; without it such lines are skipped. Lines that do not
+	 * start with a hex digit are ignored either way. */
+	PP_MAPS_STRICT = 1,
+};
+
+/*
+ * Parse text in the /proc/PID/maps format (as also found at the end of a
+ * legacy CPU profile) into m: its executable mappings, sorted, with empty
+ * build IDs. The mapping whose path is main_path gets ID 1; with main_path
+ * NULL, the first file-backed executable mapping of the text does. Pure:
+ * no I/O. 0, -ENOMEM, or -EINVAL with the reason in err ("maps text line
+ * 3: ...") and the byte where the bad line starts in *err_at; err and
+ * err_at may be NULL.
+ */
+int pp_mappings_parse(const char *text, size_t len, const char *main_path,
+                      unsigned flags, struct pp_mappings *m, char *err,
+                      size_t errlen, size_t *err_at);
+/* Fill in the build IDs of m's file mappings from the files on disk (files
+ * that are missing keep ""). 0 or -ENOMEM. */
+int pp_mappings_read_build_ids(struct pp_mappings *m);
+/* The GNU build ID of the ELF file at path, lowercase hex: 0, or a negative
+ * errno (-ENOENT also when the file has none). */
+int pp_mappings_file_build_id(const char *path, char *out, size_t outlen);
 void pp_mappings_free(struct pp_mappings *m);
 /* The mapping that holds pc, or NULL. */
 const struct pp_mapping *pp_mappings_find(const struct pp_mappings *m,
@@ -70,6 +98,27 @@ struct pp_symtab;
  */
 struct pp_symtab *pp_symtab_acquire(void);
 void pp_symtab_release(struct pp_symtab *st);
+
+/*
+ * A symbolizer for given mappings (another process's, those of a profile
+ * file): each file-backed mapping is symbolized from the ELF file at its
+ * path, loaded where the mapping says. It takes m over (m is left empty).
+ * Not shared and not locked: free it with pp_symtab_free. NULL on ENOMEM.
+ */
+struct pp_symtab *pp_symtab_new(struct pp_mappings *m);
+void pp_symtab_free(struct pp_symtab *st);
+
+/* What the symbolizer found for one mapping of pp_symtab_mappings(st). */
+struct pp_module_info {
+	const char *symbols;    /* "dwarf", "symtab" (ELF symbols only) or
+	                           "none" */
+	const char *debug_file; /* a separate debug file that was used, or
+	                           NULL */
+	const char *elf_file;   /* the ELF file read, or NULL when none was */
+};
+/* The strings stay valid while st is held. 0 or a negative errno. */
+int pp_symtab_module_info(struct pp_symtab *st, const struct pp_mapping *mp,
+                          struct pp_module_info *out);
 /* Free the symbolizer and its cache (pullprof_stop). */
 void pp_symtab_shutdown(void);
 

@@ -12,6 +12,7 @@
 #include <dwarf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ struct cu_index {
 
 struct pp_symtab {
 	struct pp_mappings maps;
+	int given; /* maps were given (pp_symtab_new), not this process's */
 	Dwfl *dwfl;
 	int dwfl_failed;
 	struct pp_strtab strings;
@@ -70,6 +72,13 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = find_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* Files given by path (pp_symtab_new): libdwfl opens them itself. */
+static const Dwfl_Callbacks file_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
     .find_debuginfo = find_debuginfo,
     .debuginfo_path = &debuginfo_path,
 };
@@ -252,6 +261,29 @@ void pp_symtab_shutdown(void)
 	pthread_mutex_unlock(&lock);
 }
 
+struct pp_symtab *pp_symtab_new(struct pp_mappings *m)
+{
+	struct pp_symtab *st = calloc(1, sizeof *st);
+
+	if (!st || pp_strtab_init(&st->strings)) {
+		free(st);
+		return NULL;
+	}
+	st->given = 1;
+	st->maps = *m;
+	memset(m, 0, sizeof *m);
+	return st;
+}
+
+void pp_symtab_free(struct pp_symtab *st)
+{
+	if (!st)
+		return;
+	drop_cache(st);
+	pp_mappings_free(&st->maps);
+	free(st);
+}
+
 const struct pp_mappings *pp_symtab_mappings(const struct pp_symtab *st)
 {
 	return &st->maps;
@@ -271,14 +303,81 @@ void pp_symtab_stats(struct pp_symtab_stats *out)
 	pthread_mutex_unlock(&lock);
 }
 
+/*
+ * Where the ELF file of mapping mp was loaded, as the bias to add to its
+ * addresses: the mapping starts at file offset mp->offset, which lies in one
+ * PT_LOAD segment (or in the page before it), at vaddr p_vaddr - p_offset +
+ * mp->offset. -1 when the file is no ELF file or has no such segment.
+ */
+static int load_bias(const struct pp_mapping *mp, GElf_Addr *bias)
+{
+	int fd = open(mp->path, O_RDONLY | O_CLOEXEC);
+	size_t phnum;
+	int rc = -1;
+
+	if (fd < 0)
+		return -1;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF &&
+	    elf_getphdrnum(elf, &phnum) == 0) {
+		long page = sysconf(_SC_PAGESIZE);
+		GElf_Off mask = page > 0 ? (GElf_Off)page - 1 : 4095;
+		for (size_t i = 0; i < phnum && rc; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(elf, (int)i, &ph) ||
+			    ph.p_type != PT_LOAD)
+				continue;
+			if (mp->offset < (ph.p_offset & ~mask) ||
+			    mp->offset >= ph.p_offset + ph.p_filesz)
+				continue;
+			*bias = (GElf_Addr)mp->start -
+			        (ph.p_vaddr - ph.p_offset + mp->offset);
+			rc = 0;
+		}
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return rc;
+}
+
+/* Report every file of the given mappings once, where it was loaded. Files
+ * that are missing, replaced (deleted) or do not fit are left out: their
+ * addresses stay unsymbolized. */
+static void report_files(struct pp_symtab *st)
+{
+	const struct pp_mappings *m = &st->maps;
+	GElf_Addr *biases = calloc(m->n + 1, sizeof *biases);
+	unsigned char *done = calloc(m->n + 1, 1);
+
+	for (size_t i = 0; biases && done && i < m->n; i++) {
+		const struct pp_mapping *mp = &m->v[i];
+		if (!mp->is_file || mp->deleted || load_bias(mp, &biases[i]))
+			continue;
+		int seen = 0;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = done[k] && biases[k] == biases[i] &&
+			       strcmp(m->v[k].path, mp->path) == 0;
+		if (!seen && dwfl_report_elf(st->dwfl, mp->path, mp->path, -1,
+		                             biases[i], false))
+			done[i] = 1;
+	}
+	free(biases);
+	free(done);
+}
+
 static Dwfl *get_dwfl(struct pp_symtab *st)
 {
 	if (st->dwfl || st->dwfl_failed)
 		return st->dwfl;
-	st->dwfl = dwfl_begin(&callbacks);
+	st->dwfl = dwfl_begin(st->given ? &file_callbacks : &callbacks);
 	if (st->dwfl) {
 		dwfl_report_begin(st->dwfl);
-		if (dwfl_linux_proc_report(st->dwfl, getpid()) != 0 ||
+		if (st->given)
+			report_files(st);
+		if ((!st->given &&
+		     dwfl_linux_proc_report(st->dwfl, getpid()) != 0) ||
 		    dwfl_report_end(st->dwfl, NULL, NULL) != 0) {
 			dwfl_end(st->dwfl);
 			st->dwfl = NULL;
@@ -286,6 +385,31 @@ static Dwfl *get_dwfl(struct pp_symtab *st)
 	}
 	st->dwfl_failed = st->dwfl == NULL;
 	return st->dwfl;
+}
+
+int pp_symtab_module_info(struct pp_symtab *st, const struct pp_mapping *mp,
+                          struct pp_module_info *out)
+{
+	Dwfl *dwfl = get_dwfl(st);
+	Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, mp->start) : NULL;
+	const char *mainfile = NULL, *debugfile = NULL;
+	Dwarf_Addr bias;
+
+	out->symbols = "none";
+	out->debug_file = NULL;
+	out->elf_file = NULL;
+	if (!mod)
+		return 0;
+	if (dwfl_module_getdwarf(mod, &bias))
+		out->symbols = "dwarf";
+	else if (dwfl_module_getsymtab(mod) > 0)
+		out->symbols = "symtab";
+	dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile,
+	                 &debugfile);
+	out->elf_file = mainfile;
+	if (debugfile && (!mainfile || strcmp(debugfile, mainfile) != 0))
+		out->debug_file = debugfile;
+	return 0;
 }
 
 static const char *str(struct pp_symtab *st, const char *s)

@@ -1,0 +1,88 @@
+/*
+ * /maps: the process's executable mappings as JSON, with what the symbolizer
+ * found for each (DWARF, an ELF symbol table, nothing; a separate debug
+ * file) and whether the file on disk is still the one that was loaded: the
+ * first thing to look at when a profile shows bare addresses. Agent context.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handlers.h"
+#include "respond.h"
+#include "symbols/symbols.h"
+#include "util/utf8.h"
+
+static struct json_object *hex(uint64_t v)
+{
+	char buf[24];
+	snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
+	return json_object_new_string(buf);
+}
+
+/* A path from the system as a JSON string (valid UTF-8 whatever it holds),
+ * or null. */
+static struct json_object *path_json(const char *s)
+{
+	if (!s)
+		return NULL;
+	char *clean = pp_utf8_sanitize(s, strlen(s));
+	struct json_object *v = clean ? json_object_new_string(clean) : NULL;
+	free(clean);
+	return v;
+}
+
+static struct json_object *mapping_json(struct pp_symtab *st,
+                                        const struct pp_mapping *mp)
+{
+	struct json_object *o = json_object_new_object();
+	struct pp_module_info info;
+	char now[80];
+
+	pp_symtab_module_info(st, mp, &info);
+	/* Replaced: the file at the path is not the one loaded (another build
+	 * ID); the kernel's "(deleted)" says it was removed or renamed over. */
+	int replaced = mp->deleted;
+	if (!replaced && mp->is_file && mp->build_id[0] &&
+	    pp_mappings_file_build_id(mp->path, now, sizeof now) == 0)
+		replaced = strcmp(now, mp->build_id) != 0;
+
+	json_object_object_add(o, "id", json_object_new_int64(mp->id));
+	json_object_object_add(o, "start", hex(mp->start));
+	json_object_object_add(o, "limit", hex(mp->limit));
+	json_object_object_add(o, "offset", hex(mp->offset));
+	json_object_object_add(o, "path", path_json(mp->path));
+	json_object_object_add(o, "build_id",
+	                       json_object_new_string(mp->build_id));
+	json_object_object_add(o, "main", json_object_new_boolean(mp->is_main));
+	json_object_object_add(o, "file", json_object_new_boolean(mp->is_file));
+	json_object_object_add(o, "deleted",
+	                       json_object_new_boolean(mp->deleted));
+	json_object_object_add(o, "replaced",
+	                       json_object_new_boolean(replaced));
+	json_object_object_add(o, "symbols",
+	                       json_object_new_string(info.symbols));
+	json_object_object_add(o, "elf_file", path_json(info.elf_file));
+	json_object_object_add(o, "debug_file", path_json(info.debug_file));
+	return o;
+}
+
+enum MHD_Result pp_h_maps(struct pp_request *r)
+{
+	struct pp_symtab *st = pp_symtab_acquire();
+	if (!st)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "the mappings could not be read "
+		                        "(out of memory)");
+	const struct pp_mappings *m = pp_symtab_mappings(st);
+	struct json_object *list = json_object_new_array();
+	for (size_t i = 0; i < m->n; i++)
+		json_object_array_add(list, mapping_json(st, &m->v[i]));
+	pp_symtab_release(st);
+
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "count",
+	                       json_object_new_int64((int64_t)m->n));
+	json_object_object_add(o, "mappings", list);
+	return pp_respond_json(r, MHD_HTTP_OK, o);
+}
