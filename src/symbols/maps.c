@@ -304,6 +304,16 @@ static const char *parse_line(const char *s, size_t len, struct parsed_line *l)
 	return NULL;
 }
 
+/* Hex digits and a dash: what a line of maps starts with ("build=..." or a
+ * comment does not). */
+static int starts_as_mapping(const char *p, const char *eol)
+{
+	const char *q = p;
+	while (q < eol && isxdigit((unsigned char)*q))
+		q++;
+	return q > p && q < eol && *q == '-';
+}
+
 static int cmp_mapping(const void *a, const void *b)
 {
 	const struct pp_mapping *x = a, *y = b;
@@ -342,7 +352,7 @@ int pp_mappings_parse(const char *text, size_t len, const char *main_path,
 		if (why) {
 			/* Other lines are ignored (the legacy format says
 			 * so), but one that starts as a mapping must be one. */
-			if (strict && (isxdigit((unsigned char)*p) ||
+			if (strict && (starts_as_mapping(p, eol) ||
 			               memchr(p, 0, (size_t)(eol - p)))) {
 				if (err_at)
 					*err_at = (size_t)(p - text);
@@ -399,30 +409,42 @@ int pp_mappings_parse(const char *text, size_t len, const char *main_path,
 		rc = -ENOMEM;
 		goto out;
 	}
-	unsigned next = have_main ? 2 : 1;
-	for (size_t i = 0; i < m->n; i++) {
+	for (size_t i = 0; i < m->n; i++)
 		m->v[i].path = m->strings + (size_t)(uintptr_t)m->v[i].path;
-		m->v[i].id = m->v[i].is_main ? 1 : next++;
-	}
 	/* The kernel lists mappings in order; a file's text might not. */
 	if (m->n > 1)
 		qsort(m->v, m->n, sizeof *m->v, cmp_mapping);
+	size_t kept = m->n ? 1 : 0;
 	for (size_t i = 1; i < m->n; i++) {
-		if (m->v[i].start < m->v[i - 1].limit) {
-			if (err_at)
-				*err_at = 0;
-			if (err && errlen)
-				snprintf(err, errlen,
-				         "maps text: executable mappings "
-				         "%" PRIxPTR "-%" PRIxPTR
-				         " and %" PRIxPTR "-%" PRIxPTR
-				         " overlap",
-				         m->v[i - 1].start, m->v[i - 1].limit,
-				         m->v[i].start, m->v[i].limit);
-			rc = -EINVAL;
-			goto out;
+		const struct pp_mapping *prev = &m->v[kept - 1];
+		if (m->v[i].start >= prev->limit) {
+			m->v[kept++] = m->v[i];
+			continue;
 		}
+		if (!strict)
+			continue; /* not from a kernel: keep the first */
+		if (err_at)
+			*err_at = 0;
+		if (err && errlen)
+			snprintf(err, errlen,
+			         "maps text: executable mappings %" PRIxPTR
+			         "-%" PRIxPTR " and %" PRIxPTR "-%" PRIxPTR
+			         " overlap",
+			         prev->start, prev->limit, m->v[i].start,
+			         m->v[i].limit);
+		rc = -EINVAL;
+		goto out;
 	}
+	m->n = kept;
+	/* IDs in address order, the main executable first. */
+	unsigned next = 2;
+	have_main = 0;
+	for (size_t i = 0; i < m->n; i++)
+		have_main |= m->v[i].is_main;
+	if (!have_main)
+		next = 1;
+	for (size_t i = 0; i < m->n; i++)
+		m->v[i].id = m->v[i].is_main ? 1 : next++;
 	m->signature = sig;
 out:
 	if (rc)

@@ -1,0 +1,286 @@
+"""pullprof-convert: legacy (gperftools) CPU profiles to pprof, with the real
+tool on hand-built files (valid, and each kind of malformed one), on files
+written by gperftools' own profiler (compared with google-pprof's reading of
+the same file), and under valgrind."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from legacyfile import MAPS, build, words
+from pptest import (BUILD, MEMCHECK, Profile, eq, go_pprof, ok, run, skip)
+
+CONVERT = os.path.join(BUILD, "pullprof-convert")
+SPIN = os.path.join(BUILD, "tests", "convert", "spin")
+LIBPROFILER = "/usr/lib/x86_64-linux-gnu/libprofiler.so"
+tmp = tempfile.mkdtemp(prefix="pp-convert-")
+
+
+def write(name, data):
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def convert(*args, stdin=None, prefix=()):
+    p = subprocess.run([*prefix, CONVERT, *args], input=stdin,
+                       capture_output=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def convert_file(data, name="in.prof"):
+    """Convert bytes; returns (exit code, Profile or None, stderr)."""
+    src = write(name, data)
+    out = os.path.join(tmp, name + ".pb.gz")
+    if os.path.exists(out):
+        os.unlink(out)
+    code, _, err = convert("-o", out, src)
+    prof = None
+    if code == 0 and os.path.exists(out):
+        with open(out, "rb") as f:
+            prof = Profile(f.read())
+    return code, prof, err
+
+
+def summary(p):
+    """What a profile says, independent of IDs and order: sample types,
+    period type and period, and {stack of addresses: values}."""
+    addrs = {l["id"][0]: p.field(l, "address") for l in p.locations}
+    samples = {}
+    for s in p.samples:
+        key = tuple(addrs[i] for i in s.get("location_id", []))
+        samples[key] = s.get("value", [])
+    pt = p.raw.get("period_type", [{}])[0]
+    return (p.sample_types(), (p.s(p.field(pt, "type")), p.s(p.field(pt, "unit"))),
+            p.field(p.raw, "period"), samples)
+
+
+def test_usage():
+    code, out, _ = convert("--help")
+    eq(code, 0, "--help exits 0")
+    text = out.decode()
+    for part in ("SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "-o, --output"):
+        ok(part in text, f"--help has {part}")
+    code, _, err = convert()
+    eq(code, 2, "no input: exit 2")
+    ok("Usage:" in err, "no input: usage on stderr", err)
+    code, _, err = convert("--frobnicate", "x")
+    eq(code, 2, "unknown option: exit 2")
+    code, _, err = convert("a", "b")
+    eq(code, 2, "two inputs: exit 2")
+    code, _, err = convert("-o", os.path.join(tmp, "none.pb.gz"),
+                           os.path.join(tmp, "does-not-exist.prof"))
+    eq(code, 1, "missing input file: exit 1")
+    ok("does-not-exist.prof: No such file" in err, "names the missing file", err)
+
+
+def test_valid():
+    code, p, err = convert_file(build())
+    eq(code, 0, "hand-built profile converts")
+    eq(err, "", "no warning: /bin/true exists")
+    types, ptype, period, samples = summary(p)
+    eq(types, [("samples", "count"), ("cpu", "nanoseconds")], "sample types")
+    eq(ptype, ("cpu", "nanoseconds"), "period type")
+    eq(period, 10000 * 1000, "period: 10000 us in ns")
+    eq(samples, {(0x401000, 0x402000): [5, 5 * 10000 * 1000],
+                 (0x401010,): [1, 10000 * 1000]}, "samples: counts and cpu")
+    m = [x for x in p.mappings if p.s(p.field(x, "filename")) == "/bin/true"]
+    eq(len(m), 1, "the executable mapping of /bin/true is in the profile")
+    if m:
+        eq(p.field(m[0], "id"), 1, "and is mapping 1 (the main one)")
+        eq(p.s(p.field(m[0], "build_id")),
+           __import__("pptest").elf_build_id("/bin/true"),
+           "with the build ID of the file")
+    # Records with the same stack are summed.
+    code, p2, _ = convert_file(build(records=[(2, [0x401000]), (3, [0x401000])]))
+    eq(summary(p2)[3], {(0x401000,): [5, 5 * 10000 * 1000]},
+       "equal stacks are summed")
+    # Every word size and byte order says the same.
+    for ws, endian, what in ((4, "<", "32-bit"), (8, ">", "big-endian 64-bit"),
+                             (4, ">", "big-endian 32-bit")):
+        code, q, err = convert_file(build(ws=ws, endian=endian), f"{ws}{endian}.prof")
+        eq(code, 0, f"{what} profile converts")
+        ok(q and summary(q) == summary(p), f"{what}: the same profile", err)
+    # Extra header slots are allowed (the format says >= 3).
+    code, q, _ = convert_file(build(header=(0, 5, 0, 10000, 0, 7, 7)))
+    ok(code == 0 and summary(q) == summary(p), "a longer header is read")
+
+
+def test_stdio():
+    data = build()
+    code, out, err = convert("-", stdin=data)
+    eq(code, 0, "stdin to stdout")
+    ok(out[:2] == b"\x1f\x8b", "gzip on stdout")
+    code, _, err = convert("-", stdin=data[:50])
+    eq(code, 1, "bad stdin: exit 1")
+    ok(err.startswith("pullprof-convert: <stdin>: offset "), "names <stdin>", err)
+
+
+def test_missing_binaries():
+    maps = ("00400000-00452000 r-xp 00000000 08:02 1 /nonexistent/app\n"
+            "00500000-00600000 r-xp 00000000 08:02 1 /bin/true (deleted)\n")
+    code, p, err = convert_file(build(records=[(1, [0x401000, 0x500100])],
+                                      maps=maps))
+    eq(code, 0, "binaries gone: still converts")
+    ok("/nonexistent/app: No such file or directory: its addresses stay "
+       "unsymbolized" in err, "warns about the missing binary", err)
+    ok("/bin/true was deleted or replaced" in err, "warns about the deleted one", err)
+    ok(p and all(not l.get("line") for l in p.locations),
+       "addresses only", p and p.locations)
+    code, _, err = convert_file(build(maps=""))
+    eq(code, 0, "no maps text: converts")
+    ok("no executable mappings" in err, "and says it has addresses only", err)
+    code, _, err = convert("-q", "-o", os.path.join(tmp, "q.pb.gz"),
+                           write("q.prof", build(maps="")))
+    eq((code, err), (0, ""), "-q: no warnings")
+
+
+# Each malformed file: (name, bytes, the message expected after
+# "offset N: ", N).
+W = 8
+BAD = [
+    ("empty", b"", r"offset 0: the file has 0 bytes", None),
+    ("header count", words(8, "<", 1, 3, 0, 100, 0) + words(8, "<", 0, 1, 0),
+     r"offset 0: not a gperftools CPU profile: header count 0x1, must be 0", None),
+    ("header words", words(8, "<", 0, 2, 0, 100, 0) + words(8, "<", 0, 1, 0),
+     r"offset 8: not a gperftools CPU profile: 2 header slots", None),
+    ("version", build(header=(0, 3, 1, 100, 0)),
+     r"offset 16: format version 1, only version 0 is known", None),
+    ("period", build(header=(0, 3, 0, 0, 0)),
+     r"offset 24: sampling period 0", None),
+    ("huge period", build(header=(0, 3, 0, 2**62, 0)),
+     r"offset 24: sampling period \d+ microseconds is too long", None),
+    ("padding", build(header=(0, 3, 0, 100, 9)),
+     r"offset 32: header padding 0x9, must be 0", None),
+    ("header past the end", words(8, "<", 0, 1000, 0, 100, 0),
+     r"offset 8: the header has 1002 slots but the file ends at byte 40", None),
+    ("depth 0", build(records=[(1, [])]),
+     r"offset 48: record with depth 0", None),
+    ("depth too large", words(8, "<", 0, 3, 0, 100, 0, 1, 1000000),
+     r"offset 48: record depth 1000000 exceeds the remaining 0 words", None),
+    ("deep record", build(records=[(1, list(range(1, 5000)))]),
+     r"offset 48: record depth 4999 is over the limit of 4096", None),
+    ("count overflow", build(records=[(2**62, [0x401000])]),
+     r"offset 40: sample count \d+ makes the total CPU time overflow", None),
+    ("no trailer", build(trailer=None, maps=""),
+     r"offset 96: the file ends before the trailer \(0 1 0\) after 2 records",
+     None),
+    ("truncated record", build()[:70],
+     r"offset 48: record depth 2 exceeds the remaining 1 words", None),
+    ("truncated trailer", build(maps="")[:-8],
+     r"offset 96: the file ends inside the trailer", None),
+    ("bad trailer", build(trailer=(0, 2, 0, 0)),
+     r"offset 96: record with sample count 0 \(only the trailer 0 1 0", None),
+    ("bad trailer pc", build(trailer=(0, 1, 5)),
+     r"offset 96: record with sample count 0", None),
+    ("maps: reversed range", build(maps=MAPS + "00400000-00300000 r-xp 00000000 08:02 1 /x\n"),
+     r"offset \d+: maps text line 4: the mapping ends before it starts", None),
+    ("maps: permissions", build(maps="00400000-00500000 rzxp 00000000 08:02 1 /x\n"),
+     r"offset 120: maps text line 1: bad permission letters", None),
+    ("maps: device", build(maps="00400000-00500000 r-xp 00000000 0802 1 /x\n"),
+     r"offset 120: maps text line 1: expected the device", None),
+    ("maps: NUL", build(maps=b"00400000-00500000 r-xp 00000000 08:02 1 /x\0y\n"),
+     r"offset 120: maps text line 1: NUL byte", None),
+    ("maps: overlap", build(maps="00400000-00500000 r-xp 00000000 08:02 1 /a\n"
+                            "00450000-00600000 r-xp 00000000 08:02 1 /b\n"),
+     r"offset 120: maps text: executable mappings 400000-500000 and "
+     r"450000-600000 overlap", None),
+    ("maps: 17 hex digits", build(maps="10000000000000000-2 r-xp 00000000 08:02 1 /a\n"),
+     r"offset 120: maps text line 1: expected start-limit in hex", None),
+]
+
+
+def test_malformed():
+    for name, data, want, _ in BAD:
+        fname = "bad-" + re.sub(r"\W+", "-", name) + ".prof"
+        path = write(fname, data)
+        out = os.path.join(tmp, fname + ".pb.gz")
+        code, _, err = convert("-o", out, path)
+        eq(code, 1, f"{name}: exit 1 (not a crash)")
+        ok(re.match(rf"pullprof-convert: {re.escape(path)}: {want}", err),
+           f"{name}: the message names the file and the offset", err)
+        ok(not os.path.exists(out), f"{name}: no output written")
+    # Lines that are not mappings are ignored, as the format says.
+    code, _, err = convert_file(build(maps="build=/x\n\n" + MAPS + "garbage\n"))
+    eq(code, 0, "lines that are no mappings are ignored")
+
+
+def gperftools_profile(seconds=2.0):
+    out = os.path.join(tmp, "spin.prof")
+    env = dict(os.environ, CPUPROFILE=out, CPUPROFILE_FREQUENCY="250",
+               LD_PRELOAD=LIBPROFILER)
+    subprocess.run([SPIN, str(seconds)], env=env, check=True,
+                   capture_output=True, timeout=60)
+    return out
+
+
+def google_pprof_text(binary, prof):
+    """google-pprof's flat/cum sample counts by function, and the total."""
+    p = subprocess.run(["google-pprof", "--text", "--nodecount=1000",
+                        "--nodefraction=0", "--edgefraction=0", binary, prof],
+                       capture_output=True, text=True, timeout=300)
+    total = int(re.search(r"Total: (\d+) samples", p.stdout).group(1))
+    rows = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(\S+)", line)
+        if m:
+            rows[m.group(3)] = (int(m.group(1)), int(m.group(2)))
+    return total, rows, p.stdout
+
+
+def go_pprof_top(path):
+    code, out, err = go_pprof("-top", "-sample_index=samples", "-nodecount=1000",
+                              "-nodefraction=0", "-edgefraction=0", path)
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(\S+)", line)
+        if m:
+            rows[m.group(3)] = (int(m.group(1)), int(m.group(2)))
+    total = re.search(r"of (\d+) total", out)
+    return int(total.group(1)) if total else None, rows, out + err
+
+
+def test_gperftools():
+    if not os.path.exists(LIBPROFILER) or not shutil.which("google-pprof"):
+        skip("gperftools' own profile", "no libprofiler.so or google-pprof")
+        return
+    prof = gperftools_profile()
+    out = prof + ".pb.gz"
+    code, _, err = convert("-o", out, prof)
+    eq(code, 0, "gperftools' own file converts")
+    ok("warning" not in err, "no warning: every binary is here", err)
+    gtotal, grows, gtext = google_pprof_text(SPIN, prof)
+    total, rows, text = go_pprof_top(out)
+    ok(gtotal > 250, f"google-pprof counts {gtotal} samples", gtext)
+    eq(total, gtotal, "go tool pprof counts the same total samples")
+    for fn in ("spin_heavy", "spin_light", "spin_both", "main"):
+        eq(rows.get(fn), grows.get(fn),
+           f"{fn}: same flat and cumulative samples as google-pprof")
+    hot = max(rows, key=lambda k: rows[k][0]) if rows else None
+    eq(hot, "spin_heavy", "the hottest function is spin_heavy", )
+    p = Profile(open(out, "rb").read())
+    pt = p.raw.get("period_type", [{}])[0]
+    eq(p.field(p.raw, "period"), 4000 * 1000, "period: 4 ms (250 Hz) in ns")
+    eq(p.s(p.field(pt, "unit")), "nanoseconds", "period unit")
+    heavy = [f for st in (p.stack(s) for s in p.samples) for fr in st
+             for f in fr if f[0] == "spin_heavy"]
+    ok(heavy and heavy[0][2].endswith("tests/convert/spin.c") and heavy[0][3] > 0,
+       "spin_heavy has file:line from DWARF", heavy[:1])
+    # The same file through valgrind: no error, no leak.
+    code, _, err = convert("-o", out + ".vg", prof, prefix=MEMCHECK)
+    eq(code, 0, "valgrind: exit 0 (9 would mean errors or leaks)")
+    m = re.search(r"ERROR SUMMARY: (\d+) errors", err)
+    ok(m and m.group(1) == "0", "valgrind: 0 errors", err[-3000:])
+    # A malformed file under valgrind too.
+    code, _, err = convert("-o", out + ".vg2", write("vg-bad.prof", BAD[12][1]),
+                           prefix=MEMCHECK)
+    eq(code, 1, "valgrind, malformed input: exit 1, no error or leak")
+
+
+try:
+    run([test_usage, test_valid, test_stdio, test_missing_binaries,
+         test_malformed, test_gperftools])
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
