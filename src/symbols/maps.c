@@ -398,6 +398,7 @@ int pp_mappings_parse(const char *text, size_t len, const char *main_path,
 		sig = pp_hash_mix(sig, l.limit);
 		sig = pp_hash_mix(sig, l.offset);
 		sig = pp_hash_mix(sig, pp_hash_bytes(l.path, l.plen));
+		sig = pp_hash_mix(sig, (uint64_t)l.deleted);
 	}
 	if (strings.failed) {
 		rc = -ENOMEM;

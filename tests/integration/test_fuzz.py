@@ -1,0 +1,35 @@
+"""The fuzz targets, for a bounded time in the suite: scripts/fuzz.sh builds
+them with clang (libFuzzer, ASan, UBSan) and runs each on a scratch copy of
+its seed corpus (which holds the regression inputs of earlier findings).
+Longer runs: scripts/fuzz.sh 600."""
+import os
+import re
+import subprocess
+
+from pptest import BUILD, SRC, eq, ok, run, skip
+
+RUNS = (("legacy", 30), ("maps", 10))
+
+
+def fuzz(target, seconds):
+    out = os.path.join(BUILD, "tests", "fuzz", "out-suite")
+    env = dict(os.environ, PP_BUILDDIR=BUILD, FUZZ_OUT=out)
+    p = subprocess.run(["sh", os.path.join(SRC, "scripts", "fuzz.sh"),
+                        str(seconds), target], env=env, capture_output=True,
+                       text=True, timeout=seconds + 600)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_targets():
+    for target, seconds in RUNS:
+        code, text = fuzz(target, seconds)
+        if code == 77:
+            skip(f"fuzz_{target}", "no clang with libFuzzer here")
+            continue
+        m = re.search(r"Done (\d+) runs in (\d+) second", text)
+        runs = int(m.group(1)) if m else 0
+        eq(code, 0, f"fuzz_{target}: {runs} runs in {seconds} s, no finding")
+        ok(runs > 1000, f"fuzz_{target} really ran", text[-3000:])
+
+
+run([test_targets])
