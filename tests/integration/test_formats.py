@@ -8,6 +8,7 @@ import re
 import struct
 import subprocess
 import tempfile
+import time
 
 from pptest import BUILD, Proc, Profile, Work, curl, eq, go_pprof, ok, run
 
@@ -253,4 +254,49 @@ def test_bad_input():
     b.p.stop()
 
 
-run([test_cpu_formats, test_heap_formats, test_bad_input])
+def thread_cpu(pid, tid):
+    """user + system seconds of one thread, as /proc counts them."""
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_threads():
+    b = Burn()
+    time.sleep(1.0)
+    pid = b.p.p.pid
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    before = {t: thread_cpu(pid, t) for t in tids}
+    r = b.get("threads")
+    after = {t: thread_cpu(pid, t) for t in tids}
+    eq(r.status, 200, "/threads: 200")
+    eq(r.header("content-type"), "application/json", "/threads is JSON")
+    j = r.json()
+    eq(j["pid"], pid, "/threads: pid")
+    eq(sorted(t["tid"] for t in j["threads"]), tids,
+       "/threads lists the process's threads (as /proc/PID/task)")
+    eq(j["count"], len(j["threads"]), "/threads: count")
+    by_name = {t["name"]: t for t in j["threads"]}
+    ok({"burn-0", "burn-1", "pullprof-http"} <= set(by_name),
+       "the burners and the agent's HTTP thread are named", sorted(by_name))
+    main = [t for t in j["threads"] if t["main"]]
+    ok(len(main) == 1 and main[0]["tid"] == pid, "one main thread, tid = pid", main)
+    ok(by_name["pullprof-http"]["agent"] and not by_name["burn-0"]["agent"],
+       "agent threads are marked", by_name)
+    cpu = {t["tid"]: t["user_seconds"] + t["system_seconds"] for t in j["threads"]}
+    ok(all(before[t] - 0.002 <= cpu[t] <= after[t] + 0.002 for t in tids),
+       "each thread's CPU time is what /proc counted around the request",
+       [(t, before[t], cpu[t], after[t]) for t in tids])
+    ok(all(t["state"] in "RSDTtZXI" and t["state_name"] for t in j["threads"]),
+       "every thread has a state", j["threads"])
+    time.sleep(1.0)
+    again = {t["name"]: t for t in b.get("threads").json()["threads"]}
+    ok(again["burn-0"]["user_seconds"] + again["burn-0"]["system_seconds"] >
+       by_name["burn-0"]["user_seconds"] + by_name["burn-0"]["system_seconds"],
+       "a burner's CPU time grows between two reads", (by_name["burn-0"], again["burn-0"]))
+    r = curl(f"http://127.0.0.1:{b.port}/debug/pprof/threads", "-X", "POST")
+    ok(r.status == 405 and r.json()["status"] == 405, "POST /threads: 405 in JSON", r)
+    b.p.stop()
+
+
+run([test_cpu_formats, test_heap_formats, test_bad_input, test_threads])
