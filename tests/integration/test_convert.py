@@ -9,10 +9,12 @@ import subprocess
 import tempfile
 
 from legacyfile import MAPS, build, words
-from pptest import (BUILD, MEMCHECK, Profile, eq, go_pprof, ok, run, skip)
+from pptest import (BUILD, MEMCHECK, Proc, Profile, curl, eq, go_pprof, ok,
+                    run, skip)
 
 CONVERT = os.path.join(BUILD, "pullprof-convert")
 SPIN = os.path.join(BUILD, "tests", "convert", "spin")
+BURN = os.path.join(BUILD, "tests", "cpu", "burn")
 LIBPROFILER = "/usr/lib/x86_64-linux-gnu/libprofiler.so"
 tmp = tempfile.mkdtemp(prefix="pp-convert-")
 
@@ -279,8 +281,83 @@ def test_gperftools():
     eq(code, 1, "valgrind, malformed input: exit 1, no error or leak")
 
 
+def symbolic(p, drop_zero_counts=False):
+    """The samples of a profile by what they mean: {stack: values}, each
+    frame (function, file, line) innermost first, each location a tuple of
+    them (bare addresses as "0x..."); plus types, period type, period."""
+    out = {}
+    for smp in p.samples:
+        vals = smp.get("value", [])
+        if drop_zero_counts and vals and vals[0] == 0:
+            continue
+        stack = []
+        for i in smp.get("location_id", []):
+            loc = p.loc_by_id[i]
+            fr = tuple((f[0], f[2], f[3]) for f in p.frames(loc))
+            stack.append(fr or (hex(p.field(loc, "address")),))
+        key = tuple(stack)
+        old = out.get(key, [0] * len(vals))
+        out[key] = [a + b for a, b in zip(old, vals)]
+    pt = p.raw.get("period_type", [{}])[0]
+    return (p.sample_types(), (p.s(p.field(pt, "type")), p.s(p.field(pt, "unit"))),
+            p.field(p.raw, "period"), out)
+
+
+def top_lines(path):
+    """go tool pprof -top -lines (flat and cumulative by function and
+    file:line; thread labels do not matter) without its header: time and
+    duration are not in a legacy file."""
+    code, out, err = go_pprof("-top", "-lines", "-nodecount=100000",
+                              "-nodefraction=0", "-edgefraction=0", path)
+    i = out.find("      flat  flat%")
+    return code, out[i:] if i >= 0 else out + err
+
+
+def test_agent_legacy():
+    """The agent's own ?format=legacy, converted, equals the agent's pprof
+    of the same window (?id=)."""
+    burn = Proc([BURN, "2", "600"], env={"PULLPROF_LISTEN": "127.0.0.1:0"},
+                stdin=False)
+    try:
+        m = burn.wait_line(burn.out_lines, r"^port (\d+)", timeout=10)
+        base = f"http://127.0.0.1:{int(m.group(1))}/debug/pprof/profile"
+        r = curl(base + "?seconds=3&hz=200&format=legacy", timeout=60)
+        eq(r.status, 200, "agent: format=legacy 200")
+        pid = r.header("x-pullprof-profile-id")
+        ok(pid and pid.isdigit(), "agent: the answer has a profile id", r.headers)
+        legacy = write("agent.prof", r.body)
+        r2 = curl(f"{base}?id={pid}&format=pprof", timeout=60)
+        eq(r2.status, 200, "agent: the same profile again as pprof (?id=)")
+        agent_pb = write("agent.pb.gz", r2.body)
+    finally:
+        burn.stop()
+    out = os.path.join(tmp, "agent-converted.pb.gz")
+    code, _, err = convert("-o", out, legacy)
+    eq(code, 0, "the agent's legacy profile converts")
+    ok("warning" not in err, "no warning", err)
+    mine = symbolic(Profile(open(out, "rb").read()))
+    theirs = symbolic(Profile(r2.body), drop_zero_counts=True)
+    eq(mine[:3], theirs[:3], "same sample types, period type and period")
+    ok(len(theirs[3]) > 0 and sum(v[0] for v in theirs[3].values()) > 100,
+       "the agent's profile has samples", theirs[3])
+    only_mine = {k: v for k, v in mine[3].items() if theirs[3].get(k) != v}
+    only_theirs = {k: v for k, v in theirs[3].items() if mine[3].get(k) != v}
+    ok(not only_mine and not only_theirs,
+       f"the same {len(theirs[3])} stacks (function, file:line, inline "
+       f"frames) with the same values",
+       f"converted only: {list(only_mine.items())[:3]}\n"
+       f"agent only: {list(only_theirs.items())[:3]}")
+    hot = [k for k in mine[3] if k and k[0] and k[0][0][0] == "burn_heavy"]
+    ok(hot and hot[0][0][0][1].endswith("tests/cpu/burn.c"),
+       "burn_heavy is named with its file", hot[:1])
+    c1, t1 = top_lines(out)
+    c2, t2 = top_lines(agent_pb)
+    ok(c1 == 0 and c2 == 0 and t1 == t2 and "burn_heavy" in t1,
+       "go tool pprof -top -lines reads the same from both", t1[:1500] + "\n---\n" + t2[:1500])
+
+
 try:
     run([test_usage, test_valid, test_stdio, test_missing_binaries,
-         test_malformed, test_gperftools])
+         test_malformed, test_gperftools, test_agent_legacy])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
