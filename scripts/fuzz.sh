@@ -50,6 +50,7 @@ for t in $targets; do
 	fi
 	work=$(mktemp -d)
 	cp "$src/tests/fuzz/corpus/$t/"* "$work/" 2>/dev/null
+	chmod -R u+w "$work" # from a read-only tree (distcheck) too
 	echo "fuzz.sh: fuzz_$t for ${secs}s"
 	# -rss_limit_mb: a 2 GB budget; -max_len: records of a few hundred
 	# words and maps texts of some lines.
