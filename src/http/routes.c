@@ -86,6 +86,17 @@ const struct pp_route pp_routes[] = {
                 "one \"0x1234 function\" line per known address",
         .max_body = PP_SYMBOL_MAX_BODY,
     },
+    {
+        .path = "/ui",
+        .name = "ui",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PAGE,
+        .handler = pp_h_ui,
+        .link = "ui/",
+        .help = "flame graph viewer: fetch a CPU or heap profile and explore "
+                "it in the browser (search, zoom, top functions, downloads)",
+        .subtree = 1,
+    },
 };
 const size_t pp_routes_count = sizeof pp_routes / sizeof pp_routes[0];
 
@@ -119,7 +130,12 @@ static const char *match(struct pp_request *r, const char *prefix)
 	    (url[plen] != 0 && url[plen] != '/'))
 		return NULL;
 	for (size_t i = 0; i < pp_routes_count; i++) {
-		if (strcmp(pp_routes[i].path, url + plen) == 0) {
+		const char *path = pp_routes[i].path;
+		size_t n = strlen(path);
+		if (strcmp(path, url + plen) == 0 ||
+		    (pp_routes[i].subtree &&
+		     strncmp(path, url + plen, n) == 0 &&
+		     url[plen + n] == '/')) {
 			r->route = &pp_routes[i];
 			r->counter = (unsigned)i;
 			r->kind = pp_routes[i].kind;

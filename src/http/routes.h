@@ -30,6 +30,9 @@ struct pp_route {
 	const char *link; /* what the index links to (path plus query) */
 	const char *help; /* one line for the index */
 	size_t max_body;  /* largest request body it reads; 0: takes none */
+	/* Also answers every path below it ("/ui" takes "/ui/", "/ui/x.js",
+	 * ...): the handler reads r->rest and decides what exists there. */
+	int subtree;
 };
 
 extern const struct pp_route pp_routes[];
