@@ -20,6 +20,7 @@
 #include "error.h"
 #include "heap/heap.h"
 #include "http/server.h"
+#include "profile/recent.h"
 #include "pullprof.h"
 #include "symbols/symbols.h"
 
@@ -149,6 +150,7 @@ static int stop_locked(void)
 	pp_heap_stop();
 	pp_server_stop(running->srv);
 	pp_symtab_shutdown(); /* the symbol cache goes with the agent */
+	pp_recent_clear();    /* and the profiles kept for ?id= */
 	pp_config_free(&agent.cfg);
 	memset(&agent, 0, sizeof agent);
 	running = NULL;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile/render.h"
 #include "unwind/unwind.h"
 
 struct pp_cpu_settings {
@@ -25,23 +26,34 @@ typedef void (*pp_cpu_done_fn)(void *arg);
 
 void pp_cpu_configure(const struct pp_cpu_settings *s);
 
+struct pp_cpu_query {
+	uint64_t id; /* > 0: render kept profile id again, sample nothing */
+	unsigned seconds, hz;
+	struct pp_render_opts render; /* the format of the answer */
+};
+
 /*
  * Open a window of `seconds` sampling at `hz` (at least: a faster window
- * running at the same time raises the rate for both). client_fd, when >= 0,
+ * running at the same time raises the rate for both), answered in the
+ * format q->render names. client_fd, when >= 0,
  * is watched: if the client hangs up, the window is cancelled.
- * Errors: -EBUSY (max_windows open; *retry_after says when one ends),
+ * With q->id, the kept profile of that id is rendered again (-ENOENT when
+ * there is none). Errors: -EBUSY (max_windows open; *retry_after says when
+ * one ends),
  * -EEXIST (the host has its own SIGPROF handler), -ENOMEM, ... with a
  * sentence in err.
  */
-int pp_cpu_window_open(unsigned seconds, unsigned hz, int client_fd,
+int pp_cpu_window_open(const struct pp_cpu_query *q, int client_fd,
                        pp_cpu_done_fn done, void *arg,
                        struct pp_cpu_window **out, unsigned *retry_after,
                        char *err, size_t errlen);
 /* The request is gone: stop caring about this window, drop its reference. */
 void pp_cpu_window_release(struct pp_cpu_window *w);
-/* After done: the gzipped profile (handed over, free() it), or a negative
+/* After done: the rendered profile (handed over, free() it) and the id it
+ * is kept under (0: not kept), or a negative
  * errno: -ECANCELED (client gone or agent stopping), -ENOMEM, ... */
-int pp_cpu_window_take(struct pp_cpu_window *w, char **body, size_t *len);
+int pp_cpu_window_take(struct pp_cpu_window *w, char **body, size_t *len,
+                       uint64_t *id);
 
 /* Stop sampling, cancel every window (their done callbacks run), join the
  * agent's CPU threads, free the sampler. Windows still referenced by

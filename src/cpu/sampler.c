@@ -28,7 +28,8 @@
 #include "cpu/sampler.h"
 #include "heap/heap.h"
 #include "profile/model.h"
-#include "profile/pprof.h"
+#include "profile/recent.h"
+#include "profile/render.h"
 #include "symbols/symbols.h"
 #include "util/clock.h"
 #include "util/proc.h"
@@ -46,6 +47,9 @@ struct pp_cpu_window {
 	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
 	int64_t start_real_ns;
 	unsigned hz;
+	struct pp_render_opts render;
+	struct pp_recent *stored; /* a kept profile to render again (?id=) */
+	uint64_t id;              /* of the profile rendered */
 	int client_fd;
 	pp_cpu_done_fn done;
 	void *arg; /* NULL once the request let go */
@@ -111,6 +115,7 @@ static void unref(struct pp_cpu_window *w)
 	if (atomic_fetch_sub(&w->refs, 1) != 1)
 		return;
 	pp_profile_free(w->model);
+	pp_recent_unref(w->stored);
 	free(w->result);
 	free(w);
 }
@@ -458,7 +463,8 @@ static void *collector(void *unused)
 
 /* ---- building ----------------------------------------------------------- */
 
-static void build(struct pp_cpu_window *w)
+/* Finish a window's model: period, time, notes. */
+static void finish_model(struct pp_cpu_window *w)
 {
 	struct pp_profile *p = w->model;
 	uint64_t lost = lost_now() - w->lost_at_open;
@@ -492,18 +498,35 @@ static void build(struct pp_cpu_window *w)
 		    w->min_period, w->max_period);
 		pp_profile_add_comment(p, note);
 	}
+}
 
+static void build(struct pp_cpu_window *w)
+{
+	const struct pp_profile *p;
 	char *body;
 	size_t len;
-	int rc = pp_pprof_render_body(p, &body, &len);
+	uint64_t id = 0;
+
+	if (w->stored) {
+		p = pp_recent_profile(w->stored);
+		id = w->id;
+	} else {
+		finish_model(w);
+		p = w->model;
+	}
+	int rc = pp_render_body(p, &w->render, &body, &len);
+	if (!w->stored) {
+		/* Kept for ?id= (the store frees it in the end). */
+		id = pp_recent_add("profile", w->model);
+		w->model = NULL;
+	}
 
 	pthread_mutex_lock(&S.mu);
 	w->result = body;
 	w->result_len = len;
 	w->result_err = rc;
+	w->id = id;
 	w->state = W_DONE;
-	pp_profile_free(w->model);
-	w->model = NULL;
 	pthread_mutex_unlock(&S.mu);
 }
 
@@ -592,7 +615,47 @@ static int start_threads(char *err, size_t errlen)
 	return 0;
 }
 
-int pp_cpu_window_open(unsigned seconds, unsigned hz, int client_fd,
+/* ?id=: a window that samples nothing and goes straight to the builder with
+ * a kept profile (lock held). */
+static int rerender(const struct pp_cpu_query *q, pp_cpu_done_fn done,
+                    void *arg, struct pp_cpu_window **out, char *err,
+                    size_t errlen)
+{
+	struct pp_recent *kept = pp_recent_get(q->id, "profile");
+	if (!kept) {
+		snprintf(err, errlen,
+		         "no CPU profile %llu: ids name one of the last %d "
+		         "profiles served, for %d minutes",
+		         (unsigned long long)q->id, PP_RECENT_MAX,
+		         PP_RECENT_TTL_S / 60);
+		return -ENOENT;
+	}
+	int rc = start_threads(err, errlen);
+	struct pp_cpu_window *w = rc ? NULL : calloc(1, sizeof *w);
+	if (!w) {
+		pp_recent_unref(kept);
+		if (!rc)
+			snprintf(err, errlen, "out of memory");
+		return rc ? rc : -ENOMEM;
+	}
+	atomic_init(&w->refs, 2); /* the build queue and the request */
+	w->state = W_BUILDING;
+	w->stored = kept;
+	w->id = q->id;
+	w->render = q->render;
+	w->client_fd = -1;
+	w->done = done;
+	w->arg = arg;
+	struct pp_cpu_window **b = &S.build_q;
+	while (*b)
+		b = &(*b)->next;
+	*b = w;
+	*out = w;
+	pthread_cond_signal(&S.build_wake);
+	return 0;
+}
+
+int pp_cpu_window_open(const struct pp_cpu_query *q, int client_fd,
                        pp_cpu_done_fn done, void *arg,
                        struct pp_cpu_window **out, unsigned *retry_after,
                        char *err, size_t errlen)
@@ -605,6 +668,10 @@ int pp_cpu_window_open(unsigned seconds, unsigned hz, int client_fd,
 	if (S.stopping) {
 		snprintf(err, errlen, "the agent is stopping");
 		rc = -ESHUTDOWN;
+		goto out;
+	}
+	if (q->id) {
+		rc = rerender(q, done, arg, out, err, errlen);
 		goto out;
 	}
 	if (S.nwindows >= S.settings.max_windows) {
@@ -645,7 +712,7 @@ int pp_cpu_window_open(unsigned seconds, unsigned hz, int client_fd,
 	struct pp_value_type period_type = {"cpu", "nanoseconds"};
 	if (w)
 		w->model =
-		    pp_profile_new(types, 2, &period_type, 1000000000 / hz);
+		    pp_profile_new(types, 2, &period_type, 1000000000 / q->hz);
 	if (!w || !w->model) {
 		free(w);
 		snprintf(err, errlen, "out of memory");
@@ -654,12 +721,13 @@ int pp_cpu_window_open(unsigned seconds, unsigned hz, int client_fd,
 	}
 	atomic_init(&w->refs, 2); /* the running list and the request */
 	w->state = W_RUNNING;
-	w->hz = hz;
+	w->hz = q->hz;
+	w->render = q->render;
 	w->client_fd = client_fd;
 	w->done = done;
 	w->arg = arg;
 	w->start_ns = pp_clock_ns(CLOCK_MONOTONIC);
-	w->end_ns = w->start_ns + (uint64_t)seconds * 1000000000u;
+	w->end_ns = w->start_ns + (uint64_t)q->seconds * 1000000000u;
 	w->start_real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 	w->lost_at_open = lost_now();
 	w->next = S.windows;
@@ -692,7 +760,8 @@ void pp_cpu_window_release(struct pp_cpu_window *w)
 	unref(w);         /* the request's */
 }
 
-int pp_cpu_window_take(struct pp_cpu_window *w, char **body, size_t *len)
+int pp_cpu_window_take(struct pp_cpu_window *w, char **body, size_t *len,
+                       uint64_t *id)
 {
 	int rc;
 	pthread_mutex_lock(&S.mu);
@@ -700,6 +769,7 @@ int pp_cpu_window_take(struct pp_cpu_window *w, char **body, size_t *len)
 		rc = w->result_err;
 		*body = w->result;
 		*len = w->result_len;
+		*id = w->id;
 		w->result = NULL;
 		if (!rc && !*body)
 			rc = -ENODATA; /* taken before */

@@ -17,7 +17,8 @@
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "profile/model.h"
-#include "profile/pprof.h"
+#include "profile/recent.h"
+#include "profile/render.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 #include "util/proc.h"
@@ -39,6 +40,8 @@ struct pp_heap_job {
 	char *body;
 	size_t len;
 	int err;
+	struct pp_recent *stored; /* ?id=: the kept profile to render again */
+	uint64_t id;              /* of the profile rendered */
 	pp_heap_done_fn done;
 	void *arg;
 };
@@ -59,6 +62,7 @@ static void unref_locked(struct pp_heap_job *j)
 		return;
 	free(j->start.rows);
 	free(j->body);
+	pp_recent_unref(j->stored);
 	free(j);
 }
 
@@ -140,7 +144,15 @@ static void build(struct pp_heap_job *j)
 {
 	struct pp_heap_snapshot end;
 	char note[240];
-	int rc = pp_heap_table_snapshot(j->q.peak, j->q.peak_reset, &end);
+	int rc;
+
+	if (j->stored) {
+		j->err = pp_render_body(pp_recent_profile(j->stored),
+		                        &j->q.render, &j->body, &j->len);
+		j->id = j->q.id;
+		return;
+	}
+	rc = pp_heap_table_snapshot(j->q.peak, j->q.peak_reset, &end);
 	if (rc) {
 		j->err = rc;
 		return;
@@ -182,8 +194,11 @@ static void build(struct pp_heap_job *j)
 	rc = add_rows(p, &end, j->q.seconds ? &j->start : NULL);
 	free(end.rows);
 	if (!rc)
-		rc = pp_pprof_render_body(p, &j->body, &j->len);
-	pp_profile_free(p);
+		rc = pp_render_body(p, &j->q.render, &j->body, &j->len);
+	if (rc)
+		pp_profile_free(p);
+	else
+		j->id = pp_recent_add("heap", p); /* kept for ?id= */
 	j->err = rc;
 }
 
@@ -369,7 +384,16 @@ int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
 	j->opened_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	j->opened_real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 	j->due_ns = j->opened_ns + (uint64_t)q->seconds * 1000000000u;
-	if (q->seconds) {
+	if (q->id && !(j->stored = pp_recent_get(q->id, "heap"))) {
+		free(j);
+		snprintf(err, errlen,
+		         "no heap profile %llu: ids name one of the last %d "
+		         "profiles served, for %d minutes",
+		         (unsigned long long)q->id, PP_RECENT_MAX,
+		         PP_RECENT_TTL_S / 60);
+		return -ENOENT;
+	}
+	if (q->seconds && !q->id) {
 		int rc = pp_heap_table_snapshot(0, 0, &j->start);
 		if (rc) {
 			free(j);
@@ -394,6 +418,7 @@ int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
 	if (rc) {
 		pthread_mutex_unlock(&H.mu);
 		free(j->start.rows);
+		pp_recent_unref(j->stored);
 		free(j);
 		return rc;
 	}
@@ -422,13 +447,15 @@ void pp_heap_job_release(struct pp_heap_job *j)
 	pthread_mutex_unlock(&H.mu);
 }
 
-int pp_heap_job_take(struct pp_heap_job *j, char **body, size_t *len)
+int pp_heap_job_take(struct pp_heap_job *j, char **body, size_t *len,
+                     uint64_t *id)
 {
 	pthread_mutex_lock(&H.mu);
 	int rc = j->state == J_DONE ? j->err : -ECANCELED;
 	if (!rc) {
 		*body = j->body;
 		*len = j->len;
+		*id = j->id;
 		j->body = NULL;
 	}
 	pthread_mutex_unlock(&H.mu);

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile/render.h"
+
 struct pp_heap_settings {
 	uint64_t rate; /* mean bytes between samples; 0: sampling off */
 	unsigned max_depth;
@@ -36,10 +38,12 @@ enum pp_heap_view {
 };
 
 struct pp_heap_query {
+	uint64_t id; /* > 0: render the kept profile id again */
 	enum pp_heap_view view;
 	unsigned seconds; /* > 0: a delta profile over the next seconds */
 	int peak;         /* what was live at the peak */
 	int peak_reset;   /* ... and start a new peak from now */
+	struct pp_render_opts render; /* the format of the answer */
 };
 
 struct pp_heap_job;
@@ -48,15 +52,19 @@ typedef void (*pp_heap_done_fn)(void *arg);
 /* Ask for a heap profile. It is built on the heap worker thread (symbolizing
  * may take a while) and `done` is called there when it is ready; a delta
  * profile is ready `seconds` later. client_fd, when >= 0, is watched while
- * waiting: when the client hangs up the job is cancelled. Errors: -EBUSY
+ * waiting: when the client hangs up the job is cancelled. With q->id, the
+ * kept heap profile of that id is rendered again (-ENOENT when there is
+ * none). Errors: -EBUSY
  * (too many pending), -ENOMEM, -ESHUTDOWN (not running), with err set. */
 int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
                      pp_heap_done_fn done, void *arg, struct pp_heap_job **out,
                      char *err, size_t errlen);
 void pp_heap_job_release(struct pp_heap_job *j);
-/* After done: the gzipped profile (handed over: free() it), or -ECANCELED,
+/* After done: the rendered profile (handed over: free() it) and the id it
+ * is kept under (see profile/recent.h), or -ECANCELED,
  * -ENOMEM, ... */
-int pp_heap_job_take(struct pp_heap_job *j, char **body, size_t *len);
+int pp_heap_job_take(struct pp_heap_job *j, char **body, size_t *len,
+                     uint64_t *id);
 
 struct pp_heap_stats {
 	int running;

@@ -5,6 +5,7 @@
  * Agent context.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include "agent.h"
@@ -13,9 +14,9 @@
 #include "query.h"
 #include "respond.h"
 
-static int take(void *j, char **body, size_t *len)
+static int take(void *j, char **body, size_t *len, uint64_t *id)
 {
-	return pp_heap_job_take(j, body, len);
+	return pp_heap_job_take(j, body, len, id);
 }
 
 static void release(void *j)
@@ -29,7 +30,7 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
 	struct pp_heap_query q = {.view = view};
-	unsigned gc, peak;
+	unsigned gc, peak, id;
 	char err[300];
 
 	/* gc: Go clients ask for a collection first; there is none here, the
@@ -37,8 +38,18 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	if (pp_query_uint(r, "seconds", 0, 0, cfg->v.max_seconds, &q.seconds,
 	                  err, sizeof err) ||
 	    pp_query_uint(r, "gc", 0, 0, 1, &gc, err, sizeof err) ||
-	    pp_query_choice(r, "peak", "0|1|reset", &peak, err, sizeof err))
+	    pp_query_choice(r, "peak", "0|1|reset", &peak, err, sizeof err) ||
+	    pp_query_render(
+	        r, "alloc_objects|alloc_space|inuse_objects|inuse_space", 0,
+	        &q.render, err, sizeof err) ||
+	    pp_query_uint(r, "id", 0, 1, UINT_MAX, &id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	q.id = id;
+	if (id && (pp_query_given(r, "seconds") || pp_query_given(r, "peak")))
+		return pp_respond_error(
+		    r, MHD_HTTP_BAD_REQUEST,
+		    "id renders a profile already taken: seconds and peak do "
+		    "not apply");
 	q.peak = peak != 0;
 	q.peak_reset = peak == 2;
 	if (q.peak && q.seconds)
@@ -57,6 +68,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 		    r, MHD_HTTP_NOT_FOUND,
 		    "heap profiling is off in this process: start it with "
 		    "PULLPROF_HEAP_RATE greater than 0");
+	if (rc == -ENOENT)
+		return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s", err);
 	if (rc == -EBUSY) {
 		r->headers[0][0] = "Retry-After";
 		r->headers[0][1] = "1";
@@ -66,6 +79,7 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	if (rc)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
 		                        err);
+	r->render = q.render;
 	pp_request_defer(r, j, &job);
 	return MHD_YES;
 }

@@ -5,6 +5,7 @@
  * is ready (or the window was cancelled). Agent context.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,9 +16,9 @@
 #include "respond.h"
 #include "server.h"
 
-static int take(void *w, char **body, size_t *len)
+static int take(void *w, char **body, size_t *len, uint64_t *id)
 {
-	return pp_cpu_window_take(w, body, len);
+	return pp_cpu_window_take(w, body, len, id);
 }
 
 static void release(void *w)
@@ -30,23 +31,31 @@ static const struct pp_deferred window = {take, release};
 enum MHD_Result pp_h_profile(struct pp_request *r)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
-	unsigned seconds, hz, retry = 0;
+	struct pp_cpu_query q;
+	unsigned retry = 0, id;
 	char err[300], retry_text[16];
 	struct pp_cpu_window *w;
 	int rc;
 
 	if (pp_query_uint(r, "seconds",
 	                  cfg->v.max_seconds < 30 ? cfg->v.max_seconds : 30, 1,
-	                  cfg->v.max_seconds, &seconds, err, sizeof err) ||
-	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &hz, err,
-	                  sizeof err))
+	                  cfg->v.max_seconds, &q.seconds, err, sizeof err) ||
+	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &q.hz, err,
+	                  sizeof err) ||
+	    pp_query_render(r, "samples|cpu", 1, &q.render, err, sizeof err) ||
+	    pp_query_uint(r, "id", 0, 1, UINT_MAX, &id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	q.id = id;
+	if (id && (pp_query_given(r, "seconds") || pp_query_given(r, "hz")))
+		return pp_respond_error(
+		    r, MHD_HTTP_BAD_REQUEST,
+		    "id renders a profile already taken: seconds and hz do not "
+		    "apply");
 
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	rc =
-	    pp_cpu_window_open(seconds, hz, ci ? ci->connect_fd : -1,
-	                       pp_request_wake, r, &w, &retry, err, sizeof err);
+	rc = pp_cpu_window_open(&q, ci ? ci->connect_fd : -1, pp_request_wake,
+	                        r, &w, &retry, err, sizeof err);
 	if (rc == -EBUSY) {
 		snprintf(retry_text, sizeof retry_text, "%u", retry);
 		r->headers[0][0] = "Retry-After";
@@ -54,11 +63,14 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 		return pp_respond_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "%s",
 		                        err);
 	}
+	if (rc == -ENOENT)
+		return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s", err);
 	if (rc == -EEXIST)
 		return pp_respond_error(r, MHD_HTTP_CONFLICT, "%s", err);
 	if (rc)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
 		                        err);
+	r->render = q.render;
 	pp_request_defer(r, w, &window);
 	return MHD_YES;
 }

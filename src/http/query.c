@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -80,4 +81,76 @@ int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int pp_query_given(struct pp_request *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
+	                                   name) != NULL;
+}
+
+int pp_query_render(struct pp_request *r, const char *types, int legacy,
+                    struct pp_render_opts *o, char *err, size_t errlen)
+{
+	unsigned format, debug, top, index;
+	size_t ntypes = 1;
+
+	for (const char *c = types; *c; c++)
+		ntypes += *c == '|';
+	if (pp_query_choice(r, "format", PP_FORMAT_NAMES, &format, err,
+	                    errlen) ||
+	    pp_query_uint(r, "debug", 0, 0, 1, &debug, err, errlen) ||
+	    pp_query_uint(r, "top", 50, 0, 1000000, &top, err, errlen))
+		return -EINVAL;
+	if (format == PP_FORMAT_LEGACY && !legacy) {
+		snprintf(
+		    err, errlen,
+		    "format: legacy (gperftools) is a CPU profile format, "
+		    "served by /profile only; here: pprof|text|folded|json");
+		return -EINVAL;
+	}
+	if (debug && pp_query_given(r, "format") && format != PP_FORMAT_TEXT) {
+		snprintf(err, errlen,
+		         "debug=1 asks for text and format for another format: "
+		         "give one of them");
+		return -EINVAL;
+	}
+	if (debug)
+		format = PP_FORMAT_TEXT;
+	o->format = (enum pp_format)format;
+	o->top = top;
+	o->sample_index = -1;
+	if (pp_query_given(r, "top") && format != PP_FORMAT_TEXT) {
+		snprintf(err, errlen, "top applies to text (debug=1) only");
+		return -EINVAL;
+	}
+	if (!pp_query_given(r, "sample_index"))
+		return 0;
+	if (format == PP_FORMAT_LEGACY) {
+		snprintf(err, errlen,
+		         "sample_index: the legacy format holds sample counts "
+		         "only");
+		return -EINVAL;
+	}
+	/* A sample type's name, or its position (as pprof's -sample_index). */
+	struct find f = {"sample_index", NULL, 0, 0};
+	if (find(r, &f, err, errlen))
+		return -EINVAL;
+	const char *v = f.value;
+	if (*v >= '0' && *v <= '9' && strspn(v, "0123456789") == strlen(v) &&
+	    strlen(v) < 4) {
+		index = (unsigned)atoi(v);
+		if (index < ntypes) {
+			o->sample_index = (int)index;
+			return 0;
+		}
+	} else if (!pp_query_choice(r, "sample_index", types, &index, err,
+	                            errlen)) {
+		o->sample_index = (int)index;
+		return 0;
+	}
+	snprintf(err, errlen,
+	         "sample_index: \"%.40s\" is not one of %s (or 0..%zu)", v,
+	         types, ntypes - 1);
+	return -EINVAL;
 }

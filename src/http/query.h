@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "profile/render.h"
 #include "routes.h"
 
 /* The whole number `name` (def when absent) in min..max. A value that is
@@ -18,5 +19,17 @@ int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
  * err naming the accepted values. */
 int pp_query_choice(struct pp_request *r, const char *name, const char *choices,
                     unsigned *out, char *err, size_t errlen);
+
+/* Is parameter name in the query (with or without a value)? */
+int pp_query_given(struct pp_request *r, const char *name);
+
+/* How a profile endpoint answers: format=pprof|text|folded|json|legacy
+ * (legacy only where legacy is set), debug=1 (text), top=N (text rows),
+ * sample_index=name|number (types: the profile's sample types,
+ * '|'-separated): the value text and folded show, the default of pprof and
+ * JSON. A bad or inapplicable parameter is -EINVAL with a sentence in err
+ * naming what is accepted. */
+int pp_query_render(struct pp_request *r, const char *types, int legacy,
+                    struct pp_render_opts *o, char *err, size_t errlen);
 
 #endif

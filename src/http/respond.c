@@ -153,9 +153,10 @@ static void deferred_cleanup(struct pp_request *r)
 
 static enum MHD_Result deferred_answer(struct pp_request *r)
 {
-	char *body = NULL, disposition[80];
+	char *body = NULL, disposition[96], id_text[24];
 	size_t len = 0;
-	int rc = r->deferred->take(r->state, &body, &len);
+	uint64_t id = 0;
+	int rc = r->deferred->take(r->state, &body, &len, &id);
 
 	if (rc == -ECANCELED)
 		/* The client hung up (nobody reads this), or the agent is
@@ -167,11 +168,23 @@ static enum MHD_Result deferred_answer(struct pp_request *r)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "could not build the profile: %s",
 		                        pullprof_strerror(rc));
-	snprintf(disposition, sizeof disposition, "attachment; filename=\"%s\"",
-	         r->route->name);
-	r->headers[0][0] = "Content-Disposition";
-	r->headers[0][1] = disposition;
-	return pp_respond(r, MHD_HTTP_OK, "application/octet-stream", body, len,
+	if (id) {
+		/* The same data in another format: ?id=N (profile/recent.h). */
+		snprintf(id_text, sizeof id_text, "%llu",
+		         (unsigned long long)id);
+		add_header(r, "X-Pullprof-Profile-Id", id_text);
+	}
+	/* Binary formats are files to save (named after the route); text and
+	 * JSON are shown. */
+	const char *suffix = pp_format_attachment(r->render.format);
+	if (suffix) {
+		snprintf(disposition, sizeof disposition,
+		         "attachment; filename=\"%s%s\"", r->route->name,
+		         suffix);
+		add_header(r, "Content-Disposition", disposition);
+	}
+	return pp_respond(r, MHD_HTTP_OK,
+	                  pp_format_content_type(r->render.format), body, len,
 	                  PP_BODY_FREE);
 }
 

@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 #include <microhttpd.h>
+#include <stdint.h>
 
 #include "routes.h"
 
@@ -25,17 +26,19 @@ enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,
 enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location);
 
 /* A profile built off the HTTP thread (a CPU window, a heap job): how to
- * collect it once ready — the body handed over, or a negative errno,
- * -ECANCELED when the agent stopped — and how to let go of the job. */
+ * collect it once ready — the body handed over and the id the profile is
+ * kept under (0: none), or a negative errno, -ECANCELED when the agent
+ * stopped — and how to let go of the job. */
 struct pp_deferred {
-	int (*take)(void *job, char **body, size_t *len);
+	int (*take)(void *job, char **body, size_t *len, uint64_t *id);
 	void (*release)(void *job);
 };
 
 /* Suspend r's connection until pp_request_wake(r) (the job's done
- * callback: any thread, never blocks); then answer with the profile,
- * attached under the route's name, or with why there is none. The job is
- * released however the request ends. */
+ * callback: any thread, never blocks); then answer with the profile in
+ * r->render's format (binary ones attached under the route's name, with
+ * X-Pullprof-Profile-Id), or with why there is none. The job is released
+ * however the request ends. */
 void pp_request_defer(struct pp_request *r, void *job,
                       const struct pp_deferred *ops);
 void pp_request_wake(void *request);

@@ -8,6 +8,8 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
+#include "profile/render.h"
+
 #include "util/buf.h"
 
 struct pp_server;
@@ -59,6 +61,7 @@ struct pp_request {
 	void (*cleanup)(struct pp_request *r);
 	void *state;
 	const struct pp_deferred *deferred; /* see pp_request_defer */
+	struct pp_render_opts render;       /* a profile's format */
 	/* Extra response headers, name/value pairs, for the next answer. */
 	const char *headers[4][2];
 };

@@ -1,12 +1,12 @@
 /*
  * The pprof renderer. Agent context.
  *
- * Written in one pass over the model, streaming through the encoder:
- * samples first (each new PC gets the next Location ID), then the Locations
- * in ID order (symbolized, each new function getting the next Function ID),
- * then Mappings (the main executable first), Functions, scalars, and the
- * string table last, once every string is known. IDs are 1..N in the order
- * the messages appear, string 0 is "", as consumers such as Parca check.
+ * Written from the symbolized view (view.h) in one pass, streaming through
+ * the encoder: samples, then the Locations (ID = the view's index + 1, in
+ * order of first appearance), then Mappings (the main executable first),
+ * Functions, scalars, and the string table last, once every string is
+ * known. IDs are 1..N in the order the messages appear, string 0 is "", as
+ * consumers such as Parca check.
  */
 #include "pprof.h"
 
@@ -15,9 +15,7 @@
 #include <string.h>
 
 #include "pb.h"
-#include "util/hash.h"
 #include "util/strtab.h"
-#include "util/u64map.h"
 
 /* Field numbers of profile.proto. */
 enum {
@@ -65,24 +63,10 @@ enum {
 	FUNCTION_START_LINE = 5,
 };
 
-struct loc {
-	uintptr_t pc;
-	int is_return; /* a caller's frame: symbolize pc - 1 */
-};
-
 struct render {
 	struct pp_pb pb;
 	struct pp_strtab strings;
-	struct pp_u64map loc_ids; /* (pc << 1 | is_return) -> id */
-	struct loc *locs;         /* by id - 1 */
-	size_t nlocs, locs_cap;
-	struct pp_u64map func_ids;     /* hash of the frame -> id chain head */
-	const struct pp_frame **funcs; /* by id - 1 */
-	uint32_t *func_next; /* by id - 1: next id with the same hash */
-	size_t nfuncs, funcs_cap;
-	struct pp_frame *synthetic; /* frames of the model's synthetic PCs */
-	unsigned *mapping_flags;    /* by mapping index: PP_SYM_* all had */
-	unsigned char *mapping_used;
+	const struct pp_view *v;
 	int err;
 };
 
@@ -104,56 +88,32 @@ static void value_type(struct render *r, int tag, const struct pp_value_type *v)
 	pp_pb_end(&r->pb, tag, m);
 }
 
-static uint64_t loc_id(struct render *r, uintptr_t pc, int is_return)
-{
-	int inserted;
-	uint64_t *id = pp_u64map_put(
-	    &r->loc_ids, (uint64_t)pc << 1 | (uint64_t)is_return, &inserted);
-	if (!id) {
-		r->err = -ENOMEM;
-		return 0;
-	}
-	if (inserted) {
-		if (r->nlocs == r->locs_cap) {
-			size_t cap = r->locs_cap ? r->locs_cap * 2 : 1024;
-			struct loc *v = realloc(r->locs, cap * sizeof *v);
-			if (!v) {
-				r->err = -ENOMEM;
-				return 0;
-			}
-			r->locs = v;
-			r->locs_cap = cap;
-		}
-		r->locs[r->nlocs].pc = pc;
-		r->locs[r->nlocs].is_return = is_return;
-		*id = ++r->nlocs;
-	}
-	return *id;
-}
-
 static void samples(struct render *r, const struct pp_profile *p)
 {
+	const struct pp_view *v = r->v;
 	uint64_t *ids = NULL;
 	size_t ids_cap = 0;
 
-	for (const struct pp_sample *s = p->first; s && !r->err; s = s->next) {
+	for (size_t i = 0; i < v->nsamples && !r->err; i++) {
+		const struct pp_sample *s = v->samples[i];
+		const uint32_t *stack = v->stacks + v->stack_at[i];
 		if (s->depth > ids_cap) {
 			ids_cap = s->depth * 2;
-			uint64_t *v = realloc(ids, ids_cap * sizeof *v);
-			if (!v) {
+			uint64_t *n = realloc(ids, ids_cap * sizeof *n);
+			if (!n) {
 				r->err = -ENOMEM;
 				break;
 			}
-			ids = v;
+			ids = n;
 		}
-		for (uint32_t i = 0; i < s->depth; i++)
-			ids[i] =
-			    loc_id(r, s->pcs[i], i > 0 || p->leaf_is_return);
+		/* Location IDs are 1 + the view's index. */
+		for (uint32_t k = 0; k < s->depth; k++)
+			ids[k] = (uint64_t)stack[k] + 1;
 		size_t m = pp_pb_start(&r->pb);
 		pp_pb_uint64s(&r->pb, SAMPLE_LOCATION_ID, ids, s->depth);
 		pp_pb_int64s(&r->pb, SAMPLE_VALUE, s->values, p->ntypes);
-		for (uint32_t i = 0; i < s->nlabels; i++) {
-			const struct pp_label *l = &s->labels[i];
+		for (uint32_t k = 0; k < s->nlabels; k++) {
+			const struct pp_label *l = &s->labels[k];
 			size_t lm = pp_pb_start(&r->pb);
 			pp_pb_int64_opt(&r->pb, LABEL_KEY, S(r, l->key));
 			if (l->str) {
@@ -173,82 +133,25 @@ static void samples(struct render *r, const struct pp_profile *p)
 	free(ids);
 }
 
-/* Functions are the same when (name, system name, file, start line) are:
- * the symbolizer interns its strings, so pointers compare. */
-static uint64_t func_id(struct render *r, const struct pp_frame *f)
+static void locations(struct render *r)
 {
-	uint64_t h = pp_hash_mix(
-	    pp_hash_mix((uintptr_t)f->name, (uintptr_t)f->system_name),
-	    pp_hash_mix((uintptr_t)f->file, (uint64_t)f->start_line));
-	int inserted;
-	uint64_t *head = pp_u64map_put(&r->func_ids, h, &inserted);
-	if (!head) {
-		r->err = -ENOMEM;
-		return 0;
-	}
-	for (uint64_t id = inserted ? 0 : *head; id;
-	     id = r->func_next[id - 1]) {
-		const struct pp_frame *g = r->funcs[id - 1];
-		if (g->name == f->name && g->system_name == f->system_name &&
-		    g->file == f->file && g->start_line == f->start_line)
-			return id;
-	}
-	if (r->nfuncs == r->funcs_cap) {
-		size_t cap = r->funcs_cap ? r->funcs_cap * 2 : 1024;
-		const struct pp_frame **v = realloc(r->funcs, cap * sizeof *v);
-		uint32_t *n = v ? realloc(r->func_next, cap * sizeof *n) : NULL;
-		if (v)
-			r->funcs = v;
-		if (!v || !n) {
-			r->err = -ENOMEM;
-			return 0;
-		}
-		r->func_next = n;
-		r->funcs_cap = cap;
-	}
-	r->funcs[r->nfuncs] = f;
-	r->func_next[r->nfuncs] = inserted ? 0 : (uint32_t)*head;
-	*head = ++r->nfuncs;
-	return r->nfuncs;
-}
+	const struct pp_view *v = r->v;
 
-static void locations(struct render *r, const struct pp_profile *p,
-                      struct pp_symtab *st)
-{
-	const struct pp_mappings *maps = st ? pp_symtab_mappings(st) : NULL;
-
-	for (size_t i = 0; i < r->nlocs && !r->err; i++) {
-		const struct loc *l = &r->locs[i];
-		const char *synthetic = pp_profile_synthetic_name(p, l->pc);
-		const struct pp_mapping *mp =
-		    maps && !synthetic ? pp_mappings_find(maps, l->pc) : NULL;
-		struct pp_symbol sym = {0};
-
-		if (synthetic) {
-			/* No mapping, no address: a function by that name. */
-			sym.frames = &r->synthetic[l->pc - 1];
-			sym.nframes = 1;
-		} else if (st &&
-		           pp_symtab_lookup(st, l->pc - (uintptr_t)l->is_return,
-		                            &sym)) {
-			r->err = -ENOMEM;
-			break;
-		}
+	for (size_t i = 0; i < v->nlocs && !r->err; i++) {
+		const struct pp_view_loc *l = &v->locs[i];
 		size_t m = pp_pb_start(&r->pb);
 		pp_pb_uint64(&r->pb, LOCATION_ID, i + 1);
-		if (mp) {
-			size_t mi = (size_t)(mp - maps->v);
-			pp_pb_uint64(&r->pb, LOCATION_MAPPING_ID, mp->id);
-			r->mapping_flags[mi] &= sym.flags;
-			r->mapping_used[mi] = 1;
-		}
-		if (!synthetic)
+		if (l->mapping)
+			pp_pb_uint64(&r->pb, LOCATION_MAPPING_ID,
+			             l->mapping->id);
+		if (!l->synthetic)
 			pp_pb_uint64(&r->pb, LOCATION_ADDRESS, l->pc);
-		for (uint32_t k = 0; k < sym.nframes; k++) {
+		for (uint32_t k = 0; k < l->nframes; k++) {
 			size_t lm = pp_pb_start(&r->pb);
 			pp_pb_uint64(&r->pb, LINE_FUNCTION_ID,
-			             func_id(r, &sym.frames[k]));
-			pp_pb_int64_opt(&r->pb, LINE_LINE, sym.frames[k].line);
+			             (uint64_t)v->func_of[l->first_func + k] +
+			                 1);
+			pp_pb_int64_opt(&r->pb, LINE_LINE, l->frames[k].line);
 			pp_pb_end(&r->pb, LOCATION_LINE, lm);
 		}
 		pp_pb_end(&r->pb, PROFILE_LOCATION, m);
@@ -256,9 +159,10 @@ static void locations(struct render *r, const struct pp_profile *p,
 	}
 }
 
-static void mappings(struct render *r, struct pp_symtab *st)
+static void mappings(struct render *r)
 {
-	const struct pp_mappings *maps = st ? pp_symtab_mappings(st) : NULL;
+	const struct pp_view *v = r->v;
+	const struct pp_mappings *maps = v->maps;
 	if (!maps)
 		return;
 	/* In ID order: IDs were given so that the main executable is 1. */
@@ -270,7 +174,7 @@ static void mappings(struct render *r, struct pp_symtab *st)
 			/* has_* are claims about every location in the
 			 * mapping; a mapping with none claims nothing. */
 			unsigned f =
-			    r->mapping_used[i] ? r->mapping_flags[i] : 0;
+			    v->mapping_used[i] ? v->mapping_flags[i] : 0;
 			size_t m = pp_pb_start(&r->pb);
 			pp_pb_uint64(&r->pb, MAPPING_ID, id);
 			pp_pb_uint64_opt(&r->pb, MAPPING_START, mp->start);
@@ -296,8 +200,9 @@ static void mappings(struct render *r, struct pp_symtab *st)
 
 static void functions(struct render *r)
 {
-	for (size_t i = 0; i < r->nfuncs; i++) {
-		const struct pp_frame *f = r->funcs[i];
+	const struct pp_view *v = r->v;
+	for (size_t i = 0; i < v->nfuncs; i++) {
+		const struct pp_frame *f = v->funcs[i];
 		size_t m = pp_pb_start(&r->pb);
 		pp_pb_uint64(&r->pb, FUNCTION_ID, i + 1);
 		pp_pb_int64_opt(&r->pb, FUNCTION_NAME, S(r, f->name));
@@ -310,36 +215,27 @@ static void functions(struct render *r)
 	}
 }
 
-int pp_pprof_render(const struct pp_profile *p, struct pp_symtab *st,
-                    int gzip_level, struct pp_buf *out)
+int pp_pprof_write(const struct pp_view *v, int gzip_level, struct pp_buf *out)
 {
+	const struct pp_profile *p = v->p;
 	struct render r;
-	size_t nmaps = st ? pp_symtab_mappings(st)->n : 0;
 	int rc;
 
 	memset(&r, 0, sizeof r);
+	r.v = v;
 	rc = pp_strtab_init(&r.strings);
 	if (rc)
 		return rc;
 	rc = pp_pb_init(&r.pb, out, gzip_level);
-	r.mapping_flags = malloc((nmaps + 1) * sizeof *r.mapping_flags);
-	r.mapping_used = calloc(nmaps + 1, 1);
-	r.synthetic = calloc(p->nsynthetic + 1, sizeof *r.synthetic);
-	if (rc || !r.mapping_flags || !r.mapping_used || !r.synthetic) {
-		r.err = rc ? rc : -ENOMEM;
+	if (rc) {
+		r.err = rc;
 		goto out;
 	}
-	for (size_t i = 0; i < nmaps; i++)
-		r.mapping_flags[i] = ~0u;
-	for (size_t i = 0; i < p->nsynthetic; i++)
-		r.synthetic[i] = (struct pp_frame){p->synthetic[i],
-		                                   p->synthetic[i], "", 0, 0};
-
 	for (size_t i = 0; i < p->ntypes; i++)
 		value_type(&r, PROFILE_SAMPLE_TYPE, &p->types[i]);
 	samples(&r, p);
-	locations(&r, p, st);
-	mappings(&r, st);
+	locations(&r);
+	mappings(&r);
 	functions(&r);
 	pp_pb_int64_opt(&r.pb, PROFILE_TIME_NANOS, p->time_nanos);
 	pp_pb_int64_opt(&r.pb, PROFILE_DURATION_NANOS, p->duration_nanos);
@@ -357,9 +253,9 @@ int pp_pprof_render(const struct pp_profile *p, struct pp_symtab *st,
 		pp_pb_int64s(&r.pb, PROFILE_COMMENT, c, p->ncomments);
 		free(c);
 	}
-	if (p->default_type >= 0)
+	if (v->default_type >= 0 && (size_t)v->default_type < p->ntypes)
 		pp_pb_int64_opt(&r.pb, PROFILE_DEFAULT_SAMPLE_TYPE,
-		                S(&r, p->types[p->default_type].type));
+		                S(&r, p->types[v->default_type].type));
 	/* Last: every string is known now. Index 0 is "". */
 	for (size_t i = 0; i < r.strings.len; i++) {
 		pp_pb_bytes(&r.pb, PROFILE_STRING_TABLE, r.strings.strs[i],
@@ -376,26 +272,17 @@ done:
 	if (r.err)
 		pp_buf_free(out);
 	pp_strtab_free(&r.strings);
-	pp_u64map_free(&r.loc_ids);
-	pp_u64map_free(&r.func_ids);
-	free(r.locs);
-	free(r.funcs);
-	free(r.func_next);
-	free(r.mapping_flags);
-	free(r.mapping_used);
-	free(r.synthetic);
 	return r.err;
 }
 
-int pp_pprof_render_body(const struct pp_profile *p, char **body, size_t *len)
+int pp_pprof_render(const struct pp_profile *p, struct pp_symtab *st,
+                    int gzip_level, struct pp_buf *out)
 {
-	struct pp_buf out = {0};
-	struct pp_symtab *st = pp_symtab_acquire();
-	int rc = st ? pp_pprof_render(p, st, 1, &out) : -ENOMEM;
-	if (st)
-		pp_symtab_release(st);
-	*len = 0;
-	*body = rc ? NULL : pp_buf_take(&out, len);
-	pp_buf_free(&out);
-	return *body ? 0 : rc ? rc : -ENOMEM;
+	struct pp_view v;
+	int rc = pp_view_build(&v, p, st);
+	if (rc)
+		return rc;
+	rc = pp_pprof_write(&v, gzip_level, out);
+	pp_view_free(&v);
+	return rc;
 }

@@ -1,0 +1,135 @@
+/* Recently served profiles. Agent context. */
+#include "recent.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/clock.h"
+
+struct pp_recent {
+	uint64_t id;
+	const char *kind; /* a static string */
+	struct pp_profile *p;
+	uint64_t added_ns;
+	unsigned refs; /* the store's (while kept) and each getter's */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pp_recent *kept[PP_RECENT_MAX]; /* oldest first */
+static unsigned nkept;
+static uint64_t last_id;
+
+static void unref_locked(struct pp_recent *r)
+{
+	if (--r->refs == 0) {
+		pp_profile_free(r->p);
+		free(r);
+	}
+}
+
+static void drop_locked(unsigned i)
+{
+	struct pp_recent *r = kept[i];
+	memmove(&kept[i], &kept[i + 1], (nkept - i - 1) * sizeof kept[0]);
+	nkept--;
+	unref_locked(r);
+}
+
+static void expire_locked(void)
+{
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	while (nkept && now - kept[0]->added_ns >
+	                    (uint64_t)PP_RECENT_TTL_S * 1000000000u)
+		drop_locked(0);
+}
+
+/* A child forked while another thread held the lock gets it unlocked. */
+static void before_fork(void)
+{
+	pthread_mutex_lock(&mu);
+}
+
+static void after_fork(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
+__attribute__((constructor)) static void recent_init(void)
+{
+	pthread_atfork(before_fork, after_fork, after_fork);
+}
+
+uint64_t pp_recent_add(const char *kind, struct pp_profile *p)
+{
+	struct pp_recent *r = calloc(1, sizeof *r);
+	if (!r) {
+		pp_profile_free(p);
+		return 0;
+	}
+	r->kind = kind;
+	r->p = p;
+	r->refs = 1;
+	r->added_ns = pp_clock_ns(CLOCK_MONOTONIC);
+	pthread_mutex_lock(&mu);
+	expire_locked();
+	if (nkept == PP_RECENT_MAX)
+		drop_locked(0);
+	r->id = ++last_id;
+	kept[nkept++] = r;
+	uint64_t id = r->id;
+	pthread_mutex_unlock(&mu);
+	return id;
+}
+
+struct pp_recent *pp_recent_get(uint64_t id, const char *kind)
+{
+	struct pp_recent *found = NULL;
+	pthread_mutex_lock(&mu);
+	expire_locked();
+	for (unsigned i = 0; i < nkept; i++)
+		if (kept[i]->id == id && strcmp(kept[i]->kind, kind) == 0) {
+			found = kept[i];
+			found->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&mu);
+	return found;
+}
+
+const struct pp_profile *pp_recent_profile(const struct pp_recent *r)
+{
+	return r->p;
+}
+
+void pp_recent_unref(struct pp_recent *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&mu);
+	unref_locked(r);
+	pthread_mutex_unlock(&mu);
+}
+
+void pp_recent_clear(void)
+{
+	pthread_mutex_lock(&mu);
+	while (nkept)
+		drop_locked(nkept - 1);
+	pthread_mutex_unlock(&mu);
+}
+
+void pp_recent_stats(struct pp_recent_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&mu);
+	expire_locked();
+	out->kept = nkept;
+	for (unsigned i = 0; i < nkept; i++)
+		out->bytes += kept[i]->p->arena.reserved +
+		              kept[i]->p->strings.arena.reserved +
+		              kept[i]->p->table_cap * sizeof(void *);
+	out->last_id = last_id;
+	pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,39 @@
+/*
+ * Profiles recently served, kept a few minutes so that the same data can be
+ * fetched again in another format (?id=N): the viewer's "download as
+ * pprof", or a text and a binary view of one CPU window. Holds the last
+ * PP_RECENT_MAX models for at most PP_RECENT_TTL_S seconds. Agent context.
+ */
+#ifndef PP_RECENT_H
+#define PP_RECENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define PP_RECENT_MAX 8
+#define PP_RECENT_TTL_S 600
+
+struct pp_recent;
+
+/* Keep p (ownership passes here; p must not change any more) under kind
+ * ("profile", "heap"). Returns its id (> 0), or 0 when it could not be kept
+ * (p is freed then). */
+uint64_t pp_recent_add(const char *kind, struct pp_profile *p);
+/* The profile id of kind, referenced until pp_recent_unref, or NULL when
+ * there is none (never was, expired, or another kind). */
+struct pp_recent *pp_recent_get(uint64_t id, const char *kind);
+const struct pp_profile *pp_recent_profile(const struct pp_recent *r);
+void pp_recent_unref(struct pp_recent *r);
+/* Forget them all (pullprof_stop); referenced ones go when released. */
+void pp_recent_clear(void);
+
+struct pp_recent_stats {
+	unsigned kept;
+	size_t bytes; /* memory their models hold */
+	uint64_t last_id;
+};
+void pp_recent_stats(struct pp_recent_stats *out);
+
+#endif

@@ -1,0 +1,70 @@
+/* Format dispatch. Agent context. */
+#include "render.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "pprof.h"
+#include "symbols/symbols.h"
+
+const char *pp_format_content_type(enum pp_format f)
+{
+	switch (f) {
+	case PP_FORMAT_TEXT:
+	case PP_FORMAT_FOLDED: return "text/plain; charset=utf-8";
+	case PP_FORMAT_JSON: return "application/json";
+	default: return "application/octet-stream";
+	}
+}
+
+const char *pp_format_attachment(enum pp_format f)
+{
+	switch (f) {
+	case PP_FORMAT_PPROF: return "";
+	case PP_FORMAT_LEGACY: return ".prof";
+	default: return NULL;
+	}
+}
+
+int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
+                   char **body, size_t *len)
+{
+	struct pp_buf out = {0};
+	int rc;
+
+	if (o->format == PP_FORMAT_LEGACY) {
+		/* Addresses and the maps text: no symbols needed. */
+		rc = pp_legacy_write(p, &out);
+	} else {
+		struct pp_symtab *st = pp_symtab_acquire();
+		struct pp_view v;
+		rc = st ? pp_view_build(&v, p, st) : -ENOMEM;
+		if (!rc) {
+			/* The value the request asked to see first: the
+			 * default of the pprof and JSON answers. */
+			if (o->sample_index >= 0)
+				v.default_type = o->sample_index;
+			switch (o->format) {
+			case PP_FORMAT_TEXT:
+				rc = pp_text_write(&v, o, &out);
+				break;
+			case PP_FORMAT_FOLDED:
+				rc = pp_folded_write(&v, o, &out);
+				break;
+			case PP_FORMAT_JSON:
+				rc = pp_json_write(&v, &out);
+				break;
+			default: rc = pp_pprof_write(&v, 1, &out); break;
+			}
+			pp_view_free(&v);
+		}
+		if (st)
+			pp_symtab_release(st);
+	}
+	if (!rc && out.failed)
+		rc = -ENOMEM;
+	*len = 0;
+	*body = rc ? NULL : pp_buf_take(&out, len);
+	pp_buf_free(&out);
+	return *body ? 0 : rc ? rc : -ENOMEM;
+}

@@ -1,0 +1,53 @@
+/*
+ * Every output format of a profile model, behind one call: the samplers
+ * build a model, the HTTP layer names a format, and nothing else knows how
+ * either is done. Agent context.
+ */
+#ifndef PP_RENDER_H
+#define PP_RENDER_H
+
+#include <stddef.h>
+
+#include "model.h"
+#include "util/buf.h"
+#include "view.h"
+
+enum pp_format {
+	PP_FORMAT_PPROF,  /* gzipped profile.proto */
+	PP_FORMAT_TEXT,   /* ?debug=1: header and top functions */
+	PP_FORMAT_FOLDED, /* collapsed stacks: root;...;leaf value */
+	PP_FORMAT_JSON,   /* the model as JSON, for the viewer */
+	PP_FORMAT_LEGACY, /* gperftools CPU profile (count profiles only) */
+};
+
+/* The names ?format= accepts, in enum order. */
+#define PP_FORMAT_NAMES "pprof|text|folded|json|legacy"
+
+struct pp_render_opts {
+	enum pp_format format;
+	int sample_index; /* the value text and folded show; -1: default */
+	unsigned top;     /* rows of each text table; 0: all */
+};
+
+/* Content-Type; and the file name suffix when the answer is a file to save
+ * (pprof: none, as Go names it "profile" or "heap"), NULL when it is shown
+ * inline. */
+const char *pp_format_content_type(enum pp_format f);
+const char *pp_format_attachment(enum pp_format f);
+
+/* Render p as asked, symbolized with the process's symbol table (taken and
+ * released here), into a malloc'ed body. 0 or a negative errno. */
+int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
+                   char **body, size_t *len);
+
+/* The renderers of a built view (text.c, json.c) and of a bare model
+ * (legacy.c). Each returns 0 or a negative errno. */
+int pp_text_write(const struct pp_view *v, const struct pp_render_opts *o,
+                  struct pp_buf *out);
+int pp_folded_write(const struct pp_view *v, const struct pp_render_opts *o,
+                    struct pp_buf *out);
+int pp_json_write(const struct pp_view *v, struct pp_buf *out);
+/* -EINVAL when p has no count ("samples") value to write. */
+int pp_legacy_write(const struct pp_profile *p, struct pp_buf *out);
+
+#endif
