@@ -98,6 +98,11 @@ class Browser:
         self.send("Runtime.enable")
         self.send("Log.enable")
         self.send("DOM.enable")
+        # The window's size is not the page's in headless mode: fix the
+        # viewport, so screenshots and coordinates are the same everywhere.
+        self.send("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1,
+            "mobile": False})
 
     # -- protocol ---------------------------------------------------------
 

@@ -26,7 +26,7 @@
     result: $("result"), meta: $("meta"), downloads: $("downloads"),
     valueType: $("value-type"), search: $("search"), match: $("match"),
     back: $("back"), reset: $("reset"), crumbs: $("crumbs"),
-    wrap: $("graph-wrap"), canvas: $("graph"), tip: $("tip"),
+    wrap: $("graph-wrap"), canvas: $("graph"), tip: $("tip"), announce: $("announce"),
     top: $("top"), topCaption: $("top-caption"),
   };
 
@@ -43,6 +43,7 @@
     sort: "flat",
     rows: [], // per drawn row: [{x, w, node}] sorted by x
     ancestors: [], // nodes drawn full width above the focus
+    selected: null, // the frame chosen with the keyboard
     timings: { buildMs: 0, renderMs: 0 },
     controller: null,
   };
@@ -231,11 +232,12 @@
 
     const cv = el.canvas;
     const dpr = window.devicePixelRatio || 1;
-    const width = Math.max(200, el.wrap.clientWidth - 2);
+    const width = Math.max(200, el.wrap.clientWidth);
     const rowsN = ancestors.length + focus.height + 1;
     const height = Math.max(rowsN, 1) * ROW;
     cv.width = Math.round(width * dpr);
     cv.height = Math.round(height * dpr);
+    cv.style.width = width + "px";
     cv.style.height = height + "px";
     const ctx = cv.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -282,9 +284,23 @@
       ctx.fillText("no samples with a value of this type", 8, ROW / 2);
     }
     state.rows = rows;
+    const sel = state.selected && boxOf(state.selected);
+    if (sel) {
+      ctx.strokeStyle = cssVar("--focus");
+      ctx.lineWidth = 2;
+      ctx.strokeRect(sel.x + 1, sel.y + 1, Math.max(sel.w - 2, 1), ROW - 3);
+    }
     state.timings.renderMs = performance.now() - t0;
     cv.dataset.focus = focus.name;
     cv.dataset.frames = String(rows.reduce((s, r) => s + r.length, 0));
+  }
+
+  /* Where n was drawn (canvas CSS pixels), or null. */
+  function boxOf(n) {
+    for (let row = 0; row < state.rows.length; row++)
+      for (const b of state.rows[row])
+        if (b.node === n) return { x: b.x, y: row * ROW, w: b.w };
+    return null;
   }
 
   function hitTest(ev) {
@@ -323,8 +339,7 @@
         bestValue = v;
       }
     }
-    const others = n.lineValues.size - 1;
-    return `${best} (${percent(bestValue, n.value)} of it; ${others} other line${others > 1 ? "s" : ""})`;
+    return `${best} (the heaviest of ${n.lineValues.size} lines: ${percent(bestValue, n.value)})`;
   }
 
   function showTip(n, ev) {
@@ -491,7 +506,7 @@
     const parts = [];
     const t = p.sample_types[state.valueIndex];
     parts.push(`${t.type} (${t.unit}) total ${formatValue(m.total, unit)}`);
-    parts.push(`${intFmt.format(p.samples.length)} samples`);
+    parts.push(`${intFmt.format(p.samples.length)} distinct stacks`);
     parts.push(`${intFmt.format(m.nodes.length - 1)} frames in the graph`);
     if (p.duration_nanos) parts.push(`over ${formatValue(p.duration_nanos, "nanoseconds")}`);
     if (p.time_nanos) parts.push("taken " + new Date(p.time_nanos / 1e6).toLocaleString());
@@ -534,6 +549,7 @@
     state.timings.buildMs = performance.now() - t0;
     state.focus = state.model.root;
     state.history = [];
+    state.selected = null;
     el.result.hidden = false;
     describe();
     fillTable();
@@ -708,12 +724,71 @@
     const n = state.model && hitTest(ev);
     if (n) zoom(n, true);
   });
+  /* The keyboard: arrows move a selection between drawn frames (up to the
+   * caller, down to the heaviest callee, left and right among siblings),
+   * Enter zooms into it, Backspace goes back, Escape resets. */
+  function rowNodes(n) {
+    const row = state.rows.find((list) => list.some((b) => b.node === n));
+    return row ? row.map((b) => b.node) : [n];
+  }
+
+  function select(n) {
+    if (!n || !boxOf(n)) return;
+    state.selected = n;
+    render();
+    const b = boxOf(n);
+    const r = el.canvas.getBoundingClientRect();
+    showTip(n, { clientX: r.left + b.x + Math.min(b.w / 2, 60), clientY: r.top + b.y + ROW / 2 });
+    el.announce.textContent = el.tip.innerText;
+  }
+
   el.canvas.addEventListener("keydown", (ev) => {
-    if (ev.key === "Escape") resetZoom();
-    else if (ev.key === "Backspace") back();
-    else return;
+    if (!state.model) return;
+    const cur = state.selected && boxOf(state.selected) ? state.selected : null;
+    switch (ev.key) {
+      case "Escape":
+        state.selected = null;
+        el.tip.hidden = true;
+        resetZoom();
+        render();
+        break;
+      case "Backspace":
+        back();
+        break;
+      case "Enter":
+      case " ":
+        if (cur) zoom(cur, true);
+        break;
+      case "ArrowUp":
+        select(cur ? cur.parent || cur : state.focus);
+        break;
+      case "ArrowDown": {
+        if (!cur) {
+          select(state.focus);
+          break;
+        }
+        let best = null;
+        for (const c of cur.children) if (boxOf(c) && (!best || c.value > best.value)) best = c;
+        select(best || cur);
+        break;
+      }
+      case "ArrowLeft":
+      case "ArrowRight": {
+        if (!cur) {
+          select(state.focus);
+          break;
+        }
+        const sib = rowNodes(cur);
+        const i = sib.indexOf(cur) + (ev.key === "ArrowLeft" ? -1 : 1);
+        select(sib[Math.max(0, Math.min(sib.length - 1, i))]);
+        break;
+      }
+      default:
+        return;
+    }
     ev.preventDefault();
   });
+  el.canvas.addEventListener("blur", () => { el.tip.hidden = true; });
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "/" && document.activeElement !== el.search && !/INPUT|SELECT|TEXTAREA/.test(document.activeElement.tagName)) {
       ev.preventDefault();
@@ -728,6 +803,7 @@
   window.pullprofViewer = {
     get status() { return state.status; },
     get focus() { return state.focus ? state.focus.name : null; },
+    get selected() { return state.selected ? state.selected.name : null; },
     get zoomed() { return !!state.model && state.focus !== state.model.root; },
     get total() { return state.model ? state.model.total : 0; },
     get matched() { return state.matched; },
