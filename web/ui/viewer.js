@@ -127,6 +127,19 @@
     const funcs = new Map(); // name -> {name, file, line, flat, cum, mark}
     let skipped = 0;
 
+    // Each frame's row of the top-functions table, found once per location
+    // rather than once per frame of every sample.
+    for (const chain of frames) {
+      for (const f of chain) {
+        let fn = funcs.get(f.name);
+        if (!fn) {
+          fn = { name: f.name, file: f.file, line: f.line, flat: 0, cum: 0, mark: -1 };
+          funcs.set(f.name, fn);
+        }
+        f.fn = fn;
+      }
+    }
+
     p.samples.forEach((s, si) => {
       const v = Number(s.values[vi]) || 0;
       if (v <= 0) {
@@ -140,10 +153,12 @@
         const chain = frames[locs[k]];
         if (!chain) continue;
         for (const f of chain) {
-          let c = node.kids.get(f.name);
+          // Keyed by the function's row object: one per name, and cheaper
+          // to look up than the name itself.
+          let c = node.kids.get(f.fn);
           if (!c) {
             c = newNode(f.name, node, f);
-            node.kids.set(f.name, c);
+            node.kids.set(f.fn, c);
           } else if (c.lineValues || c.line !== f.line || c.file !== f.file) {
             // Several lines merged into one frame: keep each one's value,
             // to name the heaviest.
@@ -153,11 +168,7 @@
           }
           c.value += v;
           node = c;
-          let fn = funcs.get(f.name);
-          if (!fn) {
-            fn = { name: f.name, file: f.file, line: f.line, flat: 0, cum: 0, mark: -1 };
-            funcs.set(f.name, fn);
-          }
+          const fn = f.fn;
           if (fn.mark !== si) { // a recursive function counts once per sample
             fn.mark = si;
             fn.cum += v;
@@ -506,7 +517,11 @@
     const parts = [];
     const t = p.sample_types[state.valueIndex];
     parts.push(`${t.type} (${t.unit}) total ${formatValue(m.total, unit)}`);
-    parts.push(`${intFmt.format(p.samples.length)} distinct stacks`);
+    const counted = p.sample_types.findIndex((st) => st.type === "samples" && st.unit === "count");
+    if (counted >= 0 && Array.isArray(p.totals) && p.totals[counted] != null)
+      parts.push(`${intFmt.format(p.totals[counted])} samples taken`);
+    else
+      parts.push(`${intFmt.format(p.samples.length)} sample records`);
     parts.push(`${intFmt.format(m.nodes.length - 1)} frames in the graph`);
     if (p.duration_nanos) parts.push(`over ${formatValue(p.duration_nanos, "nanoseconds")}`);
     if (p.time_nanos) parts.push("taken " + new Date(p.time_nanos / 1e6).toLocaleString());
@@ -827,5 +842,7 @@
     },
     load(p) { load(p, { file: "(script)" }); },
     render() { render(); return state.timings.renderMs; },
+    /* Build the tree again from the loaded profile: {buildMs, renderMs}. */
+    rebuild() { useValue(state.valueIndex); render(); return Object.assign({}, state.timings); },
   };
 })();
