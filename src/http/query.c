@@ -2,6 +2,7 @@
 #include "query.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,4 +154,28 @@ int pp_query_render(struct pp_request *r, const char *types, int legacy,
 	         "sample_index: \"%.40s\" is not one of %s (or 0..%zu)", v,
 	         types, ntypes - 1);
 	return -EINVAL;
+}
+
+int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
+                char *err, size_t errlen)
+{
+	unsigned v;
+	if (pp_query_uint(r, "id", 0, 1, UINT_MAX, &v, err, errlen))
+		return -EINVAL;
+	*id = v;
+	for (const char *c = sampling; v && *c;) {
+		size_t n = strcspn(c, "|");
+		char name[32];
+		snprintf(name, sizeof name, "%.*s", (int)n, c);
+		if (pp_query_given(r, name)) {
+			snprintf(err, errlen,
+			         "id renders a profile already taken: %s does "
+			         "not apply",
+			         name);
+			return -EINVAL;
+		}
+		c += n;
+		c += *c == '|';
+	}
+	return 0;
 }

@@ -243,7 +243,9 @@ def test_bad_input():
         ("profile?id=0", 400, "id"),
         ("profile?id=x", 400, "id"),
         ("profile?id=99999", 404, "no CPU profile 99999"),
-        ("profile?id=1&seconds=1", 400, "do not apply"),
+        ("profile?id=1&seconds=1", 400, "seconds does not apply"),
+        ("heap?id=1&peak=1", 400, "peak does not apply"),
+        ("heap?id=424242", 404, "no heap profile 424242"),
         ("profile?format=json&format=folded", 400, "twice"),
         ("heap?format=legacy", 400, "CPU profile format"),
     ]
