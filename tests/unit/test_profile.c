@@ -384,7 +384,7 @@ static void test_text(void **state)
 	                          "25.00%  leaf\n"));
 	/* By cum: root first, 100% (not 125%: counted once per sample). */
 	assert_non_null(
-	    strstr(s, "   40.00ms 100.00%        0ns   0.00%  root\n"));
+	    strstr(s, "   40.00ms 100.00%          0   0.00%  root\n"));
 	free(s);
 	pp_profile_free(p);
 }
