@@ -10,7 +10,7 @@ build="build-essential autoconf automake libtool pkg-config
   libmicrohttpd-dev libjson-c-dev zlib1g-dev libunwind-dev libdw-dev"
 test="libcmocka-dev curl python3 procps valgrind clang-format binutils
   protobuf-compiler golang-go golang-github-google-pprof-dev libjemalloc2
-  chromium python3-websocket"
+  google-perftools chromium python3-websocket"
 
 pkgs=$build
 [ "${1:-}" = "--test" ] && pkgs="$build $test"

@@ -1,7 +1,9 @@
 /*
- * Process and agent facts: /status (JSON) and /cmdline (as Go serves it).
+ * Process and agent facts: /status and /threads (JSON), /cmdline (as Go
+ * serves it).
  * Agent context.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,4 +277,125 @@ enum MHD_Result pp_h_cmdline(struct pp_request *r)
 		                        "cannot read /proc/self/cmdline");
 	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", args,
 	                  len, PP_BODY_FREE);
+}
+
+static const char *state_word(char c)
+{
+	switch (c) {
+	case 'R': return "running";
+	case 'S': return "sleeping";
+	case 'D': return "disk-sleep";
+	case 'T': return "stopped";
+	case 't': return "tracing-stop";
+	case 'Z': return "zombie";
+	case 'X': return "dead";
+	case 'I': return "idle";
+	default: return "unknown";
+	}
+}
+
+/* One thread from /proc/self/task/TID/stat, or NULL when it is gone. */
+static struct json_object *thread_json(long tid, long ticks)
+{
+	char path[64], *stat;
+	size_t len;
+
+	snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+	if (pp_proc_read_file(path, 4096, &stat, &len))
+		return NULL;
+	/* "tid (comm) S ...": the name may hold spaces and parentheses, so
+	 * it ends at the last ')'. */
+	char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+	unsigned long long f[40] = {0};
+	char state = '?';
+	int n = 0;
+	if (open && close && close > open && close[1] == ' ' && close[2]) {
+		char *p = close + 3;
+		state = close[2];
+		while (n < 40 && *p) {
+			char *end;
+			f[n++] = strtoull(p, &end, 10);
+			if (end == p)
+				break;
+			p = end;
+		}
+	}
+	if (!open || !close || close <= open || n < 37) {
+		free(stat);
+		return NULL;
+	}
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "tid", json_object_new_int64(tid));
+	json_object_object_add(o, "name",
+	                       text(open + 1, (size_t)(close - open - 1)));
+	json_object_object_add(o, "main",
+	                       json_object_new_boolean(tid == (long)getpid()));
+	json_object_object_add(
+	    o, "agent",
+	    json_object_new_boolean(strncmp(open + 1, "pullprof-", 9) == 0));
+	char st[2] = {state, 0};
+	json_object_object_add(o, "state", json_object_new_string(st));
+	json_object_object_add(o, "state_name",
+	                       json_object_new_string(state_word(state)));
+	/* After the state: ppid pgrp session tty tpgid flags minflt cminflt
+	 * majflt cmajflt utime(10) stime(11) ... priority(14) nice(15) ...
+	 * processor(35). */
+	json_object_object_add(o, "user_seconds",
+	                       seconds((double)f[10] / (double)ticks));
+	json_object_object_add(o, "system_seconds",
+	                       seconds((double)f[11] / (double)ticks));
+	json_object_object_add(o, "nice",
+	                       json_object_new_int((int)(long long)f[15]));
+	json_object_object_add(o, "last_cpu", json_object_new_int((int)f[35]));
+	free(stat);
+	return o;
+}
+
+static int by_tid(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+	return (x > y) - (x < y);
+}
+
+enum MHD_Result pp_h_threads(struct pp_request *r)
+{
+	DIR *d = opendir("/proc/self/task");
+	long *tids = NULL, ticks = sysconf(_SC_CLK_TCK);
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+
+	if (!d)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "cannot read /proc/self/task");
+	while ((e = readdir(d)) != NULL) {
+		long tid = atol(e->d_name);
+		if (tid <= 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			long *v = realloc(tids, cap * sizeof *v);
+			if (!v)
+				break;
+			tids = v;
+		}
+		tids[n++] = tid;
+	}
+	closedir(d);
+	if (n)
+		qsort(tids, n, sizeof *tids, by_tid);
+	struct json_object *o = json_object_new_object();
+	struct json_object *list = json_object_new_array();
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *t =
+		    thread_json(tids[i], ticks > 0 ? ticks : 100);
+		if (t) /* NULL: it ended meanwhile */
+			json_object_array_add(list, t);
+	}
+	free(tids);
+	json_object_object_add(o, "pid", json_object_new_int((int)getpid()));
+	json_object_object_add(
+	    o, "count",
+	    json_object_new_int((int)json_object_array_length(list)));
+	json_object_object_add(o, "threads", list);
+	return pp_respond_json(r, MHD_HTTP_OK, o);
 }

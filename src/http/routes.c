@@ -35,6 +35,16 @@ const struct pp_route pp_routes[] = {
                 "configuration, request counters",
     },
     {
+        .path = "/threads",
+        .name = "threads",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_JSON,
+        .handler = pp_h_threads,
+        .link = "threads",
+        .help = "the process's threads as JSON: tid, name, state, user and "
+                "system CPU time",
+    },
+    {
         .path = "/cmdline",
         .name = "cmdline",
         .methods = GET_HEAD,

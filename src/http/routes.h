@@ -63,7 +63,7 @@ struct pp_request {
 	const struct pp_deferred *deferred; /* see pp_request_defer */
 	struct pp_render_opts render;       /* a profile's format */
 	/* Extra response headers, name/value pairs, for the next answer. */
-	const char *headers[4][2];
+	const char *headers[6][2];
 };
 
 /* The libmicrohttpd access handler; cls is the struct pp_server. */

@@ -443,3 +443,30 @@ def elf_build_id(path):
     p = subprocess.run(["readelf", "-n", path], capture_output=True, text=True)
     m = re.search(r"Build ID: ([0-9a-f]+)", p.stdout)
     return m.group(1) if m else None
+
+
+HEAPWORK = os.path.join(BUILD, "tests", "heap", "heapwork")
+
+
+class Work(Host):
+    """tests/heap/heapwork: the heap tests' host, driven on stdin."""
+
+    def __init__(self, env=None, preload=None, prefix=()):
+        e = {"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})}
+        if preload:
+            e["LD_PRELOAD"] = preload
+        super().__init__(env=e, exe=HEAPWORK, prefix=prefix)
+        m = re.match(r"port (\d+)", self.ready)
+        self.port = int(m.group(1)) if m else None
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
+
+    def get(self, path, timeout=60):
+        return curl(self.url(path), timeout=timeout)
+
+    def profile(self, path="heap"):
+        r = self.get(path)
+        if r.status != 200:
+            raise AssertionError(f"{path}: {r.status} {r.body[:300]!r}")
+        return Profile(r.body)

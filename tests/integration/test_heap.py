@@ -9,10 +9,9 @@ import shutil
 import threading
 import time
 
-from pptest import (BUILD, LIBSO, MEMCHECK, Host, Profile, curl, eq, go_pprof,
-                    memcheck_quit, ok, run, skip)
+from pptest import (BUILD, LIBSO, MEMCHECK, Profile,
+                    Work, curl, eq, go_pprof, memcheck_quit, ok, run, skip)
 
-WORK = os.path.join(BUILD, "tests", "heap", "heapwork")
 MiB = 1 << 20
 DLLIB = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_dl.so")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -27,28 +26,6 @@ JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 # least 4 standard deviations: a fair bound that a wrong estimator (say,
 # unsampling on a bucket's average size, or counting a block twice) fails.
 RATE = 4096
-
-
-class Work(Host):
-    def __init__(self, env=None, preload=None, prefix=()):
-        e = {"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})}
-        if preload:
-            e["LD_PRELOAD"] = preload
-        super().__init__(env=e, exe=WORK, prefix=prefix)
-        m = re.match(r"port (\d+)", self.ready)
-        self.port = int(m.group(1)) if m else None
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
-
-    def get(self, path, timeout=60):
-        return curl(self.url(path), timeout=timeout)
-
-    def profile(self, path="heap"):
-        r = self.get(path)
-        if r.status != 200:
-            raise AssertionError(f"{path}: {r.status} {r.body[:300]!r}")
-        return Profile(r.body)
 
 
 def by_function(prof, type_name):

@@ -19,7 +19,7 @@ import traceback
 
 from pptest import BUILD, Host, Proc, curl, eq, ok
 
-from cdp import Browser, find_chromium
+from cdp import Browser, CDPError, find_chromium
 
 BURN = os.path.join(BUILD, "tests", "cpu", "burn")
 WORK = os.path.join(BUILD, "tests", "heap", "heapwork")
@@ -145,7 +145,11 @@ def test_browser():
     exe = find_chromium()
     if not ok(exe, "chromium is installed (scripts/deps.sh --test installs it)"):
         raise Abort()
-    browser = Browser(exe)
+    try:
+        browser = Browser(exe)
+    except CDPError as e:
+        ok(False, "chromium runs headless with the DevTools protocol", e)
+        raise Abort() from e
     ok(browser.port > 0, "chromium runs headless with the DevTools protocol")
     port = start_burn()
     if not ok(port, "burn started with the agent", burn and burn.stderr_text()):

@@ -16,6 +16,8 @@
 #include "profile/model.h"
 #include "profile/pb.h"
 #include "profile/pprof.h"
+#include "profile/recent.h"
+#include "profile/render.h"
 #include "util/strtab.h"
 #include "util/u64map.h"
 
@@ -291,6 +293,174 @@ static void test_model_100k(void **state)
 	pp_profile_free(p);
 }
 
+/* A profile of named frames without a symbol table: synthetic PCs. */
+static struct pp_profile *named_profile(uintptr_t *a, uintptr_t *b,
+                                        uintptr_t *c)
+{
+	static const struct pp_value_type t[] = {{"samples", "count"},
+	                                         {"cpu", "nanoseconds"}};
+	struct pp_profile *p = pp_profile_new(t, 2, &t[1], 10000000);
+	assert_non_null(p);
+	a[0] = pp_profile_synthetic_pc(p, "leaf");
+	a[1] = pp_profile_synthetic_pc(p, "mid;dle");
+	a[2] = pp_profile_synthetic_pc(p, "root");
+	b[0] = 0x7f0000001000; /* an address nobody can name */
+	b[1] = a[2];
+	c[0] = a[0];
+	c[1] = a[1];
+	c[2] = a[2];
+	return p;
+}
+
+static char *render(const struct pp_profile *p, enum pp_format f, int index)
+{
+	struct pp_view v;
+	struct pp_buf out = {0};
+	struct pp_render_opts o = {f, index, 0};
+	assert_int_equal(pp_view_build(&v, p, NULL), 0);
+	switch (f) {
+	case PP_FORMAT_FOLDED:
+		assert_int_equal(pp_folded_write(&v, &o, &out), 0);
+		break;
+	case PP_FORMAT_TEXT:
+		assert_int_equal(pp_text_write(&v, &o, &out), 0);
+		break;
+	default: assert_int_equal(pp_json_write(&v, &out), 0); break;
+	}
+	pp_view_free(&v);
+	size_t len;
+	char *s = pp_buf_take(&out, &len);
+	assert_non_null(s);
+	return s;
+}
+
+static void test_folded(void **state)
+{
+	uintptr_t a[3], b[2], c[3];
+	struct pp_profile *p = named_profile(a, b, c);
+	int64_t v1[] = {2, 20000000}, v2[] = {3, 30000000}, v0[] = {0, 0};
+	(void)state;
+
+	assert_int_equal(pp_profile_add(p, a, 3, v1, NULL, 0), 0);
+	assert_int_equal(pp_profile_add(p, b, 2, v2, NULL, 0), 0);
+	/* Same frames, another sample (a label): folds into one line. */
+	struct pp_label l = {"k", "v", 0, NULL};
+	assert_int_equal(pp_profile_add(p, c, 3, v1, &l, 1), 0);
+	assert_int_equal(pp_profile_add(p, a, 1, v0, NULL, 0), 0);
+	char *s = render(p, PP_FORMAT_FOLDED, -1);
+	/* Root first, ';' in a name made ':', sorted, zero lines left out. */
+	assert_string_equal(s, "root;0x7f0000001000 30000000\n"
+	                       "root;mid:dle;leaf 40000000\n");
+	free(s);
+	s = render(p, PP_FORMAT_FOLDED, 0);
+	assert_string_equal(s, "root;0x7f0000001000 3\n"
+	                       "root;mid:dle;leaf 4\n");
+	free(s);
+	pp_profile_free(p);
+}
+
+static void test_text(void **state)
+{
+	uintptr_t a[3], b[2], c[3];
+	struct pp_profile *p = named_profile(a, b, c);
+	int64_t v1[] = {1, 10000000}, v2[] = {3, 30000000};
+	(void)state;
+
+	/* root -> root -> leaf: recursion counts once in cum. */
+	uintptr_t rec[] = {a[0], a[2], a[2]};
+	assert_int_equal(pp_profile_add(p, rec, 3, v1, NULL, 0), 0);
+	assert_int_equal(pp_profile_add(p, b, 2, v2, NULL, 0), 0);
+	pp_profile_set_time(p, 0, 1000000000);
+	char *s = render(p, PP_FORMAT_TEXT, -1);
+	assert_non_null(strstr(s, "Type: cpu (nanoseconds)\n"));
+	assert_non_null(
+	    strstr(s, "Duration: 1.00s, Total cpu = 40.00ms (4.00% of the "
+	              "duration) in 2 stacks\n"));
+	assert_non_null(strstr(s, "Period: 10.00ms of cpu\n"));
+	/* By flat: the unknown address (30 ms), then leaf (10 ms). */
+	assert_non_null(strstr(s, "   30.00ms  75.00%  75.00%    30.00ms  "
+	                          "75.00%  0x7f0000001000\n"
+	                          "   10.00ms  25.00% 100.00%    10.00ms  "
+	                          "25.00%  leaf\n"));
+	/* By cum: root first, 100% (not 125%: counted once per sample). */
+	assert_non_null(
+	    strstr(s, "   40.00ms 100.00%          0   0.00%  root\n"));
+	free(s);
+	pp_profile_free(p);
+}
+
+static void test_json(void **state)
+{
+	uintptr_t a[3], b[2], c[3];
+	struct pp_profile *p = named_profile(a, b, c);
+	int64_t v1[] = {1, 10000000};
+	(void)state;
+
+	assert_int_equal(pp_profile_add(p, b, 2, v1, NULL, 0), 0);
+	char *s = render(p, PP_FORMAT_JSON, -1);
+	assert_non_null(
+	    strstr(s, "\"locations\":[{\"address\":\"0x7f0000001000\","
+	              "\"mapping\":-1,\"lines\":[]},{\"address\":\"\","
+	              "\"mapping\":-1,\"lines\":[{\"function\":0,\"line\":0}]"
+	              "}],\"samples\":[{\"locations\":[0,1],\"values\":[1,"
+	              "10000000]}],\"totals\":[1,10000000]"));
+	assert_non_null(strstr(s, "\"default_sample_type\":1,"));
+	free(s);
+	pp_profile_free(p);
+}
+
+static void test_legacy(void **state)
+{
+	uintptr_t a[3], b[2], c[3];
+	struct pp_profile *p = named_profile(a, b, c);
+	int64_t v1[] = {5, 50000000}, v0[] = {0, 0};
+	struct pp_buf out = {0};
+	(void)state;
+
+	assert_int_equal(pp_profile_add(p, b, 2, v1, NULL, 0), 0);
+	assert_int_equal(pp_profile_add(p, a, 3, v0, NULL, 0), 0);
+	assert_int_equal(pp_legacy_write(p, &out), 0);
+	uint64_t want[] = {0, 3, 0, 10000, 0, 5, 2, b[0], b[1], 0, 1, 0};
+	assert_true(out.len > sizeof want);
+	assert_memory_equal(out.data, want, sizeof want);
+	/* Then /proc/self/maps. */
+	assert_non_null(strstr(out.data + sizeof want, "[stack]"));
+	pp_buf_free(&out);
+	pp_profile_free(p);
+
+	/* A profile without a count value has no legacy form. */
+	static const struct pp_value_type h[] = {{"inuse_space", "bytes"}};
+	p = pp_profile_new(h, 1, &h[0], 512);
+	assert_int_equal(pp_legacy_write(p, &out), -EINVAL);
+	pp_buf_free(&out);
+	pp_profile_free(p);
+}
+
+static void test_recent(void **state)
+{
+	uint64_t ids[PP_RECENT_MAX + 1];
+	char err[200];
+	(void)state;
+
+	for (int i = 0; i <= PP_RECENT_MAX; i++) {
+		static const struct pp_value_type t[] = {{"samples", "count"}};
+		ids[i] =
+		    pp_recent_add("profile", pp_profile_new(t, 1, NULL, 0));
+		assert_true(ids[i] > 0);
+	}
+	/* The oldest went; a kind must match. */
+	assert_null(pp_recent_get(ids[0], "profile", err, sizeof err));
+	assert_null(pp_recent_get(ids[1], "heap", err, sizeof err));
+	assert_non_null(strstr(err, "no heap profile"));
+	struct pp_recent *r = pp_recent_get(ids[1], "profile", err, sizeof err);
+	assert_non_null(r);
+	/* Referenced entries outlive a clear. */
+	pp_recent_clear();
+	assert_null(pp_recent_get(ids[2], "profile", err, sizeof err));
+	assert_int_equal(pp_recent_profile(r)->ntypes, 1);
+	pp_recent_unref(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +473,11 @@ int main(void)
 	    cmocka_unit_test(test_u64map),
 	    cmocka_unit_test(test_model_aggregation),
 	    cmocka_unit_test(test_model_100k),
+	    cmocka_unit_test(test_folded),
+	    cmocka_unit_test(test_text),
+	    cmocka_unit_test(test_json),
+	    cmocka_unit_test(test_legacy),
+	    cmocka_unit_test(test_recent),
 	};
 	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
 }
