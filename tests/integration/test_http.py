@@ -104,7 +104,7 @@ def test_status_counters():
     # the four others in between: 6 in all.
     eq(after["total"] - before["total"], 6, "requests.total is the sum")
     eq(sorted(a), ["allocs", "cmdline", "heap", "index", "other", "profile", "status",
-                 "symbol", "ui"],
+                 "symbol", "threads", "ui"],
        "every endpoint has counters")
     eq(sorted(a["status"]), ["1xx", "2xx", "3xx", "4xx", "5xx"][1:],
        "status classes 2xx..5xx")
