@@ -14,6 +14,7 @@ import random
 import re
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -67,7 +68,8 @@ def start_burn():
     global burn, burn_port
     burn = Proc([BURN, "1", "600"],
                 env={"PULLPROF_LISTEN": "127.0.0.1:0",
-                     "PULLPROF_MAX_SECONDS": "20"}, stdin=False)
+                     "PULLPROF_MAX_SECONDS": "20",
+                     "PULLPROF_MAX_CPU_WINDOWS": "1"}, stdin=False)
     m = burn.wait_line(burn.out_lines, r"^port (\d+)", timeout=10)
     burn_port = int(m.group(1)) if m else None
     return burn_port
@@ -186,9 +188,9 @@ def test_cpu_flame_graph():
     # Downloads of the same profile by id.
     hrefs = js("Array.from(document.querySelectorAll('#downloads a'))"
                ".map(a => a.getAttribute('href'))")
-    ok(hrefs and all(re.match(r"^\.\./profile\?id=\d+&format=\w+$", h)
-                     for h in hrefs), "download links carry the profile id",
-       hrefs)
+    ok(hrefs and all(re.match(r"^\.\./profile\?id=\d+&format=\w+&sample_index=cpu$", h)
+                     for h in hrefs),
+       "download links carry the profile id and the value shown", hrefs)
     fmts = {re.search(r"format=(\w+)", h).group(1) for h in hrefs or []}
     ok({"pprof", "folded", "text"} <= fmts, "pprof, folded and text links", fmts)
     for h in hrefs or []:
@@ -306,18 +308,36 @@ def test_cpu_flame_graph():
 
 def test_errors_shown():
     viewer(burn_port)
+    # The form takes the agent's own limits from status.
+    ok(browser.wait("document.getElementById('seconds').max === '20'", 5),
+       "the form's longest window is the agent's (PULLPROF_MAX_SECONDS=20)")
+    eq(js("document.getElementById('hz').value"), "100",
+       "the form's rate is the agent's default")
+    # One window at most: hold it with curl, then the page's fetch gets 429.
+    held = {}
+    t = threading.Thread(target=lambda: held.setdefault("r", curl(
+        f"http://127.0.0.1:{burn_port}{PREFIX}/profile?seconds=6")))
+    t.start()
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        st = curl(f"http://127.0.0.1:{burn_port}{PREFIX}/status").json()
+        if st["cpu"]["windows_open"] >= 1:
+            break
+        time.sleep(0.05)
     browser.click("input[name=kind][value=profile]")
-    # The form allows up to 300 s; this agent allows 20: its 400 must show.
-    browser.type_into("#seconds", "60")
+    browser.type_into("#seconds", "2")
     browser.click("#fetch")
     state = browser.wait("document.body.dataset.state === 'error'", 15)
     ok(state, "an agent's 4xx puts the page in the error state")
     err = js("document.getElementById('error').innerText") or ""
-    ok("400" in err and "seconds" in err, "the error shows the status and the "
-       "agent's reason", err)
+    ok("429" in err and "already running" in err,
+       "the error shows the status and the agent's reason", err)
+    ok(re.search(r"retry in \d+ s", err), "and the agent's Retry-After", err)
     ok(js("document.getElementById('error').getAttribute('role')") == "alert",
        "the error is announced (role=alert)")
     shot("error")
+    t.join()
+    eq(held["r"].status, 200, "the window held meanwhile was answered")
 
 
 def test_heap_flame_graph():
@@ -355,8 +375,12 @@ def test_heap_flame_graph():
            "heap hover: bytes and percent", tip)
         hrefs = js("Array.from(document.querySelectorAll('#downloads a'))"
                    ".map(a => a.getAttribute('href'))") or []
-        ok(any(re.match(r"^\.\./heap\?id=\d+&format=pprof$", h) for h in hrefs),
-           "heap: a pprof download link by id", hrefs)
+        ok(any(re.match(r"^\.\./heap\?id=\d+&format=pprof&sample_index=inuse_space$", h)
+               for h in hrefs), "heap: a pprof download link by id", hrefs)
+        r = curl(f"http://127.0.0.1:{port}{PREFIX}/ui/" +
+                 next(h for h in hrefs if "format=folded" in h))
+        ok(r.status == 200 and "hw_large_blocks" in r.text,
+           "heap: the folded download has the allocating functions", r)
         shot("heap")
         # Another value of the same profile, chosen in the page.
         js("(() => { const s = document.getElementById('value-type');"
@@ -507,6 +531,11 @@ def test_large_profile():
         builds = sorted(js("(() => { const t = []; for (let i = 0; i < 5; i++)"
                            " t.push(pullprofViewer.rebuild().buildMs);"
                            " return t; })()"))
+        searches = []
+        for q in ("function_1", "module3::", "no-such-function", ""):
+            js(f"(() => {{ const s = document.getElementById('search');"
+               f" s.value = {json.dumps(q)}; s.dispatchEvent(new Event('input')); }})()")
+            searches.append((q, js("pullprofViewer.timings.searchMs")))
         # Zoom into a frame two levels down, by a real click.
         box = js("(() => { const c = document.getElementById('graph');"
                  " const r = c.getBoundingClientRect();"
@@ -531,6 +560,8 @@ def test_large_profile():
         print(f"# redraw: median {sorted(renders)[len(renders) // 2]:.1f} ms, "
               f"max {max(renders):.1f} ms; zoomed draw {zt:.1f} ms; mouse move "
               f"with tooltip (CDP round trip included) {hover:.1f} ms", flush=True)
+        print("# search (match + share + redraw): " + ", ".join(
+            f"{q!r} {ms:.1f} ms" for q, ms in searches), flush=True)
     finally:
         h.quit()
 

@@ -44,7 +44,7 @@
     rows: [], // per drawn row: [{x, w, node}] sorted by x
     ancestors: [], // nodes drawn full width above the focus
     selected: null, // the frame chosen with the keyboard
-    timings: { buildMs: 0, renderMs: 0 },
+    timings: { buildMs: 0, renderMs: 0, searchMs: 0 },
     controller: null,
   };
 
@@ -439,6 +439,7 @@
   }
 
   function setSearch(text) {
+    const t0 = performance.now();
     const m = state.model;
     state.search = null;
     state.matched = 0;
@@ -478,6 +479,7 @@
     for (const tr of el.top.tBodies[0].rows)
       tr.classList.toggle("hit", !!state.search && state.search.test(tr.dataset.name));
     render();
+    state.timings.searchMs = performance.now() - t0; // matching and drawing
   }
 
   function fillTable() {
@@ -532,11 +534,14 @@
     el.downloads.replaceChildren();
     const src = state.source || {};
     if (src.id) {
+      // The value shown is the one the text and folded files hold, and the
+      // one a pprof UI opens on.
       el.downloads.append("Download this profile:");
       const formats = [["pprof", "pprof", ".pb.gz"], ["folded", "folded", ".folded.txt"], ["text", "text", ".txt"], ["json", "JSON", ".json"]];
+      const value = encodeURIComponent(t.type);
       for (const [fmt, label, ext] of formats) {
         const a = document.createElement("a");
-        a.href = `../${src.kind}?id=${encodeURIComponent(src.id)}&format=${fmt}`;
+        a.href = `../${src.kind}?id=${encodeURIComponent(src.id)}&format=${fmt}&sample_index=${value}`;
         a.textContent = label;
         a.download = `${src.kind}-${src.id}${ext}`;
         el.downloads.append(" ", a);
@@ -656,6 +661,8 @@
         if (type.startsWith("application/json")) {
           try { body = JSON.parse(body).error || body; } catch (e) { /* keep the text */ }
         }
+        const retry = resp.headers.get("Retry-After");
+        if (retry && !/retry/i.test(body)) body = body.trim() + `\n(The agent asks to retry in ${retry} s.)`;
         showError(`The agent answered ${resp.status} ${resp.statusText}`, body);
         return;
       }
@@ -810,9 +817,31 @@
       el.search.focus();
     }
   });
+  /* The agent's limits and defaults, from its status: the longest window
+   * it allows, its sampling rate, whether heap profiling is on. Without
+   * them the form keeps its own. */
+  function readAgentSettings() {
+    fetch("../status", { cache: "no-store" })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((st) => {
+        if (!st || !st.config) return;
+        const max = Number(st.config.max_seconds);
+        if (max > 0) {
+          el.seconds.max = String(max);
+          if (Number(el.seconds.value) > max) el.seconds.value = String(max);
+        }
+        if (st.config.cpu_hz) el.hz.value = String(st.config.cpu_hz);
+        if (st.heap && st.heap.enabled === false)
+          for (const input of el.form.querySelectorAll("input[value=heap], input[value=allocs]"))
+            input.parentElement.title = "heap profiling is off in this process (PULLPROF_HEAP_RATE=0)";
+      })
+      .catch(() => { /* an old or unreachable agent: keep the defaults */ });
+  }
+
   new ResizeObserver(scheduleRender).observe(el.wrap);
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", scheduleRender);
   syncForm();
+  readAgentSettings();
 
   /* For tests and the console. */
   window.pullprofViewer = {
