@@ -115,7 +115,8 @@ def test_routing():
             ok(b"<html" not in r.body and b"function" not in r.body,
                f"{b}: no file served")
         r = curl(base + "/")
-        ok('href="ui/"' in r.text, "the index links the viewer", r.text[:2000])
+        ok('href="ui/">ui/</a>' in r.text and "flame graph viewer" in r.text,
+           "the index lists ui/ with its description", r.text[-3000:])
         st = curl(base + "/status").json()
         ok("ui" in st["requests"]["by_endpoint"], "status counts ui requests")
         below = [b for b in bad if b.startswith("ui/")]
