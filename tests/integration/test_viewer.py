@@ -434,6 +434,126 @@ def test_index_live_status():
     shot("index-offline")
 
 
+# A small profile in the JSON layout of ?format=json with every kind of frame:
+# inlined lines, an unknown address, a synthetic frame, recursion, a sample
+# with no stack and one with a negative value (left out).
+SMALL = {
+    "sample_types": [{"type": "samples", "unit": "count"},
+                     {"type": "cpu", "unit": "nanoseconds"}],
+    "default_sample_type": 1,
+    "period_type": {"type": "cpu", "unit": "nanoseconds"}, "period": 10000000,
+    "time_nanos": 1763712000000000000, "duration_nanos": 5000000000,
+    "comments": ["hand-made"],
+    "functions": [
+        {"name": "main", "system_name": "main", "file": "/src/m.c", "start_line": 1},
+        {"name": "outer", "system_name": "outer", "file": "/src/m.c", "start_line": 10},
+        {"name": "inlined_helper", "system_name": "inlined_helper",
+         "file": "/src/h.h", "start_line": 3},
+        {"name": "rec", "system_name": "rec", "file": "/src/r.c", "start_line": 5},
+        {"name": "[pullprof: lost samples (ring full)]", "system_name": "",
+         "file": "", "start_line": 0},
+        {"name": "<b>html</b>", "system_name": "x", "file": "", "start_line": 0},
+    ],
+    "mappings": [{"start": "0x400000", "limit": "0x500000", "offset": "0x0",
+                  "path": "/usr/bin/m", "build_id": "ab12"}],
+    "locations": [
+        {"address": "0x401000", "mapping": 0, "lines": [{"function": 0, "line": 3}]},
+        # outer with inlined_helper inlined into it: innermost first.
+        {"address": "0x402000", "mapping": 0,
+         "lines": [{"function": 2, "line": 4}, {"function": 1, "line": 12}]},
+        {"address": "0x403000", "mapping": 0, "lines": [{"function": 3, "line": 7}]},
+        {"address": "0x7f00dead", "mapping": -1, "lines": []},
+        {"address": "", "mapping": -1, "lines": [{"function": 4, "line": 0}]},
+        {"address": "0x404000", "mapping": 0, "lines": [{"function": 5, "line": 1}]},
+    ],
+    "samples": [
+        {"locations": [1, 0], "values": [6, 60000000], "labels": []},
+        {"locations": [2, 2, 2, 0], "values": [3, 30000000], "labels": []},
+        {"locations": [3, 0], "values": [1, 10000000], "labels": []},
+        {"locations": [4], "values": [2, 20000000], "labels": []},
+        {"locations": [5, 0], "values": [1, 10000000], "labels": []},
+        {"locations": [], "values": [1, 10000000], "labels": []},
+        {"locations": [0], "values": [-5, -50000000], "labels": []},
+    ],
+    "totals": [9, 90000000],
+}
+
+
+def test_model_from_file():
+    """The profile model as the viewer reads it, from a hand-made file."""
+    h = Host()
+    port = h.start("127.0.0.1:0")
+    try:
+        viewer(port)
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.json")
+            with open(bad, "w") as f:
+                f.write('{"samples": []}')
+            browser.set_files("#file", [bad])
+            ok(browser.wait("document.body.dataset.state === 'error'", 10),
+               "a JSON file that is not a profile is an error")
+            ok("not a pullprof JSON profile" in (js("pullprofViewer.error") or ""),
+               "the error says why", js("pullprofViewer.error"))
+            path = os.path.join(d, "small.json")
+            with open(path, "w") as f:
+                json.dump(SMALL, f)
+            browser.set_files("#file", [path])
+            if not wait_loaded("hand-made profile"):
+                return
+        eq(js("document.getElementById('value-type').value"), "1",
+           "default_sample_type is shown first")
+        eq(js("pullprofViewer.total"), 140000000,
+           "the total leaves the negative sample out")
+        ok("1 sample with a negative value left out" in
+           js("document.getElementById('meta').textContent"),
+           "and says so")
+        names = set(js("pullprofViewer.names()"))
+        want = {"all", "main", "outer", "inlined_helper", "rec", "0x7f00dead",
+                "[pullprof: lost samples (ring full)]", "<b>html</b>"}
+        eq(sorted(names), sorted(want), "every kind of frame is drawn")
+        ok(js("document.querySelector('#graph-wrap b') === null"),
+           "names are text, never markup")
+
+        def row(name):
+            b = js(f"pullprofViewer.frameBox({json.dumps(name)})")
+            return round((b["y"] - js("document.getElementById('graph')"
+                                      ".getBoundingClientRect().top")) / 18)
+        eq([row(n) for n in ("all", "main", "outer", "inlined_helper")],
+           [0, 1, 2, 3], "root at the top; an inlined function below the one "
+           "it was inlined into")
+        eq(row("[pullprof: lost samples (ring full)]"), 1,
+           "a synthetic frame alone is a root's child")
+        rec = js("(() => { const r = Array.from(document.querySelectorAll("
+                 "'#top tbody tr')).find(t => t.dataset.name === 'rec');"
+                 " return Array.from(r.cells).map(c => c.textContent); })()")
+        eq(rec[:4], ["30.0 ms", "21.43%", "30.0 ms", "21.43%"],
+           "recursion: flat and cumulative counted once per sample")
+        main_row = js("(() => { const r = Array.from(document.querySelectorAll("
+                      "'#top tbody tr')).find(t => t.dataset.name === 'main');"
+                      " return Array.from(r.cells).map(c => c.textContent); })()")
+        eq(main_row[2:4], ["110 ms", "78.57%"], "main's cumulative value")
+        _, (x, y) = frame_centre("0x7f00dead")
+        browser.mouse("mouseMoved", x, y)
+        tip = browser.wait("!document.getElementById('tip').hidden && "
+                           "document.getElementById('tip').innerText", 5) or ""
+        ok(tip.startswith("0x7f00dead") and "not symbolized" in tip,
+           "an unknown address is shown as its address", tip)
+        # Searching a nested match counts it once.
+        browser.type_into("#search", "main|outer")
+        eq(js("pullprofViewer.matched"), 110000000,
+           "search: nested matches are counted once")
+        ok("78.57%" in js("document.getElementById('match').textContent"),
+           "search: the share of the total")
+        js("(() => { const s = document.getElementById('value-type');"
+           " s.value = '0'; s.dispatchEvent(new Event('change')); })()")
+        eq(js("pullprofViewer.total"), 14, "another value: samples (count)")
+        ok(js("document.getElementById('downloads').textContent") == "",
+           "a file has no download links")
+        shot("model")
+    finally:
+        h.quit()
+
+
 def large_profile(path, frames=50000, seed=7):
     """A synthetic profile with `frames` distinct frames in its flame graph:
     a random call tree over 4000 function names, one location per frame,
@@ -582,7 +702,8 @@ def teardown():
 def main():
     import pptest
     tests = [test_routing, test_browser, test_cpu_flame_graph, test_errors_shown,
-             test_heap_flame_graph, test_large_profile, test_index_live_status,
+             test_heap_flame_graph, test_model_from_file, test_large_profile,
+             test_index_live_status,
              test_no_console_errors]
     try:
         for t in tests:

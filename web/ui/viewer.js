@@ -527,7 +527,8 @@
     parts.push(`${intFmt.format(m.nodes.length - 1)} frames in the graph`);
     if (p.duration_nanos) parts.push(`over ${formatValue(p.duration_nanos, "nanoseconds")}`);
     if (p.time_nanos) parts.push("taken " + new Date(p.time_nanos / 1e6).toLocaleString());
-    if (m.skipped) parts.push(`${m.skipped} samples with negative values left out`);
+    if (m.skipped)
+      parts.push(m.skipped === 1 ? "1 sample with a negative value left out" : `${intFmt.format(m.skipped)} samples with negative values left out`);
     el.meta.textContent = parts.join(" · ");
     el.meta.title = (p.comments || []).join("\n");
 
