@@ -42,8 +42,8 @@ def js(expr):
     return browser.evaluate(expr)
 
 
-def viewer(port):
-    url = f"http://127.0.0.1:{port}{PREFIX}/ui/"
+def viewer(port, prefix=PREFIX):
+    url = f"http://127.0.0.1:{port}{prefix}/ui/"
     ok(browser.navigate(url), f"the viewer loads ({url})")
     ok(js("typeof window.pullprofViewer === 'object'"),
        "viewer.js ran (window.pullprofViewer)")
@@ -481,11 +481,14 @@ SMALL = {
 
 
 def test_model_from_file():
-    """The profile model as the viewer reads it, from a hand-made file."""
-    h = Host()
-    port = h.start("127.0.0.1:0")
+    """The profile model as the viewer reads it, from a hand-made file; the
+    agent has another prefix, which the page's relative URLs follow."""
+    h = Host(env={"PULLPROF_CPU_HZ": "97"})
+    port = h.start("127.0.0.1:0", prefix="/x/y")
     try:
-        viewer(port)
+        viewer(port, "/x/y")
+        ok(browser.wait("document.getElementById('hz').value === '97'", 5),
+           "under another prefix the page reads the agent's status")
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "bad.json")
             with open(bad, "w") as f:
