@@ -13,7 +13,9 @@
  *           peer, whose profile also has a function and a line per location)
  *   addr    encode + gzip of addresses alone (no symbols, no mappings)
  * and prints one table row per size; bench/run.sh prints the Go peer next
- * to it. Each time is the median of 5 runs.
+ * to it. A second table times every other format of the same profile, warm
+ * (render.h: text, folded, JSON, legacy), with its size. Each time is the
+ * median of 5 runs.
  *
  * Usage: bench_profile [SIZES...]
  */
@@ -25,6 +27,7 @@
 
 #include "profile/model.h"
 #include "profile/pprof.h"
+#include "profile/render.h"
 #include "symbols/symbols.h"
 
 #define DEPTH 30
@@ -69,6 +72,23 @@ static int timed_render(struct pp_profile *p, int symbolize, int level,
 	return 0;
 }
 
+static const enum pp_format formats[] = {PP_FORMAT_TEXT, PP_FORMAT_FOLDED,
+                                         PP_FORMAT_JSON, PP_FORMAT_LEGACY};
+#define NFORMATS (sizeof formats / sizeof formats[0])
+
+static int timed_format(struct pp_profile *p, enum pp_format f, double *ms,
+                        size_t *bytes)
+{
+	struct pp_render_opts o = {f, -1, 50};
+	char *body;
+	double t = now_ms();
+	if (pp_render_body(p, &o, &body, bytes))
+		return -1;
+	*ms = now_ms() - t;
+	free(body);
+	return 0;
+}
+
 static const struct pp_mapping *find(const struct pp_mappings *m,
                                      const char *needle)
 {
@@ -108,6 +128,9 @@ int main(int argc, char **argv)
 		                                    (m->limit - m->start));
 	}
 
+	double fmt_ms[8][NFORMATS];
+	size_t fmt_bytes[8][NFORMATS];
+
 	printf("| stacks | build ms | cold ms | warm ms (gzip 1) | bytes "
 	       "| warm ms (gzip 6) | bytes | addr-only ms (gzip 1) |\n");
 	printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -116,6 +139,7 @@ int main(int argc, char **argv)
 		double build[RUNS], cold[RUNS], warm[RUNS], warm6[RUNS],
 		    addr[RUNS];
 		size_t bytes1 = 0, bytes6 = 0;
+		double fmt[NFORMATS][RUNS];
 		uintptr_t stride = (libc->limit - libc->start) / (uintptr_t)n;
 		if (stride == 0)
 			stride = 1;
@@ -147,6 +171,10 @@ int main(int argc, char **argv)
 			    timed_render(p, 1, 6, &warm6[run], &bytes6) ||
 			    timed_render(p, 0, 1, &addr[run], NULL))
 				return 1;
+			for (size_t f = 0; f < NFORMATS; f++)
+				if (timed_format(p, formats[f], &fmt[f][run],
+				                 &fmt_bytes[si][f]))
+					return 1;
 			pp_profile_free(p);
 		}
 		printf(
@@ -154,6 +182,19 @@ int main(int argc, char **argv)
 		    n, median(build), median(cold), median(warm), bytes1,
 		    median(warm6), bytes6, median(addr));
 		fflush(stdout);
+		for (size_t f = 0; f < NFORMATS; f++)
+			fmt_ms[si][f] = median(fmt[f]);
+	}
+	printf("\nThe other formats of the same profiles (warm cache; ms and "
+	       "bytes):\n\n| stacks | text ms | bytes | folded ms | bytes | "
+	       "json ms | bytes | legacy ms | bytes |\n"
+	       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (int si = 0; si < nsizes; si++) {
+		printf("| %ld |", sizes[si]);
+		for (size_t f = 0; f < NFORMATS; f++)
+			printf(" %.1f | %zu |", fmt_ms[si][f],
+			       fmt_bytes[si][f]);
+		printf("\n");
 	}
 	pp_symtab_shutdown();
 	pp_mappings_free(&maps);

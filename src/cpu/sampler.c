@@ -621,15 +621,9 @@ static int rerender(const struct pp_cpu_query *q, pp_cpu_done_fn done,
                     void *arg, struct pp_cpu_window **out, char *err,
                     size_t errlen)
 {
-	struct pp_recent *kept = pp_recent_get(q->id, "profile");
-	if (!kept) {
-		snprintf(err, errlen,
-		         "no CPU profile %llu: ids name one of the last %d "
-		         "profiles served, for %d minutes",
-		         (unsigned long long)q->id, PP_RECENT_MAX,
-		         PP_RECENT_TTL_S / 60);
+	struct pp_recent *kept = pp_recent_get(q->id, "profile", err, errlen);
+	if (!kept)
 		return -ENOENT;
-	}
 	int rc = start_threads(err, errlen);
 	struct pp_cpu_window *w = rc ? NULL : calloc(1, sizeof *w);
 	if (!w) {

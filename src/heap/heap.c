@@ -384,13 +384,8 @@ int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
 	j->opened_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	j->opened_real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 	j->due_ns = j->opened_ns + (uint64_t)q->seconds * 1000000000u;
-	if (q->id && !(j->stored = pp_recent_get(q->id, "heap"))) {
+	if (q->id && !(j->stored = pp_recent_get(q->id, "heap", err, errlen))) {
 		free(j);
-		snprintf(err, errlen,
-		         "no heap profile %llu: ids name one of the last %d "
-		         "profiles served, for %d minutes",
-		         (unsigned long long)q->id, PP_RECENT_MAX,
-		         PP_RECENT_TTL_S / 60);
 		return -ENOENT;
 	}
 	if (q->seconds && !q->id) {

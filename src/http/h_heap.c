@@ -5,7 +5,6 @@
  * Agent context.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 
 #include "agent.h"
@@ -30,7 +29,7 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
 	struct pp_heap_query q = {.view = view};
-	unsigned gc, peak, id;
+	unsigned gc, peak;
 	char err[300];
 
 	/* gc: Go clients ask for a collection first; there is none here, the
@@ -42,14 +41,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	    pp_query_render(
 	        r, "alloc_objects|alloc_space|inuse_objects|inuse_space", 0,
 	        &q.render, err, sizeof err) ||
-	    pp_query_uint(r, "id", 0, 1, UINT_MAX, &id, err, sizeof err))
+	    pp_query_id(r, "seconds|peak", &q.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
-	q.id = id;
-	if (id && (pp_query_given(r, "seconds") || pp_query_given(r, "peak")))
-		return pp_respond_error(
-		    r, MHD_HTTP_BAD_REQUEST,
-		    "id renders a profile already taken: seconds and peak do "
-		    "not apply");
 	q.peak = peak != 0;
 	q.peak_reset = peak == 2;
 	if (q.peak && q.seconds)

@@ -20,6 +20,8 @@ static void endpoints(struct pp_buf *b)
 		pp_buf_html(b, rt->link);
 		pp_buf_puts(b, "\">");
 		pp_buf_html(b, rt->path[1] ? rt->path + 1 : "(index)");
+		if (rt->subtree)
+			pp_buf_puts(b, "/");
 		pp_buf_puts(b, "</a></td><td>");
 		pp_buf_html(b, rt->help);
 		pp_buf_puts(b, "</td></tr>\n");

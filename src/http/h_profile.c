@@ -5,7 +5,6 @@
  * is ready (or the window was cancelled). Agent context.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -32,7 +31,7 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
 	struct pp_cpu_query q;
-	unsigned retry = 0, id;
+	unsigned retry = 0;
 	char err[300], retry_text[16];
 	struct pp_cpu_window *w;
 	int rc;
@@ -43,14 +42,8 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &q.hz, err,
 	                  sizeof err) ||
 	    pp_query_render(r, "samples|cpu", 1, &q.render, err, sizeof err) ||
-	    pp_query_uint(r, "id", 0, 1, UINT_MAX, &id, err, sizeof err))
+	    pp_query_id(r, "seconds|hz", &q.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
-	q.id = id;
-	if (id && (pp_query_given(r, "seconds") || pp_query_given(r, "hz")))
-		return pp_respond_error(
-		    r, MHD_HTTP_BAD_REQUEST,
-		    "id renders a profile already taken: seconds and hz do not "
-		    "apply");
 
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);

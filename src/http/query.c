@@ -2,9 +2,11 @@
 #include "query.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 
@@ -89,6 +91,33 @@ int pp_query_given(struct pp_request *r, const char *name)
 	                                   name) != NULL;
 }
 
+/* Does an Accept-Encoding value take gzip? A "gzip" (or "x-gzip", or "*")
+ * token whose q is not 0. */
+static int takes_gzip(const char *v)
+{
+	while (v && *v) {
+		size_t n = strcspn(v, ",");
+		const char *t = v, *end = v + n;
+		while (t < end && (*t == ' ' || *t == '\t'))
+			t++;
+		size_t tn = strcspn(t, " \t;,");
+		int name = (tn == 4 && strncasecmp(t, "gzip", 4) == 0) ||
+		           (tn == 6 && strncasecmp(t, "x-gzip", 6) == 0) ||
+		           (tn == 1 && *t == '*');
+		if (name) {
+			const char *q = strstr(t, "q=");
+			if (!q || q > end)
+				return 1;
+			/* q=0, q=0.0, q=0.00, q=0.000 refuse it. */
+			q += 2;
+			if (strtod(q, NULL) > 0.0)
+				return 1;
+		}
+		v = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
 int pp_query_render(struct pp_request *r, const char *types, int legacy,
                     struct pp_render_opts *o, char *err, size_t errlen)
 {
@@ -119,6 +148,8 @@ int pp_query_render(struct pp_request *r, const char *types, int legacy,
 		format = PP_FORMAT_TEXT;
 	o->format = (enum pp_format)format;
 	o->top = top;
+	o->gzip = takes_gzip(MHD_lookup_connection_value(
+	    r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
 	o->sample_index = -1;
 	if (pp_query_given(r, "top") && format != PP_FORMAT_TEXT) {
 		snprintf(err, errlen, "top applies to text (debug=1) only");
@@ -153,4 +184,28 @@ int pp_query_render(struct pp_request *r, const char *types, int legacy,
 	         "sample_index: \"%.40s\" is not one of %s (or 0..%zu)", v,
 	         types, ntypes - 1);
 	return -EINVAL;
+}
+
+int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
+                char *err, size_t errlen)
+{
+	unsigned v;
+	if (pp_query_uint(r, "id", 0, 1, UINT_MAX, &v, err, errlen))
+		return -EINVAL;
+	*id = v;
+	for (const char *c = sampling; v && *c;) {
+		size_t n = strcspn(c, "|");
+		char name[32];
+		snprintf(name, sizeof name, "%.*s", (int)n, c);
+		if (pp_query_given(r, name)) {
+			snprintf(err, errlen,
+			         "id renders a profile already taken: %s does "
+			         "not apply",
+			         name);
+			return -EINVAL;
+		}
+		c += n;
+		c += *c == '|';
+	}
+	return 0;
 }

@@ -3,6 +3,7 @@
 #define PP_QUERY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "profile/render.h"
 #include "routes.h"
@@ -31,5 +32,11 @@ int pp_query_given(struct pp_request *r, const char *name);
  * naming what is accepted. */
 int pp_query_render(struct pp_request *r, const char *types, int legacy,
                     struct pp_render_opts *o, char *err, size_t errlen);
+
+/* ?id=N: render the kept profile N again (0 when absent). The parameters
+ * of taking a new profile ('|'-separated in sampling) do not combine with
+ * it: -EINVAL with a sentence in err. */
+int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
+                char *err, size_t errlen);
 
 #endif

@@ -174,10 +174,17 @@ static enum MHD_Result deferred_answer(struct pp_request *r)
 		         (unsigned long long)id);
 		add_header(r, "X-Pullprof-Profile-Id", id_text);
 	}
+	/* Text and JSON are gzipped for clients that take it; the answer
+	 * then depends on Accept-Encoding. */
+	const char *encoding = pp_format_encoding(&r->render);
+	if (encoding)
+		add_header(r, "Content-Encoding", encoding);
 	/* Binary formats are files to save (named after the route); text and
 	 * JSON are shown. */
 	const char *suffix = pp_format_attachment(r->render.format);
-	if (suffix) {
+	if (!suffix) {
+		add_header(r, "Vary", "Accept-Encoding");
+	} else {
 		snprintf(disposition, sizeof disposition,
 		         "attachment; filename=\"%s%s\"", r->route->name,
 		         suffix);

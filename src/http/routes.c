@@ -97,6 +97,17 @@ const struct pp_route pp_routes[] = {
         .max_body = PP_SYMBOL_MAX_BODY,
     },
     {
+        .path = "/ui",
+        .name = "ui",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PAGE,
+        .handler = pp_h_ui,
+        .link = "ui/",
+        .help = "flame graph viewer: fetch a CPU or heap profile and explore "
+                "it in the browser (search, zoom, top functions, downloads)",
+        .subtree = 1,
+    },
+    {
         .path = "/maps",
         .name = "maps",
         .methods = GET_HEAD,
@@ -140,7 +151,12 @@ static const char *match(struct pp_request *r, const char *prefix)
 	    (url[plen] != 0 && url[plen] != '/'))
 		return NULL;
 	for (size_t i = 0; i < pp_routes_count; i++) {
-		if (strcmp(pp_routes[i].path, url + plen) == 0) {
+		const char *path = pp_routes[i].path;
+		size_t n = strlen(path);
+		if (strcmp(path, url + plen) == 0 ||
+		    (pp_routes[i].subtree &&
+		     strncmp(path, url + plen, n) == 0 &&
+		     url[plen + n] == '/')) {
 			r->route = &pp_routes[i];
 			r->counter = (unsigned)i;
 			r->kind = pp_routes[i].kind;

@@ -32,6 +32,9 @@ struct pp_route {
 	const char *link; /* what the index links to (path plus query) */
 	const char *help; /* one line for the index */
 	size_t max_body;  /* largest request body it reads; 0: takes none */
+	/* Also answers every path below it ("/ui" takes "/ui/", "/ui/x.js",
+	 * ...): the handler reads r->rest and decides what exists there. */
+	int subtree;
 };
 
 extern const struct pp_route pp_routes[];
@@ -60,7 +63,7 @@ struct pp_request {
 	const struct pp_deferred *deferred; /* see pp_request_defer */
 	struct pp_render_opts render;       /* a profile's format */
 	/* Extra response headers, name/value pairs, for the next answer. */
-	const char *headers[4][2];
+	const char *headers[6][2];
 };
 
 /* The libmicrohttpd access handler; cls is the struct pp_server. */

@@ -87,6 +87,18 @@ void pp_pb_abort(struct pp_pb *pb)
 	pp_buf_free(&pb->data);
 }
 
+void pp_pb_raw(struct pp_pb *pb, const void *p, size_t len)
+{
+	const char *s = p;
+	while (len && !pb->err) {
+		size_t n = len < FLUSH_AT ? len : FLUSH_AT;
+		pp_buf_append(&pb->data, s, n);
+		pp_pb_flush(pb);
+		s += n;
+		len -= n;
+	}
+}
+
 size_t pp_pb_varint_len(uint64_t v)
 {
 	size_t n = 1;

@@ -40,6 +40,9 @@ void pp_pb_bytes(struct pp_pb *pb, int tag, const void *p, size_t len);
 void pp_pb_uint64s(struct pp_pb *pb, int tag, const uint64_t *v, size_t n);
 void pp_pb_int64s(struct pp_pb *pb, int tag, const int64_t *v, size_t n);
 
+/* Bytes as they are (no tag): to gzip something that is not a protobuf. */
+void pp_pb_raw(struct pp_pb *pb, const void *p, size_t len);
+
 /* Submessages: start returns a mark; end(tag, mark) prefixes what was
  * written since with its tag and length. */
 size_t pp_pb_start(struct pp_pb *pb);

@@ -2,6 +2,7 @@
 #include "recent.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -83,7 +84,8 @@ uint64_t pp_recent_add(const char *kind, struct pp_profile *p)
 	return id;
 }
 
-struct pp_recent *pp_recent_get(uint64_t id, const char *kind)
+struct pp_recent *pp_recent_get(uint64_t id, const char *kind, char *err,
+                                size_t errlen)
 {
 	struct pp_recent *found = NULL;
 	pthread_mutex_lock(&mu);
@@ -95,6 +97,13 @@ struct pp_recent *pp_recent_get(uint64_t id, const char *kind)
 			break;
 		}
 	pthread_mutex_unlock(&mu);
+	if (!found)
+		snprintf(err, errlen,
+		         "no %s profile %llu: ids name one of the last %d "
+		         "profiles served, for %d minutes",
+		         strcmp(kind, "profile") == 0 ? "CPU" : kind,
+		         (unsigned long long)id, PP_RECENT_MAX,
+		         PP_RECENT_TTL_S / 60);
 	return found;
 }
 

@@ -22,8 +22,10 @@ struct pp_recent;
  * (p is freed then). */
 uint64_t pp_recent_add(const char *kind, struct pp_profile *p);
 /* The profile id of kind, referenced until pp_recent_unref, or NULL when
- * there is none (never was, expired, or another kind). */
-struct pp_recent *pp_recent_get(uint64_t id, const char *kind);
+ * there is none (never was, expired, or another kind) with a sentence in
+ * err saying so. */
+struct pp_recent *pp_recent_get(uint64_t id, const char *kind, char *err,
+                                size_t errlen);
 const struct pp_profile *pp_recent_profile(const struct pp_recent *r);
 void pp_recent_unref(struct pp_recent *r);
 /* Forget them all (pullprof_stop); referenced ones go when released. */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "pb.h"
 #include "pprof.h"
 #include "symbols/symbols.h"
 
@@ -24,6 +25,13 @@ const char *pp_format_attachment(enum pp_format f)
 	case PP_FORMAT_LEGACY: return ".prof";
 	default: return NULL;
 	}
+}
+
+const char *pp_format_encoding(const struct pp_render_opts *o)
+{
+	int text = o->format == PP_FORMAT_TEXT ||
+	           o->format == PP_FORMAT_FOLDED || o->format == PP_FORMAT_JSON;
+	return text && o->gzip ? "gzip" : NULL;
 }
 
 int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
@@ -63,6 +71,18 @@ int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
 	}
 	if (!rc && out.failed)
 		rc = -ENOMEM;
+	if (!rc && pp_format_encoding(o)) {
+		/* Folded stacks and JSON shrink ten-fold or more. */
+		struct pp_buf z = {0};
+		struct pp_pb pb;
+		rc = pp_pb_init(&pb, &z, 1);
+		if (!rc) {
+			pp_pb_raw(&pb, out.data, out.len);
+			rc = pp_pb_finish(&pb);
+		}
+		pp_buf_free(&out);
+		out = z;
+	}
 	*len = 0;
 	*body = rc ? NULL : pp_buf_take(&out, len);
 	pp_buf_free(&out);

@@ -27,6 +27,7 @@ struct pp_render_opts {
 	enum pp_format format;
 	int sample_index; /* the value text and folded show; -1: default */
 	unsigned top;     /* rows of each text table; 0: all */
+	int gzip;         /* the client takes gzip: compress text and JSON */
 };
 
 /* Content-Type; and the file name suffix when the answer is a file to save
@@ -34,9 +35,13 @@ struct pp_render_opts {
  * inline. */
 const char *pp_format_content_type(enum pp_format f);
 const char *pp_format_attachment(enum pp_format f);
+/* The Content-Encoding of a body rendered with o ("gzip"), or NULL. pprof
+ * is gzipped as a file (its format), not as an encoding. */
+const char *pp_format_encoding(const struct pp_render_opts *o);
 
 /* Render p as asked, symbolized with the process's symbol table (taken and
- * released here), into a malloc'ed body. 0 or a negative errno. */
+ * released here), into a malloc'ed body (text and JSON gzipped when o->gzip:
+ * see pp_format_encoding). 0 or a negative errno. */
 int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
                    char **body, size_t *len);
 

@@ -18,7 +18,9 @@ static void value(struct pp_buf *b, int64_t v, const char *unit)
 {
 	double a = (double)(v < 0 ? -v : v), x = (double)v;
 
-	if (strcmp(unit, "nanoseconds") == 0) {
+	if (v == 0)
+		pp_buf_puts(b, "0");
+	else if (strcmp(unit, "nanoseconds") == 0) {
 		if (a >= 1e9)
 			pp_buf_printf(b, "%.2fs", x / 1e9);
 		else if (a >= 1e6)
@@ -131,11 +133,11 @@ static void table(struct pp_buf *b, const struct pp_view *v, struct entry *rows,
 	int64_t sum = 0;
 
 	if (cum_first)
-		pp_buf_puts(b, "       cum   cum%       flat  flat%  function "
-		               "file:line\n");
+		pp_buf_printf(b, "%10s %7s %10s %7s  %s\n", "cum", "cum%",
+		              "flat", "flat%", "function file:line");
 	else
-		pp_buf_puts(b, "      flat  flat%   sum%        cum   cum%  "
-		               "function file:line\n");
+		pp_buf_printf(b, "%10s %7s %7s %10s %7s  %s\n", "flat", "flat%",
+		              "sum%", "cum", "cum%", "function file:line");
 	for (size_t i = 0; i < n && i < shown; i++) {
 		const struct entry *e = &rows[i];
 		sum += e->flat;

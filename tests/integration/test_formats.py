@@ -3,6 +3,7 @@ folded, text (debug=1), legacy (gperftools) and pprof of the same data (the
 same window, fetched again with ?id=), read by real tools — protoc,
 google-pprof, go tool pprof. And bad format parameters get a 400 that says
 what is accepted. Real processes: tests/cpu/burn and tests/heap/heapwork."""
+import gzip
 import os
 import re
 import struct
@@ -139,6 +140,21 @@ def test_cpu_formats():
             eq(sum(v for _, v in heavy), pleaf.get("burn_heavy"),
                "folded burn_heavy samples = pprof flat")
 
+    # Text formats are gzipped for clients that take it (browsers do).
+    plain = b.get(f"profile?id={pid}&format=json").body
+    for accept, gz in (("gzip", True), ("br, gzip;q=0.5", True), ("*", True),
+                       ("gzip;q=0", False), ("identity", False), ("br", False)):
+        r = curl(f"http://127.0.0.1:{b.port}/debug/pprof/profile?id={pid}&format=json",
+                 "-H", f"Accept-Encoding: {accept}")
+        body = gzip.decompress(r.body) if gz and r.body[:2] == b"\x1f\x8b" else r.body
+        ok(r.status == 200 and (r.header("content-encoding") == "gzip") == gz and
+           r.header("vary") == "Accept-Encoding" and body == plain,
+           f"Accept-Encoding: {accept}: {'gzip' if gz else 'identity'}, same JSON", r)
+    r = curl(f"http://127.0.0.1:{b.port}/debug/pprof/profile?id={pid}",
+             "-H", "Accept-Encoding: gzip")
+    ok(r.header("content-encoding") is None and r.body[:2] == b"\x1f\x8b",
+       "pprof is a gzipped file, never a Content-Encoding", r.headers)
+
     # Text, as people read it.
     r = b.get(f"profile?id={pid}&debug=1")
     eq(r.status, 200, "debug=1: 200")
@@ -243,7 +259,9 @@ def test_bad_input():
         ("profile?id=0", 400, "id"),
         ("profile?id=x", 400, "id"),
         ("profile?id=99999", 404, "no CPU profile 99999"),
-        ("profile?id=1&seconds=1", 400, "do not apply"),
+        ("profile?id=1&seconds=1", 400, "seconds does not apply"),
+        ("heap?id=1&peak=1", 400, "peak does not apply"),
+        ("heap?id=424242", 404, "no heap profile 424242"),
         ("profile?format=json&format=folded", 400, "twice"),
         ("heap?format=legacy", 400, "CPU profile format"),
     ]

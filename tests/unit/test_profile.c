@@ -384,7 +384,7 @@ static void test_text(void **state)
 	                          "25.00%  leaf\n"));
 	/* By cum: root first, 100% (not 125%: counted once per sample). */
 	assert_non_null(
-	    strstr(s, "   40.00ms 100.00%        0ns   0.00%  root\n"));
+	    strstr(s, "   40.00ms 100.00%          0   0.00%  root\n"));
 	free(s);
 	pp_profile_free(p);
 }
@@ -439,6 +439,7 @@ static void test_legacy(void **state)
 static void test_recent(void **state)
 {
 	uint64_t ids[PP_RECENT_MAX + 1];
+	char err[200];
 	(void)state;
 
 	for (int i = 0; i <= PP_RECENT_MAX; i++) {
@@ -448,13 +449,14 @@ static void test_recent(void **state)
 		assert_true(ids[i] > 0);
 	}
 	/* The oldest went; a kind must match. */
-	assert_null(pp_recent_get(ids[0], "profile"));
-	assert_null(pp_recent_get(ids[1], "heap"));
-	struct pp_recent *r = pp_recent_get(ids[1], "profile");
+	assert_null(pp_recent_get(ids[0], "profile", err, sizeof err));
+	assert_null(pp_recent_get(ids[1], "heap", err, sizeof err));
+	assert_non_null(strstr(err, "no heap profile"));
+	struct pp_recent *r = pp_recent_get(ids[1], "profile", err, sizeof err);
 	assert_non_null(r);
 	/* Referenced entries outlive a clear. */
 	pp_recent_clear();
-	assert_null(pp_recent_get(ids[2], "profile"));
+	assert_null(pp_recent_get(ids[2], "profile", err, sizeof err));
 	assert_int_equal(pp_recent_profile(r)->ntypes, 1);
 	pp_recent_unref(r);
 }
