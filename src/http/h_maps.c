@@ -75,14 +75,14 @@ enum MHD_Result pp_h_maps(struct pp_request *r)
 		                        "the mappings could not be read "
 		                        "(out of memory)");
 	const struct pp_mappings *m = pp_symtab_mappings(st);
+	size_t n = m->n; /* m is the symbolizer's: not after release */
 	struct json_object *list = json_object_new_array();
-	for (size_t i = 0; i < m->n; i++)
+	for (size_t i = 0; i < n; i++)
 		json_object_array_add(list, mapping_json(st, &m->v[i]));
 	pp_symtab_release(st);
 
 	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "count",
-	                       json_object_new_int64((int64_t)m->n));
+	json_object_object_add(o, "count", json_object_new_int64((int64_t)n));
 	json_object_object_add(o, "mappings", list);
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
