@@ -68,6 +68,35 @@ struct pullprof_config {
 	unsigned heap_rate;
 	/* Non-zero: ignore every PULLPROF_* variable for this start. */
 	int ignore_env;
+
+	/* Security. */
+
+	/* A secret every request but <prefix>/healthz must carry, as
+	 * "Authorization: Bearer TOKEN" or as the password of HTTP Basic
+	 * authentication (any user name: http://pullprof:TOKEN@host:port/...).
+	 * 8..256 printable ASCII characters; NULL or "" for none. Required to
+	 * listen on a non-loopback address unless insecure is set.
+	 * PULLPROF_TOKEN, default none. */
+	const char *token;
+	/* Non-zero: allow a non-loopback listen address without a token.
+	 * PULLPROF_INSECURE, default 0. */
+	unsigned insecure;
+	/* PEM files of the certificate (chain) and its private key: both set,
+	 * the agent serves HTTPS only. PULLPROF_TLS_CERT, PULLPROF_TLS_KEY,
+	 * default none. */
+	const char *tls_cert;
+	const char *tls_key;
+	/* Client networks allowed to connect, comma-separated CIDRs
+	 * ("127.0.0.0/8,10.0.0.0/8,::1/128"); others get 403. NULL or "" for
+	 * any. PULLPROF_ALLOW, default any. */
+	const char *allow;
+	/* Most simultaneous connections from one client address (1..1000).
+	 * PULLPROF_MAX_CLIENT_CONNECTIONS, default 8. */
+	unsigned max_client_connections;
+	/* Memory for one connection's request line and headers, in bytes
+	 * (4096..1048576); a request that does not fit is refused (431/414).
+	 * PULLPROF_MAX_HEADER_BYTES, default 32768. */
+	unsigned max_header_bytes;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here). */

@@ -43,6 +43,23 @@ const struct pp_setting pp_settings[] = {
      1u << 30, NULL,
      "heap profile: mean bytes allocated between samples (0 = off, 1 = "
      "every allocation)"},
+    {"token", "PULLPROF_TOKEN", PP_SETTING_SECRET, OFF(token), 0, 0, NULL,
+     "secret every request but healthz must carry (Authorization: Bearer, "
+     "or the Basic password); needed for a non-loopback listen address"},
+    {"insecure", "PULLPROF_INSECURE", PP_SETTING_UINT, OFF(insecure), 0, 1,
+     NULL, "1: allow a non-loopback listen address without a token"},
+    {"tls_cert", "PULLPROF_TLS_CERT", PP_SETTING_STRING, OFF(tls_cert), 0, 0,
+     NULL, "PEM certificate (chain) file: serve HTTPS (with tls_key)"},
+    {"tls_key", "PULLPROF_TLS_KEY", PP_SETTING_STRING, OFF(tls_key), 0, 0, NULL,
+     "PEM private key file of tls_cert"},
+    {"allow", "PULLPROF_ALLOW", PP_SETTING_STRING, OFF(allow), 0, 0, NULL,
+     "client networks allowed, comma-separated CIDRs (others get 403)"},
+    {"max_client_connections", "PULLPROF_MAX_CLIENT_CONNECTIONS",
+     PP_SETTING_UINT, OFF(max_client_connections), 1, 1000, NULL,
+     "most simultaneous connections from one client address"},
+    {"max_header_bytes", "PULLPROF_MAX_HEADER_BYTES", PP_SETTING_UINT,
+     OFF(max_header_bytes), 4096, 1u << 20, NULL,
+     "memory for one request line and its headers, in bytes"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -61,6 +78,8 @@ PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
 	cfg->max_depth = 128;
 	cfg->unwind = "libunwind";
 	cfg->heap_rate = 512 * 1024;
+	cfg->max_client_connections = 8;
+	cfg->max_header_bytes = 32768;
 }
 
 int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
@@ -266,6 +285,61 @@ static int one_of(const char *s, const char *list)
 	return 0;
 }
 
+/* The security settings: empty strings mean unset; the token's shape; TLS
+ * files in pairs; the allow-list parsed; and no non-loopback listen address
+ * without a token unless the operator said insecure. */
+static int security(struct pullprof_config *m, struct pp_config *out,
+                    const char *listen, char *err, size_t errlen)
+{
+	const char **strs[] = {&m->token, &m->tls_cert, &m->tls_key, &m->allow};
+	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+		if (*strs[i] && !**strs[i])
+			*strs[i] = NULL;
+	if (m->token) {
+		size_t n = strlen(m->token);
+		int printable = 1;
+		for (const char *p = m->token; *p; p++)
+			if (*p <= ' ' || *p >= 0x7f)
+				printable = 0;
+		/* The token itself is never repeated in a message. */
+		if (n < 8 || n > 256 || !printable) {
+			snprintf(
+			    err, errlen,
+			    "PULLPROF_TOKEN: must be 8 to 256 printable "
+			    "ASCII characters without spaces (this one has "
+			    "%zu characters%s)",
+			    n, printable ? "" : ", some not printable");
+			return -EINVAL;
+		}
+	}
+	if (!m->tls_cert != !m->tls_key) {
+		snprintf(err, errlen,
+		         "%s is set but not %s: HTTPS needs both the "
+		         "certificate and its key",
+		         m->tls_cert ? "PULLPROF_TLS_CERT" : "PULLPROF_TLS_KEY",
+		         m->tls_cert ? "PULLPROF_TLS_KEY"
+		                     : "PULLPROF_TLS_CERT");
+		return -EINVAL;
+	}
+	char why[200];
+	if (pp_cidr_parse(m->allow, &out->allow, why, sizeof why)) {
+		snprintf(err, errlen, "PULLPROF_ALLOW: %s", why);
+		return -EINVAL;
+	}
+	if (!pp_cidr_is_loopback((const struct sockaddr *)&out->addr) &&
+	    !m->token && !m->insecure) {
+		snprintf(err, errlen,
+		         "PULLPROF_LISTEN=%s is not a loopback address, and "
+		         "anyone who reaches it could read this process's "
+		         "memory layout and profiles: set PULLPROF_TOKEN "
+		         "(clients then send \"Authorization: Bearer TOKEN\"), "
+		         "or PULLPROF_INSECURE=1 to serve without one",
+		         listen);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
                       char *err, size_t errlen)
 {
@@ -284,7 +358,7 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 		char *field = (char *)&merged + s->offset;
 		const char *env = merged.ignore_env ? NULL : getenv(s->env);
 
-		if (s->type == PP_SETTING_STRING) {
+		if (s->type != PP_SETTING_UINT) {
 			/* NULL means "the default", like an unset variable. */
 			if (env)
 				*(const char **)field = env;
@@ -336,11 +410,23 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	}
 	char text[80];
 	pp_format_sockaddr((struct sockaddr *)&out->addr, text, sizeof text);
+	rc = security(&merged, out, text, err, errlen);
+	if (rc) {
+		free(prefix);
+		return rc;
+	}
 	out->v = merged;
 	out->v.prefix = prefix;
 	out->v.listen = strdup(text);
 	out->v.unwind = strdup(merged.unwind);
-	if (!out->v.listen || !out->v.unwind) {
+	/* Optional strings: NULL when unset (or ""), else owned copies. */
+	const char **opt[] = {&out->v.token, &out->v.tls_cert, &out->v.tls_key,
+	                      &out->v.allow};
+	int failed = !out->v.listen || !out->v.unwind;
+	for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+		if (*opt[i] && !(*opt[i] = strdup(*opt[i])))
+			failed = 1;
+	if (failed) {
 		pp_config_free(out);
 		return -ENOMEM;
 	}
@@ -349,8 +435,11 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 
 void pp_config_free(struct pp_config *c)
 {
-	free((char *)c->v.listen);
-	free((char *)c->v.prefix);
-	free((char *)c->v.unwind);
-	c->v.listen = c->v.prefix = c->v.unwind = NULL;
+	const char **strs[] = {&c->v.listen, &c->v.prefix,   &c->v.unwind,
+	                       &c->v.token,  &c->v.tls_cert, &c->v.tls_key,
+	                       &c->v.allow};
+	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+		free((char *)*strs[i]);
+		*strs[i] = NULL;
+	}
 }

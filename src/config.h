@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "pullprof.h"
+#include "util/cidr.h"
 
 /* The configuration the agent runs with, after defaults, the caller's struct
  * and the environment were merged and validated. Owns its strings. */
@@ -20,9 +21,14 @@ struct pp_config {
 	struct pullprof_config v;
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
+	struct pp_cidr_list allow; /* parsed v.allow; empty: everyone */
 };
 
-enum pp_setting_type { PP_SETTING_STRING, PP_SETTING_UINT };
+enum pp_setting_type {
+	PP_SETTING_STRING,
+	PP_SETTING_UINT,
+	PP_SETTING_SECRET, /* a string never shown (status says if set) */
+};
 
 /* One row of the settings table: drives env parsing, validation, the status
  * JSON and the README check (tests/integration/test_docs.py). */

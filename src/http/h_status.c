@@ -60,10 +60,15 @@ static struct json_object *config_json(const struct pp_config *c)
 	for (size_t i = 0; i < pp_settings_count; i++) {
 		const struct pp_setting *s = &pp_settings[i];
 		const char *field = (const char *)&c->v + s->offset;
-		struct json_object *v =
-		    s->type == PP_SETTING_STRING
-		        ? json_object_new_string(*(const char *const *)field)
-		        : json_object_new_int64(*(const unsigned *)field);
+		const char *str = *(const char *const *)field;
+		struct json_object *v;
+		if (s->type == PP_SETTING_UINT)
+			v = json_object_new_int64(*(const unsigned *)field);
+		else if (s->type == PP_SETTING_SECRET)
+			/* Never the secret: whether there is one. */
+			v = json_object_new_boolean(str != NULL);
+		else
+			v = str ? json_object_new_string(str) : NULL;
 		json_object_object_add(o, s->key, v);
 	}
 	return o;
@@ -265,6 +270,15 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "cpu", cpu_json());
 	json_object_object_add(o, "heap", heap_json());
 	return pp_respond_json(r, MHD_HTTP_OK, o);
+}
+
+/* Liveness for load balancers and orchestrators: open without the token,
+ * so it says nothing but that the agent answers. */
+enum MHD_Result pp_h_healthz(struct pp_request *r)
+{
+	static const char ok[] = "ok\n";
+	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", ok,
+	                  sizeof ok - 1, PP_BODY_STATIC);
 }
 
 enum MHD_Result pp_h_cmdline(struct pp_request *r)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "handlers.h"
 #include "respond.h"
 #include "server.h"
@@ -23,6 +24,16 @@ const struct pp_route pp_routes[] = {
         .handler = pp_h_index,
         .link = "./",
         .help = "this page: every endpoint with a short description",
+    },
+    {
+        .path = "/healthz",
+        .name = "healthz",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_healthz,
+        .link = "healthz",
+        .help = "liveness: \"ok\", served without the token",
+        .open = 1,
     },
     {
         .path = "/status",
@@ -209,6 +220,22 @@ static enum MHD_Result answer(struct pp_request *r)
 	return r->route->handler(r);
 }
 
+static enum MHD_Result deny(struct pp_request *r, unsigned status,
+                            const char *why)
+{
+	if (status == MHD_HTTP_UNAUTHORIZED) {
+		/* Bearer for programs; Basic makes a browser ask for it (the
+		 * token as the password), then send it with every request of
+		 * the page. */
+		r->headers[0][0] = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+		r->headers[0][1] = "Bearer realm=\"pullprof\"";
+		r->headers[1][0] = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+		r->headers[1][1] =
+		    "Basic realm=\"pullprof\", charset=\"UTF-8\"";
+	}
+	return pp_respond_error(r, status, "%s", why);
+}
+
 enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
                                    const char *url, const char *method,
                                    const char *version, const char *upload,
@@ -235,6 +262,14 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 		r->counter = PP_MAX_ROUTES;
 		r->kind = PP_ROUTE_PROFILE;
 		r->rest = match(r, s->cfg->v.prefix);
+		char why[300];
+		unsigned denied = pp_auth_check(r, why, sizeof why);
+		if (denied) {
+			/* Before anything else, body or not: nothing of the
+			 * request is read further. */
+			r->answered = 1;
+			return deny(r, denied, why);
+		}
 		const char *len = MHD_lookup_connection_value(
 		    c, MHD_HEADER_KIND, "Content-Length");
 		r->declared_len = len ? strtoull(len, NULL, 10) : 0;

@@ -35,6 +35,8 @@ struct pp_route {
 	/* Also answers every path below it ("/ui" takes "/ui/", "/ui/x.js",
 	 * ...): the handler reads r->rest and decides what exists there. */
 	int subtree;
+	/* Answers without the token (PULLPROF_TOKEN): healthz only. */
+	int open;
 };
 
 extern const struct pp_route pp_routes[];

@@ -23,14 +23,18 @@
 
 #include "heap/heap.h"
 #include "routes.h"
+#include "util/proc.h"
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct pp_server *s = cls;
-	(void)fmt;
-	(void)ap;
 	/* libmicrohttpd reports client misbehaviour (resets, bad requests)
-	 * here. A host's stderr is not ours to fill: count, do not print. */
+	 * here. A host's stderr is not ours to fill: count, do not print; the
+	 * last one is kept for the start error (a certificate it refused). */
+	vsnprintf(s->last_log, sizeof s->last_log, fmt, ap);
+	size_t n = strlen(s->last_log);
+	while (n && (s->last_log[n - 1] == '\n' || s->last_log[n - 1] == '.'))
+		s->last_log[--n] = 0;
 	atomic_fetch_add_explicit(&s->stats.server_errors, 1,
 	                          memory_order_relaxed);
 }
@@ -207,6 +211,51 @@ static void *loop(void *arg)
 	return NULL;
 }
 
+/* PULLPROF_TLS_CERT/KEY into memory (libmicrohttpd takes PEM text). */
+static int read_tls(struct pp_server *s, const struct pp_config *cfg, char *err,
+                    size_t errlen)
+{
+	if (!cfg->v.tls_cert)
+		return 0;
+	if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		snprintf(err, errlen,
+		         "PULLPROF_TLS_CERT is set but this libmicrohttpd was "
+		         "built without TLS");
+		return -ENOTSUP;
+	}
+	const char *names[2] = {"PULLPROF_TLS_CERT", "PULLPROF_TLS_KEY"};
+	const char *paths[2] = {cfg->v.tls_cert, cfg->v.tls_key};
+	char **bufs[2] = {&s->tls_cert, &s->tls_key};
+	for (int i = 0; i < 2; i++) {
+		size_t len;
+		int rc = pp_proc_read_file(paths[i], 1u << 20, bufs[i], &len);
+		if (rc) {
+			snprintf(err, errlen, "%s: cannot read %s: %s",
+			         names[i], paths[i], strerror(-rc));
+			return rc;
+		}
+		if (!strstr(*bufs[i], "-----BEGIN ")) {
+			snprintf(
+			    err, errlen,
+			    "%s: %s is not a PEM file (no -----BEGIN line)",
+			    names[i], paths[i]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static void free_tls(struct pp_server *s)
+{
+	if (s->tls_key) {
+		/* The private key does not outlive its use in freed memory. */
+		explicit_bzero(s->tls_key, strlen(s->tls_key));
+		free(s->tls_key);
+	}
+	free(s->tls_cert);
+	s->tls_key = s->tls_cert = NULL;
+}
+
 int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
                     char *err, size_t errlen)
 {
@@ -230,22 +279,45 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	if (rc)
 		goto fail;
 
+	rc = read_tls(s, cfg, err, errlen);
+	if (rc)
+		goto fail;
+
 	unsigned flags =
 	    MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 	if (cfg->addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	if (s->tls_cert)
+		flags |= MHD_USE_TLS;
+	/* Options past MHD_OPTION_END are not read: without TLS the list
+	 * ends before the certificate. */
 	s->mhd = MHD_start_daemon(
 	    flags, 0, on_accept, s, pp_routes_dispatch, s,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->v.idle_timeout,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+	    (unsigned)cfg->v.max_client_connections,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->v.max_header_bytes,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 	    MHD_OPTION_NOTIFY_COMPLETED, pp_routes_completed, NULL,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    s->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
+	    s->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, s->tls_key, MHD_OPTION_END);
 	if (!s->mhd) {
-		snprintf(err, errlen, "cannot start the HTTP server on %s",
-		         s->bound);
-		rc = -EIO;
+		if (s->tls_cert)
+			snprintf(err, errlen,
+			         "cannot start HTTPS on %s with %s and %s: %s",
+			         s->bound, cfg->v.tls_cert, cfg->v.tls_key,
+			         s->last_log[0] ? s->last_log
+			                        : "the certificate or key was "
+			                          "refused");
+		else
+			snprintf(err, errlen,
+			         "cannot start the HTTP server on %s%s%s",
+			         s->bound, s->last_log[0] ? ": " : "",
+			         s->last_log);
+		rc = s->tls_cert ? -EINVAL : -EIO;
 		goto fail;
 	}
 	const union MHD_DaemonInfo *di =
@@ -301,6 +373,7 @@ fail:
 		close(s->wake_fd);
 	if (s->epoll_fd >= 0)
 		close(s->epoll_fd);
+	free_tls(s);
 	free(s->conn_fds);
 	free(s);
 	return rc;
@@ -319,6 +392,7 @@ void pp_server_stop(struct pp_server *s)
 	MHD_stop_daemon(s->mhd);
 	close(s->wake_fd);
 	close(s->epoll_fd);
+	free_tls(s);
 	free(s->conn_fds);
 	free(s);
 }
