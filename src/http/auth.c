@@ -99,11 +99,11 @@ unsigned pp_auth_check(struct pp_request *r, char *why, size_t whylen)
 	snprintf(
 	    why, whylen,
 	    "%s: send \"Authorization: Bearer TOKEN\" (curl -H), or put it "
-	    "in the URL as the password, http://pullprof:TOKEN@HOST:PORT%s/ "
+	    "in the URL as the password, %s://pullprof:TOKEN@HOST:PORT%s/ "
 	    "(go tool pprof, browsers)",
 	    presented ? "the token does not match this agent's "
 	                "PULLPROF_TOKEN"
 	              : "this agent needs its token (PULLPROF_TOKEN)",
-	    cfg->v.prefix);
+	    r->srv->tls_cert ? "https" : "http", cfg->v.prefix);
 	return MHD_HTTP_UNAUTHORIZED;
 }

@@ -1,0 +1,316 @@
+"""Security over real HTTP(S): the token (Bearer and Basic, on every route
+but healthz), no non-loopback address without it, HTTPS with a real
+certificate (curl, go tool pprof), the client allow-list, connection and
+header limits, slow clients, and the README's table of bad inputs — each row
+is tried against a running agent and must get the answer the table says.
+Real processes: tests/host and tests/cpu/burn."""
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+
+from pptest import (BUILD, SRC, Host, Proc, curl, eq, go_pprof, ipv6_loopback,
+                    ok, run)
+
+BURN = os.path.join(BUILD, "tests", "cpu", "burn")
+TOKEN = "t0ken-for-the-tests-123"
+ROUTES = os.path.join(SRC, "src", "http", "routes.c")
+
+
+def route_paths():
+    with open(ROUTES) as f:
+        return re.findall(r'\.path = "([^"]+)"', f.read())
+
+
+def burn(env, threads=1, seconds=600):
+    p = Proc([BURN, str(threads), str(seconds)],
+             env={"PULLPROF_LISTEN": "127.0.0.1:0", **env}, stdin=False)
+    try:
+        m = p.wait_line(p.out_lines, r"^port (\d+)", timeout=15)
+    except Exception:  # noqa: BLE001 - the caller looks at stderr
+        return p, None
+    return p, int(m.group(1))
+
+
+def start_error(env):
+    """What a start with env says on stderr, and its return line."""
+    h = Host(env=env)
+    line = h.start(env.get("PULLPROF_LISTEN", "127.0.0.1:0"))
+    h.quit()
+    h.drain()
+    return line, h.stderr_text()
+
+
+def test_refused_starts():
+    cases = [
+        ({"PULLPROF_LISTEN": "0.0.0.0:0"},
+         "is not a loopback address", "PULLPROF_INSECURE=1"),
+        ({"PULLPROF_LISTEN": ":0"}, "is not a loopback address", "PULLPROF_TOKEN"),
+        ({"PULLPROF_TOKEN": "short"}, "PULLPROF_TOKEN: must be 8 to 256", "5 characters"),
+        ({"PULLPROF_TOKEN": "has space in it"}, "PULLPROF_TOKEN: must be", "not printable"),
+        ({"PULLPROF_TLS_CERT": "/nonexistent.pem"}, "PULLPROF_TLS_CERT is set but not "
+         "PULLPROF_TLS_KEY", "both"),
+        ({"PULLPROF_TLS_CERT": "/nonexistent.pem", "PULLPROF_TLS_KEY": "/nonexistent.key"},
+         "PULLPROF_TLS_CERT: cannot read /nonexistent.pem", "No such file"),
+        ({"PULLPROF_TLS_CERT": "/etc/hostname", "PULLPROF_TLS_KEY": "/etc/hostname"},
+         "is not a PEM file", "BEGIN"),
+        ({"PULLPROF_ALLOW": "10.1.2.3/8"}, "PULLPROF_ALLOW", "past the prefix length"),
+        ({"PULLPROF_ALLOW": "10.0.0.0/33"}, "PULLPROF_ALLOW", "0..32"),
+        ({"PULLPROF_ALLOW": "intranet"}, "PULLPROF_ALLOW", "not an IPv4 or IPv6"),
+        ({"PULLPROF_MAX_HEADER_BYTES": "100"}, "PULLPROF_MAX_HEADER_BYTES", "4096"),
+    ]
+    for env, want, also in cases:
+        line, err = start_error(env)
+        ok(line.startswith("err ") and want in err and also in err,
+           f"start refused: {env}: {want!r}", (line, err))
+        if "PULLPROF_TOKEN" in env:
+            ok(env["PULLPROF_TOKEN"] not in err, "the message does not repeat the token",
+               err)
+    # The explicit opt-outs start.
+    for env in ({"PULLPROF_LISTEN": "0.0.0.0:0", "PULLPROF_INSECURE": "1"},
+                {"PULLPROF_LISTEN": "0.0.0.0:0", "PULLPROF_TOKEN": TOKEN}):
+        p, port = burn(env)
+        ok(port, f"starts: {sorted(env)}", p.stderr_text())
+        if port:
+            r = curl(f"http://127.0.0.1:{port}/debug/pprof/status",
+                     "-H", f"Authorization: Bearer {TOKEN}")
+            eq(r.status, 200, f"and answers: {sorted(env)}")
+        p.stop()
+
+
+def test_token():
+    p, port = burn({"PULLPROF_TOKEN": TOKEN, "PULLPROF_HEAP_RATE": "65536"})
+    base = f"http://127.0.0.1:{port}/debug/pprof"
+    for path in route_paths():
+        url = base + path
+        r = curl(url)
+        if path == "/healthz":
+            ok(r.status == 200 and r.text == "ok\n", "healthz: 200 ok without the token", r)
+            continue
+        www = r.headers.get("www-authenticate", "")
+        ok(r.status == 401 and "needs its token" in r.text and
+           "Authorization: Bearer TOKEN" in r.text,
+           f"{path} without the token: 401 saying how to pass it", r)
+        if path == "/status":
+            ok(r.json()["status"] == 401, "a JSON endpoint's 401 is JSON", r)
+        if path == "/profile":
+            eq(r.header("x-go-pprof"), "1", "profile's 401 carries X-Go-Pprof")
+        ok(www, f"{path}: WWW-Authenticate", r.headers)
+    # curl keeps only the last header of a name: read them raw.
+    raw = subprocess.run(["curl", "-s", "-D", "-", "-o", "/dev/null", base + "/status"],
+                         capture_output=True, text=True).stdout
+    ok('WWW-Authenticate: Bearer realm="pullprof"' in raw and
+       'WWW-Authenticate: Basic realm="pullprof"' in raw,
+       "401 challenges Bearer and Basic", raw)
+    for how, args in [("Bearer", ["-H", f"Authorization: Bearer {TOKEN}"]),
+                      ("bearer, lower case, extra spaces",
+                       ["-H", f"Authorization: bearer   {TOKEN}  "]),
+                      ("Basic (curl -u)", ["-u", f"anyone:{TOKEN}"]),
+                      ("Basic in the URL", [])]:
+        url = (base.replace("http://", f"http://pullprof:{TOKEN}@")
+               if how == "Basic in the URL" else base) + "/status"
+        r = curl(url, *args)
+        eq(r.status, 200, f"the token as {how}: 200")
+        if r.status == 200:
+            ok(TOKEN not in r.text and r.json()["config"]["token"] is True,
+               "status says a token is set, never which", r.text[:300])
+    for how, args in [("a wrong Bearer", ["-H", "Authorization: Bearer wrong-token-1"]),
+                      ("the token's prefix", ["-H", f"Authorization: Bearer {TOKEN[:-1]}"]),
+                      ("the token plus a byte", ["-H", f"Authorization: Bearer {TOKEN}x"]),
+                      ("a wrong Basic password", ["-u", "pullprof:nope-nope"]),
+                      ("the token as the Basic user", ["-u", f"{TOKEN}:"]),
+                      ("another scheme", ["-H", f"Authorization: Token {TOKEN}"])]:
+        r = curl(base + "/status", *args)
+        expected = "does not match" if "scheme" not in how else "needs its token"
+        ok(r.status == 401 and expected in r.text, f"{how}: 401", r)
+    # A body to /symbol without the token is not read: 401 at once.
+    r = curl(base + "/symbol", "-X", "POST", "--data-binary", "0x1234")
+    eq(r.status, 401, "POST /symbol without the token: 401")
+    # go tool pprof: the URL's user:password is sent as Basic.
+    code, out, err = go_pprof(
+        "-raw", f"http://pullprof:{TOKEN}@127.0.0.1:{port}/debug/pprof/profile?seconds=1")
+    ok(code == 0 and "PeriodType: cpu nanoseconds" in out,
+       "go tool pprof with the token in the URL", err[-500:])
+    code, out, err = go_pprof("-raw", f"{base}/profile?seconds=1")
+    ok(code != 0 and "401" in err and "needs its token" in err,
+       "go tool pprof without it prints the agent's explanation", err[-500:])
+    p.stop()
+
+
+def make_certs(d):
+    """A CA and a server certificate for 127.0.0.1 signed by it."""
+    def sh(*a):
+        subprocess.run(a, cwd=d, check=True, capture_output=True)
+    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+       "-out", "ca.pem", "-days", "2", "-subj", "/CN=pullprof test CA")
+    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
+       "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(d, "ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    sh("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+       "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext")
+
+
+def test_tls():
+    with tempfile.TemporaryDirectory() as d:
+        make_certs(d)
+        cert, key, ca = (os.path.join(d, n) for n in ("server.pem", "server.key", "ca.pem"))
+        p, port = burn({"PULLPROF_TLS_CERT": cert, "PULLPROF_TLS_KEY": key,
+                        "PULLPROF_TOKEN": TOKEN})
+        ok(port, "HTTPS agent started", p.stderr_text())
+        base = f"https://127.0.0.1:{port}/debug/pprof"
+        r = curl(base + "/status", "--cacert", ca, "-H", f"Authorization: Bearer {TOKEN}")
+        ok(r.status == 200 and r.json()["config"]["tls_cert"] == cert,
+           "curl --cacert: HTTPS status 200, verified against the CA", r)
+        r = curl(base + "/healthz", "--cacert", ca)
+        eq(r.status, 200, "healthz over HTTPS")
+        r = curl(base + "/status", "--cacert", ca)
+        ok(r.status == 401 and "https://pullprof:TOKEN@" in r.text,
+           "401 over HTTPS names the https URL form", r)
+        r = curl(base + "/status")
+        ok(r.status == 0 and r.exit_code == 60,
+           "curl without the CA refuses the certificate (exit 60)", r)
+        r = curl(base.replace("https:", "http:") + "/healthz", timeout=5)
+        ok(r.status != 200, "plain HTTP to the HTTPS port gets no answer", r)
+        code, out, err = go_pprof(
+            "-raw", f"https+insecure://pullprof:{TOKEN}@127.0.0.1:{port}"
+            "/debug/pprof/profile?seconds=1")
+        ok(code == 0 and "PeriodType: cpu nanoseconds" in out,
+           "go tool pprof https+insecure:// with the token", err[-500:])
+        r = curl(base + "/status", "--cacert", ca, "-H", f"Authorization: Bearer {TOKEN}")
+        ok(r.status == 200, "the agent still answers after all that", r)
+        p.stop()
+        # Certificate and key swapped: a clear start error.
+        line, err = start_error({"PULLPROF_TLS_CERT": key, "PULLPROF_TLS_KEY": cert})
+        ok(line.startswith("err ") and "cannot start HTTPS" in err,
+           "cert and key swapped: start refused", err)
+
+
+def test_allow():
+    for allow, want in (("10.0.0.0/8", 403), ("127.0.0.0/8", 200),
+                        ("192.168.0.0/16, 127.0.0.1", 200), ("::1/128", 403)):
+        p, port = burn({"PULLPROF_ALLOW": allow})
+        for path in ("/status", "/healthz"):
+            r = curl(f"http://127.0.0.1:{port}/debug/pprof{path}")
+            ok(r.status == want and (want == 200 or "PULLPROF_ALLOW" in r.text),
+               f"ALLOW={allow}: {path} from 127.0.0.1: {want}", r)
+        p.stop()
+    if not ipv6_loopback():
+        return
+    for allow, want in (("::1/128", 200), ("127.0.0.0/8", 403)):
+        p, port = burn({"PULLPROF_ALLOW": allow, "PULLPROF_LISTEN": "[::1]:0"})
+        r = curl(f"http://[::1]:{port}/debug/pprof/status")
+        eq(r.status, want, f"ALLOW={allow}: from ::1: {want}")
+        p.stop()
+
+
+def raw(port, data, timeout=5.0):
+    """Send bytes on a new connection; the status of the answer (0: none)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        got = b""
+        while b"\r\n" not in got:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+    except OSError:
+        got = b""
+    finally:
+        s.close()
+    m = re.match(rb"HTTP/1\.[01] (\d+)", got)
+    return int(m.group(1)) if m else 0
+
+
+def test_limits():
+    p, port = burn({"PULLPROF_MAX_CLIENT_CONNECTIONS": "3", "PULLPROF_IDLE_TIMEOUT": "2"})
+    base = f"http://127.0.0.1:{port}/debug/pprof"
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    time.sleep(0.3)
+    r = curl(base + "/healthz", timeout=5)
+    ok(r.status == 0, "a 4th connection from the same address is closed unanswered", r)
+    for s in held:
+        s.close()
+    time.sleep(0.3)
+    eq(curl(base + "/healthz").status, 200, "answered again once they closed")
+    # Slow client: headers that never end are cut at the idle timeout, and
+    # the agent answers others meanwhile.
+    slow = socket.create_connection(("127.0.0.1", port))
+    slow.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n")
+    eq(curl(base + "/healthz").status, 200, "answers others while a client dawdles")
+    slow.settimeout(10)
+    t0 = time.time()
+    try:
+        closed = slow.recv(100) == b""
+    except OSError:
+        closed = True
+    ok(closed and time.time() - t0 < 8, "the slow client is cut off by the idle timeout",
+       time.time() - t0)
+    slow.close()
+    # Headers past PULLPROF_MAX_HEADER_BYTES (32 KiB by default).
+    big = raw(port, b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\nX-Big: " +
+              b"a" * 40000 + b"\r\n\r\n")
+    ok(big in (413, 414, 431), "a 40 KB header: refused with 4xx", big)
+    long_url = raw(port, b"GET /debug/pprof/status?" + b"a" * 40000 +
+                   b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    ok(long_url in (413, 414, 431), "a 40 KB request line: refused with 4xx", long_url)
+    eq(curl(base + "/healthz").status, 200, "and the agent goes on")
+    p.stop()
+
+
+# The README's table of bad inputs: every row is run here.
+BAD = [
+    ("malformed query", "/debug/pprof/profile?seconds=abc", "GET", 400),
+    ("huge seconds", "/debug/pprof/profile?seconds=999999", "GET", 400),
+    ("negative number", "/debug/pprof/profile?seconds=-1", "GET", 400),
+    ("overflowing number", "/debug/pprof/profile?hz=99999999999999999999999", "GET", 400),
+    ("a value given twice", "/debug/pprof/heap?seconds=1&seconds=2", "GET", 400),
+    ("unknown format", "/debug/pprof/profile?format=xml", "GET", 400),
+    ("unknown method", "/debug/pprof/status", "BREW", 405),
+    ("body where none is taken", "/debug/pprof/status", "GET:body", 413),
+    ("unknown path", "/debug/pprof/nope", "GET", 404),
+    ("outside the prefix", "/etc/passwd", "GET", 404),
+    ("traversal in the viewer", "/debug/pprof/ui/../status", "GET", 404),
+    ("encoded traversal", "/debug/pprof/ui/%2e%2e/%2e%2e/etc/passwd", "GET", 404),
+    ("NUL in the path", "/debug/pprof/ui/index.html%00.js", "GET", 404),
+    ("bad symbol body", "/debug/pprof/symbol", "POST:not-an-address", 400),
+    ("missing token", "/debug/pprof/status", "GET:token", 401),
+    ("wrong token", "/debug/pprof/status", "GET:badtoken", 401),
+]
+
+
+def test_bad_inputs_table():
+    with open(os.path.join(SRC, "README.md")) as f:
+        readme = f.read()
+    plain, port = burn({})
+    tok, tport = burn({"PULLPROF_TOKEN": TOKEN})
+    for what, path, method, want in BAD:
+        args = ["--path-as-is"]
+        target = port
+        if method == "GET:body":
+            args += ["-X", "GET", "--data-binary", "x" * 100]
+        elif method.startswith("POST"):
+            args += ["-X", "POST", "--data-binary", method[5:] or "x"]
+        elif method == "GET:token":
+            target = tport
+        elif method == "GET:badtoken":
+            target = tport
+            args += ["-H", "Authorization: Bearer not-the-token"]
+        elif method != "GET":
+            args += ["-X", method]
+        r = curl(f"http://127.0.0.1:{target}{path}", *args)
+        eq(r.status, want, f"{what}: {method.split(':')[0]} {path} -> {want}")
+        row = re.search(r"^\| " + re.escape(what) + r" \|.*\| `?(\d{3})", readme, re.M)
+        ok(row and int(row.group(1)) == want, f"README's table says {want} for {what}",
+           row.group(0) if row else "no row")
+    eq(curl(f"http://127.0.0.1:{port}/debug/pprof/healthz").status, 200,
+       "the agent answers after every bad input")
+    plain.stop()
+    tok.stop()
+
+
+run([test_refused_starts, test_token, test_tls, test_allow, test_limits,
+     test_bad_inputs_table])
