@@ -79,7 +79,7 @@ static const enum pp_format formats[] = {PP_FORMAT_TEXT, PP_FORMAT_FOLDED,
 static int timed_format(struct pp_profile *p, enum pp_format f, double *ms,
                         size_t *bytes)
 {
-	struct pp_render_opts o = {f, -1, 50};
+	struct pp_render_opts o = {.format = f, .sample_index = -1, .top = 50};
 	char *body;
 	double t = now_ms();
 	if (pp_render_body(p, &o, &body, bytes))

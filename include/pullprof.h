@@ -91,12 +91,16 @@ struct pullprof_config {
 	 * any. PULLPROF_ALLOW, default any. */
 	const char *allow;
 	/* Most simultaneous connections from one client address (1..1000).
-	 * PULLPROF_MAX_CLIENT_CONNECTIONS, default 8. */
+	 * PULLPROF_MAX_CLIENT_CONNECTIONS, default 16. */
 	unsigned max_client_connections;
 	/* Memory for one connection's request line and headers, in bytes
 	 * (4096..1048576); a request that does not fit is refused (431/414).
 	 * PULLPROF_MAX_HEADER_BYTES, default 32768. */
 	unsigned max_header_bytes;
+	/* Memory one profile may hold while it is built, in MiB (1..4096);
+	 * past it new stacks are charged to one "[pullprof: profile size limit
+	 * reached]" frame. PULLPROF_MAX_PROFILE_MB, default 64. */
+	unsigned max_profile_mb;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here). */

@@ -104,12 +104,15 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	                  : PP_UNWIND_LIBUNWIND,
 	    .max_depth = agent.cfg.v.max_depth,
 	    .max_windows = agent.cfg.v.max_cpu_windows,
+	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
 	};
 	pp_cpu_configure(&cpu);
 	if (agent.cfg.v.heap_rate) {
 		struct pp_heap_settings heap = {
 		    .rate = agent.cfg.v.heap_rate,
 		    .max_depth = agent.cfg.v.max_depth,
+		    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb
+		                         << 20,
 		};
 		rc = pp_heap_start(&heap, err, sizeof err);
 		if (rc) {

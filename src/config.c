@@ -60,6 +60,9 @@ const struct pp_setting pp_settings[] = {
     {"max_header_bytes", "PULLPROF_MAX_HEADER_BYTES", PP_SETTING_UINT,
      OFF(max_header_bytes), 4096, 1u << 20, NULL,
      "memory for one request line and its headers, in bytes"},
+    {"max_profile_mb", "PULLPROF_MAX_PROFILE_MB", PP_SETTING_UINT,
+     OFF(max_profile_mb), 1, 4096, NULL,
+     "memory one profile may hold while it is built, in MiB"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -78,8 +81,9 @@ PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
 	cfg->max_depth = 128;
 	cfg->unwind = "libunwind";
 	cfg->heap_rate = 512 * 1024;
-	cfg->max_client_connections = 8;
+	cfg->max_client_connections = 16;
 	cfg->max_header_bytes = 32768;
+	cfg->max_profile_mb = 64;
 }
 
 int pp_config_parse_uint(const char *text, unsigned min, unsigned max,

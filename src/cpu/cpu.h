@@ -16,6 +16,7 @@ struct pp_cpu_settings {
 	enum pp_unwind_mode unwind;
 	unsigned max_depth;
 	unsigned max_windows;
+	size_t max_profile_bytes; /* a window's model; 0: no bound */
 };
 
 struct pp_cpu_window;

@@ -489,6 +489,14 @@ static void finish_model(struct pp_cpu_window *w)
 	         S.settings.unwind == PP_UNWIND_FP ? "frame-pointer"
 	                                           : "libunwind");
 	pp_profile_add_comment(p, note);
+	if (p->over_limit) {
+		snprintf(
+		    note, sizeof note,
+		    "%llu samples of new stacks past the profile size limit "
+		    "went to %s",
+		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
+		pp_profile_add_comment(p, note);
+	}
 	if (w->max_period != w->min_period && w->min_period) {
 		snprintf(
 		    note, sizeof note,
@@ -707,6 +715,8 @@ int pp_cpu_window_open(const struct pp_cpu_query *q, int client_fd,
 	if (w)
 		w->model =
 		    pp_profile_new(types, 2, &period_type, 1000000000 / q->hz);
+	if (w && w->model)
+		w->model->max_bytes = S.settings.max_profile_bytes;
 	if (!w || !w->model) {
 		free(w);
 		snprintf(err, errlen, "out of memory");

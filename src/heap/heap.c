@@ -191,8 +191,16 @@ static void build(struct pp_heap_job *j)
 		         end.peak_bytes, when);
 		pp_profile_add_comment(p, note);
 	}
+	p->max_bytes = H.settings.max_profile_bytes;
 	rc = add_rows(p, &end, j->q.seconds ? &j->start : NULL);
 	free(end.rows);
+	if (!rc && p->over_limit) {
+		snprintf(note, sizeof note,
+		         "%llu stacks past the profile size limit went to %s",
+		         (unsigned long long)p->over_limit,
+		         PP_PROFILE_LIMIT_FRAME);
+		pp_profile_add_comment(p, note);
+	}
 	if (!rc)
 		rc = pp_render_body(p, &j->q.render, &j->body, &j->len);
 	if (rc)

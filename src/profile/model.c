@@ -181,6 +181,27 @@ static int grow(struct pp_profile *p)
 	return 0;
 }
 
+size_t pp_profile_bytes(const struct pp_profile *p)
+{
+	return p->arena.reserved + p->strings.arena.reserved +
+	       p->table_cap * sizeof *p->table +
+	       p->strings.cap * (sizeof(char *) + sizeof(uint32_t) * 2);
+}
+
+/* Past the memory bound no new stack is kept: its values go to one
+ * synthetic frame, so the totals stay right and the reader sees why. */
+static int add_over_limit(struct pp_profile *p, const int64_t *values)
+{
+	uintptr_t pc = pp_profile_synthetic_pc(p, PP_PROFILE_LIMIT_FRAME);
+	if (!pc)
+		return -ENOMEM;
+	p->over_limit++;
+	p->adding_limit_frame = 1;
+	int rc = pp_profile_add(p, &pc, 1, values, NULL, 0);
+	p->adding_limit_frame = 0;
+	return rc;
+}
+
 int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
                    const int64_t *values, const struct pp_label *labels,
                    size_t nlabels)
@@ -207,6 +228,9 @@ int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
 	size_t i =
 	    find_slot(p->table, p->table_cap, h, pcs, depth, ilabels, nlabels);
 	struct pp_sample *s = p->table[i];
+	if (!s && p->max_bytes && !p->adding_limit_frame &&
+	    pp_profile_bytes(p) >= p->max_bytes)
+		return add_over_limit(p, values);
 	if (!s) {
 		s = pp_arena_alloc(&p->arena,
 		                   sizeof *s + p->ntypes * sizeof(int64_t));

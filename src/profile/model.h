@@ -56,7 +56,15 @@ struct pp_profile {
 	size_t nsamples;
 	const char **synthetic; /* names of synthetic frames, by pc - 1 */
 	size_t nsynthetic, synthetic_cap;
+	/* Memory bound (0: none): past it, new stacks are charged to one
+	 * synthetic frame (PP_PROFILE_LIMIT_FRAME) and counted here. */
+	size_t max_bytes;
+	uint64_t over_limit;
+	int adding_limit_frame;
 };
+
+#define PP_PROFILE_LIMIT_FRAME                                                 \
+	"[pullprof: profile size limit reached (PULLPROF_MAX_PROFILE_MB)]"
 
 /* Synthetic frames stand for what has no code address (lost samples, a
  * truncated stack): PCs 1..PP_SYNTHETIC_MAX, below any mappable address. */
@@ -81,8 +89,12 @@ uintptr_t pp_profile_synthetic_pc(struct pp_profile *p, const char *name);
 /* The name of a synthetic PC, or NULL when pc is a real address. */
 const char *pp_profile_synthetic_name(const struct pp_profile *p, uintptr_t pc);
 
+/* Memory the profile holds, in bytes. */
+size_t pp_profile_bytes(const struct pp_profile *p);
+
 /* Add values (p->ntypes of them) to the sample of this stack and labels,
- * creating it if new. depth may be 0. Returns 0 or -ENOMEM. */
+ * creating it if new (or charging PP_PROFILE_LIMIT_FRAME past max_bytes).
+ * depth may be 0. Returns 0 or -ENOMEM. */
 int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
                    const int64_t *values, const struct pp_label *labels,
                    size_t nlabels);

@@ -68,7 +68,8 @@ def test_status_fields():
                      "unwind": "libunwind", "heap_rate": 524288,
                      "token": False, "insecure": 0, "tls_cert": None,
                      "tls_key": None, "allow": None,
-                     "max_client_connections": 8, "max_header_bytes": 32768},
+                     "max_client_connections": 16, "max_header_bytes": 32768,
+                     "max_profile_mb": 64},
        "status.config is the effective configuration")
 
     def parse(ts):

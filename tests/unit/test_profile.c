@@ -316,7 +316,7 @@ static char *render(const struct pp_profile *p, enum pp_format f, int index)
 {
 	struct pp_view v;
 	struct pp_buf out = {0};
-	struct pp_render_opts o = {f, index, 0};
+	struct pp_render_opts o = {.format = f, .sample_index = index};
 	assert_int_equal(pp_view_build(&v, p, NULL), 0);
 	switch (f) {
 	case PP_FORMAT_FOLDED:
@@ -436,6 +436,36 @@ static void test_legacy(void **state)
 	pp_profile_free(p);
 }
 
+static void test_size_limit(void **state)
+{
+	static const struct pp_value_type t[] = {{"samples", "count"}};
+	struct pp_profile *p = pp_profile_new(t, 1, NULL, 0);
+	int64_t one = 1, total = 0;
+	(void)state;
+
+	assert_non_null(p);
+	p->max_bytes = 256 * 1024;
+	for (uintptr_t i = 0; i < 100000; i++) {
+		uintptr_t pcs[8] = {0x400000 + i, 0x500000, 0x600000 + i % 7};
+		assert_int_equal(pp_profile_add(p, pcs, 8, &one, NULL, 0), 0);
+		total++;
+	}
+	/* Bounded (one arena chunk past the bound at most), every value
+	 * kept, the rest on the limit frame. */
+	assert_true(pp_profile_bytes(p) < p->max_bytes + 128 * 1024);
+	assert_true(p->over_limit > 0);
+	assert_true(p->nsamples < 100000);
+	int64_t sum = 0, limit = 0;
+	for (const struct pp_sample *s = p->first; s; s = s->next) {
+		sum += s->values[0];
+		if (s->depth == 1 && pp_profile_synthetic_name(p, s->pcs[0]))
+			limit += s->values[0];
+	}
+	assert_int_equal(sum, total);
+	assert_int_equal(limit, (int64_t)p->over_limit);
+	pp_profile_free(p);
+}
+
 static void test_recent(void **state)
 {
 	uint64_t ids[PP_RECENT_MAX + 1];
@@ -477,6 +507,7 @@ int main(void)
 	    cmocka_unit_test(test_text),
 	    cmocka_unit_test(test_json),
 	    cmocka_unit_test(test_legacy),
+	    cmocka_unit_test(test_size_limit),
 	    cmocka_unit_test(test_recent),
 	};
 	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
