@@ -87,8 +87,12 @@ int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
 
 int pp_query_given(struct pp_request *r, const char *name)
 {
-	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
-	                                   name) != NULL;
+	/* By the same exact-name match as the value lookups: libmicrohttpd's
+	 * own lookup ignores case, so "?sample_Index=1" was "given" but had
+	 * no value, and the host crashed on the NULL (found by fuzzing). */
+	struct find f = {name, NULL, 0, 0};
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, each, &f);
+	return f.count > 0;
 }
 
 /* Does an Accept-Encoding value take gzip? A "gzip" (or "x-gzip", or "*")

@@ -264,6 +264,10 @@ def test_bad_input():
         ("heap?id=424242", 404, "no heap profile 424242"),
         ("profile?format=json&format=folded", 400, "twice"),
         ("heap?format=legacy", 400, "CPU profile format"),
+        # Names are matched exactly: these are ignored (and crashed the
+        # host once).
+        ("profile?sample_Index=1&seconds=x", 400, "seconds"),
+        ("heap?Format=xml&seconds=x", 400, "seconds"),
     ]
     for q, status, words in cases:
         r = b.get(q)
