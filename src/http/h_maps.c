@@ -11,25 +11,12 @@
 #include "handlers.h"
 #include "respond.h"
 #include "symbols/symbols.h"
-#include "util/utf8.h"
 
 static struct json_object *hex(uint64_t v)
 {
 	char buf[24];
 	snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
 	return json_object_new_string(buf);
-}
-
-/* A path from the system as a JSON string (valid UTF-8 whatever it holds),
- * or null. */
-static struct json_object *path_json(const char *s)
-{
-	if (!s)
-		return NULL;
-	char *clean = pp_utf8_sanitize(s, strlen(s));
-	struct json_object *v = clean ? json_object_new_string(clean) : NULL;
-	free(clean);
-	return v;
 }
 
 static struct json_object *mapping_json(struct pp_symtab *st,
@@ -51,7 +38,8 @@ static struct json_object *mapping_json(struct pp_symtab *st,
 	json_object_object_add(o, "start", hex(mp->start));
 	json_object_object_add(o, "limit", hex(mp->limit));
 	json_object_object_add(o, "offset", hex(mp->offset));
-	json_object_object_add(o, "path", path_json(mp->path));
+	json_object_object_add(o, "path",
+	                       pp_json_text(mp->path, strlen(mp->path)));
 	json_object_object_add(o, "build_id",
 	                       json_object_new_string(mp->build_id));
 	json_object_object_add(o, "main", json_object_new_boolean(mp->is_main));
@@ -62,8 +50,14 @@ static struct json_object *mapping_json(struct pp_symtab *st,
 	                       json_object_new_boolean(replaced));
 	json_object_object_add(o, "symbols",
 	                       json_object_new_string(info.symbols));
-	json_object_object_add(o, "elf_file", path_json(info.elf_file));
-	json_object_object_add(o, "debug_file", path_json(info.debug_file));
+	json_object_object_add(
+	    o, "elf_file",
+	    pp_json_text(info.elf_file,
+	                 info.elf_file ? strlen(info.elf_file) : 0));
+	json_object_object_add(
+	    o, "debug_file",
+	    pp_json_text(info.debug_file,
+	                 info.debug_file ? strlen(info.debug_file) : 0));
 	return o;
 }
 

@@ -20,7 +20,6 @@
 #include "symbols/symbols.h"
 #include "unwind/unwind.h"
 #include "util/proc.h"
-#include "util/utf8.h"
 
 static struct json_object *time_string(double t)
 {
@@ -33,16 +32,6 @@ static struct json_object *time_string(double t)
 	size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf + n, sizeof buf - n, ".%03dZ", ms);
 	return json_object_new_string(buf);
-}
-
-/* Bytes from the system (paths, arguments) as a JSON string: valid UTF-8
- * whatever they hold. */
-static struct json_object *text(const char *s, size_t len)
-{
-	char *clean = pp_utf8_sanitize(s, len);
-	struct json_object *v = clean ? json_object_new_string(clean) : NULL;
-	free(clean);
-	return v;
 }
 
 /* A number printed with millisecond precision, not json-c's 17 digits. */
@@ -204,14 +193,14 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
 	exe = pp_proc_exe();
 	json_object_object_add(o, "executable",
-	                       exe ? text(exe, strlen(exe)) : NULL);
+	                       exe ? pp_json_text(exe, strlen(exe)) : NULL);
 	free(exe);
 
 	struct json_object *argv = json_object_new_array();
 	if (pp_proc_cmdline(&args, &len) == 0) {
 		for (size_t i = 0; i < len;) {
 			size_t n = strnlen(args + i, len - i);
-			json_object_array_add(argv, text(args + i, n));
+			json_object_array_add(argv, pp_json_text(args + i, n));
 			i += n + 1;
 		}
 		free(args);
@@ -340,8 +329,8 @@ static struct json_object *thread_json(long tid, long ticks)
 	}
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "tid", json_object_new_int64(tid));
-	json_object_object_add(o, "name",
-	                       text(open + 1, (size_t)(close - open - 1)));
+	json_object_object_add(
+	    o, "name", pp_json_text(open + 1, (size_t)(close - open - 1)));
 	json_object_object_add(o, "main",
 	                       json_object_new_boolean(tid == (long)getpid()));
 	json_object_object_add(

@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "server.h"
+#include "util/utf8.h"
 
 static enum MHD_ResponseMemoryMode mem_mode(enum pp_body mode)
 {
@@ -80,6 +81,16 @@ enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
 	if (content_type)
 		MHD_add_response_header(resp, "Content-Type", content_type);
 	return queue(r, status, resp);
+}
+
+struct json_object *pp_json_text(const char *s, size_t len)
+{
+	if (!s)
+		return NULL;
+	char *clean = pp_utf8_sanitize(s, len);
+	struct json_object *v = clean ? json_object_new_string(clean) : NULL;
+	free(clean);
+	return v;
 }
 
 enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,

@@ -20,6 +20,10 @@ enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
 enum MHD_Result pp_respond_error(struct pp_request *r, unsigned status,
                                  const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Bytes from the system (paths, arguments, thread names) as a JSON string:
+ * valid UTF-8 whatever they hold; NULL s gives NULL (JSON null). */
+struct json_object *pp_json_text(const char *s, size_t len);
+
 /* Serialize obj (pretty-printed) and release it. */
 enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,
                                 struct json_object *obj);
