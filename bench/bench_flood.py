@@ -17,7 +17,11 @@ second before the work to after it. The slowdown is the work rate lost
 against the same server's quiet rate; "served" is what wrk counted (req/s
 over its run; non-2xx answers are reported). Both servers share the
 machine with wrk: on a small machine the three compete for cores, which is
-the point. Prints a Markdown table.
+the point. "server CPU per request" is the process's CPU time over the
+flood, less the work thread's, divided by the requests wrk counted. The
+cells are measured in interleaved rounds (every cell once per round), so a
+change in the machine's other load falls on all alike. Prints a Markdown
+table.
 
 Usage: bench/bench_flood.py [RUNS] [SECONDS]
 Environment: FLOOD_THREADS (1), FLOOD_CONNS (8).
@@ -63,10 +67,17 @@ class Server:
         self.port = int(self.p.stdout.readline().split()[1])
 
     def run(self, secs):
+        """(work calls per second, the work thread's CPU seconds)."""
         self.p.stdin.write(f"run {secs}\n")
         self.p.stdin.flush()
         w = self.p.stdout.readline().split()
-        return float(w[1])
+        return float(w[1]), float(w[3]) / 1e3
+
+    def cpu(self):
+        """The process's CPU seconds so far."""
+        with open(f"/proc/{self.p.pid}/stat") as f:
+            w = f.read().rsplit(")", 1)[1].split()
+        return (int(w[11]) + int(w[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self):
         self.p.stdin.close()
@@ -81,76 +92,96 @@ def wrk(port, path, secs):
 
 
 def wrk_result(p):
+    """(requests, requests per second, non-2xx, socket errors)."""
     out = p.communicate(timeout=120)[0]
+    n = re.search(r"(\d+) requests in", out)
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errs = re.search(r"Socket errors:(.*)", out)
-    return (float(m.group(1)) if m else 0.0,
+    return (int(n.group(1)) if n else 0, float(m.group(1)) if m else 0.0,
             int(bad.group(1)) if bad else 0,
             errs.group(1).strip() if errs else "")
 
 
-def measure(server, path):
-    """(median work rate, median served req/s, non-2xx, socket errors)."""
-    rates, served, bad, errs = [], [], 0, []
-    for _ in range(RUNS):
+class Cell:
+    """One server under one flood, over the runs."""
+
+    def __init__(self):
+        self.rates, self.served, self.us_per_req = [], [], []
+        self.bad, self.errs = 0, []
+
+    def measure(self, server, path):
         if path is None:
-            rates.append(server.run(SECS))
-            continue
+            self.rates.append(server.run(SECS)[0])
+            return
+        c0 = server.cpu()
         w = wrk(server.port, path, int(SECS + 2))
         time.sleep(0.5)
-        rates.append(server.run(SECS))
-        rps, b, e = wrk_result(w)
-        served.append(rps)
-        bad += b
+        rate, work_cpu = server.run(SECS)
+        n, rps, b, e = wrk_result(w)
+        # What the serving cost: the process's CPU over the flood, less
+        # the work thread's.
+        agent = server.cpu() - c0 - work_cpu
+        self.rates.append(rate)
+        self.served.append(rps)
+        if n:
+            self.us_per_req.append(agent / n * 1e6)
+        self.bad += b
         if e:
-            errs.append(e)
-    return (statistics.median(rates),
-            statistics.median(served) if served else None, bad, errs)
+            self.errs.append(e)
 
 
 def main():
     if not shutil.which("wrk"):
         sys.exit("bench_flood: no wrk (apt-get install wrk)")
-    rows = []
     with tempfile.TemporaryDirectory() as d:
         peer = os.path.join(d, "peer_flood")
         go_build(peer)
         servers = [
-            ("pullprof", lambda: Server([FLOODWORK],
-                                        {"PULLPROF_LISTEN": "127.0.0.1:0"}),
-             1),
-            ("Go net/http/pprof", lambda: Server([peer]), 2),
+            ("pullprof", Server([FLOODWORK],
+                                {"PULLPROF_LISTEN": "127.0.0.1:0"}), 1),
+            ("Go net/http/pprof", Server([peer]), 2),
         ]
-        for name, start, col in servers:
-            s = start()
-            try:
-                base = None
-                for label, *paths in FLOODS:
-                    path = paths[col - 1]
-                    rate, rps, bad, errs = measure(s, path)
-                    if base is None:
-                        base = rate
-                    rows.append((name, label, path or "—", rps, bad, errs,
-                                 rate, rate / base - 1))
-            finally:
+        cells = {(name, label): Cell() for name, _, _ in servers
+                 for label, *_ in FLOODS}
+        try:
+            # Interleaved: every cell once per round, so the machine's
+            # other load falls on all of them alike.
+            for _ in range(RUNS):
+                for name, s, col in servers:
+                    for label, *paths in FLOODS:
+                        cells[name, label].measure(s, paths[col - 1])
+        finally:
+            for _, s, _ in servers:
                 s.close()
+    rows = []
+    for name, _, col in servers:
+        base = statistics.median(cells[name, "none"].rates)
+        for label, *paths in FLOODS:
+            c = cells[name, label]
+            rate = statistics.median(c.rates)
+            rows.append((name, label, paths[col - 1] or "—",
+                         statistics.median(c.served) if c.served else None,
+                         statistics.median(c.us_per_req)
+                         if c.us_per_req else None,
+                         c.bad, c.errs, rate, rate / base - 1))
     print(f"Work: one thread, {SECS:g} s per run, median of {RUNS}; "
           f"wrk -t{THREADS} -c{CONNS}; {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d', time.gmtime())}")
     print()
-    print("| server | flood | endpoint | served (req/s) | work (calls/s) "
-          "| work lost |")
-    print("|---|---|---|---:|---:|---:|")
-    for name, label, path, rps, bad, errs, rate, slow in rows:
+    print("| server | flood | endpoint | served (req/s) | server CPU per "
+          "request (µs) | work (calls/s) | work lost |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for name, label, path, rps, us, bad, errs, rate, slow in rows:
         served = "—" if rps is None else f"{rps:,.0f}"
+        cost = "—" if us is None else f"{us:.1f}"
         if bad:
             served += f" ({bad} non-2xx)"
         if errs:
             served += f" (socket errors: {'; '.join(errs)})"
         lost = "—" if label == "none" else f"{-slow * 100:.1f}%"
-        print(f"| {name} | {label} | `{path}` | {served} | {rate:,.0f} "
-              f"| {lost} |")
+        print(f"| {name} | {label} | `{path}` | {served} | {cost} "
+              f"| {rate:,.0f} | {lost} |")
 
 
 if __name__ == "__main__":
