@@ -46,10 +46,12 @@ int pp_args_id(const struct pp_args *a, const char *sampling, uint64_t *id,
  * "x-gzip", or "*") token whose q is not 0. */
 int pp_args_takes_gzip(const char *accept_encoding);
 
-/* Decode %XX escapes of str in place (the server's unescape callback): a
- * '%' not followed by two hex digits, and %00, stay as they are, so a
- * decoded value never holds a NUL. Returns the new length. '+' is left to
- * the caller (libmicrohttpd makes it a space in arguments first). */
+/* Decode %HH escapes of str in place: the server's unescape callback for
+ * paths and query arguments. %00 stays encoded: a NUL would cut the C
+ * string short ("/status%00junk" would match "/status"), so it matches
+ * nothing. Malformed escapes stay as they are. Returns the new length.
+ * '+' is the caller's (libmicrohttpd makes it a space in arguments
+ * first). */
 size_t pp_args_unescape(char *str);
 
 #endif
