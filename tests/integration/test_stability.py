@@ -20,13 +20,18 @@ The mix (one cycle of MIX, repeated; the foreground loop is sequential):
     new connection, while the foreground loop runs; they count toward the
     total besides the 10,000.
 
-Measured after a warm-up (one pass of every request kind, two concurrent CPU
-windows) and again after the loop, once every client connection is closed:
-/proc/PID/fd entries, /proc/PID/task entries, VmRSS. The server closes its
-side of a connection asynchronously, so the after-values are read when they
-settle (polled, no timing asserted).
+Measured after a warm-up and again after the loop, once every client
+connection is closed: /proc/PID/fd entries, /proc/PID/task entries, VmRSS,
+and the bytes the host's malloc has in use (tests/host's "mem": mallinfo2).
+The warm-up first symbolizes one address in every executable mapping (the
+first address of a module loads its debug information: 2.5 MB for libc's,
+and which modules the CPU windows' samples land in is chance), then runs
+WARMUP requests of the mix with the background windows. The server closes
+its side of a connection asynchronously, so the after-values are read when
+they settle (polled, no timing asserted).
 """
 import http.client
+import json
 import os
 import socket
 import threading
@@ -94,10 +99,11 @@ def path_of(p):
     return p[1:] if p.startswith("!") else PREFIX + p
 
 
-def rss_kb(pid):
+def rss_kb(pid, field="VmRSS"):
+    """VmRSS (or RssAnon, RssFile) of pid, in kB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -234,12 +240,52 @@ def settle(read, want, limit=60):
     return v
 
 
+def symbols(port):
+    """The symbolizer's counters from /status."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request("GET", f"{PREFIX}/status")
+        return json.loads(c.getresponse().read())["symbols"]
+    finally:
+        c.close()
+
+
+def warm_symbolizer(pid, port):
+    """Symbolize one address in the middle of every executable mapping:
+    the first address of a module makes the symbolizer load its debug
+    information (2.5 MB for libc's), and which modules the background CPU
+    windows' samples land in is chance. Returns the answer's status."""
+    addrs = []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 6 and w[1][2] == "x" and w[5].startswith("/"):
+                lo, hi = (int(x, 16) for x in w[0].split("-"))
+                addrs.append(hex((lo + hi) // 2))
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request("POST", f"{PREFIX}/symbol", body="+".join(addrs))
+        r = c.getresponse()
+        r.read()
+        return r.status
+    finally:
+        c.close()
+
+
+def mem(h):
+    """(bytes in use, free bytes kept) by the host's malloc (mallinfo2)."""
+    w = h.cmd("mem").split()
+    return int(w[1]), int(w[2])
+
+
 def test_stability():
     h = Host()
     try:
         port = h.start("127.0.0.1:0")
         ok(isinstance(port, int), "host started the agent", port)
 
+        eq(warm_symbolizer(h.pid, port), 200,
+           "every module's debug information loaded")
         # Warm-up: the same mix with the same background windows, until
         # each profiler fetched WARM_WINDOWS windows (the allocator's arenas
         # reach their high-water mark: glibc keeps freed memory in them).
@@ -250,6 +296,9 @@ def test_stability():
            f"warm-up, {len(profiles)} CPU windows: all 200")
         fds0 = settle(h.fds, None, 2)  # the server closed its side
         threads0, rss0 = len(h.threads()), rss_kb(h.pid)
+        anon0, file0 = rss_kb(h.pid, "RssAnon"), rss_kb(h.pid, "RssFile")
+        used0, free0 = mem(h)
+        sym0 = symbols(port)
 
         t0 = time.time()
         c, profiles, trace = phase(h, port, TOTAL, 1)
@@ -266,15 +315,29 @@ def test_stability():
         fds1 = settle(h.fds, fds0)
         threads1 = settle(lambda: len(h.threads()), threads0)
         rss1 = rss_kb(h.pid)
-        print(f"# before: {fds0} fds, {threads0} threads, {rss0} kB RSS; "
-              f"after: {fds1} fds, {threads1} threads, {rss1} kB RSS "
-              f"({rss1 - rss0:+d} kB)", flush=True)
+        anon1, file1 = rss_kb(h.pid, "RssAnon"), rss_kb(h.pid, "RssFile")
+        used1, free1 = mem(h)
+        sym1 = symbols(port)
+        print(f"# symbolizer before: {sym0}; after: {sym1}", flush=True)
+        print(f"# before: {fds0} fds, {threads0} threads, {rss0} kB RSS, "
+              f"malloc {used0 // 1024} kB in use, {free0 // 1024} kB kept "
+              f"free; after: {fds1} fds, {threads1} threads, {rss1} kB RSS "
+              f"({rss1 - rss0:+d} kB), malloc {used1 // 1024} kB in use "
+              f"({(used1 - used0) // 1024:+d} kB), {free1 // 1024} kB kept "
+              f"free ({(free1 - free0) // 1024:+d} kB); RssAnon {anon0} -> "
+              f"{anon1} kB, RssFile {file0} -> {file1} kB", flush=True)
         eq(fds1, fds0, "open descriptors unchanged")
         eq(threads1, threads0, "threads unchanged")
+        ok(used1 - used0 < RSS_LIMIT_KB * 1024,
+           f"memory in use (malloc) grew by less than {RSS_LIMIT_KB} kB",
+           f"{used0} -> {used1} bytes")
         ok(rss1 - rss0 < RSS_LIMIT_KB,
            f"RSS grew by less than {RSS_LIMIT_KB} kB after warm-up",
            f"{rss0} kB -> {rss1} kB")
-        ok(h.alive(), "the host's own thread still works")
+        # alive counts the ticks of 20 ms: on a loaded machine one try may
+        # see none.
+        ok(any(h.alive() for _ in range(10)),
+           "the host's own thread still works")
     finally:
         h.quit()
 
