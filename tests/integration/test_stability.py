@@ -17,9 +17,9 @@ The mix (one cycle of MIX, repeated; the foreground loop is sequential):
   NEWCONN-th request opens a connection of its own.
   - CPU profiles (seconds=1, pprof/text/folded/legacy in turn) are slow:
     PROFILERS background threads fetch one window after another, each on a
-    new connection, while the foreground loop runs, and the loop goes on
-    with the mix until the windows in flight end: on the 2-core test
-    machine about 4-8 windows beside 12,000-15,000 requests, some 10 s.
+    new connection, WINDOWS each, while the foreground loop runs, and the
+    loop goes on with the mix until the windows end: 4 windows beside
+    10,000-15,000 requests, some 10 s on the 2-core test machine.
 
 Measured after a warm-up and again after the loop, once every client
 connection is closed: /proc/PID/fd entries, /proc/PID/task entries, VmRSS,
@@ -46,7 +46,8 @@ PROFILERS = 2
 PREFIX = "/debug/pprof"
 RSS_LIMIT_KB = 1024
 WARMUP = 3000
-WARM_WINDOWS = 3
+WARM_WINDOWS = 4  # per profiler
+WINDOWS = 2  # per profiler, beside the 10,000
 
 # (method, path, body, expected status). Paths below the prefix unless they
 # start with "!" (taken as they are).
@@ -172,11 +173,9 @@ class Client:
             self.conn = None
 
 
-def cpu_profiles(port, stop, results, index, least):
-    """Background: CPU windows of one second, one after another, until
-    stop is set and at least `least` were fetched."""
-    n = 0
-    while n < least or not stop.is_set():
+def cpu_profiles(port, results, index, count):
+    """Background: `count` CPU windows of one second, one after another."""
+    for n in range(count):
         fmt = CPU_FORMATS[(n + index) % len(CPU_FORMATS)]
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         try:
@@ -188,7 +187,6 @@ def cpu_profiles(port, stop, results, index, least):
             results.append((fmt, repr(e), 0))
         finally:
             c.close()
-        n += 1
 
 
 def good(p):
@@ -201,13 +199,12 @@ def good(p):
 
 def phase(h, port, n, windows):
     """n foreground requests of the mix (every NEWCONN-th on a new
-    connection), while PROFILERS threads fetch CPU windows, and on until
-    each fetched `windows` of them. Returns the client, the windows'
-    results and an RSS trace."""
-    stop = threading.Event()
+    connection), while PROFILERS threads fetch `windows` CPU windows each,
+    and on until they did. Returns the client, the windows' results and an
+    RSS trace."""
     profiles = []
     bg = [threading.Thread(target=cpu_profiles,
-                           args=(port, stop, profiles, i, windows))
+                           args=(port, profiles, i, windows))
           for i in range(PROFILERS)]
     for t in bg:
         t.start()
@@ -221,9 +218,6 @@ def phase(h, port, n, windows):
     while any(t.is_alive() for t in bg) and i < 100 * n:
         c.request(*MIX[i % len(MIX)], fresh=i % NEWCONN == 0)
         i += 1
-        if i % 20 == 0:
-            stop.set()  # after the current window (and their minimum)
-    stop.set()
     for t in bg:
         t.join()
     c.close()
@@ -287,9 +281,9 @@ def test_stability():
 
         eq(warm_symbolizer(h.pid, port), 200,
            "every module's debug information loaded")
-        # Warm-up: the same mix with the same background windows, until
-        # each profiler fetched WARM_WINDOWS windows (the allocator's arenas
-        # reach their high-water mark: glibc keeps freed memory in them).
+        # Warm-up: the same mix with more background windows (the
+        # allocator's arenas reach their high-water mark, and the code the
+        # windows' samples land in has its debug information loaded).
         c, profiles, _ = phase(h, port, WARMUP, WARM_WINDOWS)
         eq(c.bad[:20], [], f"warm-up, {c.count} requests: every answer "
            "as expected")
@@ -302,7 +296,7 @@ def test_stability():
         sym0 = symbols(port)
 
         t0 = time.time()
-        c, profiles, trace = phase(h, port, TOTAL, 1)
+        c, profiles, trace = phase(h, port, TOTAL, WINDOWS)
         elapsed = time.time() - t0
         print(f"# {c.count} requests in {elapsed:.1f} s "
               f"({c.new_connections} on new connections), "
