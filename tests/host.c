@@ -6,6 +6,8 @@
  *   stop                      pullprof_stop                 -> "ok" | "err RC
  * MESSAGE" port                      pullprof_port                 -> "port N"
  *   alive                     proves the host still works   -> "alive TICKS"
+ *   mem                       glibc's mallinfo2: bytes in use (heap and
+ *                             mmapped), free bytes it keeps -> "mem USED FREE"
  *   fork SECONDS              fork; the child sleeps, reports and exits
  *                                                           -> "child PID"
  *   dlopen PATH SYMBOL        dlopen PATH, print SYMBOL's address -> "addr
@@ -18,6 +20,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -112,6 +115,10 @@ int main(void)
 				report(rc);
 		} else if (strcmp(cmd, "port") == 0) {
 			printf("port %d\n", pullprof_port());
+		} else if (strcmp(cmd, "mem") == 0) {
+			struct mallinfo2 mi = mallinfo2();
+			printf("mem %zu %zu\n", mi.uordblks + mi.hblkhd,
+			       mi.fordblks);
 		} else if (strcmp(cmd, "alive") == 0) {
 			unsigned long before = ticks;
 			usleep(20 * 1000);

@@ -8,7 +8,7 @@ import subprocess
 
 from pptest import BUILD, SRC, eq, ok, run, skip
 
-RUNS = (("legacy", 30), ("maps", 10))
+RUNS = (("legacy", 30), ("maps", 10), ("query", 15), ("symbol", 10))
 
 
 def fuzz(target, seconds):
