@@ -9,6 +9,7 @@ import json
 import os
 import re
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -272,7 +273,12 @@ def test_corrupt_frame_pointers():
                "fp: the broken chains are counted in /status cpu.unwind.failed",
                moved)
         else:
-            ok(sum(moved.values()) >= 0, f"libunwind: counters {moved}")
+            # The function's call-frame information finds its caller
+            # through rbp: libunwind lands on garbage return addresses,
+            # which no registered image covers.
+            ok(moved["failed"] + moved["unknown_code"] > 0,
+               "libunwind: the broken frames are counted in /status "
+               "(cpu.unwind.failed + unknown_code)", moved)
         ok(h.alive(), f"{unwind}: host alive")
         eq(h.quit(), 0, f"{unwind}: host exits 0")
 
@@ -353,9 +359,8 @@ def test_stop_in_flight_memcheck():
     memcheck_quit(h, "the host that stopped with requests in flight")
 
 
-import sys
-if len(sys.argv) > 1:
-    run([globals()[n] for n in sys.argv[1:]])
-run([test_fork_multithreaded, test_blocked_sigprof, test_thread_churn,
-     test_tiny_stack, test_corrupt_frame_pointers, test_stop_in_flight,
-     test_stop_in_flight_memcheck])
+ALL = [test_fork_multithreaded, test_blocked_sigprof, test_thread_churn,
+       test_tiny_stack, test_corrupt_frame_pointers, test_stop_in_flight,
+       test_stop_in_flight_memcheck]
+# Tests can be named on the command line to run only those.
+run([globals()[n] for n in sys.argv[1:]] or ALL)
