@@ -252,6 +252,13 @@ int pp_unwind_stacks_init(void)
 	return 0;
 }
 
+void pp_unwind_stacks_forget_in_child(void)
+{
+	for (int i = 0; i < UNWIND_STACKS; i++)
+		atomic_store_explicit(&unwind_stack_busy[i], 0,
+		                      memory_order_relaxed);
+}
+
 struct capture_call {
 	ucontext_t *uc;
 	uintptr_t *pcs;

@@ -408,6 +408,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	forked = 1;
+	pp_unwind_stacks_forget_in_child();
 	if (initialized)
 		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
 	pthread_mutex_unlock(&lock);
