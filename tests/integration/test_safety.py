@@ -167,6 +167,24 @@ def test_fork_multithreaded():
     eq(h.quit(), 0, "parent exits 0")
 
 
+def test_many_forks_in_window():
+    # A fork that lands while a worker is inside the SIGPROF handler gave a
+    # child whose pullprof_stop waited forever for that handler to leave.
+    # Hundreds of forks at 1000 Hz with 3 busy threads make that likely.
+    h = Faulty()
+    h.cmd("workers 3")
+    port = h.start()
+    t, res = background(f"http://127.0.0.1:{port}/debug/pprof/profile"
+                        "?seconds=3&hz=1000", timeout=120)
+    time.sleep(0.3)
+    line = h.cmd("forks 200", timeout=600)
+    eq(line, "forks 200 of 200", "200 forks during a 1000 Hz window: every "
+       "child starts and stops its own agent and exits 0 (none hangs)")
+    t.join(120)
+    eq(res.get("r") and res["r"].status, 200, "the parent's window completes")
+    eq(h.quit(), 0, "parent exits 0")
+
+
 def test_blocked_sigprof():
     h = Faulty()
     h.cmd("workers 1")
@@ -359,7 +377,7 @@ def test_stop_in_flight_memcheck():
     memcheck_quit(h, "the host that stopped with requests in flight")
 
 
-ALL = [test_fork_multithreaded, test_blocked_sigprof, test_thread_churn,
+ALL = [test_fork_multithreaded, test_many_forks_in_window, test_blocked_sigprof, test_thread_churn,
        test_tiny_stack, test_corrupt_frame_pointers, test_stop_in_flight,
        test_stop_in_flight_memcheck]
 # Tests can be named on the command line to run only those.

@@ -36,6 +36,9 @@
  *                         waits for FILE.go, starts pullprof on a new port
  *                         ("serving PORT"), waits for FILE.done, stops
  *                         ("stopped"), exits 0. Any failure: exit != 0.
+ *   forks N               fork N children one after the other; each starts
+ *                         and stops an agent and exits 0 (killed by an
+ *                         alarm after 30 s)           -> "forks GOOD of N"
  *   wait PID              waitpid                     -> "exit N"
  *   quit                  exit 0 (threads are told to end and joined)
  */
@@ -494,6 +497,28 @@ int main(void)
 			if (pid == 0)
 				child(a1, a2);
 			printf("child %d\n", (int)pid);
+		} else if (strcmp(cmd, "forks") == 0) {
+			/* N children, one after the other: each starts and
+			 * stops an agent of its own and exits; a child stuck
+			 * for 30 s is killed by its alarm. */
+			int good = 0, total = atoi(a1);
+			for (int i = 0; i < total; i++) {
+				pid_t pid = fork();
+				if (pid == 0) {
+					alarm(30);
+					struct pullprof_config cfg;
+					pullprof_config_init(&cfg);
+					cfg.listen = "127.0.0.1:0";
+					if (pullprof_start(&cfg) != 0)
+						_exit(2);
+					_exit(pullprof_stop() == 0 ? 0 : 3);
+				}
+				int st = 0;
+				if (pid > 0 && waitpid(pid, &st, 0) == pid &&
+				    WIFEXITED(st) && WEXITSTATUS(st) == 0)
+					good++;
+			}
+			printf("forks %d of %d\n", good, total);
 		} else if (strcmp(cmd, "wait") == 0) {
 			int st = 0;
 			waitpid((pid_t)atoi(a1), &st, 0);
