@@ -828,6 +828,11 @@ free_memory:
 void pp_cpu_forget_in_child(void)
 {
 	atomic_store(&pp_sampler.active, 0);
+	/* A parent thread inside the handler at fork time counted itself in
+	 * and never counts out here: pp_cpu_shutdown's wait for handlers to
+	 * leave would spin forever, and the child hung in pullprof_stop
+	 * (test_safety.py, forks during a 1000 Hz window). */
+	atomic_store(&pp_sampler.inside, 0);
 	if (S.hz)
 		sigaction(SIGPROF, &S.old_action, NULL);
 	/* The parent's threads may have held these at fork time. */

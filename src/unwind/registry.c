@@ -333,7 +333,8 @@ int pp_unwind_init(void)
 	                       forked ? UNW_CACHE_NONE : UNW_CACHE_PER_THREAD);
 	pthread_mutex_lock(&lock);
 	refresh_locked();
-	int ok = atomic_load(&published) != NULL;
+	int ok =
+	    atomic_load(&published) != NULL && pp_unwind_stacks_init() == 0;
 	if (ok)
 		users++;
 	pp_unwind_allow_trace(ok && pp_unwind_guard_works());
@@ -407,6 +408,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	forked = 1;
+	pp_unwind_stacks_forget_in_child();
 	if (initialized)
 		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
 	pthread_mutex_unlock(&lock);
