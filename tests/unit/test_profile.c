@@ -316,7 +316,7 @@ static char *render(const struct pp_profile *p, enum pp_format f, int index)
 {
 	struct pp_view v;
 	struct pp_buf out = {0};
-	struct pp_render_opts o = {f, index, 0};
+	struct pp_render_opts o = {.format = f, .sample_index = index};
 	assert_int_equal(pp_view_build(&v, p, NULL), 0);
 	switch (f) {
 	case PP_FORMAT_FOLDED:
