@@ -23,6 +23,7 @@
 #include "profile/recent.h"
 #include "pullprof.h"
 #include "symbols/symbols.h"
+#include "unwind/registry.h"
 
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_agent agent;
@@ -77,6 +78,11 @@ static void atfork_child(void)
 
 static void register_atfork(void)
 {
+	/* The registry's lock is taken under ours (pp_unwind_init): its
+	 * handlers first, so fork()'s prepare handlers, which run in reverse,
+	 * take ours first too (ThreadSanitizer found the inversion when the
+	 * autostart constructor ran before the registry's). */
+	pp_registry_register_atfork();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 

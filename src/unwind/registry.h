@@ -28,4 +28,9 @@ extern __thread int pp_unwind_guard __attribute__((tls_model("initial-exec")));
 /* Agent context: does libunwind's dl_iterate_phdr reach ours? */
 int pp_unwind_guard_works(void);
 
+/* Agent context: registers the registry's fork handlers (once); the agent
+ * calls it before registering its own, so that fork() takes the locks in
+ * the agent's order (lifecycle, then registry). */
+void pp_registry_register_atfork(void);
+
 #endif
