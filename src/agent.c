@@ -19,6 +19,7 @@
 #include "cpu/cpu.h"
 #include "error.h"
 #include "heap/heap.h"
+#include "heap/table.h"
 #include "http/server.h"
 #include "profile/recent.h"
 #include "pullprof.h"
@@ -81,8 +82,11 @@ static void register_atfork(void)
 	/* The registry's lock is taken under ours (pp_unwind_init): its
 	 * handlers first, so fork()'s prepare handlers, which run in reverse,
 	 * take ours first too (ThreadSanitizer found the inversion when the
-	 * autostart constructor ran before the registry's). */
+	 * autostart constructor ran before the registry's). The same for
+	 * the heap table's and the profile store's locks. */
 	pp_registry_register_atfork();
+	pp_heap_table_register_atfork();
+	pp_recent_register_atfork();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
