@@ -33,13 +33,13 @@
 
 #include <pullprof.h>
 
-static volatile unsigned long ticks;
+static unsigned long ticks; /* atomic: read by the main thread */
 
 static void *ticker(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		ticks++;
+		__atomic_fetch_add(&ticks, 1, __ATOMIC_RELAXED);
 		usleep(1000);
 	}
 	return NULL;
@@ -120,9 +120,13 @@ int main(void)
 			printf("mem %zu %zu\n", mi.uordblks + mi.hblkhd,
 			       mi.fordblks);
 		} else if (strcmp(cmd, "alive") == 0) {
-			unsigned long before = ticks;
-			usleep(20 * 1000);
-			printf("alive %lu\n", ticks - before);
+			unsigned long before =
+			    __atomic_load_n(&ticks, __ATOMIC_RELAXED);
+			usleep(100 *
+			       1000); /* progress, even on a loaded machine */
+			printf("alive %lu\n",
+			       __atomic_load_n(&ticks, __ATOMIC_RELAXED) -
+			           before);
 		} else if (strcmp(cmd, "fork") == 0) {
 			pid_t pid = fork();
 			if (pid == 0) {

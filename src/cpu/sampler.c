@@ -542,8 +542,9 @@ static void *builder(void *unused)
 {
 	(void)unused;
 	pp_heap_agent_thread();
-	S.agent_tids[1] = (pid_t)syscall(SYS_gettid);
 	pthread_mutex_lock(&S.mu);
+	/* Under the lock: the collector reads it in scan_threads. */
+	S.agent_tids[1] = (pid_t)syscall(SYS_gettid);
 	for (;;) {
 		while (!S.build_q && !S.stopping)
 			pthread_cond_wait(&S.build_wake, &S.mu);
@@ -585,7 +586,10 @@ static int start_threads(char *err, size_t errlen)
 		}
 		S.ring_ready = 1;
 	}
-	pp_sampler.unwind = S.settings.unwind;
+	/* Read by the SIGPROF handler, which may be running (timers of an
+	 * earlier window still armed): an atomic store. */
+	__atomic_store_n(&pp_sampler.unwind, S.settings.unwind,
+	                 __ATOMIC_RELAXED);
 	if (!S.unwind_ready && S.settings.unwind == PP_UNWIND_LIBUNWIND) {
 		rc = pp_unwind_init();
 		if (rc) {

@@ -414,9 +414,27 @@ static void atfork_child(void)
 	pthread_mutex_unlock(&lock);
 }
 
-__attribute__((constructor)) static void register_atfork(void)
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork_once(void)
 {
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* Prepare handlers run in the reverse order of registration. The agent
+ * takes its lifecycle lock and then (pp_unwind_init) this one, so this one
+ * must be registered first, to be taken after the lifecycle lock in fork()
+ * too: the agent calls this before registering its own handlers, since a
+ * constructor of this file is not guaranteed to run before the agent's
+ * autostart constructor. */
+void pp_registry_register_atfork(void)
+{
+	pthread_once(&atfork_once, register_atfork_once);
+}
+
+__attribute__((constructor)) static void register_atfork(void)
+{
+	pp_registry_register_atfork();
 }
 
 size_t pp_unwind_images(void)

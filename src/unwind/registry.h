@@ -35,4 +35,9 @@ int pp_unwind_stacks_init(void);
  * time are free (those threads do not exist here). */
 void pp_unwind_stacks_forget_in_child(void);
 
+/* Agent context: registers the registry's fork handlers (once); the agent
+ * calls it before registering its own, so that fork() takes the locks in
+ * the agent's order (lifecycle, then registry). */
+void pp_registry_register_atfork(void);
+
 #endif
