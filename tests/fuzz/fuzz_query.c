@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "config.h"
+#include "util/cidr.h"
 #include "http/args.h"
 
 #define MAXARGS 256
@@ -182,6 +183,20 @@ static void config(const char *text)
 		          strstr(prefix, "//")))
 			abort();
 		free(prefix);
+	}
+	/* PULLPROF_ALLOW: a parsed list matches what it was parsed from. */
+	struct pp_cidr_list allow;
+	err[0] = 0;
+	rc = pp_cidr_parse(text, &allow, err, sizeof err);
+	check_err(rc, err, sizeof err);
+	if (rc == 0) {
+		if (allow.n > PP_CIDR_MAX)
+			abort();
+		for (size_t i = 0; i < allow.n; i++)
+			if (allow.v[i].bits > 128)
+				abort();
+		if (pp_cidr_match(&allow, (const struct sockaddr *)&ss) < 0)
+			abort();
 	}
 }
 
