@@ -3,9 +3,9 @@
 #   sh bench/run.sh            (after sh scripts/build.sh)
 set -eu
 cd "$(dirname "$0")/.."
-make -s bench/bench_profile bench/cpuwork bench/mallocwork
+make -s bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
-# jemalloc and heaptrack (heap); valgrind counts instructions.
+# jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods.
 lib=/usr/lib/x86_64-linux-gnu
 missing=""
 [ -e $lib/libprofiler.so.0 ] || missing="$missing google-perftools"
@@ -13,6 +13,7 @@ missing=""
 [ -e $lib/libjemalloc.so.2 ] || missing="$missing libjemalloc2"
 command -v heaptrack >/dev/null || missing="$missing heaptrack"
 command -v valgrind >/dev/null || missing="$missing valgrind"
+command -v wrk >/dev/null || missing="$missing wrk"
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
@@ -38,3 +39,7 @@ echo
 echo "## Heap: malloc/free overhead (bench/bench_malloc.py)"
 echo
 python3 bench/bench_malloc.py
+echo
+echo "## The host's work under an HTTP flood (bench/bench_flood.py)"
+echo
+python3 bench/bench_flood.py

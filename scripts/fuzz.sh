@@ -2,7 +2,8 @@
 # Build the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) and run
 # each for a bounded time on a scratch copy of its seed corpus.
 #   scripts/fuzz.sh [SECONDS [TARGET...]]
-# SECONDS defaults to 60; TARGETs are legacy and maps (default: both).
+# SECONDS defaults to 60; TARGETs are legacy, maps, query and symbol
+# (default: all).
 # Binaries and crash inputs go to $FUZZ_OUT, default
 # $PP_BUILDDIR/tests/fuzz/out (the build
 # directory: pp-autoconf.h comes from there; default: the source tree).
@@ -14,7 +15,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=${PP_BUILDDIR:-$src}
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-legacy maps}
+targets=${*:-legacy maps query symbol}
 CC=${FUZZ_CC:-clang}
 out=${FUZZ_OUT:-$build/tests/fuzz/out}
 mkdir -p "$out"
@@ -32,7 +33,8 @@ fi
 sources="src/profile/legacy_read.c src/profile/model.c src/profile/pb.c
   src/profile/pprof.c src/profile/view.c src/symbols/maps.c src/symbols/symtab.c src/util/buf.c
   src/util/proc.c src/util/hash.c src/util/arena.c src/util/strtab.c
-  src/util/u64map.c"
+  src/util/u64map.c src/util/cidr.c src/config.c src/http/args.c
+  src/http/symbol_body.c"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
   -include $build/pp-autoconf.h -I$src/src -I$src/include"
 libs="$(pkg-config --libs libdw zlib) -ldl"
@@ -45,15 +47,17 @@ for t in $targets; do
 	# shellcheck disable=SC2086
 	if ! $CC $flags $(pkg-config --cflags libdw zlib) -o "$bin" $srcs \
 		$libs; then
+		# clang is here (checked above): a target that does not
+		# build is a failure, not a reason to skip.
 		echo "fuzz.sh: building fuzz_$t failed (libclang-rt-14-dev?)" >&2
-		exit 77
+		exit 1
 	fi
 	work=$(mktemp -d)
 	cp "$src/tests/fuzz/corpus/$t/"* "$work/" 2>/dev/null
 	chmod -R u+w "$work" # from a read-only tree (distcheck) too
 	echo "fuzz.sh: fuzz_$t for ${secs}s"
 	# -rss_limit_mb: a 2 GB budget; -max_len: records of a few hundred
-	# words and maps texts of some lines.
+	# words, maps texts of some lines, query strings and /symbol bodies.
 	"$bin" -max_total_time="$secs" -max_len=16384 -timeout=10 \
 		-rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$out/${t}-" "$work" 2>"$out/fuzz_$t.log"

@@ -93,4 +93,26 @@ formatted() {
 step clang-format formatted
 
 step distcheck make distcheck
+
+# The suite again in an ASan+UBSan and in a TSan build of its own
+# (scripts/test-sanitizers.sh; a few minutes each): every check counts in
+# the last line, and any sanitizer report fails. PP_SANITIZERS=asan, tsan
+# or none narrows that (default: all).
+sans=${PP_SANITIZERS:-all}
+if [ "$sans" != none ]; then
+	bash scripts/test-sanitizers.sh "$sans" >artifacts/sanitizers.log 2>&1
+	grep -E "^(PASS|FAIL)|^(asan|tsan):|^== |^not ok|^# " artifacts/sanitizers.log | head -80
+	last=$(tail -n 1 artifacts/sanitizers.log)
+	if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+		passed=$((passed + BASH_REMATCH[1]))
+		failed=$((failed + BASH_REMATCH[2]))
+	else
+		echo "FAIL: scripts/test-sanitizers.sh gave no count (artifacts/sanitizers.log)"
+		tail -n 30 artifacts/sanitizers.log
+		failed=$((failed + 1))
+	fi
+	s=$(sed -nE 's/^(asan|tsan): \(([0-9]+) skipped\)$/\2/p' artifacts/sanitizers.log |
+		awk '{ t += $1 } END { print t + 0 }')
+	skipped=$((skipped + ${s:-0}))
+fi
 finish

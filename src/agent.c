@@ -19,19 +19,25 @@
 #include "cpu/cpu.h"
 #include "error.h"
 #include "heap/heap.h"
+#include "heap/table.h"
 #include "http/server.h"
 #include "profile/recent.h"
 #include "pullprof.h"
 #include "symbols/symbols.h"
+#include "unwind/registry.h"
 
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_agent agent;
-static struct pp_agent *running; /* &agent while started */
+/* &agent while started. Set before the server starts (its handlers read
+ * it from the first request on) and cleared once the server's thread is
+ * gone; written under `lifecycle`, read by the handlers without it, hence
+ * the atomic accesses. */
+static struct pp_agent *running;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 const struct pp_agent *pp_agent_get(void)
 {
-	return running;
+	return __atomic_load_n(&running, __ATOMIC_ACQUIRE);
 }
 
 double pp_seconds_since(const struct timespec *since)
@@ -66,13 +72,21 @@ static void atfork_child(void)
 	if (running) {
 		pp_server_forget_in_child(running->srv);
 		memset(&agent, 0, sizeof agent);
-		running = NULL;
+		__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&lifecycle);
 }
 
 static void register_atfork(void)
 {
+	/* The registry's lock is taken under ours (pp_unwind_init): its
+	 * handlers first, so fork()'s prepare handlers, which run in reverse,
+	 * take ours first too (ThreadSanitizer found the inversion when the
+	 * autostart constructor ran before the registry's). The same for
+	 * the heap table's and the profile store's locks. */
+	pp_registry_register_atfork();
+	pp_heap_table_register_atfork();
+	pp_recent_register_atfork();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
@@ -121,14 +135,17 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 			return rc;
 		}
 	}
+	/* Published before the server answers: a request may come in as soon
+	 * as it listens, and its handler reads the agent's configuration. */
+	__atomic_store_n(&running, &agent, __ATOMIC_RELEASE);
 	rc = pp_server_start(&agent.cfg, &agent.srv, err, sizeof err);
 	if (rc) {
+		__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
 		pp_heap_stop();
 		pp_config_free(&agent.cfg);
 		return rc;
 	}
-	running = &agent;
 	return 0;
 }
 
@@ -156,7 +173,7 @@ static int stop_locked(void)
 	pp_recent_clear();    /* and the profiles kept for ?id= */
 	pp_config_free(&agent.cfg);
 	memset(&agent, 0, sizeof agent);
-	running = NULL;
+	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	return 0;
 }
 

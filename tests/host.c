@@ -6,6 +6,8 @@
  *   stop                      pullprof_stop                 -> "ok" | "err RC
  * MESSAGE" port                      pullprof_port                 -> "port N"
  *   alive                     proves the host still works   -> "alive TICKS"
+ *   mem                       glibc's mallinfo2: bytes in use (heap and
+ *                             mmapped), free bytes it keeps -> "mem USED FREE"
  *   fork SECONDS              fork; the child sleeps, reports and exits
  *                                                           -> "child PID"
  *   dlopen PATH SYMBOL        dlopen PATH, print SYMBOL's address -> "addr
@@ -18,6 +20,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -30,13 +33,13 @@
 
 #include <pullprof.h>
 
-static volatile unsigned long ticks;
+static unsigned long ticks; /* atomic: read by the main thread */
 
 static void *ticker(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		ticks++;
+		__atomic_fetch_add(&ticks, 1, __ATOMIC_RELAXED);
 		usleep(1000);
 	}
 	return NULL;
@@ -112,10 +115,18 @@ int main(void)
 				report(rc);
 		} else if (strcmp(cmd, "port") == 0) {
 			printf("port %d\n", pullprof_port());
+		} else if (strcmp(cmd, "mem") == 0) {
+			struct mallinfo2 mi = mallinfo2();
+			printf("mem %zu %zu\n", mi.uordblks + mi.hblkhd,
+			       mi.fordblks);
 		} else if (strcmp(cmd, "alive") == 0) {
-			unsigned long before = ticks;
-			usleep(20 * 1000);
-			printf("alive %lu\n", ticks - before);
+			unsigned long before =
+			    __atomic_load_n(&ticks, __ATOMIC_RELAXED);
+			usleep(100 *
+			       1000); /* progress, even on a loaded machine */
+			printf("alive %lu\n",
+			       __atomic_load_n(&ticks, __ATOMIC_RELAXED) -
+			           before);
 		} else if (strcmp(cmd, "fork") == 0) {
 			pid_t pid = fork();
 			if (pid == 0) {

@@ -46,8 +46,9 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 		goto out;
 	}
 	int why;
-	rec->depth = (uint16_t)pp_unwind_capture(uc, s->unwind, rec->pcs,
-	                                         s->ring.max_depth, &why);
+	rec->depth = (uint16_t)pp_unwind_capture(
+	    uc, __atomic_load_n(&s->unwind, __ATOMIC_RELAXED), rec->pcs,
+	    s->ring.max_depth, &why);
 	rec->truncated = why == PP_UNWIND_TRUNCATED;
 	rec->tid = (uint32_t)syscall(SYS_gettid);
 	rec->weight = weight;

@@ -542,8 +542,9 @@ static void *builder(void *unused)
 {
 	(void)unused;
 	pp_heap_agent_thread();
-	S.agent_tids[1] = (pid_t)syscall(SYS_gettid);
 	pthread_mutex_lock(&S.mu);
+	/* Under the lock: the collector reads it in scan_threads. */
+	S.agent_tids[1] = (pid_t)syscall(SYS_gettid);
 	for (;;) {
 		while (!S.build_q && !S.stopping)
 			pthread_cond_wait(&S.build_wake, &S.mu);
@@ -585,7 +586,10 @@ static int start_threads(char *err, size_t errlen)
 		}
 		S.ring_ready = 1;
 	}
-	pp_sampler.unwind = S.settings.unwind;
+	/* Read by the SIGPROF handler, which may be running (timers of an
+	 * earlier window still armed): an atomic store. */
+	__atomic_store_n(&pp_sampler.unwind, S.settings.unwind,
+	                 __ATOMIC_RELAXED);
 	if (!S.unwind_ready && S.settings.unwind == PP_UNWIND_LIBUNWIND) {
 		rc = pp_unwind_init();
 		if (rc) {
@@ -828,6 +832,11 @@ free_memory:
 void pp_cpu_forget_in_child(void)
 {
 	atomic_store(&pp_sampler.active, 0);
+	/* A parent thread inside the handler at fork time counted itself in
+	 * and never counts out here: pp_cpu_shutdown's wait for handlers to
+	 * leave would spin forever, and the child hung in pullprof_stop
+	 * (test_safety.py, forks during a 1000 Hz window). */
+	atomic_store(&pp_sampler.inside, 0);
 	if (S.hz)
 		sigaction(SIGPROF, &S.old_action, NULL);
 	/* The parent's threads may have held these at fork time. */

@@ -26,6 +26,14 @@
 #include "heap/hot.h"
 #include "pullprof.h"
 
+/* Sanitizer builds (configure --enable-asan/--enable-tsan) leave the
+ * wrappers out: the sanitizer's runtime defines the malloc family too and is
+ * first in the library list, linked or preloaded, so these would never be
+ * called; forcing them ahead of it would hand pointers from one allocator to
+ * another and hide the sanitizer's view of every allocation. The sampler and
+ * the live table (sample.c, table.c) are still built and unit-tested. */
+#ifndef PP_NO_HEAP_INTERPOSE
+
 #define RA() ((uintptr_t)__builtin_return_address(0))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -419,3 +427,5 @@ PULLPROF_API size_t malloc_usable_size(void *p)
 		return boot_size(p);
 	return next.usable(p);
 }
+
+#endif /* PP_NO_HEAP_INTERPOSE */

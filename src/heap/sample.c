@@ -66,7 +66,6 @@ static int64_t draw(struct pp_heap_tls *t, uint64_t rate)
 
 static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 {
-	uintptr_t pcs[MAX_STACK + PP_UNWIND_SKIP_ROOM];
 	int saved = errno;
 
 	atomic_fetch_add(&inside, 1);
@@ -74,10 +73,16 @@ static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 	if (atomic_load(&rate_now)) {
 		unsigned max =
 		    atomic_load_explicit(&depth_now, memory_order_relaxed);
+		max = max && max < MAX_STACK ? max : MAX_STACK;
+		/* Sized by the depth asked for, not the largest allowed: this
+		 * runs on the allocating thread's stack, which may be tiny
+		 * (PTHREAD_STACK_MIN); 4 KiB for 512 frames nobody asked for
+		 * overflowed such a thread (test_safety.py, test_tiny_stack).
+		 */
+		uintptr_t pcs[max + PP_UNWIND_SKIP_ROOM];
 		int why, timed = t->samples++ % TIME_EVERY == 0;
 		uint64_t t0 = timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
-		unsigned n = pp_unwind_capture_here(
-		    from, pcs, max && max < MAX_STACK ? max : MAX_STACK, &why);
+		unsigned n = pp_unwind_capture_here(from, pcs, max, &why);
 		pp_heap_table_record(
 		    p, size, pcs, n, why,
 		    timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 + 1 : 0);

@@ -536,11 +536,23 @@ static void atfork_release(void)
 	pthread_mutex_unlock(&mu);
 }
 
-__attribute__((constructor)) static void register_atfork(void)
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork_once(void)
 {
 	/* The child must find the tables consistent and the lock free: no
 	 * thread is half-way through a change when fork copies them. */
 	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
+
+void pp_heap_table_register_atfork(void)
+{
+	pthread_once(&atfork_once, register_atfork_once);
+}
+
+__attribute__((constructor)) static void register_atfork(void)
+{
+	pp_heap_table_register_atfork();
 }
 
 int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)

@@ -51,4 +51,10 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out);
 
 void pp_heap_table_stats(struct pp_heap_stats *out);
 
+/* Registers the table's fork handlers (once). The agent calls it before
+ * registering its own: its lifecycle lock is held while the table's lock
+ * is taken, so fork() (prepare handlers run in reverse) must take them in
+ * that order too. */
+void pp_heap_table_register_atfork(void);
+
 #endif

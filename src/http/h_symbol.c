@@ -6,54 +6,42 @@
  * one "0x<addr> <function>" line per address we know, as Go's net/http/pprof
  * answers. Agent context.
  */
-#include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "handlers.h"
 #include "respond.h"
+#include "symbol_body.h"
 #include "symbols/symbols.h"
 #include "util/buf.h"
 
-/* GET arguments arrive split by libmicrohttpd ('+' already made a space):
- * join the keys back into one list. */
 static enum MHD_Result join_arg(void *cls, enum MHD_ValueKind kind,
                                 const char *key, const char *value)
 {
-	struct pp_buf *b = cls;
 	(void)kind;
-	pp_buf_puts(b, key);
-	if (value && *value) {
-		pp_buf_puts(b, "=");
-		pp_buf_puts(b, value);
-	}
-	pp_buf_puts(b, " ");
+	pp_symbol_join_arg(cls, key, value);
 	return MHD_YES;
 }
 
-/* Parse one address: 0x-hex or decimal, as strconv.ParseUint(s, 0, 64). */
-static int parse_addr(const char *s, size_t n, uint64_t *out)
-{
-	char tmp[40];
-	char *end;
+struct lookup {
+	struct pp_symtab *st;
+	struct pp_buf *out;
+};
 
-	if (n == 0 || n >= sizeof tmp)
-		return -EINVAL;
-	memcpy(tmp, s, n);
-	tmp[n] = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!isxdigit((unsigned char)tmp[i]) &&
-		    !(i == 1 && (tmp[i] | 32) == 'x'))
-			return -EINVAL;
-	errno = 0;
-	int base = n > 2 && tmp[0] == '0' && (tmp[1] | 32) == 'x' ? 16 : 10;
-	unsigned long long v = strtoull(tmp + (base == 16 ? 2 : 0), &end, base);
-	if (errno || *end)
-		return -EINVAL;
-	*out = v;
+/* One address of the list: its line when we know it. Nonzero (stop) when
+ * the symbol table cannot be had. */
+static int lookup_one(void *cls, uint64_t addr)
+{
+	struct lookup *l = cls;
+	struct pp_symbol sym;
+
+	if (!l->st && !(l->st = pp_symtab_acquire()))
+		return 1;
+	if (addr && pp_symtab_lookup(l->st, (uintptr_t)addr, &sym) == 0 &&
+	    sym.nframes)
+		pp_buf_printf(l->out, "%#" PRIx64 " %s\n", addr,
+		              sym.frames[0].name);
 	return 0;
 }
 
@@ -74,39 +62,21 @@ enum MHD_Result pp_h_symbol(struct pp_request *r)
 	}
 
 	pp_buf_puts(&out, "num_symbols: 1\n");
-	struct pp_symtab *st = NULL;
-	size_t i = 0;
-	while (i < len) {
-		size_t j = i;
-		while (j < len && in[j] != '+' &&
-		       !isspace((unsigned char)in[j]))
-			j++;
-		if (j > i) {
-			uint64_t addr;
-			if (parse_addr(in + i, j - i, &addr)) {
-				if (st)
-					pp_symtab_release(st);
-				pp_buf_free(&query);
-				pp_buf_free(&out);
-				return pp_respond_error(
-				    r, MHD_HTTP_BAD_REQUEST,
-				    "symbol: \"%.*s\" is not an address (send "
-				    "0x-hex addresses separated by +)",
-				    (int)(j - i < 40 ? j - i : 40), in + i);
-			}
-			if (!st && !(st = pp_symtab_acquire()))
-				break;
-			struct pp_symbol sym;
-			if (addr &&
-			    pp_symtab_lookup(st, (uintptr_t)addr, &sym) == 0 &&
-			    sym.nframes)
-				pp_buf_printf(&out, "%#" PRIx64 " %s\n", addr,
-				              sym.frames[0].name);
-		}
-		i = j + 1;
+	struct lookup l = {NULL, &out};
+	size_t bad, badlen;
+	int rc = pp_symbol_addrs(in, len, lookup_one, &l, &bad, &badlen);
+	if (l.st)
+		pp_symtab_release(l.st);
+	if (rc) {
+		enum MHD_Result res = pp_respond_error(
+		    r, MHD_HTTP_BAD_REQUEST,
+		    "symbol: \"%.*s\" is not an address (send "
+		    "0x-hex addresses separated by +)",
+		    (int)(badlen < 40 ? badlen : 40), in + bad);
+		pp_buf_free(&query);
+		pp_buf_free(&out);
+		return res;
 	}
-	if (st)
-		pp_symtab_release(st);
 	pp_buf_free(&query);
 	char *body = pp_buf_take(&out, &len);
 	if (!body)

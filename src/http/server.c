@@ -21,6 +21,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "heap/heap.h"
 #include "routes.h"
 #include "util/proc.h"
@@ -93,38 +94,12 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 	return MHD_YES;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Decode %HH in paths and query values, except %00: a NUL would cut the C
- * string short ("/status%00junk" would match "/status"), so it stays
- * encoded and matches nothing. Malformed escapes stay as they are. */
+/* The decoding rule is args.c's, where the fuzz target reaches it. */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *str)
 {
-	char *in = str, *out = str;
 	(void)cls;
 	(void)c;
-
-	while (*in) {
-		int hi, lo;
-		if (in[0] == '%' && (hi = hexval(in[1])) >= 0 &&
-		    (lo = hexval(in[2])) >= 0 && (hi | lo) != 0) {
-			*out++ = (char)(hi * 16 + lo);
-			in += 3;
-		} else {
-			*out++ = *in++;
-		}
-	}
-	*out = 0;
-	return (size_t)(out - str);
+	return pp_args_unescape(str);
 }
 
 static int bind_listener(struct pp_server *s, char *err, size_t errlen)

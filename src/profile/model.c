@@ -141,7 +141,8 @@ static int same(const struct pp_sample *s, uint64_t hash, const uintptr_t *pcs,
 {
 	if (s->hash != hash || s->depth != depth || s->nlabels != nlabels)
 		return 0;
-	if (memcmp(s->pcs, pcs, depth * sizeof *pcs) != 0)
+	/* depth 0: pcs may be NULL, which memcmp may not be given. */
+	if (depth && memcmp(s->pcs, pcs, depth * sizeof *pcs) != 0)
 		return 0;
 	for (size_t i = 0; i < nlabels; i++) {
 		const struct pp_label *a = &s->labels[i], *b = &labels[i];

@@ -57,9 +57,21 @@ static void after_fork(void)
 	pthread_mutex_unlock(&mu);
 }
 
-__attribute__((constructor)) static void recent_init(void)
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork_once(void)
 {
 	pthread_atfork(before_fork, after_fork, after_fork);
+}
+
+void pp_recent_register_atfork(void)
+{
+	pthread_once(&atfork_once, register_atfork_once);
+}
+
+__attribute__((constructor)) static void recent_init(void)
+{
+	pp_recent_register_atfork();
 }
 
 uint64_t pp_recent_add(const char *kind, struct pp_profile *p)

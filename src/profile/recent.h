@@ -38,4 +38,8 @@ struct pp_recent_stats {
 };
 void pp_recent_stats(struct pp_recent_stats *out);
 
+/* Registers the store's fork handlers (once); the agent calls it before
+ * registering its own (see pp_heap_table_register_atfork). */
+void pp_recent_register_atfork(void);
+
 #endif

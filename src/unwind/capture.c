@@ -6,11 +6,25 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include "unwind/registry.h"
+
+/* Where valgrind's header is at hand, the stacks below are declared to it
+ * (a client request: a few no-op instructions outside valgrind). Without,
+ * memcheck takes our switch to one for a huge frame and loses track of
+ * what is defined. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef VALGRIND_STACK_REGISTER
+#define VALGRIND_STACK_REGISTER(lo, hi) ((void)(lo), (void)(hi), 0u)
+#endif
 #include "unwind/unwind.h"
 
 /* Read n bytes at addr without risking a fault: the kernel checks the
@@ -161,13 +175,32 @@ static int capture_trace(uintptr_t from, uintptr_t *pcs, unsigned max, int *why)
 	return (int)kept;
 }
 
-unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
-                                int *why)
+/* The checked way: step by step, through registered code only. Its own
+ * function (never inlined), so that the context and cursor (2 KiB) take
+ * the allocating thread's stack only when the fast way failed: the heap
+ * sampler runs on whatever stack the host gave the thread. */
+__attribute__((noinline)) static unsigned
+capture_checked(uintptr_t from, uintptr_t *pcs, unsigned max, int *why)
 {
 	unw_context_t ctx;
 	unw_cursor_t cursor;
 	unsigned n = 0;
 
+	unw_getcontext(&ctx);
+	pp_registry_enter();
+	pp_unwind_guard = 1;
+	if (unw_init_local(&cursor, &ctx) == 0)
+		n = walk(&cursor, from, pcs, max, why);
+	pp_unwind_guard = 0;
+	pp_registry_leave();
+	if (n == 0)
+		pcs[n++] = from;
+	return n;
+}
+
+unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
+                                int *why)
+{
 	*why = PP_UNWIND_FAILED;
 	if (max == 0)
 		return 0;
@@ -180,17 +213,111 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
 			return (unsigned)got;
 		}
 	}
-	/* The checked way: step by step, through registered code only. */
-	unw_getcontext(&ctx);
-	pp_registry_enter();
-	pp_unwind_guard = 1;
-	if (unw_init_local(&cursor, &ctx) == 0)
-		n = walk(&cursor, from, pcs, max, why);
-	pp_unwind_guard = 0;
-	pp_registry_leave();
-	if (n == 0)
-		pcs[n++] = from;
-	return n;
+	return capture_checked(from, pcs, max, why);
+}
+
+/*
+ * Stacks of our own for libunwind in the SIGPROF handler. The handler runs on
+ * whatever stack the interrupted thread has left, and libunwind's cursor and
+ * DWARF state take several KiB: a thread made with a PTHREAD_STACK_MIN stack
+ * (16 KiB, of which the kernel's signal frame alone takes ~3 KiB with the
+ * AVX state) died of SIGSEGV in the handler when sampled deep in its work
+ * (tests/integration/test_safety.py, test_tiny_stack). We cannot give every
+ * host thread a sigaltstack (only a thread can set its own), so the handler
+ * claims one stack of a pool allocated once and never freed (a handler may
+ * still be on it while the agent stops), and unwinds there. With every stack
+ * in use (that many threads in the handler at once) the sample is dropped as
+ * not captured rather than risk the thread's stack.
+ */
+#define UNWIND_STACKS 32
+#define UNWIND_STACK_SIZE (64u * 1024u)
+
+static unsigned char *unwind_stacks;
+static atomic_int unwind_stack_busy[UNWIND_STACKS];
+
+int pp_unwind_stacks_init(void)
+{
+	if (unwind_stacks)
+		return 0;
+	void *p = mmap(NULL, (size_t)UNWIND_STACKS * UNWIND_STACK_SIZE,
+	               PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	for (size_t i = 0; i < UNWIND_STACKS; i++) {
+		unsigned char *lo = (unsigned char *)p + i * UNWIND_STACK_SIZE;
+		(void)VALGRIND_STACK_REGISTER(lo, lo + UNWIND_STACK_SIZE - 1);
+	}
+	unwind_stacks = p;
+	return 0;
+}
+
+void pp_unwind_stacks_forget_in_child(void)
+{
+	for (int i = 0; i < UNWIND_STACKS; i++)
+		atomic_store_explicit(&unwind_stack_busy[i], 0,
+		                      memory_order_relaxed);
+}
+
+struct capture_call {
+	ucontext_t *uc;
+	uintptr_t *pcs;
+	unsigned max, n;
+	int *why;
+};
+
+static void capture_call_run(struct capture_call *c)
+{
+	c->n = capture_libunwind(c->uc, c->pcs, c->max, c->why);
+}
+
+#if defined(__x86_64__)
+/* Call fn(c) with rsp = top (16-byte aligned); rbx keeps the old rsp. The
+ * callee follows the ABI, so every caller-saved register is clobbered. */
+static void call_on_stack(void (*fn)(struct capture_call *),
+                          struct capture_call *c, void *top)
+{
+	__asm__ volatile("mov %%rsp, %%rbx\n\t"
+	                 "mov %2, %%rsp\n\t"
+	                 "call *%1\n\t"
+	                 "mov %%rbx, %%rsp\n\t"
+	                 : "+D"(c)
+	                 : "r"(fn), "r"(top)
+	                 : "rbx", "rax", "rcx", "rdx", "rsi", "r8", "r9", "r10",
+	                   "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4",
+	                   "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+	                   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+	                   "memory", "cc");
+}
+#endif
+
+static unsigned capture_libunwind_own_stack(ucontext_t *uc, uintptr_t *pcs,
+                                            unsigned max, int *why)
+{
+	struct capture_call c = {uc, pcs, max, 0, why};
+#if defined(__x86_64__)
+	if (!unwind_stacks) {
+		*why = PP_UNWIND_FAILED;
+		return 0;
+	}
+	for (int i = 0; i < UNWIND_STACKS; i++) {
+		int free_ = 0;
+		if (!atomic_compare_exchange_strong_explicit(
+		        &unwind_stack_busy[i], &free_, 1, memory_order_acquire,
+		        memory_order_relaxed))
+			continue;
+		void *top = unwind_stacks + (size_t)(i + 1) * UNWIND_STACK_SIZE;
+		call_on_stack(capture_call_run, &c, top);
+		atomic_store_explicit(&unwind_stack_busy[i], 0,
+		                      memory_order_release);
+		return c.n;
+	}
+	*why = PP_UNWIND_FAILED;
+	return 0;
+#else
+	capture_call_run(&c);
+	return c.n;
+#endif
 }
 
 unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
@@ -204,7 +331,7 @@ unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
 	int guarded = pp_unwind_guard;
 	pp_unwind_guard = 1;
 	pp_registry_enter();
-	unsigned n = capture_libunwind(ucontext, pcs, max, why);
+	unsigned n = capture_libunwind_own_stack(ucontext, pcs, max, why);
 	pp_registry_leave();
 	pp_unwind_guard = guarded;
 	return n;

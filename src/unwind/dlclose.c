@@ -56,7 +56,20 @@ uint64_t pp_unwind_loader_avoided(void)
 	return __atomic_load_n(&guard_hits, __ATOMIC_RELAXED);
 }
 
-PULLPROF_API int
+/* Not instrumented by ThreadSanitizer: TSan's runtime enumerates the loaded
+ * images while it initialises, before any thread state exists, through its
+ * own dl_iterate_phdr interceptor, whose "real" one (the next in the
+ * lookup order) is this definition; an instrumented entry would record an
+ * event for a thread TSan has not set up yet and crash (SEGV in
+ * __tsan_func_entry). Nothing here needs TSan's eyes: a TLS flag, a relaxed
+ * counter, and one pointer published with release/acquire. */
+#if defined(__SANITIZE_THREAD__)
+#define PP_NO_TSAN __attribute__((no_sanitize_thread))
+#else
+#define PP_NO_TSAN
+#endif
+
+PULLPROF_API PP_NO_TSAN int
 dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
 {
 	if (pp_unwind_guard) {

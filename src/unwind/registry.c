@@ -333,7 +333,8 @@ int pp_unwind_init(void)
 	                       forked ? UNW_CACHE_NONE : UNW_CACHE_PER_THREAD);
 	pthread_mutex_lock(&lock);
 	refresh_locked();
-	int ok = atomic_load(&published) != NULL;
+	int ok =
+	    atomic_load(&published) != NULL && pp_unwind_stacks_init() == 0;
 	if (ok)
 		users++;
 	pp_unwind_allow_trace(ok && pp_unwind_guard_works());
@@ -407,14 +408,33 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	forked = 1;
+	pp_unwind_stacks_forget_in_child();
 	if (initialized)
 		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
 	pthread_mutex_unlock(&lock);
 }
 
-__attribute__((constructor)) static void register_atfork(void)
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork_once(void)
 {
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* Prepare handlers run in the reverse order of registration. The agent
+ * takes its lifecycle lock and then (pp_unwind_init) this one, so this one
+ * must be registered first, to be taken after the lifecycle lock in fork()
+ * too: the agent calls this before registering its own handlers, since a
+ * constructor of this file is not guaranteed to run before the agent's
+ * autostart constructor. */
+void pp_registry_register_atfork(void)
+{
+	pthread_once(&atfork_once, register_atfork_once);
+}
+
+__attribute__((constructor)) static void register_atfork(void)
+{
+	pp_registry_register_atfork();
 }
 
 size_t pp_unwind_images(void)

@@ -16,6 +16,9 @@ uint64_t pp_hash_bytes(const void *p, size_t n)
 		n -= 8;
 	}
 	uint64_t tail = 0;
-	memcpy(&tail, b, n);
+	/* n == 0 with p == NULL (an empty stack) is a valid call: memcpy
+	 * may not be given NULL even for 0 bytes (UBSan). */
+	if (n)
+		memcpy(&tail, b, n);
 	return pp_hash_mix(h, tail);
 }

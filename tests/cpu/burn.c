@@ -53,11 +53,11 @@ static void *burner(void *arg)
 
 	snprintf(name, sizeof name, "burn-%d", (int)(uintptr_t)arg);
 	pthread_setname_np(pthread_self(), name);
-	while (!done) {
+	while (!__atomic_load_n(&done, __ATOMIC_RELAXED)) {
 		x = burn_heavy(x);
 		x = burn_light(x);
 	}
-	sink += x;
+	__atomic_fetch_add(&sink, x, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -80,7 +80,7 @@ int main(int argc, char **argv)
 		pthread_create(&t[i], NULL, burner, (void *)(uintptr_t)i);
 	printf("port %d\n", pullprof_port());
 	sleep((unsigned)seconds);
-	done = 1;
+	__atomic_store_n(&done, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < threads && i < 64; i++)
 		pthread_join(t[i], NULL);
 	printf("done\n");

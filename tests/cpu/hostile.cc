@@ -21,7 +21,7 @@ static unsigned long counts[4];
 
 static void *dl_loop(void *)
 {
-	while (!done) {
+	while (!__atomic_load_n(&done, __ATOMIC_RELAXED)) {
 		void *h = dlopen(dl_path, RTLD_NOW | RTLD_LOCAL);
 		if (!h) {
 			fprintf(stderr, "dlopen: %s\n", dlerror());
@@ -42,7 +42,7 @@ __attribute__((noinline)) static void thrower(int depth)
 
 static void *throw_loop(void *)
 {
-	while (!done) {
+	while (!__atomic_load_n(&done, __ATOMIC_RELAXED)) {
 		try {
 			thrower(8);
 		} catch (const std::exception &) {
@@ -56,7 +56,7 @@ static void *malloc_loop(void *)
 {
 	void *keep[64] = {};
 	unsigned x = 1;
-	while (!done) {
+	while (!__atomic_load_n(&done, __ATOMIC_RELAXED)) {
 		x = x * 1103515245u + 12345u;
 		unsigned i = x % 64;
 		free(keep[i]);
@@ -71,7 +71,7 @@ static void *malloc_loop(void *)
 static void *cpu_loop(void *)
 {
 	volatile unsigned long x = 1;
-	while (!done) {
+	while (!__atomic_load_n(&done, __ATOMIC_RELAXED)) {
 		for (int i = 0; i < 100000; i++)
 			x = x * 6364136223846793005ul + 1;
 		counts[3]++;
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 		pthread_create(&t[i], nullptr, fn[i], nullptr);
 	printf("port %d\n", pullprof_port());
 	sleep((unsigned)atoi(argv[2]));
-	done = 1;
+	__atomic_store_n(&done, 1, __ATOMIC_RELAXED);
 	for (pthread_t th : t)
 		pthread_join(th, nullptr);
 	printf("dlopen=%lu throw=%lu malloc=%lu cpu=%lu\n", counts[0],

@@ -47,7 +47,7 @@ static void touch(void *p, size_t n)
 		((volatile char *)p)[0] = 1;
 		((volatile char *)p)[n - 1] = 1;
 	}
-	sink = p;
+	__atomic_store_n(&sink, p, __ATOMIC_RELAXED);
 }
 
 static void fail(const char *what)
@@ -410,7 +410,7 @@ static volatile int forking_done;
 static void *fork_allocator(void *arg)
 {
 	(void)arg;
-	while (!forking_done) {
+	while (!__atomic_load_n(&forking_done, __ATOMIC_RELAXED)) {
 		void *p = malloc(3000);
 		touch(p, 3000);
 		free(p);
@@ -430,7 +430,7 @@ NOINLINE static void hw_child_work(void)
 static void fork_test(void)
 {
 	pthread_t t[3];
-	forking_done = 0;
+	__atomic_store_n(&forking_done, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < 3; i++)
 		pthread_create(&t[i], NULL, fork_allocator, NULL);
 	int statuses = 0, good = 0;
@@ -448,7 +448,7 @@ static void fork_test(void)
 			good += WIFEXITED(status) && WEXITSTATUS(status) == 0;
 		}
 	}
-	forking_done = 1;
+	__atomic_store_n(&forking_done, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
 	printf("fork %d of %d children exited 0\n", good, statuses);

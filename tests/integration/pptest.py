@@ -25,6 +25,50 @@ HOST = os.path.join(BUILD, "tests", "host")
 DEMO = os.path.join(BUILD, "examples", "demo")
 LIBSO = os.path.join(BUILD, ".libs", "libpullprof.so")
 
+# Sanitizer builds (configure --enable-asan / --enable-tsan; Makefile.am
+# exports these): "none", "asan" (ASan + UBSan) or "tsan", and the path of
+# the sanitizer's runtime library.
+SANITIZER = os.environ.get("PP_SANITIZE") or "none"
+SAN_RUNTIME = os.environ.get("PP_SAN_RUNTIME") or ""
+# Sanitizer builds leave libpullprof's malloc wrappers out (configure.ac,
+# src/heap/interpose.c): the sanitizer's runtime defines malloc & co. and
+# is first in the library list, linked or preloaded, so the wrappers would
+# never run. Tests of what the heap sampler sees skip there.
+NO_HEAP_WHY = (f"{SANITIZER} build: the sanitizer's allocator replaces "
+               "malloc, so libpullprof's heap interposition is built out")
+NO_VALGRIND_WHY = (f"{SANITIZER} build: valgrind cannot run a sanitized "
+                   "program (both own the address space and malloc)")
+
+
+# ThreadSanitizer delivers an asynchronous signal only when the thread next
+# reaches one of its own safe points (an intercepted call), and hands the
+# handler the context of that point: under TSan a SIGPROF sample does not say
+# where the thread was burning CPU, so checks of what a CPU profile contains
+# (shares, leaves, durations at load) cannot hold there.
+NO_CPU_TRUTH_WHY = ("tsan build: TSan defers SIGPROF to its own safe points, "
+                    "so samples do not show where the CPU was spent")
+
+
+def sanitized():
+    return SANITIZER != "none"
+
+
+def preload_env(lib=LIBSO, **extra):
+    """The environment that preloads `lib` (libpullprof by default) into
+    an unmodified program. In a sanitizer build the sanitizer's runtime has
+    to be loaded first (its interceptors must be in place before anything
+    else runs, and ASan checks that it comes first); leak detection is off
+    there, since what such a program (sh, python3) leaves allocated at exit
+    is its own business, not libpullprof's. The linked hosts keep it on."""
+    env = {"LD_PRELOAD": lib}
+    if SAN_RUNTIME:
+        env["LD_PRELOAD"] = f"{SAN_RUNTIME} {lib}"
+        if SANITIZER == "asan":
+            env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + \
+                ":detect_leaks=0"
+    env.update(extra)
+    return env
+
 _count = 0
 _failed = 0
 

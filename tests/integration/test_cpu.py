@@ -7,6 +7,8 @@ import subprocess
 import threading
 import time
 
+import pptest
+from pptest import skip
 from pptest import (BUILD, SRC, Host, Proc, Profile, curl, eq, go_pprof, ok,
                     run, source_line)
 
@@ -352,6 +354,15 @@ def test_hostile_host():
         p.stop(9)
 
 
-run([test_accuracy, test_real_clients, test_frame_pointer_mode, test_bad_input, test_windows,
-     test_host_handler_conflict, test_stop_during_window,
-     test_thread_born_in_window, test_fork_during_window, test_hostile_host])
+ALL = [test_accuracy, test_real_clients, test_frame_pointer_mode, test_bad_input,
+       test_windows, test_host_handler_conflict, test_stop_during_window,
+       test_thread_born_in_window, test_fork_during_window, test_hostile_host]
+if pptest.SANITIZER == "tsan":
+    # The sampler, its signal handler, windows opened and stopped, fork
+    # during a window: all of it runs; what the samples say is not checked.
+    TRUTH = [test_accuracy, test_real_clients, test_frame_pointer_mode,
+             test_windows, test_thread_born_in_window, test_hostile_host]
+    for t in TRUTH:
+        skip(t.__name__, pptest.NO_CPU_TRUTH_WHY)
+    ALL = [t for t in ALL if t not in TRUTH]
+run(ALL)

@@ -5,7 +5,8 @@ import re
 import shutil
 
 import pptest
-from pptest import HOST, MEMCHECK, Host, curl, eq, memcheck_quit, ok, run, skip
+from pptest import (HOST, MEMCHECK, NO_VALGRIND_WHY, Host, curl, eq,
+                    memcheck_quit, ok, run, sanitized, skip)
 
 
 class ValgrindHost(Host):
@@ -15,6 +16,9 @@ class ValgrindHost(Host):
 
 
 def test_memcheck():
+    if sanitized():
+        skip("memcheck", NO_VALGRIND_WHY)
+        return
     if not shutil.which("valgrind"):
         skip("memcheck", "valgrind not installed")
         return

@@ -5,15 +5,15 @@ import shutil
 import subprocess
 import time
 
-from pptest import LIBSO, Host, Proc, Profile, curl, eq, free_port, ok, run
+import pptest
+from pptest import (NO_HEAP_WHY, Host, Proc, Profile, curl, eq, free_port, ok,
+                    run, sanitized, skip)
 
 SLEEP = shutil.which("sleep")
 
 
 def preload_env(**extra):
-    env = {"LD_PRELOAD": LIBSO}
-    env.update(extra)
-    return env
+    return pptest.preload_env(**extra)
 
 
 def serving_port(p):
@@ -136,6 +136,17 @@ def test_short_program_exits():
 def test_preloaded_children():
     # A preloaded shell runs a preloaded child: each gets its own agent on
     # its own port 0 and both exit normally.
+    if sanitized():
+        # Not pullprof's: with libasan or libtsan preloaded ahead of
+        # libp11-kit (which libmicrohttpd's gnutls loads), an unmodified
+        # `sleep` hangs at exit in p11-kit's destructor (freelocale waits
+        # for glibc's setlocale lock);
+        # `LD_PRELOAD="libasan.so.8 libp11-kit.so.0" sleep 0.1` (or
+        # libtsan.so.2) hangs the same way without pullprof.
+        skip("preloaded parent and child exit", f"{pptest.SANITIZER} build: "
+             "the sanitizer runtime + libp11-kit preloaded into sleep hang "
+             "at exit, pullprof or not")
+        return
     out = subprocess.run(["sh", "-c", "sleep 0.2; echo child-done"],
                          env={**os.environ, **preload_env(PULLPROF_LISTEN="127.0.0.1:0")},
                          capture_output=True, timeout=20)
@@ -150,6 +161,9 @@ def test_python_heap():
     so /heap sees them. 20,000 bytearrays of 4 KiB = 80 MiB live (the
     default rate gives about 160 samples of them: 8% standard deviation,
     so the check is a generous 25%)."""
+    if sanitized():
+        skip("preloaded python's heap", NO_HEAP_WHY)
+        return
     py = shutil.which("python3")
     code = ("import sys, time\n"
             "keep = [bytearray(4096) for _ in range(20000)]\n"

@@ -1,0 +1,384 @@
+"""Host safety under faults: the agent must never take its host down nor be
+taken down by it. A real host (tests/safety/faulty) forks while its threads
+work and windows are open, blocks SIGPROF in some threads, churns
+short-lived threads, runs a thread on a PTHREAD_STACK_MIN stack, corrupts its
+frame-pointer chain, and stops the agent with requests in flight (also under
+valgrind). No timing assertions: only "it ended", "it did not crash", and
+counts."""
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+from pptest import (BUILD, MEMCHECK, Host, Profile, curl, eq, memcheck_quit,
+                    ok, run)
+
+FAULTY = os.path.join(BUILD, "tests", "safety", "faulty")
+DLLIB = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_dl.so")
+
+
+class Faulty(Host):
+    def __init__(self, env=None, prefix=()):
+        super().__init__(env=env, exe=FAULTY, prefix=prefix)
+        self.own_threads = None
+
+    def nthreads(self):
+        return int(self.cmd("threads").split()[1])
+
+    def alive(self):
+        return self.cmd("threads").startswith("threads ")
+
+
+def background(url, timeout=60):
+    """GET url with curl in a thread; returns (thread, result dict)."""
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(url, timeout=timeout)), daemon=True)
+    t.start()
+    return t, res
+
+
+def status(port):
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/status")
+    return r.json() if r.status == 200 else None
+
+
+def thread_samples(prof, prefix):
+    return sum(s["value"][0] for s in prof.samples
+               if str(prof.labels(s).get("thread_name", "")).startswith(prefix))
+
+
+def listening_sockets(pid):
+    """Inodes of the TCP sockets in LISTEN state that pid holds."""
+    mine = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            m = re.match(r"socket:\[(\d+)\]", os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+        if m:
+            mine.add(m.group(1))
+    listen = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{name}") as f:
+                for line in f.readlines()[1:]:
+                    col = line.split()
+                    if col[3] == "0A":
+                        listen.add(col[9])
+        except OSError:
+            pass
+    return mine & listen
+
+
+def fd_targets(pid):
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass
+    return out
+
+
+def wait_file_line(path, pattern, timeout=60):
+    rx = re.compile(pattern)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with open(path) as f:
+                for line in f:
+                    m = rx.search(line)
+                    if m:
+                        return m
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return None
+
+
+def test_fork_multithreaded():
+    h = Faulty()
+    eq(h.cmd("workers 3"), "ok", "3 worker threads burn CPU and allocate")
+    port = h.start()
+    ok(isinstance(port, int), "agent started", port)
+    base = f"http://127.0.0.1:{port}/debug/pprof"
+    tp, cpu = background(f"{base}/profile?seconds=4&hz=1000")
+    th, heap = background(f"{base}/heap?seconds=4")
+    time.sleep(1)
+    with tempfile.TemporaryDirectory() as d:
+        rep = os.path.join(d, "child")
+        line = h.cmd(f"fork {rep} {DLLIB}")
+        ok(line.startswith("child "), "fork during a CPU window and a heap delta",
+           line)
+        cpid = int(line.split()[1])
+        m = wait_file_line(rep, r"^pending (\d+)")
+        eq(m and m.group(1), "0", "child: no SIGPROF pending at birth")
+        m = wait_file_line(rep, r"^worked sigprof=(\d+) malloc=(\d+) "
+                                r"dlopen=(\d) port=(\d+)")
+        ok(m, "child: does CPU work, mallocs and dlopens (no stuck lock)",
+           open(rep).read() if os.path.exists(rep) else "no report")
+        if m:
+            eq(m.group(1), "0", "child: no inherited timer fires during 0.5 s "
+               "of CPU (its own SIGPROF handler never runs)")
+            ok(int(m.group(2)) > 1000, "child: malloc/free work", m.group(2))
+            eq(m.group(3), "1", "child: dlopen/dlclose work")
+            eq(m.group(4), "0", "child: no agent (pullprof_port() is 0)")
+        eq(listening_sockets(cpid), set(),
+           "child: no listening socket before it starts the agent")
+        st = status(port)
+        eq(st and st.get("pid"), h.pid,
+           "the parent's port reaches the parent, not the child")
+        open(rep + ".go", "w").close()
+        m = wait_file_line(rep, r"^serving (\d+)")
+        ok(m, "child: pullprof_start in the child",
+           open(rep).read() if os.path.exists(rep) else "")
+        if m:
+            cport = int(m.group(1))
+            ok(cport != port, "child: serves on a new port")
+            ok(listening_sockets(cpid), "child: now listens (the check above "
+               "can see a listening socket)")
+            st = status(cport)
+            eq(st and st.get("pid"), cpid, "child: its own agent answers")
+            r = curl(f"http://127.0.0.1:{cport}/debug/pprof/profile?seconds=1",
+                     timeout=60)
+            eq(r.status, 200, "child: a CPU profile of the child")
+            if r.status == 200:
+                ok(len(Profile(r.body).samples) > 0, "child: with samples")
+            r = curl(f"http://127.0.0.1:{cport}/debug/pprof/heap")
+            eq(r.status, 200, "child: a heap profile of the child")
+        open(rep + ".done", "w").close()
+        eq(h.cmd(f"wait {cpid}", timeout=60), "exit 0",
+           "child: stops its agent and exits 0")
+    tp.join(60)
+    th.join(60)
+    r = cpu.get("r")
+    eq(r and r.status, 200, "the parent's CPU window completes")
+    if r and r.status == 200:
+        n = thread_samples(Profile(r.body), "worker-")
+        ok(n > 0, "the parent's profile has the workers' samples", n)
+    eq(heap.get("r") and heap["r"].status, 200,
+       "the parent's heap delta completes")
+    ok(h.alive(), "the parent runs on")
+    eq(h.quit(), 0, "parent exits 0")
+
+
+def test_many_forks_in_window():
+    # A fork that lands while a worker is inside the SIGPROF handler gave a
+    # child whose pullprof_stop waited forever for that handler to leave.
+    # Hundreds of forks at 1000 Hz with 3 busy threads make that likely.
+    h = Faulty()
+    h.cmd("workers 3")
+    port = h.start()
+    t, res = background(f"http://127.0.0.1:{port}/debug/pprof/profile"
+                        "?seconds=3&hz=1000", timeout=120)
+    time.sleep(0.3)
+    line = h.cmd("forks 200", timeout=600)
+    eq(line, "forks 200 of 200", "200 forks during a 1000 Hz window: every "
+       "child starts and stops its own agent and exits 0 (none hangs)")
+    t.join(120)
+    eq(res.get("r") and res["r"].status, 200, "the parent's window completes")
+    eq(h.quit(), 0, "parent exits 0")
+
+
+def test_blocked_sigprof():
+    h = Faulty()
+    h.cmd("workers 1")
+    eq(h.cmd("blocked 2"), "ok", "2 threads block SIGPROF and burn CPU")
+    port = h.start()
+    for hz in (1000, 100):
+        r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=2&hz={hz}",
+                 timeout=60)
+        eq(r.status, 200, f"{hz} Hz window with SIGPROF blocked in 2 threads: 200")
+        if r.status == 200:
+            prof = Profile(r.body)
+            eq(thread_samples(prof, "blocked-"), 0,
+               "the blocked threads' CPU does not appear")
+            ok(thread_samples(prof, "worker-") > 0, "the others' does",
+               [prof.labels(s) for s in prof.samples][:10])
+        ok(h.alive(), "host alive after the window")
+    st = status(port)
+    eq(st and st["cpu"]["timer_mode"], "off", "sampling stopped after the windows")
+    eq(h.quit(), 0, "host exits 0 (blocked threads with signals once "
+       "pending were not killed)")
+
+
+def test_thread_churn():
+    h = Faulty()
+    port = h.start()
+    t, res = background(f"http://127.0.0.1:{port}/debug/pprof/profile"
+                        "?seconds=4&hz=1000")
+    time.sleep(0.3)
+    line = h.cmd("churn 3", timeout=60)
+    m = re.match(r"churned (\d+)", line)
+    ok(m and int(m.group(1)) >= 100,
+       "hundreds of short-lived threads created and joined during a window",
+       line)
+    t.join(60)
+    eq(res.get("r") and res["r"].status, 200, "the window completes")
+    ok(h.alive(), "host alive")
+    line = h.cmd("churn 1", timeout=60)
+    ok(line.startswith("churned "), "threads still start and join after it")
+    eq(h.quit(), 0, "host exits 0")
+
+
+def test_tiny_stack():
+    # Every allocation is heap-sampled (rate 1) and the CPU sampler runs at
+    # 1000 Hz: the thread's stack holds the host's recursion, malloc, the
+    # heap sampler's unwind, and at any point a signal frame and the
+    # SIGPROF handler. Before the fixes, libunwind's handler and the heap
+    # sampler each overflowed it (SIGSEGV).
+    for unwind in ("libunwind", "fp"):
+        h = Faulty(env={"PULLPROF_UNWIND": unwind, "PULLPROF_HEAP_RATE": "1"})
+        port = h.start()
+        quiet = h.cmd("tiny 0.5", timeout=60)
+        t, res = background(f"http://127.0.0.1:{port}/debug/pprof/profile"
+                            "?seconds=5&hz=1000")
+        time.sleep(0.3)
+        line = h.cmd("tiny 2", timeout=60)
+        m = re.match(r"tiny stack=(\d+) free=(\d+) depth=(\d+) deepest=(\d+)",
+                     line)
+        q = re.match(r"tiny stack=(\d+) free=(\d+) depth=(\d+) deepest=(\d+)",
+                     quiet)
+        ok(m and q, f"{unwind}: a PTHREAD_STACK_MIN thread recursing at 1000 Hz "
+           "finishes", line)
+        if m and q:
+            used = int(m.group(4)) - int(q.group(4))
+            ok(int(m.group(4)) < int(m.group(1)),
+               f"{unwind}: the stack held: {m.group(4)} of {m.group(1)} bytes "
+               f"at most, the signal frame and handler took {used} more "
+               "than the thread alone", line)
+        t.join(60)
+        r = res.get("r")
+        eq(r and r.status, 200, f"{unwind}: the window completes")
+        if r and r.status == 200:
+            ok(thread_samples(Profile(r.body), "tiny") > 0,
+               f"{unwind}: the tiny-stack thread is sampled")
+        st = status(port)
+        ok(st and st["heap"]["sampled"] > 1000,
+           f"{unwind}: its allocations were heap-sampled",
+           st and st["heap"])
+        eq(h.quit(), 0, f"{unwind}: host exits 0")
+
+
+def test_corrupt_frame_pointers():
+    for unwind in ("fp", "libunwind"):
+        h = Faulty(env={"PULLPROF_UNWIND": unwind})
+        port = h.start()
+        before = status(port)["cpu"]["unwind"]
+        t, res = background(f"http://127.0.0.1:{port}/debug/pprof/profile"
+                            "?seconds=8&hz=1000", timeout=90)
+        time.sleep(0.3)
+        for mode in ("garbage", "guard", "freed", "loop"):
+            eq(h.cmd(f"badfp {mode} 1", timeout=60), "badfp done",
+               f"{unwind}: spinning with rbp = {mode}, sampled at 1000 Hz: "
+               "no crash")
+        t.join(90)
+        r = res.get("r")
+        eq(r and r.status, 200, f"{unwind}: the window completes")
+        if r and r.status == 200:
+            ok(thread_samples(Profile(r.body), "badfp") > 0,
+               f"{unwind}: the corrupt thread is in the profile")
+        after = status(port)["cpu"]["unwind"]
+        moved = {k: after[k] - before[k]
+                 for k in ("failed", "unknown_code", "truncated")}
+        if unwind == "fp":
+            ok(moved["failed"] > 0,
+               "fp: the broken chains are counted in /status cpu.unwind.failed",
+               moved)
+        else:
+            # The function's call-frame information finds its caller
+            # through rbp: libunwind lands on garbage return addresses,
+            # which no registered image covers.
+            ok(moved["failed"] + moved["unknown_code"] > 0,
+               "libunwind: the broken frames are counted in /status "
+               "(cpu.unwind.failed + unknown_code)", moved)
+        ok(h.alive(), f"{unwind}: host alive")
+        eq(h.quit(), 0, f"{unwind}: host exits 0")
+
+
+def stop_with_requests(h, port, what, hz=1000, check_fds=True):
+    """Open windows, a heap delta and slow clients, then stop."""
+    base = f"http://127.0.0.1:{port}/debug/pprof"
+    reqs = [background(f"{base}/profile?seconds=30&hz={hz}", timeout=120),
+            background(f"{base}/profile?seconds=20", timeout=120),
+            background(f"{base}/heap?seconds=30", timeout=120)]
+    slow = []
+    for data in (b"", b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\n",
+                 b"GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\n\r\n"):
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        s.sendall(data)
+        slow.append(s)
+    time.sleep(1.5)
+    eq(h.cmd("stop", timeout=120), "ok", f"{what}: stop with 3 requests in "
+       "flight and 3 slow clients")
+    for i, (t, res) in enumerate(reqs):
+        t.join(120)
+        r = res.get("r")
+        ok(not t.is_alive() and r is not None and r.status in (0, 503),
+           f"{what}: request {i + 1} ends with 503 or a closed connection", r)
+    for i, s in enumerate(slow):
+        try:
+            got = s.recv(4096)
+            while got and b"\r\n\r\n" not in got:
+                more = s.recv(4096)
+                if not more:
+                    break
+                got += more
+            ended = got == b"" or got.startswith(b"HTTP/1.1 5")
+        except ConnectionResetError:
+            got, ended = "reset", True
+        except socket.timeout:
+            got, ended = "timeout", False
+        ok(ended, f"{what}: slow client {i + 1} is closed or answered", got)
+        s.close()
+
+
+def test_stop_in_flight():
+    h = Faulty()
+    h.cmd("workers 2")
+    own = h.nthreads()
+    fds = fd_targets(h.pid)
+    port = h.start()
+    stop_with_requests(h, port, "stop")
+    eq(h.nthreads(), own, "the host's own threads are all that is left")
+    eq([n for n in h.threads() if n.startswith("pullprof")], [],
+       "no pullprof-* thread is left")
+    left = {k: v for k, v in fd_targets(h.pid).items() if fds.get(k) != v}
+    # libunwind opens one pipe (both ends) the first time it probes an
+    # address, and keeps it for the life of the process: not ours to close.
+    pipes = set(left.values())
+    ok(not left or (len(left) == 2 and len(pipes) == 1
+                    and next(iter(pipes)).startswith("pipe:")),
+       "no fd is left open (but libunwind's own probe pipe)", left)
+    fds = fd_targets(h.pid)
+    port = h.start()
+    ok(isinstance(port, int), "start again", port)
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1", timeout=60)
+    eq(r.status, 200, "and serve a profile")
+    stop_with_requests(h, port, "second stop")
+    eq(fd_targets(h.pid), fds, "no fd is left open after a second cycle")
+    eq(h.quit(), 0, "host exits 0")
+
+
+def test_stop_in_flight_memcheck():
+    h = Faulty(prefix=MEMCHECK)
+    h.cmd("workers 1", timeout=60)
+    port = h.start()
+    stop_with_requests(h, port, "valgrind", hz=100)
+    port = h.start()
+    st = status(port)
+    ok(st is not None, "valgrind: start again and serve /status")
+    eq(h.cmd("stop", timeout=120), "ok", "valgrind: stop")
+    memcheck_quit(h, "the host that stopped with requests in flight")
+
+
+ALL = [test_fork_multithreaded, test_many_forks_in_window, test_blocked_sigprof, test_thread_churn,
+       test_tiny_stack, test_corrupt_frame_pointers, test_stop_in_flight,
+       test_stop_in_flight_memcheck]
+# Tests can be named on the command line to run only those.
+run([globals()[n] for n in sys.argv[1:]] or ALL)
