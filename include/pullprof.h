@@ -101,6 +101,14 @@ struct pullprof_config {
 	 * past it new stacks are charged to one "[pullprof: profile size limit
 	 * reached]" frame. PULLPROF_MAX_PROFILE_MB, default 64. */
 	unsigned max_profile_mb;
+	/* Most heap profiles (/heap, /allocs) waiting for their window or
+	 * being built at once (1..256); more get 429.
+	 * PULLPROF_MAX_HEAP_PROFILES, default 16. */
+	unsigned max_heap_profiles;
+	/* Most /symbol and /maps requests queued or being answered at once
+	 * (1..64): they run one at a time on the agent's lookup thread; more
+	 * get 429. PULLPROF_MAX_LOOKUPS, default 4. */
+	unsigned max_lookups;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here). */

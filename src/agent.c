@@ -127,6 +127,7 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 		    .max_depth = agent.cfg.v.max_depth,
 		    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb
 		                         << 20,
+		    .max_pending = agent.cfg.v.max_heap_profiles,
 		};
 		rc = pp_heap_start(&heap, err, sizeof err);
 		if (rc) {

@@ -63,6 +63,11 @@ const struct pp_setting pp_settings[] = {
     {"max_profile_mb", "PULLPROF_MAX_PROFILE_MB", PP_SETTING_UINT,
      OFF(max_profile_mb), 1, 4096, NULL,
      "memory one profile may hold while it is built, in MiB"},
+    {"max_heap_profiles", "PULLPROF_MAX_HEAP_PROFILES", PP_SETTING_UINT,
+     OFF(max_heap_profiles), 1, 256, NULL,
+     "most heap profiles waiting for their window or being built at once"},
+    {"max_lookups", "PULLPROF_MAX_LOOKUPS", PP_SETTING_UINT, OFF(max_lookups),
+     1, 64, NULL, "most /symbol and /maps requests queued or running at once"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -84,6 +89,8 @@ PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
 	cfg->max_client_connections = 16;
 	cfg->max_header_bytes = 32768;
 	cfg->max_profile_mb = 64;
+	cfg->max_heap_profiles = 16;
+	cfg->max_lookups = 4;
 }
 
 int pp_config_parse_uint(const char *text, unsigned min, unsigned max,

@@ -23,7 +23,6 @@
 #include "util/clock.h"
 #include "util/proc.h"
 
-#define MAX_PENDING 16
 /* How often the worker looks at the registry and at waiting clients. */
 #define TICK_NS 250000000ull
 
@@ -412,11 +411,12 @@ int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
 		rc = -ESHUTDOWN;
 		snprintf(err, errlen,
 		         "heap profiling is off (PULLPROF_HEAP_RATE=0)");
-	} else if (H.njobs >= MAX_PENDING) {
+	} else if (H.njobs >= H.settings.max_pending) {
 		rc = -EBUSY;
 		snprintf(err, errlen,
-		         "too many heap profiles pending (%u); try again later",
-		         MAX_PENDING);
+		         "%u heap profiles are already waiting or being built "
+		         "(PULLPROF_MAX_HEAP_PROFILES); try again later",
+		         H.njobs);
 	}
 	if (rc) {
 		pthread_mutex_unlock(&H.mu);

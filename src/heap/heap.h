@@ -16,6 +16,7 @@ struct pp_heap_settings {
 	uint64_t rate; /* mean bytes between samples; 0: sampling off */
 	unsigned max_depth;
 	size_t max_profile_bytes; /* a profile's model; 0: no bound */
+	unsigned max_pending;     /* jobs waiting or building; more: -EBUSY */
 };
 
 /* Start sampling (rate > 0) and the heap worker thread. Allocations made

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "handlers.h"
+#include "lookup.h"
 #include "respond.h"
 #include "symbols/symbols.h"
 
@@ -61,22 +62,33 @@ static struct json_object *mapping_json(struct pp_symtab *st,
 	return o;
 }
 
-enum MHD_Result pp_h_maps(struct pp_request *r)
+/* On the lookup thread: loading a module's DWARF can take a while. */
+static void list_maps(void *arg, const atomic_int *cancel,
+                      struct pp_lookup_answer *a)
 {
+	(void)arg;
 	struct pp_symtab *st = pp_symtab_acquire();
-	if (!st)
-		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
-		                        "the mappings could not be read "
-		                        "(out of memory)");
+	if (!st) {
+		a->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(a->msg, sizeof a->msg,
+		         "the mappings could not be read (out of memory)");
+		return;
+	}
 	const struct pp_mappings *m = pp_symtab_mappings(st);
 	size_t n = m->n; /* m is the symbolizer's: not after release */
 	struct json_object *list = json_object_new_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n && !atomic_load(cancel); i++)
 		json_object_array_add(list, mapping_json(st, &m->v[i]));
 	pp_symtab_release(st);
 
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "count", json_object_new_int64((int64_t)n));
 	json_object_object_add(o, "mappings", list);
-	return pp_respond_json(r, MHD_HTTP_OK, o);
+	a->status = MHD_HTTP_OK;
+	a->json = o;
+}
+
+enum MHD_Result pp_h_maps(struct pp_request *r)
+{
+	return pp_lookup_answer_later(r, list_maps, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include "cpu/cpu.h"
 #include "handlers.h"
 #include "heap/heap.h"
+#include "lookup.h"
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
@@ -256,6 +257,17 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(sym, "refreshes",
 	                       json_object_new_int64((int64_t)ss.refreshes));
 	json_object_object_add(o, "symbols", sym);
+
+	struct pp_lookup_stats ls;
+	pp_lookups_stats(r->srv->lookups, &ls);
+	struct json_object *lk = json_object_new_object();
+	json_object_object_add(lk, "max", I64(ls.max));
+	json_object_object_add(lk, "queued", I64(ls.queued));
+	json_object_object_add(lk, "running", I64(ls.running));
+	json_object_object_add(lk, "done", I64(ls.done));
+	json_object_object_add(lk, "cancelled", I64(ls.cancelled));
+	json_object_object_add(lk, "refused", I64(ls.refused));
+	json_object_object_add(o, "lookups", lk);
 	json_object_object_add(o, "cpu", cpu_json());
 	json_object_object_add(o, "heap", heap_json());
 	return pp_respond_json(r, MHD_HTTP_OK, o);

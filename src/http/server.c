@@ -23,6 +23,7 @@
 
 #include "args.h"
 #include "heap/heap.h"
+#include "lookup.h"
 #include "routes.h"
 #include "util/proc.h"
 
@@ -316,6 +317,12 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	ev.data.fd = s->wake_fd;
 	if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->wake_fd, &ev) < 0)
 		goto fail_errno;
+	rc = pp_lookups_start(s, cfg->v.max_lookups, &s->lookups);
+	if (rc) {
+		snprintf(err, errlen, "cannot start the lookup thread: %s",
+		         strerror(-rc));
+		goto fail;
+	}
 
 	/* The loop thread starts with every signal blocked: signals meant for
 	 * the host must go to the host's threads. */
@@ -340,6 +347,7 @@ fail_errno:
 	snprintf(err, errlen, "cannot set up the HTTP event loop: %s",
 	         strerror(errno));
 fail:
+	pp_lookups_stop(s->lookups);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd); /* closes the listening socket */
 	else if (s->listen_fd >= 0)
@@ -360,6 +368,8 @@ void pp_server_stop(struct pp_server *s)
 
 	if (!s)
 		return;
+	/* Lookups first: what they cancel is answered through the loop. */
+	pp_lookups_stop(s->lookups);
 	atomic_store(&s->stopping, 1);
 	ssize_t w = write(s->wake_fd, &one, sizeof one);
 	(void)w;

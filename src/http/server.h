@@ -44,8 +44,9 @@ struct pp_server {
 	int *conn_fds;
 	unsigned conn_slots;
 	struct pp_server_stats stats;
-	char *tls_cert, *tls_key; /* PEM text, while the daemon runs */
-	char last_log[256];       /* libmicrohttpd's last message */
+	struct pp_lookups *lookups; /* /symbol and /maps (lookup.h) */
+	char *tls_cert, *tls_key;   /* PEM text, while the daemon runs */
+	char last_log[256];         /* libmicrohttpd's last message */
 };
 
 /* Bind, start libmicrohttpd and the loop thread. On failure returns a

@@ -128,8 +128,9 @@ const struct pp_mappings *pp_symtab_mappings(const struct pp_symtab *st);
 int pp_symtab_lookup(struct pp_symtab *st, uintptr_t addr,
                      struct pp_symbol *out);
 
-/* Counters for status and benchmarks (takes the lock: not while acquired).
- * All zero before the first use. */
+/* Counters for status and benchmarks, as of the last release (lock-free:
+ * a long lookup holding the symbolizer never delays /status). All zero
+ * before the first use. */
 struct pp_symtab_stats {
 	uint64_t lookups, hits, refreshes;
 	size_t cached, mappings;

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,6 +63,24 @@ struct pp_symtab {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* The counters as of the last release, for /status: read without the lock,
+ * which a long /symbol list or profile build may hold for seconds. */
+static _Atomic uint64_t shown_lookups, shown_hits, shown_refreshes,
+    shown_cached, shown_mappings;
+
+static void show(const struct pp_symtab *st)
+{
+	atomic_store_explicit(&shown_lookups, st ? st->lookups : 0,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&shown_hits, st ? st->hits : 0,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&shown_refreshes, st ? st->refreshes : 0,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&shown_cached, st ? st->nresults : 0,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&shown_mappings, st ? st->maps.n : 0,
+	                      memory_order_relaxed);
+}
 static struct pp_symtab *global;
 static char *debuginfo_path; /* NULL: the default search path */
 
@@ -245,7 +264,7 @@ fail:
 
 void pp_symtab_release(struct pp_symtab *st)
 {
-	(void)st;
+	show(st);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -258,6 +277,7 @@ void pp_symtab_shutdown(void)
 		free(global);
 		global = NULL;
 	}
+	show(NULL);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -291,16 +311,14 @@ const struct pp_mappings *pp_symtab_mappings(const struct pp_symtab *st)
 
 void pp_symtab_stats(struct pp_symtab_stats *out)
 {
-	memset(out, 0, sizeof *out);
-	pthread_mutex_lock(&lock);
-	if (global) {
-		out->lookups = global->lookups;
-		out->hits = global->hits;
-		out->refreshes = global->refreshes;
-		out->cached = global->nresults;
-		out->mappings = global->maps.n;
-	}
-	pthread_mutex_unlock(&lock);
+	out->lookups =
+	    atomic_load_explicit(&shown_lookups, memory_order_relaxed);
+	out->hits = atomic_load_explicit(&shown_hits, memory_order_relaxed);
+	out->refreshes =
+	    atomic_load_explicit(&shown_refreshes, memory_order_relaxed);
+	out->cached = atomic_load_explicit(&shown_cached, memory_order_relaxed);
+	out->mappings =
+	    atomic_load_explicit(&shown_mappings, memory_order_relaxed);
 }
 
 /*

@@ -18,8 +18,8 @@
 #include <sys/socket.h>
 
 #include "config.h"
-#include "util/cidr.h"
 #include "http/args.h"
+#include "util/cidr.h"
 
 #define MAXARGS 256
 

@@ -69,7 +69,8 @@ def test_status_fields():
                      "token": False, "insecure": 0, "tls_cert": None,
                      "tls_key": None, "allow": None,
                      "max_client_connections": 16, "max_header_bytes": 32768,
-                     "max_profile_mb": 64},
+                     "max_profile_mb": 64, "max_heap_profiles": 16,
+                     "max_lookups": 4},
        "status.config is the effective configuration")
 
     def parse(ts):

@@ -1,0 +1,296 @@
+/*
+ * The lookup thread (see lookup.h). A job is held by two owners: the queue
+ * (then the thread running it) and the request waiting for it; whichever lets
+ * go last frees it. The request's connection is suspended while it waits:
+ * libmicrohttpd neither reads nor times it out then, so it cannot end before
+ * the thread resumes it, except at the server's stop, which comes after
+ * pp_lookups_stop. Agent context.
+ */
+#include "lookup.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heap/heap.h"
+#include "respond.h"
+#include "routes.h"
+#include "server.h"
+#include "util/proc.h"
+
+enum { L_QUEUED, L_RUNNING, L_DONE, L_CANCELLED };
+
+struct job {
+	struct job *next;
+	struct pp_lookups *l;
+	pp_lookup_fn fn;
+	void *arg;
+	void (*free_arg)(void *arg);
+	struct MHD_Connection *conn; /* NULL once the request let go */
+	int client_fd;
+	int state, owners;
+	atomic_int cancel;
+	struct pp_lookup_answer ans;
+};
+
+struct pp_lookups {
+	pthread_mutex_t mu;
+	pthread_cond_t wake;
+	pthread_t thread;
+	struct pp_server *srv;
+	struct job *head, **tail;
+	struct job *current; /* the one running */
+	unsigned max, queued, running;
+	uint64_t done, cancelled, refused;
+	int stopping;
+};
+
+static void let_go_locked(struct job *j)
+{
+	if (--j->owners > 0)
+		return;
+	if (j->free_arg)
+		j->free_arg(j->arg);
+	free(j->ans.body);
+	if (j->ans.json)
+		json_object_put(j->ans.json);
+	free(j);
+}
+
+/* Called locked with j off the queue; returns locked. */
+static void finish_locked(struct pp_lookups *l, struct job *j, int state)
+{
+	j->state = state;
+	if (state == L_DONE)
+		l->done++;
+	else
+		l->cancelled++;
+	struct MHD_Connection *conn = j->conn;
+	if (conn) {
+		/* The request still waits, suspended: it cannot end (and let
+		 * go of j) before it is resumed. */
+		pthread_mutex_unlock(&l->mu);
+		pp_server_resume(l->srv, conn);
+		pthread_mutex_lock(&l->mu);
+	}
+	let_go_locked(j);
+}
+
+static struct job *pop_locked(struct pp_lookups *l)
+{
+	struct job *j = l->head;
+	if (j) {
+		l->head = j->next;
+		if (!l->head)
+			l->tail = &l->head;
+		j->next = NULL;
+		l->queued--;
+	}
+	return j;
+}
+
+static void *thread_main(void *arg)
+{
+	struct pp_lookups *l = arg;
+
+	pp_heap_agent_thread();
+	pthread_mutex_lock(&l->mu);
+	while (!l->stopping) {
+		struct job *j = pop_locked(l);
+		if (!j) {
+			pthread_cond_wait(&l->wake, &l->mu);
+			continue;
+		}
+		if (!j->conn || pp_fd_hung_up(j->client_fd)) {
+			finish_locked(l, j, L_CANCELLED);
+			continue;
+		}
+		j->state = L_RUNNING;
+		l->running++;
+		l->current = j;
+		pthread_mutex_unlock(&l->mu);
+		j->fn(j->arg, &j->cancel, &j->ans);
+		pthread_mutex_lock(&l->mu);
+		l->current = NULL;
+		l->running--;
+		finish_locked(l, j,
+		              atomic_load(&j->cancel) ? L_CANCELLED : L_DONE);
+	}
+	struct job *j;
+	while ((j = pop_locked(l)))
+		finish_locked(l, j, L_CANCELLED);
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+int pp_lookups_start(struct pp_server *srv, unsigned max,
+                     struct pp_lookups **out)
+{
+	struct pp_lookups *l = calloc(1, sizeof *l);
+	sigset_t all, old;
+
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->wake, NULL);
+	l->srv = srv;
+	l->max = max ? max : 1;
+	l->tail = &l->head;
+	/* The host's signals are never delivered here. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = -pthread_create(&l->thread, NULL, thread_main, l);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		pthread_cond_destroy(&l->wake);
+		pthread_mutex_destroy(&l->mu);
+		free(l);
+		return rc;
+	}
+	pthread_setname_np(l->thread, "pullprof-lookup");
+	*out = l;
+	return 0;
+}
+
+void pp_lookups_stop(struct pp_lookups *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->stopping = 1;
+	if (l->current) /* ends early; the queued ones are answered 503 */
+		atomic_store(&l->current->cancel, 1);
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->thread, NULL);
+	pthread_cond_destroy(&l->wake);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+/* ---- the request side (HTTP thread) ------------------------------------ */
+
+static void request_done(struct pp_request *r)
+{
+	struct job *j = r->state;
+	struct pp_lookups *l = j->l;
+
+	r->state = NULL;
+	pthread_mutex_lock(&l->mu);
+	j->conn = NULL; /* nobody to resume any more */
+	if (j->state == L_QUEUED) {
+		/* Still queued (the connection ended at the server's stop):
+		 * the queue lets go of it too. */
+		for (struct job **p = &l->head; *p; p = &(*p)->next)
+			if (*p == j) {
+				*p = j->next;
+				if (!*p)
+					l->tail = p;
+				l->queued--;
+				j->owners--;
+				l->cancelled++;
+				break;
+			}
+	} else if (j->state == L_RUNNING) {
+		atomic_store(&j->cancel, 1);
+	}
+	let_go_locked(j);
+	pthread_mutex_unlock(&l->mu);
+}
+
+static enum MHD_Result answer(struct pp_request *r)
+{
+	struct job *j = r->state;
+	struct pp_lookups *l = j->l;
+
+	pthread_mutex_lock(&l->mu);
+	int state = j->state;
+	struct pp_lookup_answer a = j->ans;
+	j->ans.body = NULL;
+	j->ans.json = NULL;
+	pthread_mutex_unlock(&l->mu);
+
+	if (state != L_DONE)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "%s cancelled: the agent is stopping",
+		                        r->route->name);
+	if (a.status != MHD_HTTP_OK) {
+		free(a.body);
+		if (a.json)
+			json_object_put(a.json);
+		return pp_respond_error(r, a.status, "%s", a.msg);
+	}
+	if (a.json)
+		return pp_respond_json(r, MHD_HTTP_OK, a.json);
+	return pp_respond(r, MHD_HTTP_OK, a.content_type, a.body, a.len,
+	                  PP_BODY_FREE);
+}
+
+enum MHD_Result pp_lookup_answer_later(struct pp_request *r, pp_lookup_fn fn,
+                                       void *arg, void (*free_arg)(void *arg))
+{
+	struct pp_lookups *l = r->srv->lookups;
+
+	pthread_mutex_lock(&l->mu);
+	unsigned busy = l->queued + l->running;
+	if (l->stopping || busy >= l->max) {
+		l->refused++;
+		pthread_mutex_unlock(&l->mu);
+		if (free_arg)
+			free_arg(arg);
+		r->headers[0][0] = "Retry-After";
+		r->headers[0][1] = "1";
+		return pp_respond_error(
+		    r, MHD_HTTP_TOO_MANY_REQUESTS,
+		    "%s: %u symbol and mapping lookups are already queued or "
+		    "running (PULLPROF_MAX_LOOKUPS); try again later",
+		    r->route->name, busy);
+	}
+	struct job *j = calloc(1, sizeof *j);
+	if (!j) {
+		pthread_mutex_unlock(&l->mu);
+		if (free_arg)
+			free_arg(arg);
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "%s: out of memory", r->route->name);
+	}
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	j->l = l;
+	j->fn = fn;
+	j->arg = arg;
+	j->free_arg = free_arg;
+	j->conn = r->conn;
+	j->client_fd = ci ? ci->connect_fd : -1;
+	j->state = L_QUEUED;
+	j->owners = 2; /* the queue and the request */
+	*l->tail = j;
+	l->tail = &j->next;
+	l->queued++;
+	r->state = j;
+	r->cleanup = request_done;
+	r->resume = answer;
+	/* Suspended before the thread can resume it: still under the lock. */
+	MHD_suspend_connection(r->conn);
+	pthread_cond_signal(&l->wake);
+	pthread_mutex_unlock(&l->mu);
+	return MHD_YES;
+}
+
+void pp_lookups_stats(struct pp_lookups *l, struct pp_lookup_stats *o)
+{
+	memset(o, 0, sizeof *o);
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->mu);
+	o->max = l->max;
+	o->queued = l->queued;
+	o->running = l->running;
+	o->done = l->done;
+	o->cancelled = l->cancelled;
+	o->refused = l->refused;
+	pthread_mutex_unlock(&l->mu);
+}
