@@ -109,6 +109,10 @@ struct pullprof_config {
 	 * (1..64): they run one at a time on the agent's lookup thread; more
 	 * get 429. PULLPROF_MAX_LOOKUPS, default 4. */
 	unsigned max_lookups;
+	/* Largest request body read, in bytes (1024..67108864): only POST
+	 * /symbol takes one; a larger one gets 413.
+	 * PULLPROF_MAX_BODY_BYTES, default 4194304 (4 MiB). */
+	unsigned max_body_bytes;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here). */

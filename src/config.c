@@ -68,6 +68,9 @@ const struct pp_setting pp_settings[] = {
      "most heap profiles waiting for their window or being built at once"},
     {"max_lookups", "PULLPROF_MAX_LOOKUPS", PP_SETTING_UINT, OFF(max_lookups),
      1, 64, NULL, "most /symbol and /maps requests queued or running at once"},
+    {"max_body_bytes", "PULLPROF_MAX_BODY_BYTES", PP_SETTING_UINT,
+     OFF(max_body_bytes), 1024, 64u << 20, NULL,
+     "largest request body read (POST /symbol), in bytes"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -91,6 +94,7 @@ PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
 	cfg->max_profile_mb = 64;
 	cfg->max_heap_profiles = 16;
 	cfg->max_lookups = 4;
+	cfg->max_body_bytes = 4u << 20;
 }
 
 int pp_config_parse_uint(const char *text, unsigned min, unsigned max,

@@ -12,7 +12,6 @@
 
 #define GET_HEAD "GET, HEAD"
 /* About 250k addresses of "0x7f0123456789+". */
-#define PP_SYMBOL_MAX_BODY (4u << 20)
 
 /* Every endpoint, in the order the index lists them. */
 const struct pp_route pp_routes[] = {
@@ -105,7 +104,7 @@ const struct pp_route pp_routes[] = {
         .link = "symbol",
         .help = "symbolize addresses for pprof: POST 0x1234+0x5678, answers "
                 "one \"0x1234 function\" line per known address",
-        .max_body = PP_SYMBOL_MAX_BODY,
+        .takes_body = 1,
     },
     {
         .path = "/ui",
@@ -179,6 +178,13 @@ static const char *match(struct pp_request *r, const char *prefix)
 
 /* Everything that can be said about a request once it is complete (or at
  * once, when it comes with a body we will not read). */
+/* The largest body r's route reads (PULLPROF_MAX_BODY_BYTES); 0: none. */
+static size_t max_body(const struct pp_request *r)
+{
+	return r->route && r->route->takes_body ? r->srv->cfg->v.max_body_bytes
+	                                        : 0;
+}
+
 static enum MHD_Result answer(struct pp_request *r)
 {
 	const char *prefix = r->srv->cfg->v.prefix;
@@ -204,19 +210,19 @@ static enum MHD_Result answer(struct pp_request *r)
 		    r, MHD_HTTP_METHOD_NOT_ALLOWED,
 		    "method %s not allowed on %s; allowed: %s", r->method,
 		    r->url, r->route->methods);
-	if (r->has_body && !r->route->max_body)
+	if (r->has_body && !max_body(r))
 		/* Refused rather than read; the answer comes before the body,
 		 * so the connection closes. */
 		return pp_respond_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
 		                        "%s %s takes no request body",
 		                        r->method, r->url);
-	if (r->has_body && (r->declared_len > r->route->max_body ||
-	                    r->received > r->route->max_body))
+	if (r->has_body &&
+	    (r->declared_len > max_body(r) || r->received > max_body(r)))
 		return pp_respond_error(
 		    r, MHD_HTTP_CONTENT_TOO_LARGE,
 		    "request body over the limit of %zu bytes "
-		    "for %s",
-		    r->route->max_body, r->url);
+		    "for %s (PULLPROF_MAX_BODY_BYTES)",
+		    max_body(r), r->url);
 	return r->route->handler(r);
 }
 
@@ -279,9 +285,9 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 		/* Without a body, answer once the request is complete, so the
 		 * connection can be kept alive. With one, read it only for
 		 * an endpoint that takes it, within its limit. */
-		if (!r->has_body || (r->route && r->route->max_body &&
-		                     method_allowed(r->route, method) &&
-		                     r->declared_len <= r->route->max_body))
+		if (!r->has_body ||
+		    (max_body(r) && method_allowed(r->route, method) &&
+		     r->declared_len <= max_body(r)))
 			return MHD_YES;
 		r->answered = 1;
 		return answer(r);
@@ -296,10 +302,10 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 		 * the 413 comes at the end; past 16 times the limit the
 		 * connection is closed instead. */
 		r->received += *upload_size;
-		if (r->received > r->route->max_body) {
+		if (r->received > max_body(r)) {
 			*upload_size = 0;
-			return r->received / 16 > r->route->max_body ? MHD_NO
-			                                             : MHD_YES;
+			return r->received / 16 > max_body(r) ? MHD_NO
+			                                      : MHD_YES;
 		}
 		pp_buf_append(&r->body, upload, *upload_size);
 		*upload_size = 0;

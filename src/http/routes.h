@@ -31,7 +31,7 @@ struct pp_route {
 	pp_handler handler;
 	const char *link; /* what the index links to (path plus query) */
 	const char *help; /* one line for the index */
-	size_t max_body;  /* largest request body it reads; 0: takes none */
+	int takes_body;   /* reads a body (up to PULLPROF_MAX_BODY_BYTES) */
 	/* Also answers every path below it ("/ui" takes "/ui/", "/ui/x.js",
 	 * ...): the handler reads r->rest and decides what exists there. */
 	int subtree;

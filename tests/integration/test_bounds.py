@@ -13,7 +13,7 @@ import time
 from pptest import Host, curl, eq, ok, run
 
 PREFIX = "/debug/pprof"
-# As many addresses as fit under /symbol's 4 MiB body limit.
+# As many addresses as fit under /symbol's body limit (4 MiB by default).
 N_ADDRS = 250000
 
 
@@ -121,6 +121,27 @@ def test_lookups(tmp="/tmp"):
     eq(h.quit(), 0, "host exits 0")
 
 
+def test_body_limit():
+    h = Host(env={"PULLPROF_MAX_BODY_BYTES": "2048"})
+    port = h.start()
+    base = f"http://127.0.0.1:{port}{PREFIX}"
+    eq(curl(f"{base}/status").json()["config"]["max_body_bytes"], 2048,
+       "status: config.max_body_bytes")
+    small = "+".join(["0x1000"] * 290)  # 2029 bytes
+    big = "+".join(["0x1000"] * 300)    # 2099 bytes
+    r = curl(f"{base}/symbol", "--data-binary", small)
+    eq(r.status, 200, f"a {len(small)}-byte body under a 2048 limit: 200")
+    r = curl(f"{base}/symbol", "--data-binary", big)
+    eq(r.status, 413, f"a {len(big)}-byte body over a 2048 limit: 413")
+    ok(b"PULLPROF_MAX_BODY_BYTES" in r.body and b"2048" in r.body,
+       "the 413 names the limit and the setting", r.body)
+    r = curl(f"{base}/symbol", "-H", "Transfer-Encoding: chunked",
+             "--data-binary", big)
+    eq(r.status, 413, "the same body chunked (no length announced): 413")
+    eq(curl(f"{base}/healthz").status, 200, "the agent answers on")
+    eq(h.quit(), 0, "host exits 0")
+
+
 def test_heap_profiles():
     h = Host(env={"PULLPROF_MAX_HEAP_PROFILES": "2"})
     port = h.start()
@@ -151,4 +172,4 @@ def test_heap_profiles():
     eq(h.quit(), 0, "host exits 0")
 
 
-run([test_lookups, test_heap_profiles])
+run([test_lookups, test_body_limit, test_heap_profiles])
