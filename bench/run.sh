@@ -3,7 +3,7 @@
 #   sh bench/run.sh            (after sh scripts/build.sh)
 set -eu
 cd "$(dirname "$0")/.."
-make -s bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork
+make -s bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
 # jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods.
 lib=/usr/lib/x86_64-linux-gnu
@@ -39,6 +39,16 @@ echo
 echo "## Heap: malloc/free overhead (bench/bench_malloc.py)"
 echo
 python3 bench/bench_malloc.py
+echo
+echo "## Profile labels: a push/pop pair (bench/bench_labels)"
+echo
+echo "pullprof:"
+echo
+./bench/bench_labels 5
+echo
+echo "Peer, Go's runtime/pprof label scopes (bench/peer_labels.go):"
+echo
+GO111MODULE=off GOFLAGS= GOCACHE="${TMPDIR:-/tmp}/pullprof-gocache" go run bench/peer_labels.go 5
 echo
 echo "## The host's work under an HTTP flood (bench/bench_flood.py)"
 echo

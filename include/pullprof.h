@@ -140,6 +140,31 @@ PULLPROF_API int pullprof_stop(void);
 /* The TCP port the agent listens on, or 0 when it is not running. */
 PULLPROF_API int pullprof_port(void);
 
+/*
+ * Profile labels: what Go's pprof.Do does for a goroutine, for the calling
+ * thread. Between pullprof_label_push(key, value) and its
+ * pullprof_label_pop(), every CPU sample and sampled allocation taken on
+ * this thread carries the label key=value (with those of the scopes around
+ * it; an inner scope's value wins for the same key), so
+ * `go tool pprof -tagfocus=endpoint=/api/users` splits a profile by request
+ * type:
+ *
+ *     pullprof_label_push("endpoint", "/api/users");
+ *     handle(request);
+ *     pullprof_label_pop();
+ *
+ * Works whether or not the agent runs, from any thread; not from a signal
+ * handler. Strings are copied (the caller keeps ownership). The key is 1..64
+ * bytes, the value 0..256. Returns 0, -EINVAL for a bad key or value,
+ * -ENOSPC when 32 scopes are already open on this thread or 65,536
+ * distinct label sets exist in the process: the scope then opens without
+ * the new label (pop it all the same). A push and pop pair costs tens of
+ * nanoseconds once a label set was seen (bench/bench_labels).
+ */
+PULLPROF_API int pullprof_label_push(const char *key, const char *value);
+/* Close the innermost scope this thread opened (nothing when none is). */
+PULLPROF_API void pullprof_label_pop(void);
+
 /* A readable message for a value returned by a pullprof function. Never
  * NULL; the string is static. */
 PULLPROF_API const char *pullprof_strerror(int err);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cpu/sampler.h"
+#include "labels/labels.h"
 #include "util/clock.h"
 
 struct pp_sampler_shared pp_sampler;
@@ -51,6 +52,7 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	    s->ring.max_depth, &why);
 	rec->truncated = why == PP_UNWIND_TRUNCATED;
 	rec->tid = (uint32_t)syscall(SYS_gettid);
+	rec->labels = pp_labels_current();
 	rec->weight = weight;
 	rec->period_ns =
 	    atomic_load_explicit(&s->period_ns, memory_order_relaxed);

@@ -19,6 +19,7 @@ struct pp_ring_rec {
 	uint32_t period_ns; /* the timer period when taken */
 	uint16_t depth;
 	uint16_t truncated; /* the stack went deeper than max_depth */
+	uint32_t labels;    /* the thread's label set (labels/labels.h) */
 	uintptr_t pcs[];    /* leaf first, max_depth of them */
 };
 

@@ -27,6 +27,7 @@
 #include "cpu/cpu.h"
 #include "cpu/sampler.h"
 #include "heap/heap.h"
+#include "labels/labels.h"
 #include "profile/model.h"
 #include "profile/recent.h"
 #include "profile/render.h"
@@ -335,11 +336,13 @@ static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec)
 	struct thread_timer *t = thread_of((pid_t)rec->tid);
 	if (!t)
 		t = add_thread((pid_t)rec->tid);
-	struct pp_label labels[2] = {
+	struct pp_label labels[2 + PP_LABEL_MAX_EXPANDED] = {
 	    {"thread_id", NULL, rec->tid, NULL},
 	    {"thread_name", t && t->name[0] ? t->name : "?", 0, NULL},
 	};
-	pp_profile_add(p, pcs, depth, v, labels, 2);
+	size_t nlabels = 2 + pp_labels_to_profile(rec->labels, labels + 2,
+	                                          PP_LABEL_MAX_EXPANDED);
+	pp_profile_add(p, pcs, depth, v, labels, nlabels);
 	if (!w->min_period || rec->period_ns < w->min_period)
 		w->min_period = rec->period_ns;
 	if (rec->period_ns > w->max_period)

@@ -16,6 +16,7 @@
 #include "heap/heap.h"
 #include "heap/sample.h"
 #include "heap/table.h"
+#include "labels/labels.h"
 #include "profile/model.h"
 #include "profile/recent.h"
 #include "profile/render.h"
@@ -113,8 +114,11 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 		    llround(live * scale),
 		    llround(live * scale * (double)r->size),
 		};
-		struct pp_label label = {"bytes", NULL, (int64_t)r->size,
-		                         "bytes"};
+		struct pp_label labels[1 + PP_LABEL_MAX_EXPANDED] = {
+		    {"bytes", NULL, (int64_t)r->size, "bytes"}};
+		size_t nlabels =
+		    1 + pp_labels_to_profile(r->labels, labels + 1,
+		                             PP_LABEL_MAX_EXPANDED);
 		size_t depth = r->depth;
 		if (depth + 1 > cap) {
 			cap = depth + 64;
@@ -133,7 +137,7 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 			if (truncated)
 				pcs[depth++] = truncated;
 		}
-		rc = pp_profile_add(p, pcs, depth, v, &label, 1);
+		rc = pp_profile_add(p, pcs, depth, v, labels, nlabels);
 	}
 	free(pcs);
 	return rc;

@@ -19,6 +19,7 @@
 #include "heap/hot.h"
 #include "heap/sample.h"
 #include "heap/table.h"
+#include "labels/labels.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 
@@ -85,7 +86,8 @@ static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 		unsigned n = pp_unwind_capture_here(from, pcs, max, &why);
 		pp_heap_table_record(
 		    p, size, pcs, n, why,
-		    timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 + 1 : 0);
+		    timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 + 1 : 0,
+		    pp_labels_current());
 	}
 	atomic_fetch_sub(&inside, 1);
 	errno = saved;

@@ -38,6 +38,7 @@ _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
 struct bucket {
 	uint64_t size;
 	uint32_t stack;
+	uint32_t labels;
 	uint64_t allocs, frees;
 	uint64_t peak_allocs, peak_frees, peak_gen;
 };
@@ -272,20 +273,24 @@ static long stack_id(const uintptr_t *pcs, unsigned depth, int truncated)
 	return id;
 }
 
-static long bucket_id(uint32_t stack, uint64_t size)
+static long bucket_id(uint32_t stack, uint64_t size, uint32_t labels)
 {
 	uint64_t h =
-	    pp_hash_u64((uint64_t)stack * 0x9e3779b97f4a7c15ull ^ size);
+	    pp_hash_u64(((uint64_t)stack * 0x9e3779b97f4a7c15ull ^ size) +
+	                (uint64_t)labels * 0xc2b2ae3d27d4eb4full);
 	for (uint32_t k = chain_first(&T.bx, h); k; k = T.bx.next[k - 1])
-		if (T.b[k - 1].stack == stack && T.b[k - 1].size == size)
+		if (T.b[k - 1].stack == stack && T.b[k - 1].size == size &&
+		    T.b[k - 1].labels == labels)
 			return (long)k - 1;
 	if (T.bx.n >= MAX_BUCKETS ||
 	    grow((void **)&T.b, &T.cap_b, sizeof *T.b, T.bx.n + 1))
 		return -1;
 	long id = chain_add(&T.bx, h);
 	if (id >= 0)
-		T.b[id] = (struct bucket){
-		    .size = size, .stack = stack, .peak_gen = T.gen};
+		T.b[id] = (struct bucket){.size = size,
+		                          .stack = stack,
+		                          .labels = labels,
+		                          .peak_gen = T.gen};
 	return id;
 }
 
@@ -380,7 +385,8 @@ static int live_take(uintptr_t p, uint32_t *bucket)
 /* ---- hot entry points ---------------------------------------------------- */
 
 int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
-                         unsigned depth, int why, uint64_t unwind_ns)
+                         unsigned depth, int why, uint64_t unwind_ns,
+                         uint32_t labels)
 {
 	int rc = -ENOMEM;
 	pthread_mutex_lock(&mu);
@@ -398,7 +404,7 @@ int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
 	T.unknown_code += why == PP_UNWIND_UNKNOWN_CODE;
 	T.failed += why == PP_UNWIND_FAILED;
 	long s = stack_id(pcs, depth, why == PP_UNWIND_TRUNCATED);
-	long b = s < 0 ? -1 : bucket_id((uint32_t)s, size);
+	long b = s < 0 ? -1 : bucket_id((uint32_t)s, size, labels);
 	if (b >= 0 && live_put((uintptr_t)p, (uint32_t)b) == 0) {
 		struct bucket *bk = &T.b[b];
 		before_change(bk);
@@ -585,6 +591,7 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 		r->depth = s->depth;
 		r->truncated = s->truncated;
 		r->size = b->size;
+		r->labels = b->labels;
 		if (peak && b->peak_gen == T.gen) {
 			r->allocs = b->peak_allocs;
 			r->frees = b->peak_frees;

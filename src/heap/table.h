@@ -3,7 +3,7 @@
  * side runs in the allocating thread (hot context: it never allocates,
  * only maps memory), the snapshot side in the agent.
  *
- * A bucket is one (stack, allocation size) pair: its counters are sampled
+ * A bucket is one (stack, allocation size, label set): its counters are sampled
  * allocations and sampled frees, so in-use = allocs - frees, and every
  * allocation in it had the same probability of being sampled.
  */
@@ -24,7 +24,8 @@ void pp_heap_table_close(void);
  * took unwind_ns (0: not timed). Returns 0, or -ENOMEM when the sample was
  * dropped. */
 int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
-                         unsigned depth, int why, uint64_t unwind_ns);
+                         unsigned depth, int why, uint64_t unwind_ns,
+                         uint32_t labels);
 
 /* The unsampling factor of an allocation of size bytes: 1 / P(sampled). */
 double pp_heap_scale(uint64_t size, uint64_t rate);
@@ -34,6 +35,7 @@ struct pp_heap_row {
 	uint32_t depth;
 	int truncated;
 	uint64_t size;
+	uint32_t labels;        /* the label set (labels/labels.h) */
 	uint64_t allocs, frees; /* sampled counts */
 };
 

@@ -15,6 +15,7 @@
 #include "cpu/cpu.h"
 #include "handlers.h"
 #include "heap/heap.h"
+#include "labels/labels.h"
 #include "lookup.h"
 #include "respond.h"
 #include "server.h"
@@ -268,6 +269,13 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(lk, "cancelled", I64(ls.cancelled));
 	json_object_object_add(lk, "refused", I64(ls.refused));
 	json_object_object_add(o, "lookups", lk);
+
+	struct pp_label_stats lb;
+	pp_labels_stats(&lb);
+	struct json_object *labels = json_object_new_object();
+	json_object_object_add(labels, "sets", I64(lb.sets));
+	json_object_object_add(labels, "refused", I64(lb.refused));
+	json_object_object_add(o, "labels", labels);
 	json_object_object_add(o, "cpu", cpu_json());
 	json_object_object_add(o, "heap", heap_json());
 	return pp_respond_json(r, MHD_HTTP_OK, o);

@@ -288,12 +288,13 @@ class Host(Proc):
             raise TimeoutError(f"host did not answer {line!r} in {timeout}s")
         return result["line"]
 
-    def start(self, listen="127.0.0.1:0", prefix=None, noenv=False):
+    def start(self, listen="127.0.0.1:0", prefix=None, noenv=False,
+              timeout=15):
         """Returns the port, or the 'err ...' line."""
         words = ["start-noenv" if noenv else "start", listen or "-"]
         if prefix is not None:
             words.append(prefix if prefix != "" else '""')
-        line = self.cmd(" ".join(words))
+        line = self.cmd(" ".join(words), timeout=timeout)
         if line.startswith("ok "):
             return int(line.split()[1])
         return line

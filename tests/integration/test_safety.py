@@ -375,9 +375,9 @@ def test_stop_in_flight():
 def test_stop_in_flight_memcheck():
     h = Faulty(prefix=MEMCHECK)
     h.cmd("workers 1", timeout=60)
-    port = h.start()
+    port = h.start(timeout=180)
     stop_with_requests(h, port, "valgrind", hz=100)
-    port = h.start()
+    port = h.start(timeout=180)
     # Under valgrind, beside other suites: minutes are not unusual.
     r = curl(f"http://127.0.0.1:{port}/debug/pprof/status", timeout=120)
     ok(r.status == 200, "valgrind: start again and serve /status", r)

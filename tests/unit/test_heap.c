@@ -35,7 +35,8 @@ static void record(size_t i, size_t size)
 {
 	uintptr_t pcs[3] = {0x401000 + i % 7, 0x402000, 0x403000};
 	assert_int_equal(
-	    pp_heap_table_record(addr(i), size, pcs, 3, PP_UNWIND_OK, 10), 0);
+	    pp_heap_table_record(addr(i), size, pcs, 3, PP_UNWIND_OK, 10, 0),
+	    0);
 }
 
 static void totals(const struct pp_heap_snapshot *s, uint64_t *allocs,
