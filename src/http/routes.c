@@ -176,14 +176,61 @@ static const char *match(struct pp_request *r, const char *prefix)
 	return url + plen;
 }
 
-/* Everything that can be said about a request once it is complete (or at
- * once, when it comes with a body we will not read). */
 /* The largest body r's route reads (PULLPROF_MAX_BODY_BYTES); 0: none. */
 static size_t max_body(const struct pp_request *r)
 {
 	return r->route && r->route->takes_body ? r->srv->cfg->v.max_body_bytes
 	                                        : 0;
 }
+
+/* Profiles Go's net/http/pprof serves that a C or C++ process does not have:
+ * continuous profilers (Grafana Alloy, Parca) ask for them by default. They
+ * get a 404 that says so and how to stop asking, not "unknown endpoint". */
+static const struct {
+	const char *path, *why, *scraper_name;
+} go_only[] = {
+    {"/goroutine",
+     "goroutine profiles need goroutines: a C or C++ process "
+     "has threads (see /threads)",
+     "goroutine"},
+    {"/mutex", "mutex contention profiles are not made by pullprof", "mutex"},
+    {"/block", "blocking profiles are not made by pullprof", "block"},
+    {"/threadcreate", "thread-creation profiles are not made by pullprof",
+     NULL},
+    {"/trace", "execution traces are Go runtime traces", NULL},
+    {"/delta_heap",
+     "godeltaprof's delta profiles are Go-only; ask /allocs "
+     "and let the scraper compute deltas",
+     NULL},
+    {"/delta_mutex", "godeltaprof's delta profiles are Go-only", NULL},
+    {"/delta_block", "godeltaprof's delta profiles are Go-only", NULL},
+};
+
+static enum MHD_Result not_here(struct pp_request *r)
+{
+	for (size_t i = 0; i < sizeof go_only / sizeof go_only[0]; i++) {
+		if (strcmp(r->rest, go_only[i].path) != 0)
+			continue;
+		/* Answered like a profile endpoint (text, X-Go-Pprof). */
+		r->kind = PP_ROUTE_PROFILE;
+		if (go_only[i].scraper_name)
+			return pp_respond_error(
+			    r, MHD_HTTP_NOT_FOUND,
+			    "%s: %s. Turn it off in the scraper: Grafana "
+			    "Alloy profile.%s { enabled = false }, Parca "
+			    "%s: {enabled: false}",
+			    r->url, go_only[i].why, go_only[i].scraper_name,
+			    go_only[i].scraper_name);
+		return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s: %s", r->url,
+		                        go_only[i].why);
+	}
+	return pp_respond_error(r, MHD_HTTP_NOT_FOUND,
+	                        "unknown endpoint %s (the list is at %s/)",
+	                        r->url, r->srv->cfg->v.prefix);
+}
+
+/* Everything that can be said about a request once it is complete (or at
+ * once, when it comes with a body we will not read). */
 
 static enum MHD_Result answer(struct pp_request *r)
 {
@@ -202,9 +249,7 @@ static enum MHD_Result answer(struct pp_request *r)
 		    "endpoints under %s/",
 		    prefix);
 	if (!r->route)
-		return pp_respond_error(
-		    r, MHD_HTTP_NOT_FOUND,
-		    "unknown endpoint %s (the list is at %s/)", r->url, prefix);
+		return not_here(r);
 	if (!method_allowed(r->route, r->method))
 		return pp_respond_error(
 		    r, MHD_HTTP_METHOD_NOT_ALLOWED,

@@ -144,8 +144,11 @@ static void locations(struct render *r)
 		if (l->mapping)
 			pp_pb_uint64(&r->pb, LOCATION_MAPPING_ID,
 			             l->mapping->id);
-		if (!l->synthetic)
-			pp_pb_uint64(&r->pb, LOCATION_ADDRESS, l->pc);
+		/* Synthetic frames ("[pullprof: stack truncated]", ...) keep
+		 * their small made-up PC (1, 2, ...): every location has a
+		 * distinct non-zero address, which Grafana Alloy's delta
+		 * computation for memory profiles keys samples by. */
+		pp_pb_uint64(&r->pb, LOCATION_ADDRESS, l->pc);
 		for (uint32_t k = 0; k < l->nframes; k++) {
 			size_t lm = pp_pb_start(&r->pb);
 			pp_pb_uint64(&r->pb, LINE_FUNCTION_ID,
