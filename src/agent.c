@@ -69,6 +69,7 @@ static void atfork_child(void)
 {
 	pp_cpu_forget_in_child();
 	pp_heap_forget_in_child();
+	pp_symtab_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
 		memset(&agent, 0, sizeof agent);

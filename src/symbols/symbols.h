@@ -137,4 +137,8 @@ struct pp_symtab_stats {
 };
 void pp_symtab_stats(struct pp_symtab_stats *out);
 
+/* In a forked child (from the agent's atfork handler): forget the
+ * process symbolizer and its lock, which a parent thread may have held. */
+void pp_symtab_forget_in_child(void);
+
 #endif

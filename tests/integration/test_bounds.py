@@ -41,9 +41,12 @@ def post_in_background(url, path):
     res = {}
 
     def go():
+        # No "Expect: 100-continue": curl would then report the interim
+        # 100 as the status of a connection cut before its answer.
         p = subprocess.run(["curl", "-s", "-m", "300", "-o", "-", "-w",
-                            "\n%{http_code}", "--data-binary", f"@{path}",
-                            url], capture_output=True, text=True)
+                            "\n%{http_code}", "-H", "Expect:",
+                            "--data-binary", f"@{path}", url],
+                           capture_output=True, text=True)
         body, _, code = p.stdout.rpartition("\n")
         res["status"] = int(code or 0)
         res["body"] = body

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -182,6 +183,46 @@ def test_many_forks_in_window():
        "child starts and stops its own agent and exits 0 (none hangs)")
     t.join(120)
     eq(res.get("r") and res["r"].status, 200, "the parent's window completes")
+    eq(h.quit(), 0, "parent exits 0")
+
+
+def test_forks_during_lookup():
+    # The symbolizer's lock, held by the lookup thread for a long /symbol
+    # list, was copied locked into every child: a child that started and
+    # stopped an agent hung in the stop (it frees the symbolizer).
+    h = Faulty()
+    port = h.start()
+    base = f"http://127.0.0.1:{port}/debug/pprof"
+    lo = hi = None
+    with open(f"/proc/{h.p.pid}/maps") as f:
+        for line in f:
+            col = line.split()
+            if len(col) >= 6 and "x" in col[1] and "libc.so" in col[5]:
+                lo, hi = (int(v, 16) for v in col[0].split("-"))
+                break
+    body = "+".join(hex(lo + (i * 7919) % (hi - lo)) for i in range(250000))
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        f.write(body)
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("r", subprocess.run(
+        ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H",
+         "Expect:", "--data-binary", f"@{f.name}", f"{base}/symbol"],
+        capture_output=True, text=True, timeout=300)), daemon=True)
+    t.start()
+    running = False
+    deadline = time.time() + 60
+    while time.time() < deadline and not running:
+        st = status(port)
+        running = bool(st and st["lookups"]["running"])
+        time.sleep(0.02)
+    ok(running, "a long /symbol lookup runs on the lookup thread")
+    line = h.cmd("forks 20", timeout=900)
+    eq(line, "forks 20 of 20", "20 forks while the lookup holds the "
+       "symbolizer: every child starts and stops its own agent (none hangs)")
+    t.join(300)
+    eq(res["r"].stdout if "r" in res else None, "200",
+       "the parent's lookup completes")
+    os.unlink(f.name)
     eq(h.quit(), 0, "parent exits 0")
 
 
@@ -385,7 +426,8 @@ def test_stop_in_flight_memcheck():
     memcheck_quit(h, "the host that stopped with requests in flight")
 
 
-ALL = [test_fork_multithreaded, test_many_forks_in_window, test_blocked_sigprof, test_thread_churn,
+ALL = [test_fork_multithreaded, test_many_forks_in_window,
+       test_forks_during_lookup, test_blocked_sigprof, test_thread_churn,
        test_tiny_stack, test_corrupt_frame_pointers, test_stop_in_flight,
        test_stop_in_flight_memcheck]
 # Tests can be named on the command line to run only those.
