@@ -218,11 +218,14 @@ static void heap_metrics(struct pp_buf *b)
 	      "The highest estimated in-use bytes since the start (or since "
 	      "the last /heap?peak=reset).",
 	      h.peak_bytes);
+	/* No sample until there is a peak: a made-up time would be a lie a
+	 * dashboard shows. */
+	pp_prom_family(b, "pullprof_heap_peak_time_seconds", "gauge",
+	               "When the estimated in-use bytes peaked, in seconds "
+	               "since the Unix epoch (no sample before a peak).");
 	if (h.peak_time > 0)
-		gauge_f(b, "pullprof_heap_peak_time_seconds",
-		        "When the estimated in-use bytes peaked, in seconds "
-		        "since the Unix epoch.",
-		        h.peak_time);
+		pp_prom_f64(b, "pullprof_heap_peak_time_seconds", NULL, 0,
+		            h.peak_time);
 	counter(b, "pullprof_heap_samples_dropped_total",
 	        "Sampled allocations not recorded: tables full or out of "
 	        "memory.",
