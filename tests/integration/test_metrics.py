@@ -28,7 +28,9 @@ except ImportError:  # pragma: no cover - depends on the machine
         os.execv(SYSTEM, [SYSTEM, *sys.argv])
     text_string_to_metric_families = None
 
-from pptest import SRC, Host, Work, curl, eq, ok, run, version  # noqa: E402
+import pptest  # noqa: E402
+from pptest import (NO_CPU_TRUTH_WHY, NO_HEAP_WHY, SRC, Host, Work,  # noqa: E402
+                    curl, eq, ok, run, sanitized, skip, version)
 
 PREFIX = "/debug/pprof"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -322,8 +324,14 @@ def test_cpu_window():
     eq(m1("pullprof_cpu_windows_open"), 0.0, "window closed after")
     eq(m1("pullprof_cpu_timer_mode", mode="off"), 1.0, "timer_mode off after")
     samples = m1("pullprof_cpu_samples_total") - m0("pullprof_cpu_samples_total")
-    # 3 s of one busy thread at 500 Hz: about 1500 (the machine is shared).
-    ok(samples > 300, "pullprof_cpu_samples_total rose by hundreds", samples)
+    if pptest.SANITIZER == "tsan":
+        skip("pullprof_cpu_samples_total rose by hundreds", NO_CPU_TRUTH_WHY)
+        ok(samples > 0, "pullprof_cpu_samples_total rose", samples)
+    else:
+        # 3 s of one busy thread at 500 Hz: about 1500 (the machine is
+        # shared).
+        ok(samples > 300, "pullprof_cpu_samples_total rose by hundreds",
+           samples)
     ok(m1("pullprof_cpu_sample_periods_total") >= m1("pullprof_cpu_samples_total"),
        "sample periods >= samples (overruns add)")
     name = "pullprof_cpu_handler_duration_seconds"
@@ -417,7 +425,8 @@ def test_heap():
     # Idle host: /status and /metrics read the same counters.
     m = scrape(wbase)
     st = curl(wbase + "/status").json()["heap"]
-    eq(m("pullprof_heap_sampling_enabled"), 1.0, "heap sampling enabled")
+    eq(m("pullprof_heap_sampling_enabled"), float(st["enabled"]),
+       "heap sampling enabled as /status says")
     eq(m("pullprof_heap_sampling_interval_bytes"), 32768.0,
        "sampling interval is PULLPROF_HEAP_RATE")
     for metric, key in (("pullprof_heap_sampled_allocations_total", "sampled"),
@@ -436,6 +445,13 @@ def test_heap():
         ok(abs(m("pullprof_heap_peak_time_seconds") - st["peak_time"]) < 1e-3,
            "peak time == /status heap.peak_time")
 
+    if sanitized():
+        skip("the heap metrics follow known allocations", NO_HEAP_WHY)
+        code, out = lint(curl(wbase + "/metrics").body)
+        ok(code == 0 and out == "", "heapwork's /metrics lints clean", out)
+        w.quit()
+        return
+    eq(m("pullprof_heap_sampling_enabled"), 1.0, "heap sampling enabled")
     # 64 MiB in 4 KiB blocks, kept: the estimates move by about that much.
     size = 64 << 20
     eq(w.cmd(f"delta {size}"), "allocated", "the host allocates 64 MiB")
