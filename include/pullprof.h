@@ -113,6 +113,14 @@ struct pullprof_config {
 	 * /symbol takes one; a larger one gets 413.
 	 * PULLPROF_MAX_BODY_BYTES, default 4194304 (4 MiB). */
 	unsigned max_body_bytes;
+	/* Also serve the Prometheus metrics of <prefix>/metrics at this exact
+	 * path outside the prefix, e.g. "/metrics" (Prometheus's default
+	 * metrics_path). It starts with '/', holds no query, and is not the
+	 * root or any other path under the prefix; NULL or "" for none (the
+	 * metrics are always at <prefix>/metrics). The token and the allow
+	 * list apply as to every endpoint. PULLPROF_METRICS_PATH, default
+	 * none. */
+	const char *metrics_path;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here). */

@@ -4,6 +4,12 @@
 #   scripts/deps.sh --test   build and test dependencies
 # Packages already installed are not fetched again; apt is not touched when
 # nothing is missing.
+#
+# The tests also need promtool (Prometheus's linter for /metrics). Debian
+# ships it only inside the prometheus server package, whose installation
+# would also set up and start a server (a systemd unit, a postinst, a user)
+# and recommend node-exporter. So the package is downloaded, not installed,
+# and the one static binary taken out of it to $PROMTOOL_DIR/promtool.
 set -eu
 
 build="build-essential autoconf automake libtool pkg-config
@@ -11,7 +17,7 @@ build="build-essential autoconf automake libtool pkg-config
 test="libcmocka-dev curl python3 procps valgrind clang-format binutils
   protobuf-compiler golang-go golang-github-google-pprof-dev libjemalloc2
   google-perftools openssl libgoogle-perftools-dev clang libclang-rt-14-dev
-  chromium python3-websocket wrk"
+  chromium python3-websocket wrk python3-prometheus-client"
 
 pkgs=$build
 [ "${1:-}" = "--test" ] && pkgs="$build $test"
@@ -40,4 +46,26 @@ if [ -n "$missing" ]; then
 	apt-get update -qq
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing $conflict >/dev/null
+fi
+
+# promtool (see the top): once, then found in its place.
+PROMTOOL_DIR=${PROMTOOL_DIR:-/opt/pullprof-test}
+if [ "${1:-}" = "--test" ] && ! "$PROMTOOL_DIR/promtool" --version >/dev/null 2>&1; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps.sh: $PROMTOOL_DIR/promtool is missing; run as root" >&2
+		exit 1
+	fi
+	echo "deps.sh: extracting promtool from Debian's prometheus package"
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	# apt-get download needs the package lists; they may be missing or old.
+	if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+		apt-get update -qq
+		(cd "$tmp" && apt-get download -qq prometheus >/dev/null)
+	fi
+	dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+	mkdir -p "$PROMTOOL_DIR"
+	install -m 755 "$tmp/root/usr/bin/promtool" "$PROMTOOL_DIR/promtool.new"
+	mv "$PROMTOOL_DIR/promtool.new" "$PROMTOOL_DIR/promtool"
+	"$PROMTOOL_DIR/promtool" --version >/dev/null
 fi

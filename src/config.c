@@ -71,6 +71,10 @@ const struct pp_setting pp_settings[] = {
     {"max_body_bytes", "PULLPROF_MAX_BODY_BYTES", PP_SETTING_UINT,
      OFF(max_body_bytes), 1024, 64u << 20, NULL,
      "largest request body read (POST /symbol), in bytes"},
+    {"metrics_path", "PULLPROF_METRICS_PATH", PP_SETTING_STRING,
+     OFF(metrics_path), 0, 0, NULL,
+     "also serve <prefix>/metrics at this path outside the prefix, e.g. "
+     "/metrics"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -355,6 +359,65 @@ static int security(struct pullprof_config *m, struct pp_config *out,
 	return 0;
 }
 
+int pp_config_check_metrics_path(const char *path, const char *prefix,
+                                 char *err, size_t errlen)
+{
+	size_t n = strlen(path), plen = strlen(prefix);
+
+	if (path[0] != '/') {
+		snprintf(err, errlen,
+		         "\"%.64s\": a path, starting with / (e.g. /metrics)",
+		         path);
+		return -EINVAL;
+	}
+	if (n > 200) {
+		snprintf(err, errlen, "longer than 200 characters");
+		return -EINVAL;
+	}
+	for (const char *p = path; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' ||
+		    c == '"' || c == '<' || c == '>' || c == '\\') {
+			snprintf(err, errlen,
+			         "\"%.64s\": a plain path, without a query, "
+			         "spaces, control characters or any of "
+			         "?#%%\"<>\\",
+			         path);
+			return -EINVAL;
+		}
+		if (c == '/' &&
+		    (p[1] == '/' ||
+		     (p[1] == '.' &&
+		      (p[2] == '/' || p[2] == 0 ||
+		       (p[2] == '.' && (p[3] == '/' || p[3] == 0)))))) {
+			snprintf(err, errlen,
+			         "\"%.64s\": the path may not contain empty, "
+			         ". or .. segments",
+			         path);
+			return -EINVAL;
+		}
+	}
+	if (n == 1) {
+		snprintf(err, errlen,
+		         "\"/\" leads to the index; name a path such as "
+		         "/metrics");
+		return -EINVAL;
+	}
+	/* <prefix>/metrics itself is allowed (and changes nothing); any
+	 * other path in the prefix's space belongs to the endpoints. */
+	if (strncmp(path, prefix, plen) == 0 &&
+	    (path[plen] == 0 || path[plen] == '/') &&
+	    strcmp(path + plen, "/metrics") != 0) {
+		snprintf(err, errlen,
+		         "\"%.64s\" is under the prefix \"%s\", where the "
+		         "endpoints live (the metrics are at %s/metrics "
+		         "anyway); name a path outside it, e.g. /metrics",
+		         path, *prefix ? prefix : "/", prefix);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
                       char *err, size_t errlen)
 {
@@ -423,6 +486,15 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 		snprintf(err, errlen, "PULLPROF_PREFIX: %s", why);
 		return rc;
 	}
+	if (merged.metrics_path && !*merged.metrics_path)
+		merged.metrics_path = NULL;
+	if (merged.metrics_path &&
+	    pp_config_check_metrics_path(merged.metrics_path, prefix, why,
+	                                 sizeof why)) {
+		snprintf(err, errlen, "PULLPROF_METRICS_PATH: %s", why);
+		free(prefix);
+		return -EINVAL;
+	}
 	char text[80];
 	pp_format_sockaddr((struct sockaddr *)&out->addr, text, sizeof text);
 	rc = security(&merged, out, text, err, errlen);
@@ -436,7 +508,7 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	out->v.unwind = strdup(merged.unwind);
 	/* Optional strings: NULL when unset (or ""), else owned copies. */
 	const char **opt[] = {&out->v.token, &out->v.tls_cert, &out->v.tls_key,
-	                      &out->v.allow};
+	                      &out->v.allow, &out->v.metrics_path};
 	int failed = !out->v.listen || !out->v.unwind;
 	for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
 		if (*opt[i] && !(*opt[i] = strdup(*opt[i])))
@@ -450,9 +522,9 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 
 void pp_config_free(struct pp_config *c)
 {
-	const char **strs[] = {&c->v.listen, &c->v.prefix,   &c->v.unwind,
-	                       &c->v.token,  &c->v.tls_cert, &c->v.tls_key,
-	                       &c->v.allow};
+	const char **strs[] = {&c->v.listen, &c->v.prefix,      &c->v.unwind,
+	                       &c->v.token,  &c->v.tls_cert,    &c->v.tls_key,
+	                       &c->v.allow,  &c->v.metrics_path};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
 		free((char *)*strs[i]);
 		*strs[i] = NULL;

@@ -60,6 +60,11 @@ int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
 int pp_config_normalize_prefix(const char *text, char **out, char *err,
                                size_t errlen);
 
+/* PULLPROF_METRICS_PATH against the normalized prefix: an absolute plain
+ * path outside the prefix's space (or exactly <prefix>/metrics). */
+int pp_config_check_metrics_path(const char *path, const char *prefix,
+                                 char *err, size_t errlen);
+
 /* Format addr as "host:port" or "[v6]:port" into buf. */
 void pp_format_sockaddr(const struct sockaddr *sa, char *buf, size_t len);
 

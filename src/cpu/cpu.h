@@ -65,6 +65,15 @@ void pp_cpu_shutdown(void);
  * not exist here; stop recording and put SIGPROF back as it was. */
 void pp_cpu_forget_in_child(void);
 
+/* The SIGPROF handler's cost per recorded sample, in CPU time, is counted
+ * in buckets: bucket i holds the calls that took at most
+ * pp_cpu_handler_bounds_ns[i] and more than the bound before it; the last
+ * one (index PP_CPU_HANDLER_BUCKETS) those that took longer than all. The
+ * bounds run 1-2-5 from 1 us to 1 ms: libunwind's usual cost is tens of
+ * microseconds, a frame-pointer walk a few. */
+#define PP_CPU_HANDLER_BUCKETS 10
+extern const uint32_t pp_cpu_handler_bounds_ns[PP_CPU_HANDLER_BUCKETS];
+
 struct pp_cpu_stats {
 	const char *timer_mode; /* "per-thread", "setitimer" or "off" */
 	unsigned windows_open;
@@ -75,6 +84,7 @@ struct pp_cpu_stats {
 	uint64_t dropped_ring_full, dropped_no_stack;
 	uint64_t unwind_truncated, unwind_unknown_code, unwind_failed;
 	uint64_t handler_calls, handler_ns_total, handler_ns_max;
+	uint64_t handler_buckets[PP_CPU_HANDLER_BUCKETS + 1]; /* see above */
 	size_t ring_capacity, ring_high_water;
 	size_t unwind_images;
 };

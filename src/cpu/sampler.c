@@ -878,5 +878,8 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 	o->handler_calls = atomic_load(&s->handler_calls);
 	o->handler_ns_total = atomic_load(&s->handler_ns_total);
 	o->handler_ns_max = atomic_load(&s->handler_ns_max);
+	for (size_t i = 0; i <= PP_CPU_HANDLER_BUCKETS; i++)
+		o->handler_buckets[i] = atomic_load_explicit(
+		    &s->handler_buckets[i], memory_order_relaxed);
 	o->unwind_images = pp_unwind_images();
 }

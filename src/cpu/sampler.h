@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "cpu/cpu.h"
 #include "cpu/ring.h"
 #include "unwind/unwind.h"
 
@@ -20,6 +21,7 @@ struct pp_sampler_shared {
 	_Atomic uint64_t dropped_ring_full;
 	_Atomic uint64_t unwind_truncated, unwind_unknown_code, unwind_failed;
 	_Atomic uint64_t handler_calls, handler_ns_total, handler_ns_max;
+	_Atomic uint64_t handler_buckets[PP_CPU_HANDLER_BUCKETS + 1];
 };
 
 extern struct pp_sampler_shared pp_sampler;

@@ -71,7 +71,11 @@ int pp_heap_job_take(struct pp_heap_job *j, char **body, size_t *len,
 struct pp_heap_stats {
 	int running;
 	uint64_t rate;
-	uint64_t sampled; /* sampled allocations since start */
+	uint64_t sampled;       /* sampled allocations since start */
+	uint64_t sampled_bytes; /* their sizes, added up */
+	/* Estimated (unsampled) bytes allocated since start: what the
+	 * allocs profile's alloc_space adds up to. */
+	uint64_t allocated_bytes;
 	uint64_t sampled_freed;
 	uint64_t live_objects; /* sampled objects still live */
 	uint64_t inuse_bytes;  /* estimated (unsampled) in-use bytes */

@@ -90,6 +90,8 @@ static struct {
 	uint64_t gen;
 	/* stats */
 	uint64_t sampled, freed, dropped, false_hits;
+	uint64_t sampled_bytes; /* sizes of the sampled allocations */
+	double allocated;       /* estimated bytes allocated in all */
 	uint64_t truncated, unknown_code, failed;
 	uint64_t unwind_timed, unwind_ns_total, unwind_ns_max;
 } T;
@@ -411,7 +413,10 @@ int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
 		bk->allocs++;
 		slot_add(p);
 		T.sampled++;
-		T.inuse += (double)size * pp_heap_scale(size, T.rate);
+		T.sampled_bytes += size;
+		double est = (double)size * pp_heap_scale(size, T.rate);
+		T.allocated += est;
+		T.inuse += est;
 		if (T.inuse > T.peak) {
 			T.peak = T.inuse;
 			T.peak_time = (double)pp_clock_ns(CLOCK_REALTIME) / 1e9;
@@ -618,6 +623,8 @@ void pp_heap_table_stats(struct pp_heap_stats *o)
 	pthread_mutex_lock(&mu);
 	o->rate = T.rate;
 	o->sampled = T.sampled;
+	o->sampled_bytes = T.sampled_bytes;
+	o->allocated_bytes = (uint64_t)T.allocated;
 	o->sampled_freed = T.freed;
 	o->live_objects = T.nlive;
 	o->inuse_bytes = (uint64_t)T.inuse;

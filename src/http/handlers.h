@@ -16,5 +16,6 @@ enum MHD_Result pp_h_profile(struct pp_request *r);
 enum MHD_Result pp_h_heap(struct pp_request *r);
 enum MHD_Result pp_h_allocs(struct pp_request *r);
 enum MHD_Result pp_h_ui(struct pp_request *r);
+enum MHD_Result pp_h_metrics(struct pp_request *r);
 
 #endif

@@ -42,6 +42,12 @@ static void add_header(struct pp_request *r, const char *name,
 	}
 }
 
+void pp_respond_header(struct pp_request *r, const char *name,
+                       const char *value)
+{
+	add_header(r, name, value);
+}
+
 static enum MHD_Result queue(struct pp_request *r, unsigned status,
                              struct MHD_Response *resp)
 {

@@ -16,6 +16,9 @@ enum pp_body { PP_BODY_STATIC, PP_BODY_COPY, PP_BODY_FREE };
 enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
                            const char *content_type, const void *body,
                            size_t len, enum pp_body mode);
+/* One more header (static strings) for r's next answer. */
+void pp_respond_header(struct pp_request *r, const char *name,
+                       const char *value);
 /* Answer status with a one-sentence reason, formatted for r's endpoint. */
 enum MHD_Result pp_respond_error(struct pp_request *r, unsigned status,
                                  const char *fmt, ...)

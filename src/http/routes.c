@@ -45,6 +45,17 @@ const struct pp_route pp_routes[] = {
                 "configuration, request counters",
     },
     {
+        .path = "/metrics",
+        .name = "metrics",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_metrics,
+        .link = "metrics",
+        .help = "the agent's own counters (requests, CPU samples and "
+                "drops, handler time, heap estimates) and the process's "
+                "CPU, memory, threads and descriptors, for Prometheus",
+    },
+    {
         .path = "/threads",
         .name = "threads",
         .methods = GET_HEAD,
@@ -156,7 +167,20 @@ static const char *match(struct pp_request *r, const char *prefix)
 {
 	size_t plen = strlen(prefix);
 	const char *url = r->url;
+	const char *metrics = r->srv->cfg->v.metrics_path;
 
+	if (metrics && strcmp(url, metrics) == 0) {
+		/* PULLPROF_METRICS_PATH: outside the prefix (config.c makes
+		 * sure), the metrics route under another name. */
+		for (size_t i = 0; i < pp_routes_count; i++) {
+			if (pp_routes[i].handler == pp_h_metrics) {
+				r->route = &pp_routes[i];
+				r->counter = (unsigned)i;
+				r->kind = pp_routes[i].kind;
+			}
+		}
+		return url;
+	}
 	if (strncmp(url, prefix, plen) != 0 ||
 	    (url[plen] != 0 && url[plen] != '/'))
 		return NULL;

@@ -8,8 +8,8 @@
  * endpoint's parameter set is parsed from it: /profile's and /heap's
  * (seconds, hz, gc, peak, format, debug, top, sample_index, id). The whole
  * input is also given to the config parsers (unsigned values, listen
- * addresses, the prefix). Whatever the input: no crash, no read out of
- * bounds, an answer within its range, or -EINVAL with a sentence.
+ * addresses, the prefix, the metrics path). Whatever the input: no crash, no
+ * read out of bounds, an answer within its range, or -EINVAL with a sentence.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -183,6 +183,22 @@ static void config(const char *text)
 		          strstr(prefix, "//")))
 			abort();
 		free(prefix);
+	}
+	/* PULLPROF_METRICS_PATH: an accepted path is absolute, plain, and
+	 * outside the prefix (or exactly its /metrics). */
+	static const char *const prefixes[] = {"/debug/pprof", ""};
+	for (size_t i = 0; i < 2; i++) {
+		const char *p = prefixes[i];
+		size_t plen = strlen(p);
+		err[0] = 0;
+		rc = pp_config_check_metrics_path(text, p, err, sizeof err);
+		check_err(rc, err, sizeof err);
+		if (rc == 0 && (text[0] != '/' || !text[1] ||
+		                strpbrk(text, "?#% ") || strstr(text, "//") ||
+		                (strncmp(text, p, plen) == 0 &&
+		                 (text[plen] == 0 || text[plen] == '/') &&
+		                 strcmp(text + plen, "/metrics") != 0)))
+			abort();
 	}
 	/* PULLPROF_ALLOW: a parsed list matches what it was parsed from. */
 	struct pp_cidr_list allow;

@@ -70,7 +70,8 @@ def test_status_fields():
                      "tls_key": None, "allow": None,
                      "max_client_connections": 16, "max_header_bytes": 32768,
                      "max_profile_mb": 64, "max_heap_profiles": 16,
-                     "max_lookups": 4, "max_body_bytes": 4194304},
+                     "max_lookups": 4, "max_body_bytes": 4194304,
+                     "metrics_path": None},
        "status.config is the effective configuration")
 
     def parse(ts):

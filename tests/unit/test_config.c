@@ -241,6 +241,84 @@ static void test_env_errors(void **state)
 	assert_non_null(strstr(err, "max_connections"));
 }
 
+static void metrics_path_bad(const char *path, const char *prefix,
+                             const char *why)
+{
+	err[0] = 0;
+	assert_int_equal(
+	    pp_config_check_metrics_path(path, prefix, err, sizeof err),
+	    -EINVAL);
+	if (!strstr(err, why))
+		fail_msg("metrics path \"%s\" (prefix \"%s\") gave \"%s\", "
+		         "expected it to mention \"%s\"",
+		         path, prefix, err, why);
+}
+
+static void test_metrics_path(void **state)
+{
+	struct pullprof_config c;
+	struct pp_config r;
+	(void)state;
+
+	/* Outside the prefix, exact paths. */
+	assert_int_equal(pp_config_check_metrics_path(
+	                     "/metrics", "/debug/pprof", err, sizeof err),
+	                 0);
+	assert_int_equal(pp_config_check_metrics_path(
+	                     "/ops/metrics/", "/debug/pprof", err, sizeof err),
+	                 0);
+	assert_int_equal(pp_config_check_metrics_path("/debug", "/debug/pprof",
+	                                              err, sizeof err),
+	                 0);
+	assert_int_equal(pp_config_check_metrics_path(
+	                     "/debug/pprofx", "/debug/pprof", err, sizeof err),
+	                 0);
+	/* <prefix>/metrics itself: allowed, it changes nothing. */
+	assert_int_equal(
+	    pp_config_check_metrics_path("/metrics", "", err, sizeof err), 0);
+	assert_int_equal(pp_config_check_metrics_path("/debug/pprof/metrics",
+	                                              "/debug/pprof", err,
+	                                              sizeof err),
+	                 0);
+
+	metrics_path_bad("metrics", "/debug/pprof", "starting with /");
+	metrics_path_bad("/", "/debug/pprof", "leads to the index");
+	metrics_path_bad("/metrics?x=1", "/debug/pprof", "without a query");
+	metrics_path_bad("/met rics", "/debug/pprof", "spaces");
+	metrics_path_bad("/m%65trics", "/debug/pprof", "?#%");
+	metrics_path_bad("//metrics", "/debug/pprof", "empty, . or ..");
+	metrics_path_bad("/a/../metrics", "/debug/pprof", "empty, . or ..");
+	metrics_path_bad("/debug/pprof", "/debug/pprof", "under the prefix");
+	metrics_path_bad("/debug/pprof/status", "/debug/pprof",
+	                 "under the prefix");
+	metrics_path_bad("/prom", "", "under the prefix");
+
+	/* Through the configuration: NULL and "" are none; the message names
+	 * the variable; the value is kept. */
+	unsetenv("PULLPROF_METRICS_PATH");
+	assert_int_equal(pp_config_resolve(NULL, &r, err, sizeof err), 0);
+	assert_null(r.v.metrics_path);
+	pp_config_free(&r);
+	setenv("PULLPROF_METRICS_PATH", "", 1);
+	assert_int_equal(pp_config_resolve(NULL, &r, err, sizeof err), 0);
+	assert_null(r.v.metrics_path);
+	pp_config_free(&r);
+	setenv("PULLPROF_METRICS_PATH", "/metrics", 1);
+	assert_int_equal(pp_config_resolve(NULL, &r, err, sizeof err), 0);
+	assert_string_equal(r.v.metrics_path, "/metrics");
+	pp_config_free(&r);
+	unsetenv("PULLPROF_METRICS_PATH");
+	resolve_bad_env("PULLPROF_METRICS_PATH", "metrics", "starting with /");
+	/* Checked against the prefix in force, the environment's included. */
+	setenv("PULLPROF_PREFIX", "/", 1);
+	resolve_bad_env("PULLPROF_METRICS_PATH", "/prom", "under the prefix");
+	unsetenv("PULLPROF_PREFIX");
+	pullprof_config_init(&c);
+	c.metrics_path = "/debug/pprof/heap";
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "PULLPROF_METRICS_PATH"));
+}
+
 static void test_settings_table(void **state)
 {
 	(void)state;
@@ -281,6 +359,7 @@ int main(void)
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_env_errors),
+	    cmocka_unit_test(test_metrics_path),
 	    cmocka_unit_test(test_settings_table),
 	    cmocka_unit_test(test_strerror),
 	};
