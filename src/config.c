@@ -225,11 +225,45 @@ int pp_config_parse_listen(const char *text, struct sockaddr_storage *addr,
 	return -EINVAL;
 }
 
+/* A URL path as settings give it: printable, no query or escapes, no empty,
+ * "." or ".." segments (trailing_slashes: a trailing run of '/' is let
+ * through, for the caller to trim). what names it in the message. */
+static int check_path_chars(const char *text, const char *what,
+                            int trailing_slashes, char *err, size_t errlen)
+{
+	for (const char *p = text; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' ||
+		    c == '"' || c == '<' || c == '>' || c == '\\') {
+			snprintf(
+			    err, errlen,
+			    "\"%.64s\": %s may not contain a query, spaces, "
+			    "control characters or any of ?#%%\"<>\\",
+			    text, what);
+			return -EINVAL;
+		}
+		if (c != '/')
+			continue;
+		if (trailing_slashes && p[strspn(p, "/")] == 0)
+			return 0;
+		if (p[1] == '/' ||
+		    (p[1] == '.' &&
+		     (p[2] == '/' || p[2] == 0 ||
+		      (p[2] == '.' && (p[3] == '/' || p[3] == 0))))) {
+			snprintf(err, errlen,
+			         "\"%.64s\": %s may not contain empty, . or .. "
+			         "segments",
+			         text, what);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int pp_config_normalize_prefix(const char *text, char **out, char *err,
                                size_t errlen)
 {
 	size_t n;
-	const char *p;
 
 	if (!text)
 		text = "";
@@ -243,32 +277,9 @@ int pp_config_normalize_prefix(const char *text, char **out, char *err,
 		         text);
 		return -EINVAL;
 	}
-	for (p = text; *p; p++) {
-		unsigned char c = (unsigned char)*p;
-		if (c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' ||
-		    c == '"' || c == '<' || c == '>' || c == '\\') {
-			snprintf(
-			    err, errlen,
-			    "\"%.64s\": the prefix may not contain spaces, "
-			    "control characters or any of ?#%%\"<>\\",
-			    text);
-			return -EINVAL;
-		}
-		if (c == '/' &&
-		    (p[1] == '/' ||
-		     (p[1] == '.' &&
-		      (p[2] == '/' || p[2] == 0 ||
-		       (p[2] == '.' && (p[3] == '/' || p[3] == 0)))))) {
-			if (p[1] == '/' && p[2] == 0)
-				continue; /* a trailing "//" is trimmed below */
-			snprintf(err, errlen,
-			         "\"%.64s\": the prefix may not contain empty, "
-			         ". or .. "
-			         "segments",
-			         text);
-			return -EINVAL;
-		}
-	}
+	/* A trailing "//" is allowed here: it is trimmed below. */
+	if (check_path_chars(text, "the prefix", 1, err, errlen))
+		return -EINVAL;
 	while (n > 0 && text[n - 1] == '/')
 		n--;
 	*out = strndup(text, n);
@@ -374,29 +385,8 @@ int pp_config_check_metrics_path(const char *path, const char *prefix,
 		snprintf(err, errlen, "longer than 200 characters");
 		return -EINVAL;
 	}
-	for (const char *p = path; *p; p++) {
-		unsigned char c = (unsigned char)*p;
-		if (c <= ' ' || c >= 0x7f || c == '?' || c == '#' || c == '%' ||
-		    c == '"' || c == '<' || c == '>' || c == '\\') {
-			snprintf(err, errlen,
-			         "\"%.64s\": a plain path, without a query, "
-			         "spaces, control characters or any of "
-			         "?#%%\"<>\\",
-			         path);
-			return -EINVAL;
-		}
-		if (c == '/' &&
-		    (p[1] == '/' ||
-		     (p[1] == '.' &&
-		      (p[2] == '/' || p[2] == 0 ||
-		       (p[2] == '.' && (p[3] == '/' || p[3] == 0)))))) {
-			snprintf(err, errlen,
-			         "\"%.64s\": the path may not contain empty, "
-			         ". or .. segments",
-			         path);
-			return -EINVAL;
-		}
-	}
+	if (check_path_chars(path, "the path", 0, err, errlen))
+		return -EINVAL;
 	if (n == 1) {
 		snprintf(err, errlen,
 		         "\"/\" leads to the index; name a path such as "

@@ -515,3 +515,20 @@ class Work(Host):
         if r.status != 200:
             raise AssertionError(f"{path}: {r.status} {r.body[:300]!r}")
         return Profile(r.body)
+
+
+LABELWORK = os.path.join(BUILD, "tests", "labels", "labelwork")
+
+
+class Labelwork(Host):
+    """tests/labels/labelwork: a server of labelled requests (profile
+    labels, scrapers), driven on stdin; it starts the agent itself."""
+
+    def __init__(self, env=None):
+        e = {"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})}
+        super().__init__(env=e, exe=LABELWORK)
+        m = re.match(r"port (\d+)", self.ready)
+        self.port = int(m.group(1)) if m else None
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"

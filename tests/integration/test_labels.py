@@ -7,27 +7,13 @@ its scope's labels and no other's. Statistical checks (bound max(5 points,
 4 sigma)): each endpoint's share of the workers' CPU, each endpoint's
 estimated allocated bytes against the host's count. And the pprof tool's
 -tagfocus splits the profile by endpoint."""
-import os
 import re
 import tempfile
 import threading
 
-from pptest import BUILD, Host, Profile, curl, eq, go_pprof, ok, run
+from pptest import Labelwork, Profile, curl, eq, go_pprof, ok, run
 
-LABELWORK = os.path.join(BUILD, "tests", "labels", "labelwork")
-PREFIX = "/debug/pprof"
 FUNCS = ("lw_users", "lw_orders", "lw_idle")
-
-
-class Labelwork(Host):
-    def __init__(self, env=None):
-        e = {"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})}
-        super().__init__(env=e, exe=LABELWORK)
-        m = re.match(r"port (\d+)", self.ready)
-        self.port = int(m.group(1)) if m else None
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}{PREFIX}/{path}"
 
 
 def which(prof, sample):

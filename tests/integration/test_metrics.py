@@ -524,7 +524,7 @@ def test_metrics_path():
 def test_bad_metrics_path():
     for value, why in (("metrics", "starting with /"),
                        ("/", "leads to the index"),
-                       ("/metrics?x=1", "without a query"),
+                       ("/metrics?x=1", "may not contain a query"),
                        ("/debug/pprof/status", "under the prefix"),
                        ("/a//b", "empty, . or ..")):
         bad = Host(env={"PULLPROF_METRICS_PATH": value})

@@ -32,9 +32,8 @@ import tempfile
 import threading
 import time
 
-from pptest import (BUILD, GO, Host, Profile, curl, eq, ok, run)
+from pptest import GO, Labelwork, Profile, curl, eq, ok, run
 
-LABELWORK = os.path.join(BUILD, "tests", "labels", "labelwork")
 TOKEN = "scrape-token-0123456789"
 PREFIX = "/debug/pprof"
 ALLOY_UA = "Alloy/v1.5.1 (linux; binary)"
@@ -47,14 +46,6 @@ ALLOY_INTERVAL = 5
 PARCA_INTERVAL = 4
 ROUNDS_S = 13        # how long the scrapers run
 PERSON_SECONDS = 12  # the person's profile, fetched meanwhile
-
-
-class Labelwork(Host):
-    def __init__(self, env=None):
-        e = {"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})}
-        super().__init__(env=e, exe=LABELWORK)
-        m = re.match(r"port (\d+)", self.ready)
-        self.port = int(m.group(1)) if m else None
 
 
 def fetch(url, ua, timeout):
