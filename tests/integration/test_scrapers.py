@@ -26,7 +26,6 @@ Real timing matters here only as the scrapers' own acceptance rule (an
 answer after the scrape timeout is a failed scrape)."""
 import gzip
 import os
-import re
 import subprocess
 import tempfile
 import threading
