@@ -3,7 +3,9 @@
  *
  * This is the only installed header. A host either links libpullprof and
  * calls pullprof_start(), or loads the library with LD_PRELOAD and sets
- * PULLPROF_LISTEN, in which case the agent starts by itself.
+ * PULLPROF_LISTEN, in which case the agent starts by itself. A program may
+ * also write profiles itself, with or without the HTTP server
+ * (pullprof_write_cpu_profile, pullprof_write_heap_profile).
  *
  * Every function returns 0 or a negative errno value; pullprof_strerror()
  * turns such a value into a sentence for people.
@@ -34,6 +36,9 @@ extern "C" {
 struct pullprof_config {
 	/* "host:port", "[v6addr]:port", ":port" (all IPv4 interfaces) or
 	 * "port" (loopback). Port 0 picks any free port; see pullprof_port().
+	 * "none": no HTTP server at all (nothing is bound, no token needed);
+	 * the profilers run and the program writes profiles itself with
+	 * pullprof_write_cpu_profile() and pullprof_write_heap_profile().
 	 * PULLPROF_LISTEN, default "127.0.0.1:6060". */
 	const char *listen;
 	/* URL path under which every endpoint is served ("" serves at the
@@ -127,8 +132,9 @@ struct pullprof_config {
 PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg);
 
 /*
- * Start the agent: validate the configuration, bind the listening socket and
- * start the agent's threads. cfg may be NULL for the defaults.
+ * Start the agent: validate the configuration, bind the listening socket
+ * (unless listen is "none") and start the agent's threads. cfg may be NULL
+ * for the defaults.
  *
  * Returns 0, or a negative errno: -EINVAL for a bad setting, -EADDRINUSE when
  * the port is taken, -EADDRNOTAVAIL, -EACCES, ... On such a failure one line
@@ -145,8 +151,66 @@ PULLPROF_API int pullprof_start(const struct pullprof_config *cfg);
  */
 PULLPROF_API int pullprof_stop(void);
 
-/* The TCP port the agent listens on, or 0 when it is not running. */
+/* The TCP port the agent listens on, or 0 when it is not running or runs
+ * without a server (listen "none"). */
 PULLPROF_API int pullprof_port(void);
+
+/*
+ * Programmatic capture: what /profile and /heap answer, written to a file
+ * descriptor by the program itself (a file, a pipe, a socket), with or
+ * without the HTTP server. The agent must be running (pullprof_start(),
+ * possibly with listen "none"). Same machinery and same bounds as over HTTP:
+ * a CPU capture is one of the PULLPROF_MAX_CPU_WINDOWS windows (it shares
+ * samples with the HTTP windows open at the same time), a heap capture one
+ * of the PULLPROF_MAX_HEAP_PROFILES jobs, and PULLPROF_MAX_PROFILE_MB
+ * bounds the profile. Captured profiles are not kept for ?id=.
+ *
+ * The profile is a gzipped perftools.profiles.Profile, as `go tool pprof`
+ * reads it. It is written whole at the descriptor's current position (short
+ * writes and EINTR are retried; a non-blocking descriptor is waited for).
+ * A broken pipe or socket is returned as -EPIPE and never raises SIGPIPE
+ * in the process. The descriptor is neither closed nor synced.
+ *
+ * Thread-safe: several threads may capture at once. Not from a signal
+ * handler. Common errors:
+ *   -EINVAL    a bad argument;
+ *   -EBADF     fd is not open for writing (checked before anything runs);
+ *   -ESRCH     the agent is not running;
+ *   -EDEADLK   called from one of the agent's own threads;
+ *   -EBUSY     the limit of CPU windows or heap profiles is reached (as
+ *              HTTP's 429): try again later;
+ *   -ECANCELED pullprof_stop() ran before the profile was ready;
+ *   -ENOMEM;
+ *   or the errno of the failed write (-EPIPE, -ENOSPC, -EIO, ...): part of
+ *   the profile may have been written then.
+ */
+
+/*
+ * Sample the process's CPU for `seconds` (1..PULLPROF_MAX_SECONDS) at `hz`
+ * samples per second of CPU time (1..1000; 0: PULLPROF_CPU_HZ), then write
+ * the profile to fd: the calling thread blocks for the window and the
+ * build, like a /profile?seconds=N&hz=H request. Also -EEXIST when the
+ * process has a SIGPROF handler of its own (another profiler), which
+ * pullprof never replaces.
+ */
+PULLPROF_API int pullprof_write_cpu_profile(int fd, unsigned seconds,
+                                            unsigned hz);
+
+/* What pullprof_write_heap_profile writes. Both hold the four sample types
+ * of /heap (alloc_objects, alloc_space, inuse_objects, inuse_space); they
+ * differ in the view tools show by default. */
+enum pullprof_heap_kind {
+	PULLPROF_HEAP_INUSE = 0,  /* /heap: memory in use (inuse_space) */
+	PULLPROF_HEAP_ALLOCS = 1, /* /allocs: everything allocated since
+	                           * start (alloc_space) */
+};
+
+/*
+ * Write the heap profile as it is now (kind: a pullprof_heap_kind) to fd,
+ * like /heap or /allocs; the calling thread blocks while it is built. Also
+ * -ESHUTDOWN when heap profiling is off (PULLPROF_HEAP_RATE=0).
+ */
+PULLPROF_API int pullprof_write_heap_profile(int fd, int kind);
 
 /*
  * Profile labels: what Go's pprof.Do does for a goroutine, for the calling

@@ -140,7 +140,11 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	/* Published before the server answers: a request may come in as soon
 	 * as it listens, and its handler reads the agent's configuration. */
 	__atomic_store_n(&running, &agent, __ATOMIC_RELEASE);
-	rc = pp_server_start(&agent.cfg, &agent.srv, err, sizeof err);
+	/* PULLPROF_LISTEN=none: the profilers run, nothing listens; the
+	 * program writes its profiles itself (capture.c). */
+	rc = agent.cfg.serve
+	         ? pp_server_start(&agent.cfg, &agent.srv, err, sizeof err)
+	         : 0;
 	if (rc) {
 		__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
@@ -187,10 +191,18 @@ PULLPROF_API int pullprof_stop(void)
 	return rc;
 }
 
+int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg)
+{
+	pthread_mutex_lock(&lifecycle);
+	int rc = running ? fn(running, arg) : -ESRCH;
+	pthread_mutex_unlock(&lifecycle);
+	return rc;
+}
+
 PULLPROF_API int pullprof_port(void)
 {
 	pthread_mutex_lock(&lifecycle);
-	int port = running ? running->srv->port : 0;
+	int port = running && running->srv ? running->srv->port : 0;
 	pthread_mutex_unlock(&lifecycle);
 	return port;
 }
@@ -247,9 +259,14 @@ __attribute__((constructor)) static void pp_autostart(void)
 
 	pthread_mutex_lock(&lifecycle);
 	int rc = start_locked(NULL, 1);
-	if (rc == 0 && !(quiet && strcmp(quiet, "1") == 0))
-		pp_log("serving http://%s%s/", agent.srv->bound,
-		       agent.cfg.v.prefix);
+	if (rc == 0 && !(quiet && strcmp(quiet, "1") == 0)) {
+		if (agent.srv)
+			pp_log("serving http://%s%s/", agent.srv->bound,
+			       agent.cfg.v.prefix);
+		else
+			pp_log("profiling without an HTTP server "
+			       "(PULLPROF_LISTEN=none)");
+	}
 	pthread_mutex_unlock(&lifecycle);
 }
 

@@ -21,7 +21,8 @@
 const struct pp_setting pp_settings[] = {
     {"listen", "PULLPROF_LISTEN", PP_SETTING_STRING, OFF(listen), 0, 0, NULL,
      "address to listen on: host:port, [v6]:port, :port or port; port 0 = "
-     "any free port"},
+     "any free port; none = no HTTP server (profiles through "
+     "pullprof_write_*)"},
     {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0, 0, NULL,
      "URL path prefix of every endpoint (\"\" = root)"},
     {"max_connections", "PULLPROF_MAX_CONNECTIONS", PP_SETTING_UINT,
@@ -356,7 +357,8 @@ static int security(struct pullprof_config *m, struct pp_config *out,
 		snprintf(err, errlen, "PULLPROF_ALLOW: %s", why);
 		return -EINVAL;
 	}
-	if (!pp_cidr_is_loopback((const struct sockaddr *)&out->addr) &&
+	if (out->serve &&
+	    !pp_cidr_is_loopback((const struct sockaddr *)&out->addr) &&
 	    !m->token && !m->insecure) {
 		snprintf(err, errlen,
 		         "PULLPROF_LISTEN=%s is not a loopback address, and "
@@ -463,11 +465,17 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 		}
 	}
 
-	rc = pp_config_parse_listen(merged.listen, &out->addr, &out->addrlen,
-	                            why, sizeof why);
-	if (rc) {
-		snprintf(err, errlen, "PULLPROF_LISTEN: %s", why);
-		return rc;
+	/* "none": the profilers without a server, for programs that write
+	 * their profiles themselves (pullprof_write_cpu_profile). Nothing
+	 * listens, so no token is needed. */
+	out->serve = strcmp(merged.listen, PP_LISTEN_NONE) != 0;
+	if (out->serve) {
+		rc = pp_config_parse_listen(merged.listen, &out->addr,
+		                            &out->addrlen, why, sizeof why);
+		if (rc) {
+			snprintf(err, errlen, "PULLPROF_LISTEN: %s", why);
+			return rc;
+		}
 	}
 	char *prefix = NULL;
 	rc =
@@ -485,8 +493,10 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 		free(prefix);
 		return -EINVAL;
 	}
-	char text[80];
-	pp_format_sockaddr((struct sockaddr *)&out->addr, text, sizeof text);
+	char text[80] = PP_LISTEN_NONE;
+	if (out->serve)
+		pp_format_sockaddr((struct sockaddr *)&out->addr, text,
+		                   sizeof text);
 	rc = security(&merged, out, text, err, errlen);
 	if (rc) {
 		free(prefix);

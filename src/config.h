@@ -16,13 +16,18 @@
 struct pp_config {
 	/* The effective values, laid out as the public struct so the settings
 	 * table reads them by offset. Its strings are owned copies: listen is
-	 * normalized ("host:port" / "[v6]:port"), prefix is "" or "/a/b"
+	 * normalized ("host:port" / "[v6]:port", or "none"), prefix is "" or
+	 * "/a/b"
 	 * (leading slash, no trailing slash). */
 	struct pullprof_config v;
+	int serve; /* 0: listen "none", no HTTP server; addr is unset */
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct pp_cidr_list allow; /* parsed v.allow; empty: everyone */
 };
+
+/* The listen value that starts the agent without an HTTP server. */
+#define PP_LISTEN_NONE "none"
 
 enum pp_setting_type {
 	PP_SETTING_STRING,

@@ -25,6 +25,20 @@ PULLPROF_API const char *pullprof_strerror(int err)
 	case -EDEADLK: return "called from one of the agent's own threads";
 	case -ENOMEM: return "out of memory";
 	case -EAGAIN: return "resource temporarily unavailable";
+	/* What the capture functions return besides a write's errno. */
+	case -ESRCH:
+		return "the agent is not running (pullprof_start was not "
+		       "called, failed, or pullprof_stop ran)";
+	case -EBUSY:
+		return "too many profiles at once (PULLPROF_MAX_CPU_WINDOWS, "
+		       "PULLPROF_MAX_HEAP_PROFILES): try again later";
+	case -ECANCELED:
+		return "cancelled: the agent stopped before the profile was "
+		       "ready";
+	case -ESHUTDOWN: return "heap profiling is off (PULLPROF_HEAP_RATE=0)";
+	case -EEXIST:
+		return "the process has its own SIGPROF handler (another "
+		       "profiler?), which pullprof does not replace";
 	}
 	if (err < 0) {
 		const char *d = strerrordesc_np(-err);

@@ -31,6 +31,7 @@ struct pp_cpu_query {
 	uint64_t id; /* > 0: render kept profile id again, sample nothing */
 	unsigned seconds, hz;
 	struct pp_render_opts render; /* the format of the answer */
+	int keep; /* keep the profile for ?id= (profile/recent.h) */
 };
 
 /*

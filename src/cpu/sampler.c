@@ -49,6 +49,7 @@ struct pp_cpu_window {
 	int64_t start_real_ns;
 	unsigned hz;
 	struct pp_render_opts render;
+	int keep;                 /* the model goes to the ?id= store */
 	struct pp_recent *stored; /* a kept profile to render again (?id=) */
 	uint64_t id;              /* of the profile rendered */
 	int client_fd;
@@ -526,7 +527,7 @@ static void build(struct pp_cpu_window *w)
 		p = w->model;
 	}
 	int rc = pp_render_body(p, &w->render, &body, &len);
-	if (!w->stored) {
+	if (!w->stored && w->keep) {
 		/* Kept for ?id= (the store frees it in the end). */
 		id = pp_recent_add("profile", w->model);
 		w->model = NULL;
@@ -734,6 +735,7 @@ int pp_cpu_window_open(const struct pp_cpu_query *q, int client_fd,
 	w->state = W_RUNNING;
 	w->hz = q->hz;
 	w->render = q->render;
+	w->keep = q->keep;
 	w->client_fd = client_fd;
 	w->done = done;
 	w->arg = arg;

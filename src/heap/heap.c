@@ -206,7 +206,7 @@ static void build(struct pp_heap_job *j)
 	}
 	if (!rc)
 		rc = pp_render_body(p, &j->q.render, &j->body, &j->len);
-	if (rc)
+	if (rc || !j->q.keep)
 		pp_profile_free(p);
 	else
 		j->id = pp_recent_add("heap", p); /* kept for ?id= */

@@ -33,6 +33,9 @@ void pp_heap_forget_in_child(void);
 /* Hot context safe. The calling thread is one of the agent's: its
  * allocations are never sampled. */
 void pp_heap_agent_thread(void);
+/* Hot context safe. Non-zero when the calling thread is one of the agent's
+ * (it called pp_heap_agent_thread). */
+int pp_heap_on_agent_thread(void);
 
 enum pp_heap_view {
 	PP_HEAP_INUSE,  /* /heap: no default sample type (tools show inuse) */
@@ -46,6 +49,7 @@ struct pp_heap_query {
 	int peak;         /* what was live at the peak */
 	int peak_reset;   /* ... and start a new peak from now */
 	struct pp_render_opts render; /* the format of the answer */
+	int keep; /* keep the profile for ?id= (profile/recent.h) */
 };
 
 struct pp_heap_job;

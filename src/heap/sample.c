@@ -130,6 +130,11 @@ void pp_heap_agent_thread(void)
 	pp_heap_tls.countdown = INT64_MAX;
 }
 
+int pp_heap_on_agent_thread(void)
+{
+	return pp_heap_tls.agent;
+}
+
 void pp_heap_sampling_set(uint64_t rate, unsigned max_depth)
 {
 	atomic_store(&depth_now, max_depth);

@@ -28,7 +28,7 @@ static const struct pp_deferred job = {take, release};
 static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
-	struct pp_heap_query q = {.view = view};
+	struct pp_heap_query q = {.view = view, .keep = 1};
 	unsigned gc, peak;
 	char err[300];
 

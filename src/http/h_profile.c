@@ -30,7 +30,7 @@ static const struct pp_deferred window = {take, release};
 enum MHD_Result pp_h_profile(struct pp_request *r)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
-	struct pp_cpu_query q;
+	struct pp_cpu_query q = {.keep = 1};
 	unsigned retry = 0;
 	char err[300], retry_text[16];
 	struct pp_cpu_window *w;
