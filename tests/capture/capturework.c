@@ -19,6 +19,9 @@
  *                         -> "truth FUNC ALLOC INUSE FUNC ALLOC INUSE"
  *   churn BYTES           allocate and free BYTES in 1 KiB blocks in cw_churn
  *                         -> "truth cw_churn BYTES 0"
+ *   spread                allocate and free 2,000 blocks of as many sizes
+ *                         (16 KiB and up) in cw_spread: a heap profile with
+ *                         thousands of samples -> "spread"
  *   cpu TARGET SECONDS HZ capture a CPU profile  -> "rc RC MS MESSAGE"
  *   heap TARGET KIND      capture a heap profile -> "rc RC MS MESSAGE"
  *   cpu-bg SLOT TARGET SECONDS HZ   the same on a new thread -> "started SLOT"
@@ -34,9 +37,11 @@
  *   @rdonly         /dev/null opened read-only
  *   @pipe-closed    the write end of a pipe whose read end is closed
  *   @socket-closed  a stream socket whose peer is closed
- *   @slowpipe:PATH  the non-blocking write end of a one-page pipe; a thread
- *                   copies what arrives to PATH a little at a time (short
- *                   writes, EAGAIN)
+ *   @slowpipe:MS:PATH  the non-blocking write end of a one-page pipe,
+ *                   filled up with padding: a thread starts reading MS
+ *                   milliseconds later, drops the padding and copies what
+ *                   follows to PATH a little at a time. A writer meets
+ *                   EAGAIN (the pipe is full) and short writes.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -140,27 +145,42 @@ NOINLINE static void cw_churn(unsigned long long bytes)
 	}
 }
 
+NOINLINE static void cw_spread(void)
+{
+	for (size_t i = 0; i < 2000; i++) {
+		void *p = malloc(16384 + 8 * i);
+		touch(p, 16384 + 8 * i);
+		free(p);
+	}
+}
+
 /* ---- targets and captures ----------------------------------------------- */
 
 struct slowpipe {
 	int rfd;
 	FILE *out;
+	unsigned delay_ms;
+	size_t padding;
 	pthread_t t;
 };
 
 static void *slow_reader(void *arg)
 {
 	struct slowpipe *s = arg;
-	char buf[1024];
+	char buf[256];
 	ssize_t n;
+	size_t skip = s->padding;
+	usleep(s->delay_ms * 1000);
 	while ((n = read(s->rfd, buf, sizeof buf)) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		fwrite(buf, 1, (size_t)n, s->out);
-		usleep(200);
+		size_t drop = (size_t)n < skip ? (size_t)n : skip;
+		skip -= drop;
+		fwrite(buf + drop, 1, (size_t)n - drop, s->out);
+		usleep(500);
 	}
 	return NULL;
 }
@@ -201,11 +221,17 @@ static struct target open_target(const char *t)
 		}
 	} else if (!strncmp(t, "@slowpipe:", 10)) {
 		struct slowpipe *s = calloc(1, sizeof *s);
-		if (s && pipe2(p, O_CLOEXEC) == 0) {
+		const char *file = strchr(t + 10, ':');
+		if (s && file && pipe2(p, O_CLOEXEC) == 0) {
+			static const char pad[512];
+			ssize_t n;
 			fcntl(p[1], F_SETPIPE_SZ, 4096);
 			fcntl(p[1], F_SETFL, O_NONBLOCK);
+			while ((n = write(p[1], pad, sizeof pad)) > 0)
+				s->padding += (size_t)n;
+			s->delay_ms = (unsigned)atoi(t + 10);
 			s->rfd = p[0];
-			s->out = fopen(t + 10, "we");
+			s->out = fopen(file + 1, "we");
 			pthread_create(&s->t, NULL, slow_reader, s);
 			r.fd = p[1];
 			r.owned = 1;
@@ -324,6 +350,9 @@ int main(void)
 			n1 = strtoull(a, NULL, 10);
 			cw_churn(n1);
 			printf("truth cw_churn %llu 0\n", n1);
+		} else if (!strcmp(cmd, "spread")) {
+			cw_spread();
+			printf("spread\n");
 		} else if (!strcmp(cmd, "cpu") || !strcmp(cmd, "heap")) {
 			struct job j = {.heap = cmd[0] == 'h'};
 			if (sscanf(line, "%*s %255s %llu %llu", j.target, &n1,

@@ -319,6 +319,48 @@ static void test_metrics_path(void **state)
 	assert_non_null(strstr(err, "PULLPROF_METRICS_PATH"));
 }
 
+static void test_listen_none(void **state)
+{
+	struct pullprof_config c;
+	struct pp_config r;
+	(void)state;
+
+	pullprof_config_init(&c);
+	c.ignore_env = 1;
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), 0);
+	assert_int_equal(r.serve, 1);
+	pp_config_free(&r);
+
+	/* "none": no server, nothing to protect with a token. */
+	c.listen = "none";
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), 0);
+	assert_int_equal(r.serve, 0);
+	assert_string_equal(r.v.listen, "none");
+	pp_config_free(&r);
+	c.listen = "0.0.0.0:0";
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "PULLPROF_TOKEN"));
+
+	/* The environment's "none" wins over the struct's address. */
+	c.ignore_env = 0;
+	setenv("PULLPROF_LISTEN", "none", 1);
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), 0);
+	assert_int_equal(r.serve, 0);
+	pp_config_free(&r);
+	unsetenv("PULLPROF_LISTEN");
+
+	/* Only that word: the rest are addresses. */
+	resolve_bad_env("PULLPROF_LISTEN", "NONE", "bad port");
+	resolve_bad_env("PULLPROF_LISTEN", "none:6060", "literal");
+
+	/* The other settings are checked all the same. */
+	c.ignore_env = 1;
+	c.listen = "none";
+	c.token = "short";
+	assert_int_equal(pp_config_resolve(&c, &r, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "PULLPROF_TOKEN"));
+}
+
 static void test_settings_table(void **state)
 {
 	(void)state;
@@ -345,6 +387,13 @@ static void test_strerror(void **state)
 	 */
 	assert_string_equal(pullprof_strerror(-ENOENT),
 	                    "No such file or directory");
+	/* The capture functions' own meanings. */
+	assert_non_null(strstr(pullprof_strerror(-ESRCH), "not running"));
+	assert_non_null(
+	    strstr(pullprof_strerror(-ESHUTDOWN), "PULLPROF_HEAP_RATE"));
+	assert_non_null(
+	    strstr(pullprof_strerror(-EBUSY), "PULLPROF_MAX_CPU_WINDOWS"));
+	assert_non_null(strstr(pullprof_strerror(-ECANCELED), "stopped"));
 	assert_string_equal(pullprof_strerror(-100000), "unknown error");
 	assert_string_equal(pullprof_strerror(12345), "unknown error");
 }
@@ -360,6 +409,7 @@ int main(void)
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_env_errors),
 	    cmocka_unit_test(test_metrics_path),
+	    cmocka_unit_test(test_listen_none),
 	    cmocka_unit_test(test_settings_table),
 	    cmocka_unit_test(test_strerror),
 	};
