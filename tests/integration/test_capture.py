@@ -282,7 +282,7 @@ def test_listen_none():
     ok(not [t for t in threads if t in ("pullprof-http", "pullprof-lookup")],
        "no HTTP or lookup thread", threads)
     eq(w.cmd("burn 1"), "burning 1", "burner")
-    rc, _, _ = w.capture(f"cpu {path('none.pb.gz')} 1 100")
+    rc, _, _ = w.capture(f"cpu {path('none.pb.gz')} 2 100")
     eq(rc, 0, "a CPU capture works without the server")
     check_burn(Profile(read("none.pb.gz")), 100, "capture without a server")
     eq(listening_sockets(w.pid), set(), "still no listening socket")
