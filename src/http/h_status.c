@@ -51,15 +51,19 @@ static struct json_object *config_json(const struct pp_config *c)
 	for (size_t i = 0; i < pp_settings_count; i++) {
 		const struct pp_setting *s = &pp_settings[i];
 		const char *field = (const char *)&c->v + s->offset;
-		const char *str = *(const char *const *)field;
 		struct json_object *v;
-		if (s->type == PP_SETTING_UINT)
+		if (s->type == PP_SETTING_UINT) {
 			v = json_object_new_int64(*(const unsigned *)field);
-		else if (s->type == PP_SETTING_SECRET)
-			/* Never the secret: whether there is one. */
-			v = json_object_new_boolean(str != NULL);
-		else
-			v = str ? json_object_new_string(str) : NULL;
+		} else {
+			/* Read as a pointer only where one is: at an unsigned
+			 * field's offset the load is misaligned (UBSan). */
+			const char *str = *(const char *const *)field;
+			if (s->type == PP_SETTING_SECRET)
+				/* Never the secret: whether there is one. */
+				v = json_object_new_boolean(str != NULL);
+			else
+				v = str ? json_object_new_string(str) : NULL;
+		}
 		json_object_object_add(o, s->key, v);
 	}
 	return o;
