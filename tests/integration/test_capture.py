@@ -4,9 +4,11 @@ that burns CPU and allocates known amounts in known functions. The files it
 writes are decoded with protoc and read with go tool pprof; the bounds and
 errors are those of the HTTP endpoints; PULLPROF_LISTEN=none serves nothing;
 examples/capture is built, run and its profiles read."""
+import atexit
 import errno
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -21,6 +23,7 @@ CAPTUREWORK = os.path.join(BUILD, "tests", "capture", "capturework")
 EXAMPLE = os.path.join(BUILD, "examples", "capture")
 HOST = os.path.join(BUILD, "tests", "host")
 TMP = tempfile.mkdtemp(prefix="pp-capture-")
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 MiB = 1 << 20
 HEAP_RATE = 4096
 
