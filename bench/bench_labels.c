@@ -147,14 +147,16 @@ int main(int argc, char **argv)
 	cfg.ignore_env = 1;
 	if (pullprof_start(&cfg) == 0) {
 		char cmd[160];
-		snprintf(cmd, sizeof cmd,
-		         "curl -s -o /dev/null "
-		         "'http://127.0.0.1:%d/debug/pprof/profile?seconds=30' &",
-		         pullprof_port());
+		snprintf(
+		    cmd, sizeof cmd,
+		    "curl -s -o /dev/null "
+		    "'http://127.0.0.1:%d/debug/pprof/profile?seconds=30' &",
+		    pullprof_port());
 		if (system(cmd) == 0) {
 			usleep(500000);
-			printf("| one label, agent sampling at 100 Hz | %.1f |\n",
-			       median(one_label));
+			printf(
+			    "| one label, agent sampling at 100 Hz | %.1f |\n",
+			    median(one_label));
 		}
 		pullprof_stop();
 	}

@@ -283,7 +283,8 @@ static void test_metrics_path(void **state)
 
 	metrics_path_bad("metrics", "/debug/pprof", "starting with /");
 	metrics_path_bad("/", "/debug/pprof", "leads to the index");
-	metrics_path_bad("/metrics?x=1", "/debug/pprof", "may not contain a query");
+	metrics_path_bad("/metrics?x=1", "/debug/pprof",
+	                 "may not contain a query");
 	metrics_path_bad("/met rics", "/debug/pprof", "spaces");
 	metrics_path_bad("/m%65trics", "/debug/pprof", "?#%");
 	metrics_path_bad("//metrics", "/debug/pprof", "empty, . or ..");
