@@ -2,7 +2,7 @@
 pyroscope.scrape and of the Parca server's scraper, replayed with curl
 against a running process (tests/labels/labelwork serving labelled requests,
 PULLPROF_TOKEN set), on a shortened schedule so the windows overlap the way
-they do in production, while a person fetches a longer profile with
+they do in production, while a person fetches a 30 s profile with
 `go tool pprof` at the same time. Every answer is judged by the rules those
 scrapers apply (from their public source; see README "Continuous
 profiling"):
@@ -43,8 +43,8 @@ PARCA_UA = "conprof/"
 # seconds=10 and a 13 s timeout).
 ALLOY_INTERVAL = 5
 PARCA_INTERVAL = 4
-ROUNDS_S = 13        # how long the scrapers run
-PERSON_SECONDS = 12  # the person's profile, fetched meanwhile
+ROUNDS_S = 30        # how long the scrapers run
+PERSON_SECONDS = 30  # the person's profile, fetched meanwhile
 
 
 def fetch(url, ua, timeout):
@@ -213,13 +213,12 @@ def test_scrapers():
     h = Labelwork({"PULLPROF_TOKEN": TOKEN, "PULLPROF_HEAP_RATE": "65536"})
     ok(h.port, "labelwork started the agent", h.ready)
     port = h.port
-    work = threading.Thread(target=lambda: h.cmd(
-        f"serve 2 {ROUNDS_S + PERSON_SECONDS}", timeout=120), daemon=True)
+    serve_s = max(ROUNDS_S, PERSON_SECONDS) + 3
+    work = threading.Thread(target=lambda: h.cmd(f"serve 2 {serve_s}",
+                                                 timeout=serve_s + 120),
+                            daemon=True)
     work.start()
-    # The allocation profile is cumulative: a first look before the
-    # scrapers, so later ones can be checked to grow (Alloy subtracts
-    # consecutive scrapes).
-    time.sleep(1)
+    time.sleep(1)  # the workers are busy before the first scrape
 
     until = time.time() + ROUNDS_S
     alloy = Scraper("alloy", port, ALLOY_INTERVAL, ALLOY_UA,
@@ -252,7 +251,7 @@ def test_scrapers():
     for th in threads:
         th.join(60)
     pt.join(PERSON_SECONDS + 60)
-    work.join(120)
+    work.join(180)
 
     ok(max(windows or [0]) >= 2,
        f"windows overlapped (most open at once: {max(windows or [0])})",
