@@ -56,6 +56,12 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	struct pp_heap_job *j;
 	int rc = pp_heap_job_open(&q, ci ? ci->connect_fd : -1, pp_request_wake,
 	                          r, &j, err, sizeof err);
+	if (rc == -ESHUTDOWN && cfg->v.heap_rate)
+		/* On, but stopping with the agent (the request came in
+		 * between the heap profiler's stop and the server's). */
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "heap profile cancelled: the agent is "
+		                        "stopping");
 	if (rc == -ESHUTDOWN)
 		return pp_respond_error(
 		    r, MHD_HTTP_NOT_FOUND,

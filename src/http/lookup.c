@@ -45,7 +45,7 @@ struct pp_lookups {
 	struct job *current; /* the one running */
 	unsigned max, queued, running;
 	uint64_t done, cancelled, refused;
-	int stopping;
+	int stopping, stopped;
 };
 
 static void let_go_locked(struct job *j)
@@ -157,7 +157,7 @@ int pp_lookups_start(struct pp_server *srv, unsigned max,
 
 void pp_lookups_stop(struct pp_lookups *l)
 {
-	if (!l)
+	if (!l || l->stopped)
 		return;
 	pthread_mutex_lock(&l->mu);
 	l->stopping = 1;
@@ -166,6 +166,13 @@ void pp_lookups_stop(struct pp_lookups *l)
 	pthread_cond_signal(&l->wake);
 	pthread_mutex_unlock(&l->mu);
 	pthread_join(l->thread, NULL);
+	l->stopped = 1;
+}
+
+void pp_lookups_free(struct pp_lookups *l)
+{
+	if (!l)
+		return;
 	pthread_cond_destroy(&l->wake);
 	pthread_mutex_destroy(&l->mu);
 	free(l);
@@ -236,7 +243,15 @@ enum MHD_Result pp_lookup_answer_later(struct pp_request *r, pp_lookup_fn fn,
 
 	pthread_mutex_lock(&l->mu);
 	unsigned busy = l->queued + l->running;
-	if (l->stopping || busy >= l->max) {
+	if (l->stopping) {
+		pthread_mutex_unlock(&l->mu);
+		if (free_arg)
+			free_arg(arg);
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "%s cancelled: the agent is stopping",
+		                        r->route->name);
+	}
+	if (busy >= l->max) {
 		l->refused++;
 		pthread_mutex_unlock(&l->mu);
 		if (free_arg)
@@ -274,7 +289,7 @@ enum MHD_Result pp_lookup_answer_later(struct pp_request *r, pp_lookup_fn fn,
 	r->cleanup = request_done;
 	r->resume = answer;
 	/* Suspended before the thread can resume it: still under the lock. */
-	MHD_suspend_connection(r->conn);
+	pp_request_suspend(r);
 	pthread_cond_signal(&l->wake);
 	pthread_mutex_unlock(&l->mu);
 	return MHD_YES;

@@ -45,6 +45,9 @@ int pp_lookups_start(struct pp_server *srv, unsigned max,
 /* Cancel what is queued (answered 503), stop the running one early, join
  * the thread. Before the server's loop stops: the answers go through it. */
 void pp_lookups_stop(struct pp_lookups *l);
+/* After the server's loop is gone (requests read l until then: once
+ * stopped, new ones are answered 503). */
+void pp_lookups_free(struct pp_lookups *l);
 
 /* Answer r with fn(arg) once the lookup thread has run it (r's connection
  * is suspended meanwhile); free_arg(arg) afterwards (when not NULL),

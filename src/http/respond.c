@@ -219,7 +219,7 @@ void pp_request_defer(struct pp_request *r, void *job,
 	r->deferred = ops;
 	r->cleanup = deferred_cleanup;
 	r->resume = deferred_answer;
-	MHD_suspend_connection(r->conn);
+	pp_request_suspend(r);
 }
 
 void pp_request_wake(void *request)

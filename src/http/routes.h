@@ -63,7 +63,10 @@ struct pp_request {
 	void (*cleanup)(struct pp_request *r);
 	void *state;
 	const struct pp_deferred *deferred; /* see pp_request_defer */
-	struct pp_render_opts render;       /* a profile's format */
+	/* In srv->suspended while the connection is suspended. */
+	struct pp_request *susp_next, *susp_prev;
+	int suspended;
+	struct pp_render_opts render; /* a profile's format */
 	/* Extra response headers, name/value pairs, for the next answer. */
 	const char *headers[6][2];
 };
@@ -73,6 +76,16 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
                                    const char *url, const char *method,
                                    const char *version, const char *upload,
                                    size_t *upload_size, void **req_cls);
+
+/* Suspend r's connection (HTTP thread, from a handler) until something
+ * resumes it (pp_server_resume); r->resume answers then. The server keeps
+ * the suspended requests: it must resume every one before libmicrohttpd
+ * stops (pp_routes_resume_all). */
+void pp_request_suspend(struct pp_request *r);
+/* At the server's stop, with its loop thread gone: resume every request
+ * still suspended and run libmicrohttpd until each has been answered (their
+ * jobs were cancelled: 503). Returns how many could not be (0 when all). */
+unsigned pp_routes_resume_all(struct pp_server *s);
 
 /* libmicrohttpd's completion callback: frees the request. */
 void pp_routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "error.h"
 #include "heap/heap.h"
 #include "lookup.h"
 #include "routes.h"
@@ -348,6 +349,7 @@ fail_errno:
 	         strerror(errno));
 fail:
 	pp_lookups_stop(s->lookups);
+	pp_lookups_free(s->lookups);
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd); /* closes the listening socket */
 	else if (s->listen_fd >= 0)
@@ -374,7 +376,24 @@ void pp_server_stop(struct pp_server *s)
 	ssize_t w = write(s->wake_fd, &one, sizeof one);
 	(void)w;
 	pthread_join(s->thread, NULL);
-	MHD_stop_daemon(s->mhd);
+	/* Every suspended request answered before libmicrohttpd stops: it
+	 * aborts the process otherwise. Should one never come back (a bug),
+	 * the daemon is left as is — leaked, its sockets closed — rather than
+	 * take the host down. */
+	unsigned left = pp_routes_resume_all(s);
+	if (!left) {
+		MHD_stop_daemon(s->mhd);
+	} else {
+		pp_log(
+		    "stop: %u requests could not be ended; the HTTP server's "
+		    "memory is left behind",
+		    left);
+		close(s->listen_fd);
+		for (unsigned i = 0; i < s->conn_slots; i++)
+			if (s->conn_fds[i] >= 0)
+				close(s->conn_fds[i]);
+	}
+	pp_lookups_free(s->lookups);
 	close(s->wake_fd);
 	close(s->epoll_fd);
 	free_tls(s);

@@ -44,9 +44,10 @@ struct pp_server {
 	int *conn_fds;
 	unsigned conn_slots;
 	struct pp_server_stats stats;
-	struct pp_lookups *lookups; /* /symbol and /maps (lookup.h) */
-	char *tls_cert, *tls_key;   /* PEM text, while the daemon runs */
-	char last_log[256];         /* libmicrohttpd's last message */
+	struct pp_lookups *lookups;   /* /symbol and /maps (lookup.h) */
+	struct pp_request *suspended; /* requests waiting (routes.h) */
+	char *tls_cert, *tls_key;     /* PEM text, while the daemon runs */
+	char last_log[256];           /* libmicrohttpd's last message */
 };
 
 /* Bind, start libmicrohttpd and the loop thread. On failure returns a
