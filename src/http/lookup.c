@@ -220,16 +220,18 @@ static enum MHD_Result answer(struct pp_request *r)
 	j->ans.json = NULL;
 	pthread_mutex_unlock(&l->mu);
 
+	if (state != L_DONE || a.status != MHD_HTTP_OK) {
+		/* What a cancelled lookup may have made is not sent. */
+		free(a.body);
+		if (a.json)
+			json_object_put(a.json);
+	}
 	if (state != L_DONE)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "%s cancelled: the agent is stopping",
 		                        r->route->name);
-	if (a.status != MHD_HTTP_OK) {
-		free(a.body);
-		if (a.json)
-			json_object_put(a.json);
+	if (a.status != MHD_HTTP_OK)
 		return pp_respond_error(r, a.status, "%s", a.msg);
-	}
 	if (a.json)
 		return pp_respond_json(r, MHD_HTTP_OK, a.json);
 	return pp_respond(r, MHD_HTTP_OK, a.content_type, a.body, a.len,
