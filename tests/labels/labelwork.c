@@ -31,7 +31,7 @@
 #define BLOCK 65536
 
 static void *volatile sink;
-static volatile uint64_t spin_sink;
+static uint64_t spin_sink; /* written by every worker (atomically) */
 
 static NOINLINE void burn(unsigned units)
 {
@@ -41,7 +41,7 @@ static NOINLINE void burn(unsigned units)
 		x ^= x >> 7;
 		x ^= x << 17;
 	}
-	spin_sink = x;
+	__atomic_store_n(&spin_sink, x, __ATOMIC_RELAXED);
 }
 
 static NOINLINE void allocate(unsigned blocks)
