@@ -316,17 +316,9 @@ def test_rate_zero():
 
 
 def test_stress_and_fork():
-    env = {"PULLPROF_HEAP_RATE": "65536"}
-    if pptest.SANITIZER == "asan":
-        # Each of the 20 children frees 200,000 blocks into ASan's
-        # quarantine (256 MiB by default, inherited full from the parent),
-        # whose recycling then writes the headers of the parent's blocks on
-        # pages shared copy-on-write: a child took longer than its 20 s
-        # alarm on a loaded machine. This test is about fork safety, not
-        # use after free (the others keep the default): a 1 MiB quarantine.
-        env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + \
-            ":quarantine_size_mb=1"
-    w = Work(env)
+    # Under ASan the children also used to take long recycling a full
+    # quarantine inherited from the parent; fork_safe_env turns it off.
+    w = Work(pptest.fork_safe_env({"PULLPROF_HEAP_RATE": "65536"}))
     stop = threading.Event()
     codes = {}
     profiles = []
@@ -374,17 +366,8 @@ def test_stress_and_fork():
     eq(st["dropped"], 0, "no sample dropped")
 
     line = w.cmd("fork", timeout=120)
-    if pptest.SANITIZER == "asan":
-        # Open: inside the ASan suite 1 or 2 of the 20 children did not
-        # exit 0 (19 or 18 of 20), even with the small quarantine; alone
-        # the test gives 20 of 20. The heap wrappers are not in this build,
-        # so the children run ASan's allocator only; not yet understood,
-        # and a check that fails by chance has no place in CI.
-        skip("fork while 3 threads allocate: every child exits 0 (" + line +
-             ")", "asan build: open, 1-2 of 20 children fail under load")
-    else:
-        eq(line, "fork 20 of 20 children exited 0",
-           "fork while 3 threads allocate: every child allocates and exits")
+    eq(line, "fork 20 of 20 children exited 0",
+       "fork while 3 threads allocate: every child allocates and exits")
     eq(w.get("heap").status, 200, "the parent still serves /heap after forks")
     eq(w.quit(timeout=30), 0, "exits 0")
 
