@@ -82,17 +82,33 @@ def test_labels():
     eq(r and r.status, 200, "CPU profile over the serving window")
     prof = Profile(r.body)
     by_fn, tenants = check_exact(prof, 0, "CPU")
-    n = sum(by_fn.values())
-    total_units = sum(units.values())
+    # The other way round: what carries a label is the scope's code. A
+    # sample with endpoint=/api/users outside lw_users can only be in the
+    # few instructions around it inside the scope (the tenant's push/pop,
+    # the loop): at most 2% of the label's total.
+    by_label = {}
+    for smp in prof.samples:
+        ep = prof.labels(smp).get("endpoint")
+        by_label[ep] = by_label.get(ep, 0) + smp["value"][0]
+    for ep, fn in (("/api/users", "lw_users"), ("/api/orders", "lw_orders")):
+        got = by_label.get(ep, 0)
+        ok(got >= by_fn[fn] > 0 and got - by_fn[fn] <= 0.02 * got,
+           f"CPU: endpoint={ep} is {fn}'s samples (label {got}, "
+           f"function {by_fn[fn]})")
+    # The tenants alternate over identical work: half each.
+    both = tenants.get("a", 0) + tenants.get("b", 0)
     if pptest.SANITIZER == "tsan":
-        skip("CPU shares by label", pptest.NO_CPU_TRUTH_WHY)
+        skip("CPU split between tenants", pptest.NO_CPU_TRUTH_WHY)
     else:
-        for fn in FUNCS:
-            share_ok(by_fn[fn] / n if n else 0, units[fn] / total_units, n,
-                     f"CPU share of {fn}")
-        both = tenants.get("a", 0) + tenants.get("b", 0)
         share_ok(tenants.get("a", 0) / both if both else 0, 0.5, both,
                  "CPU: tenant=a's part of /api/users")
+    # How the CPU splits by endpoint against the work done (3:1:1 units)
+    # is the CPU profiler's accuracy, which test_cpu.py checks; it is
+    # printed here for the record.
+    n = sum(by_fn.values())
+    print("# CPU by function: " + ", ".join(
+        f"{fn} {by_fn[fn] / n:.3f} (units {units[fn] / sum(units.values()):.3f})"
+        for fn in FUNCS), flush=True)
 
     # go tool pprof splits by label.
     with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:

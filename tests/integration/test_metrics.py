@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     text_string_to_metric_families = None
 
 import pptest  # noqa: E402
-from pptest import (NO_CPU_TRUTH_WHY, NO_HEAP_WHY, SRC, Host, Work,  # noqa: E402
+from pptest import (NO_HEAP_WHY, SRC, Host, Profile, Work,  # noqa: E402
                     curl, eq, ok, run, sanitized, skip, version)
 
 PREFIX = "/debug/pprof"
@@ -324,14 +324,21 @@ def test_cpu_window():
     eq(m1("pullprof_cpu_windows_open"), 0.0, "window closed after")
     eq(m1("pullprof_cpu_timer_mode", mode="off"), 1.0, "timer_mode off after")
     samples = m1("pullprof_cpu_samples_total") - m0("pullprof_cpu_samples_total")
-    if pptest.SANITIZER == "tsan":
-        skip("pullprof_cpu_samples_total rose by hundreds", NO_CPU_TRUTH_WHY)
-        ok(samples > 0, "pullprof_cpu_samples_total rose", samples)
-    else:
-        # 3 s of one busy thread at 500 Hz: about 1500 (the machine is
-        # shared).
-        ok(samples > 300, "pullprof_cpu_samples_total rose by hundreds",
-           samples)
+    ok(samples > 0, "pullprof_cpu_samples_total rose", samples)
+    # The window was the only one: every sample taken inside its span is
+    # in its profile (in timer periods: a sample weighs 1 + its overruns).
+    # The timers are disarmed a moment after the span ends: the few samples
+    # taken then are counted and belong to no window (measured: 10-13 at
+    # 500 Hz on this host's threads).
+    periods = (m1("pullprof_cpu_sample_periods_total") -
+               m0("pullprof_cpu_sample_periods_total"))
+    dropped = (m1("pullprof_cpu_samples_dropped_total", reason="ring_full") -
+               m0("pullprof_cpu_samples_dropped_total", reason="ring_full"))
+    in_profile = sum(smp["value"][0] for smp in Profile(res["r"].body).samples)
+    ok(dropped == 0 and 0 <= periods - in_profile <= max(50, in_profile / 20),
+       "pullprof_cpu_sample_periods_total rose by the profile's sample "
+       "count, plus the few taken as the window closed (nothing dropped)",
+       f"counter +{periods:.0f}, profile {in_profile}, dropped {dropped:.0f}")
     ok(m1("pullprof_cpu_sample_periods_total") >= m1("pullprof_cpu_samples_total"),
        "sample periods >= samples (overruns add)")
     name = "pullprof_cpu_handler_duration_seconds"

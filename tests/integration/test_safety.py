@@ -355,6 +355,24 @@ def test_corrupt_frame_pointers():
         eq(h.quit(), 0, f"{unwind}: host exits 0")
 
 
+def threads_now(h):
+    """Where a host that does not answer is: every thread's stack, from gdb
+    (through valgrind's gdbserver when it runs under valgrind)."""
+    pid = str(h.p.pid)
+    if "valgrind" in str(h.p.args[0]):
+        target = ["-ex", f"target remote | vgdb --pid={pid}"]
+    else:
+        target = ["-p", pid]
+    try:
+        g = subprocess.run(["gdb", "-batch", "-nx", *target, "-ex",
+                            "thread apply all bt 30"], capture_output=True,
+                           text=True, timeout=120)
+        return "\n".join(l for l in g.stdout.splitlines()
+                         if l.startswith(("#", "Thread")))[-8000:]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"(no stacks: {e})"
+
+
 def stop_with_requests(h, port, what, hz=1000, check_fds=True):
     """Open windows, a heap delta and slow clients, then stop."""
     base = f"http://127.0.0.1:{port}/debug/pprof"
@@ -368,7 +386,13 @@ def stop_with_requests(h, port, what, hz=1000, check_fds=True):
         s.sendall(data)
         slow.append(s)
     time.sleep(1.5)
-    said = h.cmd("stop", timeout=120)
+    t0 = time.time()
+    try:
+        # Under valgrind beside other suites a stop can take minutes.
+        said = h.cmd("stop", timeout=300)
+    except TimeoutError as e:
+        said = f"{e}\n{threads_now(h)}"
+    print(f"# {what}: stop took {time.time() - t0:.1f} s", flush=True)
     why = None
     if said != "ok":
         # The host died or answered otherwise: say how, with its last words.
