@@ -46,6 +46,18 @@ int pp_ring_init(struct pp_ring *r, size_t capacity, unsigned max_depth)
 	return 0;
 }
 
+void pp_ring_reset(struct pp_ring *r)
+{
+	if (!r->slots)
+		return;
+	for (size_t i = 0; i <= r->mask; i++)
+		atomic_store_explicit(&slot_at(r, i)->seq, i,
+		                      memory_order_relaxed);
+	atomic_store_explicit(&r->head, 0, memory_order_relaxed);
+	r->tail = 0;
+	atomic_store_explicit(&r->high_water, 0, memory_order_relaxed);
+}
+
 void pp_ring_free(struct pp_ring *r)
 {
 	if (r->slots)

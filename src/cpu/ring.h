@@ -36,6 +36,10 @@ struct pp_ring {
 /* capacity: a power of two. 0 or -ENOMEM. */
 int pp_ring_init(struct pp_ring *r, size_t capacity, unsigned max_depth);
 void pp_ring_free(struct pp_ring *r);
+/* Empty the ring (a forked child: a slot a parent thread had claimed but
+ * not published at fork time would block the consumer for ever). Nothing
+ * may be producing or consuming. */
+void pp_ring_reset(struct pp_ring *r);
 
 /* Producer side (async-signal-safe): claim a record to fill, or NULL when
  * the ring is full; then publish it. */

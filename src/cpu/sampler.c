@@ -842,6 +842,11 @@ void pp_cpu_forget_in_child(void)
 	 * leave would spin forever, and the child hung in pullprof_stop
 	 * (test_safety.py, forks during a 1000 Hz window). */
 	atomic_store(&pp_sampler.inside, 0);
+	/* Likewise a record it had claimed and not yet published: the child's
+	 * collector would wait at that slot for ever, and every CPU profile
+	 * of the child came out empty (test_safety.py, 1 run in many). */
+	if (S.ring_ready)
+		pp_ring_reset(&pp_sampler.ring);
 	if (S.hz)
 		sigaction(SIGPROF, &S.old_action, NULL);
 	/* The parent's threads may have held these at fork time. */

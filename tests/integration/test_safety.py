@@ -153,7 +153,19 @@ def test_fork_multithreaded():
                      timeout=60)
             eq(r.status, 200, "child: a CPU profile of the child")
             if r.status == 200:
-                ok(len(Profile(r.body).samples) > 0, "child: with samples")
+                prof = Profile(r.body)
+                n = len(prof.samples)
+                diag = None
+                if not n:
+                    # Say why: what the child's sampler saw, and how much
+                    # CPU the child had.
+                    cst = status(cport)
+                    with open(f"/proc/{cpid}/stat") as f:
+                        ticks = f.read().rsplit(")", 1)[1].split()[11:13]
+                    diag = (f"child cpu status {cst and cst.get('cpu')}; "
+                            f"utime+stime ticks {ticks}; comments "
+                            f"{[prof.s(c) for c in prof.raw.get('comment', [])]}")
+                ok(n > 0, "child: with samples", diag)
             r = curl(f"http://127.0.0.1:{cport}/debug/pprof/heap")
             eq(r.status, 200, "child: a heap profile of the child")
         open(rep + ".done", "w").close()
