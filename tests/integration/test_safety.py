@@ -21,6 +21,10 @@ from pptest import (BUILD, MEMCHECK, NO_VALGRIND_WHY, Host, Profile, curl, eq,
                     memcheck_quit, ok, run, sanitized, skip)
 
 FAULTY = os.path.join(BUILD, "tests", "safety", "faulty")
+TSAN = pptest.SANITIZER == "tsan"
+TSAN_FORK_WHY = ("tsan build: ThreadSanitizer kills a child of a "
+                 "multi-threaded process that starts threads "
+                 "(die_after_fork)")
 CYCLES = 6
 DLLIB = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_dl.so")
 
@@ -106,6 +110,41 @@ def wait_file_line(path, pattern, timeout=60):
     return None
 
 
+def child_agent(port, rep, cpid):
+    """The forked child starts an agent of its own, serves and stops."""
+    open(rep + ".go", "w").close()
+    m = wait_file_line(rep, r"^serving (\d+)")
+    ok(m, "child: pullprof_start in the child",
+       open(rep).read() if os.path.exists(rep) else "")
+    if m:
+        cport = int(m.group(1))
+        ok(cport != port, "child: serves on a new port")
+        ok(listening_sockets(cpid), "child: now listens (the check above "
+           "can see a listening socket)")
+        st = status(cport)
+        eq(st and st.get("pid"), cpid, "child: its own agent answers")
+        r = curl(f"http://127.0.0.1:{cport}/debug/pprof/profile?seconds=1",
+                 timeout=60)
+        eq(r.status, 200, "child: a CPU profile of the child")
+        if r.status == 200:
+            prof = Profile(r.body)
+            n = len(prof.samples)
+            diag = None
+            if not n:
+                # Say why: what the child's sampler saw, and how much
+                # CPU the child had.
+                cst = status(cport)
+                with open(f"/proc/{cpid}/stat") as f:
+                    ticks = f.read().rsplit(")", 1)[1].split()[11:13]
+                diag = (f"child cpu status {cst and cst.get('cpu')}; "
+                        f"utime+stime ticks {ticks}; comments "
+                        f"{[prof.s(c) for c in prof.raw.get('comment', [])]}")
+            ok(n > 0, "child: with samples", diag)
+        r = curl(f"http://127.0.0.1:{cport}/debug/pprof/heap")
+        eq(r.status, 200, "child: a heap profile of the child")
+    open(rep + ".done", "w").close()
+
+
 def test_fork_multithreaded():
     h = Faulty()
     eq(h.cmd("workers 3"), "ok", "3 worker threads burn CPU and allocate")
@@ -138,39 +177,15 @@ def test_fork_multithreaded():
         st = status(port)
         eq(st and st.get("pid"), h.pid,
            "the parent's port reaches the parent, not the child")
-        open(rep + ".go", "w").close()
-        m = wait_file_line(rep, r"^serving (\d+)")
-        ok(m, "child: pullprof_start in the child",
-           open(rep).read() if os.path.exists(rep) else "")
-        if m:
-            cport = int(m.group(1))
-            ok(cport != port, "child: serves on a new port")
-            ok(listening_sockets(cpid), "child: now listens (the check above "
-               "can see a listening socket)")
-            st = status(cport)
-            eq(st and st.get("pid"), cpid, "child: its own agent answers")
-            r = curl(f"http://127.0.0.1:{cport}/debug/pprof/profile?seconds=1",
-                     timeout=60)
-            eq(r.status, 200, "child: a CPU profile of the child")
-            if r.status == 200:
-                prof = Profile(r.body)
-                n = len(prof.samples)
-                diag = None
-                if not n:
-                    # Say why: what the child's sampler saw, and how much
-                    # CPU the child had.
-                    cst = status(cport)
-                    with open(f"/proc/{cpid}/stat") as f:
-                        ticks = f.read().rsplit(")", 1)[1].split()[11:13]
-                    diag = (f"child cpu status {cst and cst.get('cpu')}; "
-                            f"utime+stime ticks {ticks}; comments "
-                            f"{[prof.s(c) for c in prof.raw.get('comment', [])]}")
-                ok(n > 0, "child: with samples", diag)
-            r = curl(f"http://127.0.0.1:{cport}/debug/pprof/heap")
-            eq(r.status, 200, "child: a heap profile of the child")
-        open(rep + ".done", "w").close()
+        if TSAN:
+            # The child exits instead of starting an agent.
+            skip("child: starts, serves and stops an agent of its own",
+                 TSAN_FORK_WHY)
+            open(rep + ".stop", "w").close()
+        else:
+            child_agent(port, rep, cpid)
         eq(h.cmd(f"wait {cpid}", timeout=60), "exit 0",
-           "child: stops its agent and exits 0")
+           "child: exits 0")
     tp.join(60)
     th.join(60)
     r = cpu.get("r")
@@ -185,6 +200,9 @@ def test_fork_multithreaded():
 
 
 def test_many_forks_in_window():
+    if TSAN:
+        skip("200 forks whose children start agents", TSAN_FORK_WHY)
+        return
     # A fork that lands while a worker is inside the SIGPROF handler gave a
     # child whose pullprof_stop waited forever for that handler to leave.
     # Hundreds of forks at 1000 Hz with 3 busy threads make that likely.
@@ -203,6 +221,9 @@ def test_many_forks_in_window():
 
 
 def test_forks_during_lookup():
+    if TSAN:
+        skip("forks whose children start agents", TSAN_FORK_WHY)
+        return
     # The symbolizer's lock, held by the lookup thread for a long /symbol
     # list, was copied locked into every child: a child that started and
     # stopped an agent hung in the stop (it frees the symbolizer).
@@ -325,9 +346,13 @@ def test_tiny_stack():
             ok(thread_samples(Profile(r.body), "tiny") > 0,
                f"{unwind}: the tiny-stack thread is sampled")
         st = status(port)
-        ok(st and st["heap"]["sampled"] > 1000,
-           f"{unwind}: its allocations were heap-sampled",
-           st and st["heap"])
+        if sanitized():
+            skip(f"{unwind}: its allocations were heap-sampled",
+                 pptest.NO_HEAP_WHY)
+        else:
+            ok(st and st["heap"]["sampled"] > 1000,
+               f"{unwind}: its allocations were heap-sampled",
+               st and st["heap"])
         eq(h.quit(), 0, f"{unwind}: host exits 0")
 
 

@@ -373,8 +373,20 @@ static void child(const char *file, const char *dllib)
 	     atomic_load(&child_sigprofs), mallocs, dl_ok, pullprof_port());
 	signal(SIGPROF, SIG_DFL);
 
-	if (wait_file(file, ".go", 120))
-		_exit(22);
+	/* FILE.go: start an agent of its own; FILE.stop: exit now (a
+	 * ThreadSanitizer build kills a child of a multi-threaded process
+	 * that starts threads). */
+	char stop_path[PATH_MAX];
+	struct stat stop_st;
+	snprintf(stop_path, sizeof stop_path, "%s.stop", file);
+	for (double until = now() + 120;; usleep(20000)) {
+		if (wait_file(file, ".go", 0.02) == 0)
+			break;
+		if (stat(stop_path, &stop_st) == 0)
+			_exit(0);
+		if (now() >= until)
+			_exit(22);
+	}
 	struct pullprof_config cfg;
 	pullprof_config_init(&cfg);
 	cfg.listen = "127.0.0.1:0";
