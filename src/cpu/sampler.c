@@ -312,7 +312,13 @@ static void stop_sampling(void)
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
 	sigaction(SIGPROF, &ign, NULL);
-	sigaction(SIGPROF, &S.old_action, NULL);
+	/* A default disposition (terminate) stays "ignore": a SIGPROF still
+	 * in flight must not kill the host. Under valgrind, which queues
+	 * signals itself, one arrived after the restore and did (test_safety,
+	 * stops as windows end). A handler or SIG_IGN is put back as it was. */
+	if ((S.old_action.sa_flags & SA_SIGINFO) ||
+	    S.old_action.sa_handler != SIG_DFL)
+		sigaction(SIGPROF, &S.old_action, NULL);
 	S.hz = 0;
 }
 
