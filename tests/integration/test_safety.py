@@ -25,7 +25,7 @@ TSAN = pptest.SANITIZER == "tsan"
 TSAN_FORK_WHY = ("tsan build: ThreadSanitizer kills a child of a "
                  "multi-threaded process that starts threads "
                  "(die_after_fork)")
-CYCLES = 6
+CYCLES = 3
 DLLIB = os.path.join(BUILD, "tests", "profile", ".libs", "libsymtest_dl.so")
 
 
@@ -512,8 +512,13 @@ def test_stop_as_answers_come():
                 ["profile?seconds=2"] * 2 + ["heap?seconds=2", "maps"]]
         time.sleep(rnd.uniform(1.8, 2.6))
         try:
-            said = h.cmd("stop", timeout=180)
-        except (BrokenPipeError, TimeoutError) as e:
+            # Under valgrind on a loaded machine a stop has taken over two
+            # minutes (not yet understood): the stacks are printed if it
+            # takes more than five.
+            said = h.cmd("stop", timeout=300)
+        except TimeoutError as e:
+            said = f"{e!r}\n{threads_now(h)}"
+        except BrokenPipeError as e:
             said = repr(e)
         stops.append(said)
         for t, _ in reqs:
