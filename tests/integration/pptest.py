@@ -548,3 +548,14 @@ class Labelwork(Host):
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
+
+
+def text_range(pid, lib="libc.so"):
+    """(start, end) of the first executable mapping of lib in pid."""
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            col = line.split()
+            if len(col) >= 6 and "x" in col[1] and lib in col[5]:
+                lo, hi = (int(v, 16) for v in col[0].split("-"))
+                return lo, hi
+    raise RuntimeError(f"no executable mapping of {lib} in {pid}")

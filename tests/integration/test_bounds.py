@@ -10,21 +10,11 @@ import subprocess
 import threading
 import time
 
-from pptest import Host, curl, eq, ok, run
+from pptest import Host, curl, eq, ok, run, text_range
 
 PREFIX = "/debug/pprof"
 # As many addresses as fit under /symbol's body limit (4 MiB by default).
 N_ADDRS = 250000
-
-
-def text_range(pid, lib="libc.so"):
-    with open(f"/proc/{pid}/maps") as f:
-        for line in f:
-            col = line.split()
-            if len(col) >= 6 and "x" in col[1] and lib in col[5]:
-                lo, hi = (int(v, 16) for v in col[0].split("-"))
-                return lo, hi
-    raise RuntimeError(f"no executable mapping of {lib} in {pid}")
 
 
 def symbol_body(pid, path):

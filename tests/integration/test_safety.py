@@ -230,13 +230,7 @@ def test_forks_during_lookup():
     h = Faulty()
     port = h.start()
     base = f"http://127.0.0.1:{port}/debug/pprof"
-    lo = hi = None
-    with open(f"/proc/{h.p.pid}/maps") as f:
-        for line in f:
-            col = line.split()
-            if len(col) >= 6 and "x" in col[1] and "libc.so" in col[5]:
-                lo, hi = (int(v, 16) for v in col[0].split("-"))
-                break
+    lo, hi = pptest.text_range(h.p.pid)
     body = "+".join(hex(lo + (i * 7919) % (hi - lo)) for i in range(250000))
     with tempfile.NamedTemporaryFile("w", delete=False) as f:
         f.write(body)
