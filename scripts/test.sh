@@ -18,7 +18,12 @@ step() { # step NAME CMD...: run a step, count it, keep its log
 	else
 		failed=$((failed + 1))
 		echo "FAIL: $name (log: $log)"
-		tail -n 30 "$log"
+		# A step may say what matters after a "== details" line.
+		if grep -q '^== details' "$log"; then
+			sed -n '/^== details/,$p' "$log" | head -150
+		else
+			tail -n 30 "$log"
+		fi
 	fi
 }
 
@@ -92,7 +97,22 @@ formatted() {
 }
 step clang-format formatted
 
-step distcheck make distcheck
+# distcheck builds the tarball and runs the whole suite again in a VPATH
+# build of it. When a check fails there, its own lines are what tells why
+# (the make output ends with the summary only): they are printed from the
+# logs distcheck leaves behind on failure.
+distchecked() {
+	make distcheck && return 0
+	local d
+	echo "== details: the failing checks of distcheck's run"
+	for d in pullprof-*/_build/sub; do
+		[ -d "$d/tests" ] || continue
+		grep -h -E "^(not ok|ERROR|FAIL)" -A8 "$d"/tests/unit/*.log \
+			"$d"/tests/integration/*.log 2>/dev/null | head -120
+	done
+	return 1
+}
+step distcheck distchecked
 
 # The suite again in an ASan+UBSan and in a TSan build of its own
 # (scripts/test-sanitizers.sh; a few minutes each): every check counts in
@@ -102,6 +122,9 @@ sans=${PP_SANITIZERS:-all}
 if [ "$sans" != none ]; then
 	bash scripts/test-sanitizers.sh "$sans" >artifacts/sanitizers.log 2>&1
 	grep -E "^(PASS|FAIL)|^(asan|tsan):|^== |^not ok|^# " artifacts/sanitizers.log | head -80
+	# The reports themselves (test-sanitizers.sh prints the first lines of
+	# each after "FAIL: <san>: sanitizer reports:").
+	sed -n '/sanitizer reports:$/,/files with reports/p' artifacts/sanitizers.log | head -120
 	last=$(tail -n 1 artifacts/sanitizers.log)
 	if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
 		passed=$((passed + BASH_REMATCH[1]))

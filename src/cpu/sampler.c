@@ -84,9 +84,13 @@ static struct {
 	unsigned nwindows;
 	struct pp_cpu_settings settings;
 	int ring_ready, unwind_ready;
-	/* Owned by the collector (read by stats without the lock). */
+	/* Owned by the collector, which changes them without the lock (timer
+	 * and /proc work): others read the published copies below. */
 	unsigned hz;
 	int setitimer_mode;
+	/* What the collector last published of them (publish()). */
+	_Atomic unsigned pub_hz, pub_nthreads;
+	_Atomic int pub_setitimer;
 	struct sigaction old_action;
 	struct thread_timer *threads;
 	size_t nthreads, cap_threads;
@@ -251,6 +255,16 @@ static void scan_threads(void)
 	}
 }
 
+/* The collector's sampling state, for /status and the window-open check
+ * (a data race TSan found: they read S.hz under S.mu, which the collector
+ * does not hold when it changes it). */
+static void publish(void)
+{
+	atomic_store(&S.pub_nthreads, (unsigned)S.nthreads);
+	atomic_store(&S.pub_setitimer, S.setitimer_mode);
+	atomic_store(&S.pub_hz, S.hz);
+}
+
 static void set_setitimer(unsigned hz)
 {
 	struct itimerval it = {{0, 0}, {0, 0}};
@@ -281,6 +295,7 @@ static void start_sampling(unsigned hz)
 	scan_threads();
 	if (S.setitimer_mode)
 		set_setitimer(hz);
+	publish();
 }
 
 static void change_rate(unsigned hz)
@@ -289,11 +304,13 @@ static void change_rate(unsigned hz)
 	atomic_store(&pp_sampler.period_ns, 1000000000u / hz);
 	if (S.setitimer_mode) {
 		set_setitimer(hz);
+		publish();
 		return;
 	}
 	for (size_t i = 0; i < S.nthreads; i++)
 		if (S.threads[i].has_timer)
 			arm(&S.threads[i]);
+	publish();
 }
 
 static void stop_sampling(void)
@@ -320,6 +337,7 @@ static void stop_sampling(void)
 	    S.old_action.sa_handler != SIG_DFL)
 		sigaction(SIGPROF, &S.old_action, NULL);
 	S.hz = 0;
+	publish();
 }
 
 /* ---- collecting --------------------------------------------------------- */
@@ -458,6 +476,7 @@ static void *collector(void *unused)
 		if (periodic) {
 			if (S.hz) {
 				scan_threads();
+				publish();
 				pp_unwind_refresh();
 			}
 			last_scan = now;
@@ -705,7 +724,7 @@ int pp_cpu_window_open(const struct pp_cpu_query *q, int client_fd,
 		rc = -EBUSY;
 		goto out;
 	}
-	if (!S.windows && !S.hz) {
+	if (!S.windows && !atomic_load(&S.pub_hz)) {
 		/* Do not clobber a profiler the host runs itself. */
 		struct sigaction cur;
 		sigaction(SIGPROF, NULL, &cur);
@@ -865,6 +884,7 @@ void pp_cpu_forget_in_child(void)
 	S.nwindows = 0;
 	S.hz = 0;
 	S.nthreads = 0;
+	publish();
 }
 
 void pp_cpu_stats(struct pp_cpu_stats *o)
@@ -873,11 +893,11 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 	memset(o, 0, sizeof *o);
 	pthread_mutex_lock(&S.mu);
 	o->windows_open = S.nwindows;
-	o->hz = S.hz;
-	o->threads_sampled = (unsigned)S.nthreads;
-	o->timer_mode = !S.hz              ? "off"
-	                : S.setitimer_mode ? "setitimer"
-	                                   : "per-thread";
+	o->hz = atomic_load(&S.pub_hz);
+	o->threads_sampled = atomic_load(&S.pub_nthreads);
+	o->timer_mode = !o->hz                          ? "off"
+	                : atomic_load(&S.pub_setitimer) ? "setitimer"
+	                                                : "per-thread";
 	o->ring_capacity = S.ring_ready ? s->ring.mask + 1 : 0;
 	o->ring_high_water =
 	    S.ring_ready ? atomic_load(&s->ring.high_water) : 0;

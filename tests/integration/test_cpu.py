@@ -42,9 +42,19 @@ def burn_cpu_seconds(pid):
     return total / TICK
 
 
+def sample_counts(port):
+    """The agent's (signals, signals weighted by timer overruns) so far."""
+    c = curl(f"http://127.0.0.1:{port}/debug/pprof/status").json()["cpu"]
+    return c["samples"], c["samples_weighted"]
+
+
 def fetch_profile(port, seconds, hz, pid):
-    """Fetch a profile and measure the burners' CPU over the same window."""
+    """Fetch a profile and measure the burners' CPU over the same window.
+    Also returns how many sampled periods one signal stood for, on average
+    (above the kernel's tick rate, CONFIG_HZ=250 on Debian, a per-thread
+    timer fires at ticks and the signal carries the periods it overran)."""
     result = {}
+    s0, w0 = sample_counts(port)
 
     def get():
         result["r"] = curl(f"http://127.0.0.1:{port}/debug/pprof/profile"
@@ -56,7 +66,9 @@ def fetch_profile(port, seconds, hz, pid):
     time.sleep(max(0, t0 + seconds - time.time()))
     after = burn_cpu_seconds(pid)
     t.join()
-    return result["r"], after - before
+    s1, w1 = sample_counts(port)
+    per_signal = (w1 - w0) / (s1 - s0) if s1 > s0 else 1.0
+    return result["r"], after - before, max(1.0, per_signal)
 
 
 def profile_in_background(port, seconds):
@@ -78,7 +90,8 @@ def test_accuracy():
             # Enough samples that the 3:1 split is measured to well under
             # 5 points (at 100 Hz, 6 s of one thread is 600 samples: one
             # standard deviation of the share is 1.8 points).
-            r, real = fetch_profile(port, 6 if hz == 100 else 3, hz, p.pid)
+            r, real, per_signal = fetch_profile(port, 6 if hz == 100 else 3,
+                                                hz, p.pid)
             what = f"{threads} thread(s) at {hz} Hz"
             if not eq(r.status, 200, f"{what}: 200"):
                 continue
@@ -102,16 +115,18 @@ def test_accuracy():
                f"{what}: profile total {cpu:.2f} s within 10% of the "
                f"{real:.2f} s CPU the kernel counted", (cpu, real))
             share = heavy / (heavy + light) if heavy + light else 0
-            # Each sample is a draw with p = 3/4 of landing in burn_heavy:
+            # Each signal is a draw with p = 3/4 of landing in burn_heavy:
             # the share's standard deviation is sqrt(p (1 - p) / n). The
-            # bound is 5 points, or 4 deviations when few samples came (the
+            # bound is 5 points, or 4 deviations when few draws came (the
             # suite runs tests two at a time, so the burners may get far
-            # less than their 2 cores); a biased sampler still fails it.
-            n = (heavy + light) / (1e9 / hz)
+            # less than their 2 cores; at 1000 Hz on a 250 Hz kernel one
+            # signal stands for ~4 periods); a biased sampler still fails.
+            n = (heavy + light) / (1e9 / hz) / per_signal
             bound = max(0.05, 4 * (0.75 * 0.25 / n) ** 0.5) if n else 0.05
             ok(abs(share - 0.75) <= bound,
                f"{what}: burn_heavy:burn_light is 3:1 within "
-               f"{bound * 100:.0f} points ({share:.3f} of {n:.0f} samples)",
+               f"{bound * 100:.0f} points ({share:.3f} of {n:.0f} signals, "
+               f"{per_signal:.1f} periods each)",
                share)
             ok({"burn_heavy", "burn_light"} <= names, f"{what}: both named", names)
             if heavy:
