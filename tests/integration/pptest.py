@@ -336,8 +336,12 @@ class Host(Proc):
 
 # valgrind memcheck in front of a test program: errors and definite leaks
 # make it exit 9; libunwind's address probes are suppressed
-# (tests/valgrind.supp says why).
-MEMCHECK = ["valgrind", "--leak-check=full", "--show-leak-kinds=definite",
+# (tests/valgrind.supp says why). valgrind runs one thread at a time; its
+# default lock lets a busy thread take it back again and again on a busy
+# machine, so the fair (ticket) lock: our hosts have CPU-bound workers,
+# and a command thread starved of its turn made a stop take minutes.
+MEMCHECK = ["valgrind", "--fair-sched=yes", "--leak-check=full",
+            "--show-leak-kinds=definite",
             "--errors-for-leak-kinds=definite", "--error-exitcode=9",
             "--track-fds=no",
             "--suppressions=" + os.path.join(SRC, "tests", "valgrind.supp")]
