@@ -302,14 +302,12 @@ static void change_rate(unsigned hz)
 {
 	S.hz = hz;
 	atomic_store(&pp_sampler.period_ns, 1000000000u / hz);
-	if (S.setitimer_mode) {
+	if (S.setitimer_mode)
 		set_setitimer(hz);
-		publish();
-		return;
-	}
-	for (size_t i = 0; i < S.nthreads; i++)
-		if (S.threads[i].has_timer)
-			arm(&S.threads[i]);
+	else
+		for (size_t i = 0; i < S.nthreads; i++)
+			if (S.threads[i].has_timer)
+				arm(&S.threads[i]);
 	publish();
 }
 

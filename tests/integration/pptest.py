@@ -554,6 +554,22 @@ class Labelwork(Host):
         return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
 
 
+def cpu_sample_counts(port):
+    """The agent's CPU signals so far and the timer periods they stood for
+    (/status cpu.samples, cpu.samples_weighted)."""
+    c = curl(f"http://127.0.0.1:{port}/debug/pprof/status").json()["cpu"]
+    return c["samples"], c["samples_weighted"]
+
+
+def periods_per_signal(before, after):
+    """Timer periods one signal stood for between two cpu_sample_counts,
+    at least 1. Above the kernel's tick rate (CONFIG_HZ=250 on Debian) a
+    per-thread timer fires at ticks and a signal carries its overruns, so
+    a profile's period count overstates its independent draws."""
+    signals = after[0] - before[0]
+    return max(1.0, (after[1] - before[1]) / signals) if signals > 0 else 1.0
+
+
 def text_range(pid, lib="libc.so"):
     """(start, end) of the first executable mapping of lib in pid."""
     with open(f"/proc/{pid}/maps") as f:

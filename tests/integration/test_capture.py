@@ -16,8 +16,8 @@ import time
 
 from pptest import skip
 from pptest import (BUILD, NO_CPU_TRUTH_WHY, NO_HEAP_WHY, SANITIZER, Host,
-                    Proc, Profile, curl, eq, go_pprof, ok, preload_env, run,
-                    sanitized)
+                    Proc, Profile, cpu_sample_counts, curl, eq, go_pprof, ok,
+                    periods_per_signal, preload_env, run, sanitized)
 
 CAPTUREWORK = os.path.join(BUILD, "tests", "capture", "capturework")
 EXAMPLE = os.path.join(BUILD, "examples", "capture")
@@ -121,7 +121,7 @@ def check_burn(prof, hz, what, per_signal=1.0):
         return
     shares = burn_shares(prof)
     heavy, light = shares.get("cw_burn_heavy", 0), shares.get("cw_burn_light", 0)
-    n = (heavy + light) / (1e9 / hz) / max(1.0, per_signal)
+    n = (heavy + light) / (1e9 / hz) / per_signal
     ok(n >= 20, f"{what}: the burner was sampled ({n:.0f} signals)", shares)
     share = heavy / (heavy + light) if heavy + light else 0
     bound = max(0.05, 4 * (0.75 * 0.25 / n) ** 0.5) if n else 0.05
@@ -169,12 +169,9 @@ def test_cpu_capture():
 
     # A non-blocking pipe of one page, full when the profile is ready and
     # read slowly after: the write meets EAGAIN and short writes.
-    c0 = status(port)["cpu"]
+    counts = cpu_sample_counts(port)
     rc, _, msg = w.capture(f"cpu @slowpipe:1500:{path('slow.pb.gz')} 1 1000")
-    c1 = status(port)["cpu"]
-    signals = c1["samples"] - c0["samples"]
-    per_signal = ((c1["samples_weighted"] - c0["samples_weighted"]) / signals
-                  if signals > 0 else 1.0)
+    per_signal = periods_per_signal(counts, cpu_sample_counts(port))
     eq((rc, msg), (0, "success"), "capture into a full non-blocking pipe: 0")
     prof = Profile(read("slow.pb.gz"))
     eq(prof.field(prof.raw, "period"), 10**6, "whole and decodable (1000 Hz)")

@@ -42,19 +42,12 @@ def burn_cpu_seconds(pid):
     return total / TICK
 
 
-def sample_counts(port):
-    """The agent's (signals, signals weighted by timer overruns) so far."""
-    c = curl(f"http://127.0.0.1:{port}/debug/pprof/status").json()["cpu"]
-    return c["samples"], c["samples_weighted"]
-
-
 def fetch_profile(port, seconds, hz, pid):
     """Fetch a profile and measure the burners' CPU over the same window.
-    Also returns how many sampled periods one signal stood for, on average
-    (above the kernel's tick rate, CONFIG_HZ=250 on Debian, a per-thread
-    timer fires at ticks and the signal carries the periods it overran)."""
+    Also returns how many timer periods one signal stood for, on average
+    (pptest.periods_per_signal)."""
     result = {}
-    s0, w0 = sample_counts(port)
+    counts = pptest.cpu_sample_counts(port)
 
     def get():
         result["r"] = curl(f"http://127.0.0.1:{port}/debug/pprof/profile"
@@ -66,9 +59,8 @@ def fetch_profile(port, seconds, hz, pid):
     time.sleep(max(0, t0 + seconds - time.time()))
     after = burn_cpu_seconds(pid)
     t.join()
-    s1, w1 = sample_counts(port)
-    per_signal = (w1 - w0) / (s1 - s0) if s1 > s0 else 1.0
-    return result["r"], after - before, max(1.0, per_signal)
+    return result["r"], after - before, pptest.periods_per_signal(
+        counts, pptest.cpu_sample_counts(port))
 
 
 def profile_in_background(port, seconds):

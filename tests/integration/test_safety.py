@@ -413,6 +413,34 @@ def complete_profile(body):
         return False
 
 
+def timed_stop(h, what):
+    """Ask the host to stop; returns (its answer, seconds taken). A stop
+    still running after 20 s prints every thread's stack for the record
+    (under valgrind's default scheduler on a loaded machine stops took
+    minutes); one not answered in 5 minutes returns the stacks."""
+    t0 = time.time()
+    asked = threading.Event()
+
+    def look():
+        if not asked.wait(20):
+            print("# " + what + ": the stop runs for 20 s; threads:\n" +
+                  "\n".join("#   " + ln for ln in
+                            threads_now(h).splitlines()), flush=True)
+    looker = threading.Thread(target=look, daemon=True)
+    looker.start()
+    try:
+        said = h.cmd("stop", timeout=300)
+    except TimeoutError as e:
+        said = f"{e!r}\n{threads_now(h)}"
+    except BrokenPipeError as e:
+        said = repr(e)
+    took = time.time() - t0
+    asked.set()
+    looker.join(180)
+    print(f"# {what}: stop took {took:.1f} s", flush=True)
+    return said, took
+
+
 def stop_with_requests(h, port, what, hz=1000, check_fds=True):
     """Open windows, a heap delta and slow clients, then stop."""
     base = f"http://127.0.0.1:{port}/debug/pprof"
@@ -426,27 +454,7 @@ def stop_with_requests(h, port, what, hz=1000, check_fds=True):
         s.sendall(data)
         slow.append(s)
     time.sleep(1.5)
-    t0 = time.time()
-    # A stop still running after 20 s: where every thread is, for the
-    # record (it has taken minutes under valgrind on a loaded machine).
-    asked = threading.Event()
-
-    def look():
-        if not asked.wait(20):
-            print("# " + what + ": the stop runs for 20 s; threads:\n" +
-                  "\n".join("#   " + ln for ln in
-                            threads_now(h).splitlines()), flush=True)
-    looker = threading.Thread(target=look, daemon=True)
-    looker.start()
-    try:
-        # Under valgrind beside other suites a stop can take minutes.
-        said = h.cmd("stop", timeout=300)
-    except TimeoutError as e:
-        said = f"{e}\n{threads_now(h)}"
-    took = time.time() - t0
-    asked.set()
-    looker.join(180)
-    print(f"# {what}: stop took {took:.1f} s", flush=True)
+    said, took = timed_stop(h, what)
     why = None
     if said != "ok":
         # The host died or answered otherwise: say how, with its last words.
@@ -515,17 +523,26 @@ def test_stop_in_flight():
     eq(h.quit(), 0, "host exits 0")
 
 
-def test_stop_as_answers_come():
+def valgrind_faulty(what):
+    """A faulty host under valgrind with one busy worker, or None (and a
+    SKIP for `what`) in a sanitizer build."""
     if sanitized():
-        skip("stops as answers come, under valgrind", NO_VALGRIND_WHY)
-        return
+        skip(what + ", under valgrind", NO_VALGRIND_WHY)
+        return None
+    h = Faulty(prefix=MEMCHECK)
+    h.cmd("workers 1", timeout=60)
+    return h
+
+
+def test_stop_as_answers_come():
     # Stop at the moment windows end and lookups finish, under valgrind
     # (which runs one thread at a time: the HTTP loop lags far behind the
     # stopping thread). Their requests are being resumed while the server
     # stops; libmicrohttpd aborted the host when stopped with a connection
     # still suspended (a resume is only a flag until its next run).
-    h = Faulty(prefix=MEMCHECK)
-    h.cmd("workers 1", timeout=60)
+    h = valgrind_faulty("stops as answers come")
+    if not h:
+        return
     rnd = random.Random(11)
     stops = []
     for cycle in range(CYCLES):
@@ -539,15 +556,7 @@ def test_stop_as_answers_come():
         reqs = [background(f"{base}/{u}", timeout=120) for u in
                 ["profile?seconds=2"] * 2 + ["heap?seconds=2", "maps"]]
         time.sleep(rnd.uniform(1.8, 2.6))
-        try:
-            # Under valgrind on a loaded machine a stop has taken over two
-            # minutes (not yet understood): the stacks are printed if it
-            # takes more than five.
-            said = h.cmd("stop", timeout=300)
-        except TimeoutError as e:
-            said = f"{e!r}\n{threads_now(h)}"
-        except BrokenPipeError as e:
-            said = repr(e)
+        said, _ = timed_stop(h, f"valgrind cycle {cycle + 1}")
         stops.append(said)
         for t, _ in reqs:
             t.join(120)
@@ -562,11 +571,9 @@ def test_stop_as_answers_come():
 
 
 def test_stop_in_flight_memcheck():
-    if sanitized():
-        skip("stop with requests in flight, under valgrind", NO_VALGRIND_WHY)
+    h = valgrind_faulty("stop with requests in flight")
+    if not h:
         return
-    h = Faulty(prefix=MEMCHECK)
-    h.cmd("workers 1", timeout=60)
     port = h.start(timeout=180)
     stop_with_requests(h, port, "valgrind", hz=100)
     port = h.start(timeout=180)

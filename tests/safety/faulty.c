@@ -376,13 +376,10 @@ static void child(const char *file, const char *dllib)
 	/* FILE.go: start an agent of its own; FILE.stop: exit now (a
 	 * ThreadSanitizer build kills a child of a multi-threaded process
 	 * that starts threads). */
-	char stop_path[PATH_MAX];
-	struct stat stop_st;
-	snprintf(stop_path, sizeof stop_path, "%s.stop", file);
-	for (double until = now() + 120;; usleep(20000)) {
+	for (double until = now() + 120;;) {
 		if (wait_file(file, ".go", 0.02) == 0)
 			break;
-		if (stat(stop_path, &stop_st) == 0)
+		if (wait_file(file, ".stop", 0.02) == 0)
 			_exit(0);
 		if (now() >= until)
 			_exit(22);
