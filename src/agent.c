@@ -11,9 +11,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cpu/cpu.h"
@@ -21,6 +24,7 @@
 #include "heap/heap.h"
 #include "heap/table.h"
 #include "http/server.h"
+#include "profile/job.h"
 #include "profile/recent.h"
 #include "pullprof.h"
 #include "symbols/symbols.h"
@@ -38,6 +42,63 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 const struct pp_agent *pp_agent_get(void)
 {
 	return __atomic_load_n(&running, __ATOMIC_ACQUIRE);
+}
+
+/* ---- the agent's threads ------------------------------------------------ */
+
+#define MAX_UNSAMPLED 4
+
+static __thread int on_agent_thread __attribute__((tls_model("initial-exec")));
+static _Atomic pid_t unsampled[MAX_UNSAMPLED];
+
+int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
+                           void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = -pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!rc)
+		pthread_setname_np(*t, name);
+	return rc;
+}
+
+void pp_agent_thread_enter(int flags)
+{
+	on_agent_thread = 1;
+	pp_heap_exclude_thread();
+	if (!(flags & PP_AGENT_UNSAMPLED))
+		return;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
+		pid_t free_slot = 0;
+		if (atomic_compare_exchange_strong(&unsampled[i], &free_slot,
+		                                   self))
+			return;
+	}
+}
+
+void pp_agent_thread_leave(void)
+{
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
+		pid_t mine = self;
+		atomic_compare_exchange_strong(&unsampled[i], &mine, 0);
+	}
+}
+
+int pp_on_agent_thread(void)
+{
+	return on_agent_thread;
+}
+
+int pp_agent_thread_unsampled(pid_t tid)
+{
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
+		if (atomic_load(&unsampled[i]) == tid)
+			return 1;
+	return 0;
 }
 
 double pp_seconds_since(const struct timespec *since)
@@ -67,6 +128,7 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	pp_jobs_forget_in_child();
 	pp_cpu_forget_in_child();
 	pp_heap_forget_in_child();
 	pp_symtab_forget_in_child();
@@ -137,6 +199,15 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 			return rc;
 		}
 	}
+	static struct pp_producer *const producers[] = {
+	    &pp_cpu_producer, &pp_heap_producer, NULL};
+	rc = pp_jobs_start(producers, err, sizeof err);
+	if (rc) {
+		pp_log("not started: %s", err);
+		pp_heap_stop();
+		pp_config_free(&agent.cfg);
+		return rc;
+	}
 	/* Published before the server answers: a request may come in as soon
 	 * as it listens, and its handler reads the agent's configuration. */
 	__atomic_store_n(&running, &agent, __ATOMIC_RELEASE);
@@ -148,6 +219,7 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	if (rc) {
 		__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+		pp_jobs_shutdown();
 		pp_heap_stop();
 		pp_config_free(&agent.cfg);
 		return rc;
@@ -169,9 +241,10 @@ static int stop_locked(void)
 		return 0;
 	if (pp_server_is_own_thread(running->srv))
 		return -EDEADLK;
-	/* CPU windows end first (their requests are answered 503 as the
-	 * server goes), then the server; handlers read `running`, so it is
-	 * cleared only once their thread is gone. */
+	/* Profile jobs end first (their requests are answered 503 as the
+	 * server goes), then the samplers, then the server; handlers read
+	 * `running`, so it is cleared only once their thread is gone. */
+	pp_jobs_shutdown();
 	pp_cpu_shutdown();
 	pp_heap_stop();
 	pp_server_stop(running->srv);

@@ -2,6 +2,8 @@
 #ifndef PP_AGENT_H
 #define PP_AGENT_H
 
+#include <pthread.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "config.h"
@@ -26,6 +28,23 @@ const struct pp_agent *pp_agent_get(void);
  * be quick: start and stop wait for it. Returns what fn returns, or -ESRCH
  * when the agent is not running. */
 int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg);
+
+/* The agent's own threads. Create one: every signal blocked in it (they are
+ * the host's), named (pthread_setname_np). 0 or a negative errno. */
+int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
+                           void *arg);
+/* The first call of every agent thread: its allocations are never heap
+ * samples, and pp_on_agent_thread() is true on it. With PP_AGENT_UNSAMPLED
+ * its CPU time is not sampled either (the threads that make and render
+ * profiles: their work would show in the profiles beside them); such a
+ * thread calls pp_agent_thread_leave() when it ends. */
+#define PP_AGENT_UNSAMPLED 1
+void pp_agent_thread_enter(int flags);
+void pp_agent_thread_leave(void);
+/* Is the calling thread one of the agent's? */
+int pp_on_agent_thread(void);
+/* Is tid an agent thread the CPU profiler leaves out? Any thread. */
+int pp_agent_thread_unsampled(pid_t tid);
 
 /* Seconds elapsed on the monotonic clock since *since. */
 double pp_seconds_since(const struct timespec *since);

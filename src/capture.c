@@ -3,10 +3,10 @@
  * pullprof_write_heap_profile(). Agent context, on the caller's (host's)
  * thread.
  *
- * The caller does what an HTTP request does: it opens a CPU window or a
- * heap job — under the lifecycle lock, so a concurrent pullprof_stop()
- * either cancels it or comes before it — sleeps until the builder or the
- * heap worker calls back, takes the rendered profile and writes it to its
+ * The caller does what an HTTP request does: it opens a job of the CPU or
+ * heap producer (profile/job.h) — under the lifecycle lock, so a concurrent
+ * pullprof_stop() either cancels it or comes before it — sleeps until the
+ * job pipeline calls back, takes the rendered profile and writes it to its
  * own descriptor itself. So a capture counts against the same limits as
  * HTTP, shares samples with the HTTP windows open at the same time, and
  * the blocking write happens on the caller's thread, never an agent's.
@@ -28,10 +28,10 @@
 #include "pullprof.h"
 
 /* The caller's wait for the agent's done callback. On the caller's stack:
- * the callback runs once per window or job (pp_cpu_done_fn,
- * pp_heap_done_fn), and the caller leaves only after it has set `done`
- * under the lock, after which the callback touches nothing but the
- * mutex's unlock (safe: POSIX lets a mutex be destroyed once unlocked). */
+ * the callback runs once per job (pp_job_done_fn), and the caller leaves only
+ * after it has set `done` under the lock, after which the callback touches
+ * nothing but the mutex's unlock (safe: POSIX lets a mutex be destroyed once
+ * unlocked). */
 struct waiter {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -43,8 +43,8 @@ struct waiter {
 		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0         \
 	}
 
-/* On an agent thread (the builder, the CPU collector at shutdown, the heap
- * worker): must not block. */
+/* On an agent thread (the job pipeline's, or the one stopping the
+ * agent): must not block. */
 static void wake(void *arg)
 {
 	struct waiter *w = arg;
@@ -141,109 +141,84 @@ static int write_all(int fd, const char *p, size_t len)
 static const struct pp_render_opts pprof_opts = {
     .format = PP_FORMAT_PPROF, .sample_index = -1, .top = 50, .gzip = 0};
 
-/* ---- CPU ---------------------------------------------------------------- */
-
-struct cpu_open {
-	struct pp_cpu_query q;
-	struct waiter *waiter;
-	struct pp_cpu_window *w;
+struct capture {
+	struct pp_job_request rq;
+	struct pp_job *job;
 };
 
-/* Under the lifecycle lock: the bounds come from the running agent. */
-static int open_cpu(const struct pp_agent *a, void *arg)
+/* Under the lifecycle lock: the bounds come from the running agent, and a
+ * stop either comes before the open or cancels the job. */
+static int open_job(const struct pp_agent *a, void *arg)
 {
-	struct cpu_open *o = arg;
+	struct capture *c = arg;
+	struct pp_cpu_query *cpu = (struct pp_cpu_query *)c->rq.query;
 	unsigned retry = 0;
 	char err[300];
 
-	if (o->q.seconds > a->cfg.v.max_seconds)
-		return -EINVAL;
-	if (o->q.hz == 0)
-		o->q.hz = a->cfg.v.cpu_hz;
-	int rc = pp_cpu_window_open(&o->q, -1, wake, o->waiter, &o->w, &retry,
-	                            err, sizeof err);
-	/* -ESHUTDOWN (the sampler stopping) cannot happen under the lock;
+	if (c->rq.producer == &pp_cpu_producer) {
+		if (cpu->seconds > a->cfg.v.max_seconds)
+			return -EINVAL;
+		if (cpu->hz == 0)
+			cpu->hz = a->cfg.v.cpu_hz;
+	}
+	int rc = pp_job_open(&c->rq, &c->job, &retry, err, sizeof err);
+	/* -ESHUTDOWN (the pipeline stopping) cannot happen under the lock;
 	 * were it to, the agent is going away: cancelled. */
 	return rc == -ESHUTDOWN ? -ECANCELED : rc;
 }
 
-static int cpu_capture(int fd, unsigned seconds, unsigned hz)
+/* Open the job, wait for it, write its profile to fd. */
+static int capture(int fd, struct capture *c)
 {
 	struct waiter waiter = WAITER_INIT;
-	struct cpu_open o = {
-	    .q = {.seconds = seconds, .hz = hz, .render = pprof_opts},
-	    .waiter = &waiter,
-	};
 	char *body = NULL;
 	size_t len = 0;
 	uint64_t id;
 
-	if (pp_heap_on_agent_thread())
+	if (pp_on_agent_thread())
 		return -EDEADLK;
-	if (seconds == 0 || hz > 1000)
-		return -EINVAL;
 	int rc = check_fd(fd);
 	if (rc)
 		return rc;
-	rc = pp_agent_locked(open_cpu, &o);
+	c->rq.render = pprof_opts;
+	c->rq.client_fd = -1;
+	c->rq.done = wake;
+	c->rq.arg = &waiter;
+	rc = pp_agent_locked(open_job, c);
 	if (rc)
 		return rc;
 	wait_for(&waiter);
-	rc = pp_cpu_window_take(o.w, &body, &len, &id);
-	pp_cpu_window_release(o.w);
+	rc = pp_job_take(c->job, &body, &len, &id);
+	pp_job_release(c->job);
 	if (rc == 0)
 		rc = write_all(fd, body, len);
 	free(body);
 	return rc;
 }
 
-/* ---- heap --------------------------------------------------------------- */
-
-struct heap_open {
-	struct pp_heap_query q;
-	struct waiter *waiter;
-	struct pp_heap_job *j;
-};
-
-static int open_heap(const struct pp_agent *a, void *arg)
+static int cpu_capture(int fd, unsigned seconds, unsigned hz)
 {
-	struct heap_open *o = arg;
-	char err[300];
+	struct pp_cpu_query q = {.seconds = seconds, .hz = hz};
+	struct capture c = {.rq = {.producer = &pp_cpu_producer,
+	                           .query = &q,
+	                           .seconds = seconds}};
 
-	if (a->cfg.v.heap_rate == 0)
-		return -ESHUTDOWN;
-	return pp_heap_job_open(&o->q, -1, wake, o->waiter, &o->j, err,
-	                        sizeof err);
+	if (seconds == 0 || hz > 1000)
+		return -EINVAL;
+	return capture(fd, &c);
 }
 
 static int heap_capture(int fd, int kind)
 {
-	struct waiter waiter = WAITER_INIT;
-	struct heap_open o = {.waiter = &waiter};
-	char *body = NULL;
-	size_t len = 0;
-	uint64_t id;
+	struct pp_heap_query q = {
+	    .view =
+	        kind == PULLPROF_HEAP_ALLOCS ? PP_HEAP_ALLOCS : PP_HEAP_INUSE,
+	};
+	struct capture c = {.rq = {.producer = &pp_heap_producer, .query = &q}};
 
-	if (pp_heap_on_agent_thread())
-		return -EDEADLK;
 	if (kind != PULLPROF_HEAP_INUSE && kind != PULLPROF_HEAP_ALLOCS)
 		return -EINVAL;
-	int rc = check_fd(fd);
-	if (rc)
-		return rc;
-	o.q.view =
-	    kind == PULLPROF_HEAP_ALLOCS ? PP_HEAP_ALLOCS : PP_HEAP_INUSE;
-	o.q.render = pprof_opts;
-	rc = pp_agent_locked(open_heap, &o);
-	if (rc)
-		return rc;
-	wait_for(&waiter);
-	rc = pp_heap_job_take(o.j, &body, &len, &id);
-	pp_heap_job_release(o.j);
-	if (rc == 0)
-		rc = write_all(fd, body, len);
-	free(body);
-	return rc;
+	return capture(fd, &c);
 }
 
 /* ---- the API ------------------------------------------------------------ */

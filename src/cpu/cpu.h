@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profile/render.h"
+#include "profile/job.h"
 #include "unwind/unwind.h"
 
 struct pp_cpu_settings {
@@ -19,47 +19,25 @@ struct pp_cpu_settings {
 	size_t max_profile_bytes; /* a window's model; 0: no bound */
 };
 
-struct pp_cpu_window;
-
-/* Called (from an agent thread) when a window's profile is ready, or the
- * window was cancelled. Must not block. */
-typedef void (*pp_cpu_done_fn)(void *arg);
-
+/* Set before the first window (pullprof_start). */
 void pp_cpu_configure(const struct pp_cpu_settings *s);
 
+/* The CPU profile producer (profile/job.h): a job opens a window on the
+ * shared sampler, and the collector delivers the window's model when its
+ * time is up. Its query is a struct pp_cpu_query; the job's seconds must be
+ * the same. start fails with -EEXIST when the host has its own SIGPROF
+ * handler. Its limit is PULLPROF_MAX_CPU_WINDOWS. */
+extern struct pp_producer pp_cpu_producer;
+
 struct pp_cpu_query {
-	uint64_t id; /* > 0: render kept profile id again, sample nothing */
-	unsigned seconds, hz;
-	struct pp_render_opts render; /* the format of the answer */
-	int keep; /* keep the profile for ?id= (profile/recent.h) */
+	unsigned seconds; /* the window */
+	/* The rate, at least: a faster window running at the same time
+	 * raises it for both. */
+	unsigned hz;
 };
 
-/*
- * Open a window of `seconds` sampling at `hz` (at least: a faster window
- * running at the same time raises the rate for both), answered in the
- * format q->render names. client_fd, when >= 0,
- * is watched: if the client hangs up, the window is cancelled.
- * With q->id, the kept profile of that id is rendered again (-ENOENT when
- * there is none). Errors: -EBUSY (max_windows open; *retry_after says when
- * one ends),
- * -EEXIST (the host has its own SIGPROF handler), -ENOMEM, ... with a
- * sentence in err.
- */
-int pp_cpu_window_open(const struct pp_cpu_query *q, int client_fd,
-                       pp_cpu_done_fn done, void *arg,
-                       struct pp_cpu_window **out, unsigned *retry_after,
-                       char *err, size_t errlen);
-/* The request is gone: stop caring about this window, drop its reference. */
-void pp_cpu_window_release(struct pp_cpu_window *w);
-/* After done: the rendered profile (handed over, free() it) and the id it
- * is kept under (0: not kept), or a negative
- * errno: -ECANCELED (client gone or agent stopping), -ENOMEM, ... */
-int pp_cpu_window_take(struct pp_cpu_window *w, char **body, size_t *len,
-                       uint64_t *id);
-
-/* Stop sampling, cancel every window (their done callbacks run), join the
- * agent's CPU threads, free the sampler. Windows still referenced by
- * requests stay valid until released. */
+/* Stop sampling and join the collector thread (the job pipeline cancelled
+ * the windows' jobs before), free the sampler. */
 void pp_cpu_shutdown(void);
 
 /* In a forked child (async-signal-safe): the parent's sampler threads do

@@ -1,13 +1,12 @@
 /*
- * The heap profiler's agent side: start/stop, and the worker thread
- * (`pullprof-heap`) that builds /heap and /allocs profiles from snapshots of
- * the tables, waits out delta windows, and keeps the unwind registry fresh
- * while sampling runs. Agent context.
+ * The heap profile producer: start/stop of heap sampling, and the models of
+ * /heap and /allocs made from snapshots of the tables (at once, or the
+ * difference over `seconds` for a delta), for the job pipeline
+ * (profile/job.h) to render. Agent context.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,66 +17,23 @@
 #include "heap/table.h"
 #include "labels/labels.h"
 #include "profile/model.h"
-#include "profile/recent.h"
-#include "profile/render.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
-#include "util/proc.h"
-
-/* How often the worker looks at the registry and at waiting clients. */
-#define TICK_NS 250000000ull
-
-enum { J_WAITING, J_BUILDING, J_DONE, J_CANCELLED };
-
-struct pp_heap_job {
-	struct pp_heap_job *next;
-	struct pp_heap_query q;
-	int refs, state, listed;
-	uint64_t due_ns, opened_ns;
-	int64_t opened_real_ns;
-	int client_fd;
-	struct pp_heap_snapshot start;
-	char *body;
-	size_t len;
-	int err;
-	struct pp_recent *stored; /* ?id=: the kept profile to render again */
-	uint64_t id;              /* of the profile rendered */
-	pp_heap_done_fn done;
-	void *arg;
-};
 
 static struct {
 	pthread_mutex_t mu;
-	pthread_cond_t wake;
-	int running, stopping, unwind_ready;
-	pthread_t thread;
-	struct pp_heap_job *jobs;
-	unsigned njobs;
+	int running, unwind_ready;
 	struct pp_heap_settings settings;
-} H = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+} heap = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void unref_locked(struct pp_heap_job *j)
-{
-	if (--j->refs > 0)
-		return;
-	free(j->start.rows);
-	free(j->body);
-	pp_recent_unref(j->stored);
-	free(j);
-}
+/* A job's own: what it asked, and where a delta starts. */
+struct heap_job {
+	struct pp_heap_query q;
+	struct pp_heap_snapshot start;
+};
 
-static void unlink_locked(struct pp_heap_job *j)
-{
-	for (struct pp_heap_job **p = &H.jobs; *p; p = &(*p)->next)
-		if (*p == j) {
-			*p = j->next;
-			H.njobs--;
-			j->listed = 0;
-			return;
-		}
-}
-
-/* ---- building ------------------------------------------------------------ */
+/* ---- models ----------------------------------------------------------------
+ */
 
 static const struct pp_value_type heap_types[] = {
     {"alloc_objects", "count"},
@@ -143,40 +99,31 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 	return rc;
 }
 
-static void build(struct pp_heap_job *j)
+static int heap_make(struct pp_job *job, struct pp_profile **out)
 {
+	struct heap_job *j = pp_job_data(job);
 	struct pp_heap_snapshot end;
 	char note[240];
 	int rc;
 
-	if (j->stored) {
-		j->err = pp_render_body(pp_recent_profile(j->stored),
-		                        &j->q.render, &j->body, &j->len);
-		j->id = j->q.id;
-		return;
-	}
 	rc = pp_heap_table_snapshot(j->q.peak, j->q.peak_reset, &end);
-	if (rc) {
-		j->err = rc;
-		return;
-	}
+	if (rc)
+		return rc;
 	struct pp_profile *p =
 	    pp_profile_new(heap_types, 4, &heap_period, (int64_t)end.rate);
 	if (!p) {
 		free(end.rows);
-		j->err = -ENOMEM;
-		return;
+		return -ENOMEM;
 	}
 	p->leaf_is_return = 1;
 	if (j->q.view == PP_HEAP_ALLOCS)
 		pp_profile_set_default_type(p, "alloc_space");
-	int64_t now = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 	if (j->q.seconds)
-		pp_profile_set_time(
-		    p, j->opened_real_ns,
-		    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) - j->opened_ns));
+		pp_profile_set_time(p, pp_job_opened_real_ns(job),
+		                    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) -
+		                              pp_job_opened_ns(job)));
 	else
-		pp_profile_set_time(p, now, 0);
+		pp_profile_set_time(p, (int64_t)pp_clock_ns(CLOCK_REALTIME), 0);
 	snprintf(note, sizeof note,
 	         "pullprof %s: heap sampled every %llu bytes on average, "
 	         "values unsampled per (stack, size)",
@@ -194,7 +141,9 @@ static void build(struct pp_heap_job *j)
 		         end.peak_bytes, when);
 		pp_profile_add_comment(p, note);
 	}
-	p->max_bytes = H.settings.max_profile_bytes;
+	pthread_mutex_lock(&heap.mu);
+	p->max_bytes = heap.settings.max_profile_bytes;
+	pthread_mutex_unlock(&heap.mu);
 	rc = add_rows(p, &end, j->q.seconds ? &j->start : NULL);
 	free(end.rows);
 	if (!rc && p->over_limit) {
@@ -204,279 +153,155 @@ static void build(struct pp_heap_job *j)
 		         PP_PROFILE_LIMIT_FRAME);
 		pp_profile_add_comment(p, note);
 	}
-	if (!rc)
-		rc = pp_render_body(p, &j->q.render, &j->body, &j->len);
-	if (rc || !j->q.keep)
+	if (rc) {
 		pp_profile_free(p);
-	else
-		j->id = pp_recent_add("heap", p); /* kept for ?id= */
-	j->err = rc;
-}
-
-/* ---- the worker ---------------------------------------------------------- */
-
-static void finish(struct pp_heap_job *j, int state)
-{
-	/* Called locked, returns locked; done runs unlocked. */
-	j->state = state;
-	unlink_locked(j);
-	pp_heap_done_fn done = j->done;
-	void *arg = j->arg;
-	pthread_mutex_unlock(&H.mu);
-	if (done)
-		done(arg);
-	pthread_mutex_lock(&H.mu);
-	unref_locked(j); /* the list's reference */
-}
-
-static void *worker(void *unused)
-{
-	(void)unused;
-	pp_heap_agent_thread();
-	uint64_t last_tick = 0;
-	pthread_mutex_lock(&H.mu);
-	while (!H.stopping) {
-		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
-		struct pp_heap_job *due = NULL;
-		uint64_t next = now + TICK_NS;
-		for (struct pp_heap_job *j = H.jobs; j; j = j->next) {
-			if (j->state != J_WAITING)
-				continue;
-			if (j->due_ns <= now) {
-				due = j;
-				break;
-			}
-			if (j->due_ns < next)
-				next = j->due_ns;
-		}
-		if (due) {
-			due->state = J_BUILDING;
-			pthread_mutex_unlock(&H.mu);
-			build(due);
-			pthread_mutex_lock(&H.mu);
-			finish(due, J_DONE);
-			continue;
-		}
-		if (now - last_tick >= TICK_NS) {
-			last_tick = now;
-			struct pp_heap_job *gone = NULL;
-			for (struct pp_heap_job *j = H.jobs; j; j = j->next)
-				if (j->state == J_WAITING &&
-				    pp_fd_hung_up(j->client_fd)) {
-					gone = j;
-					break;
-				}
-			if (gone) {
-				finish(gone, J_CANCELLED);
-				continue;
-			}
-			pthread_mutex_unlock(&H.mu);
-			/* New libraries get their unwind tables; cheap when
-			 * nothing was loaded or unloaded. */
-			pp_unwind_refresh();
-			pthread_mutex_lock(&H.mu);
-			continue;
-		}
-		struct timespec until =
-		    pp_clock_after(CLOCK_MONOTONIC, next - now);
-		pthread_cond_timedwait(&H.wake, &H.mu, &until);
+		return rc;
 	}
-	while (H.jobs)
-		finish(H.jobs, J_CANCELLED);
-	pthread_mutex_unlock(&H.mu);
-	return NULL;
-}
-
-/* ---- lifecycle ----------------------------------------------------------- */
-
-int pp_heap_start(const struct pp_heap_settings *s, char *err, size_t errlen)
-{
-	pthread_condattr_t ca;
-	sigset_t all, old;
-	int rc;
-
-	pthread_mutex_lock(&H.mu);
-	if (H.running) {
-		pthread_mutex_unlock(&H.mu);
-		return 0;
-	}
-	H.settings = *s;
-	rc = pp_unwind_init();
-	if (rc) {
-		snprintf(err, errlen, "cannot set up stack unwinding");
-		goto fail;
-	}
-	H.unwind_ready = 1;
-	rc = pp_heap_table_open(s->rate);
-	if (rc) {
-		snprintf(err, errlen, "cannot map the heap profiler's tables");
-		goto fail;
-	}
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&H.wake, &ca);
-	pthread_condattr_destroy(&ca);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&H.thread, NULL, worker, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc) {
-		pp_heap_table_close();
-		snprintf(err, errlen,
-		         "cannot start the heap profiler's thread");
-		goto fail;
-	}
-	pthread_setname_np(H.thread, "pullprof-heap");
-	H.running = 1;
-	pthread_mutex_unlock(&H.mu);
-	pp_heap_sampling_set(s->rate, s->max_depth);
+	*out = p;
 	return 0;
-fail:
-	if (H.unwind_ready) {
-		pp_unwind_shutdown();
-		H.unwind_ready = 0;
-	}
-	pthread_mutex_unlock(&H.mu);
-	return rc;
 }
 
-void pp_heap_stop(void)
+/* ---- the producer ----------------------------------------------------------
+ */
+
+static int heap_start(struct pp_job *job, const void *query, char *err,
+                      size_t errlen)
 {
-	pthread_mutex_lock(&H.mu);
-	if (!H.running) {
-		pthread_mutex_unlock(&H.mu);
-		return;
+	const struct pp_heap_query *q = query;
+	pthread_mutex_lock(&heap.mu);
+	int running = heap.running;
+	pthread_mutex_unlock(&heap.mu);
+	if (!running) {
+		snprintf(err, errlen,
+		         "heap profiling is off in this process: start it with "
+		         "PULLPROF_HEAP_RATE greater than 0");
+		return -ENOTSUP;
 	}
-	H.stopping = 1;
-	pthread_cond_broadcast(&H.wake);
-	pthread_mutex_unlock(&H.mu);
-	pthread_join(H.thread, NULL); /* it cancels what is pending */
-
-	pp_heap_sampling_set(0, 0);
-	pp_heap_sampling_quiesce();
-	pp_heap_table_close();
-	pthread_mutex_lock(&H.mu);
-	if (H.unwind_ready) {
-		pp_unwind_shutdown();
-		H.unwind_ready = 0;
-	}
-	H.running = H.stopping = 0;
-	pthread_mutex_unlock(&H.mu);
-}
-
-void pp_heap_forget_in_child(void)
-{
-	pthread_mutex_init(&H.mu, NULL);
-	pthread_cond_init(&H.wake, NULL);
-	H.jobs = NULL; /* left to leak: their requests are the parent's */
-	H.njobs = 0;
-	H.running = H.stopping = 0;
-	/* The registry stays registered: the child's threads sample on. */
-	pp_heap_sampling_forget_in_child();
-	/* The tables need nothing: their lock is held across fork. */
-}
-
-/* ---- requests ------------------------------------------------------------ */
-
-int pp_heap_job_open(const struct pp_heap_query *q, int client_fd,
-                     pp_heap_done_fn done, void *arg, struct pp_heap_job **out,
-                     char *err, size_t errlen)
-{
-	struct pp_heap_job *j = calloc(1, sizeof *j);
+	struct heap_job *j = calloc(1, sizeof *j);
 	if (!j) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	j->q = *q;
-	j->refs = 2; /* the request's and the list's */
-	j->client_fd = client_fd;
-	j->done = done;
-	j->arg = arg;
-	j->opened_ns = pp_clock_ns(CLOCK_MONOTONIC);
-	j->opened_real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
-	j->due_ns = j->opened_ns + (uint64_t)q->seconds * 1000000000u;
-	if (q->id && !(j->stored = pp_recent_get(q->id, "heap", err, errlen))) {
-		free(j);
-		return -ENOENT;
-	}
-	if (q->seconds && !q->id) {
+	pp_job_set_data(job, j);
+	if (q->seconds) {
 		int rc = pp_heap_table_snapshot(0, 0, &j->start);
 		if (rc) {
-			free(j);
 			snprintf(err, errlen, "%s",
 			         rc == -ESHUTDOWN ? "heap profiling is off"
 			                          : "out of memory");
-			return rc;
+			return rc == -ESHUTDOWN ? -ENOTSUP : rc;
 		}
 	}
-	pthread_mutex_lock(&H.mu);
-	int rc = 0;
-	if (!H.running || H.stopping) {
-		rc = -ESHUTDOWN;
-		snprintf(err, errlen,
-		         "heap profiling is off (PULLPROF_HEAP_RATE=0)");
-	} else if (H.njobs >= H.settings.max_pending) {
-		rc = -EBUSY;
-		snprintf(err, errlen,
-		         "%u heap profiles are already waiting or being built "
-		         "(PULLPROF_MAX_HEAP_PROFILES); try again later",
-		         H.njobs);
-	}
-	if (rc) {
-		pthread_mutex_unlock(&H.mu);
-		free(j->start.rows);
-		pp_recent_unref(j->stored);
-		free(j);
-		return rc;
-	}
-	j->next = H.jobs;
-	H.jobs = j;
-	j->listed = 1;
-	H.njobs++;
-	pthread_cond_signal(&H.wake);
-	pthread_mutex_unlock(&H.mu);
-	*out = j;
 	return 0;
 }
 
-void pp_heap_job_release(struct pp_heap_job *j)
+static void heap_free(void *data)
 {
-	if (!j)
-		return;
-	pthread_mutex_lock(&H.mu);
-	j->done = NULL; /* nobody to tell any more */
-	if (j->listed && j->state == J_WAITING) {
-		/* Still waiting: the list lets go of it too. */
-		unlink_locked(j);
-		j->refs--;
-	}
-	unref_locked(j);
-	pthread_mutex_unlock(&H.mu);
+	struct heap_job *j = data;
+	free(j->start.rows);
+	free(j);
 }
 
-int pp_heap_job_take(struct pp_heap_job *j, char **body, size_t *len,
-                     uint64_t *id)
+/* While sampling runs, new libraries get their unwind tables (cheap when
+ * nothing was loaded or unloaded). */
+static void heap_tick(void)
 {
-	pthread_mutex_lock(&H.mu);
-	int rc = j->state == J_DONE ? j->err : -ECANCELED;
-	if (!rc) {
-		*body = j->body;
-		*len = j->len;
-		*id = j->id;
-		j->body = NULL;
+	pthread_mutex_lock(&heap.mu);
+	int running = heap.running;
+	pthread_mutex_unlock(&heap.mu);
+	if (running)
+		pp_unwind_refresh();
+}
+
+struct pp_producer pp_heap_producer = {
+    .kind = "heap",
+    .what = "heap profiles",
+    .limit_setting = "PULLPROF_MAX_HEAP_PROFILES",
+    .max_open = 16,
+    .start = heap_start,
+    .make = heap_make,
+    .free = heap_free,
+    .tick = heap_tick,
+};
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+int pp_heap_start(const struct pp_heap_settings *s, char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&heap.mu);
+	if (heap.running) {
+		pthread_mutex_unlock(&heap.mu);
+		return 0;
 	}
-	pthread_mutex_unlock(&H.mu);
+	heap.settings = *s;
+	pp_heap_producer.max_open = s->max_pending;
+	rc = pp_unwind_init();
+	if (rc) {
+		snprintf(err, errlen, "cannot set up stack unwinding");
+		goto fail;
+	}
+	heap.unwind_ready = 1;
+	rc = pp_heap_table_open(s->rate);
+	if (rc) {
+		snprintf(err, errlen, "cannot map the heap profiler's tables");
+		goto fail;
+	}
+	heap.running = 1;
+	pthread_mutex_unlock(&heap.mu);
+	pp_heap_sampling_set(s->rate, s->max_depth);
+	return 0;
+fail:
+	if (heap.unwind_ready) {
+		pp_unwind_shutdown();
+		heap.unwind_ready = 0;
+	}
+	pthread_mutex_unlock(&heap.mu);
 	return rc;
+}
+
+void pp_heap_stop(void)
+{
+	pthread_mutex_lock(&heap.mu);
+	if (!heap.running) {
+		pthread_mutex_unlock(&heap.mu);
+		return;
+	}
+	heap.running = 0;
+	pthread_mutex_unlock(&heap.mu);
+
+	pp_heap_sampling_set(0, 0);
+	pp_heap_sampling_quiesce();
+	pp_heap_table_close();
+	pthread_mutex_lock(&heap.mu);
+	if (heap.unwind_ready) {
+		pp_unwind_shutdown();
+		heap.unwind_ready = 0;
+	}
+	pthread_mutex_unlock(&heap.mu);
+}
+
+void pp_heap_forget_in_child(void)
+{
+	pthread_mutex_init(&heap.mu, NULL);
+	/* Sampling goes on (the child inherited the parent's heap) and the
+	 * registry stays registered; the child's own agent, if it starts
+	 * one, starts heap profiling anew. */
+	heap.running = 0;
+	pp_heap_sampling_forget_in_child();
+	/* The tables need nothing: their lock is held across fork. */
 }
 
 void pp_heap_stats(struct pp_heap_stats *o)
 {
 	memset(o, 0, sizeof *o);
 	pp_heap_table_stats(o);
-	pthread_mutex_lock(&H.mu);
-	o->running = H.running;
-	o->pending = H.njobs;
-	if (!H.running)
-		o->rate = H.settings.rate;
-	pthread_mutex_unlock(&H.mu);
+	pthread_mutex_lock(&heap.mu);
+	o->running = heap.running;
+	if (!heap.running)
+		o->rate = heap.settings.rate;
+	pthread_mutex_unlock(&heap.mu);
+	o->pending = pp_jobs_open(&pp_heap_producer);
 }

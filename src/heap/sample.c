@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "bounds.h"
 #include "heap/heap.h"
 #include "heap/hot.h"
 #include "heap/sample.h"
@@ -26,7 +27,6 @@
 /* A thread with sampling off looks again after this many bytes, so it
  * joins in soon after sampling starts. */
 #define RECHECK_BYTES (64 << 10)
-#define MAX_STACK 512
 
 __thread struct pp_heap_tls pp_heap_tls
     __attribute__((tls_model("initial-exec")));
@@ -74,7 +74,7 @@ static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 	if (atomic_load(&rate_now)) {
 		unsigned max =
 		    atomic_load_explicit(&depth_now, memory_order_relaxed);
-		max = max && max < MAX_STACK ? max : MAX_STACK;
+		max = max && max < PP_MAX_DEPTH ? max : PP_MAX_DEPTH;
 		/* Sized by the depth asked for, not the largest allowed: this
 		 * runs on the allocating thread's stack, which may be tiny
 		 * (PTHREAD_STACK_MIN); 4 KiB for 512 frames nobody asked for
@@ -124,15 +124,10 @@ void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
 	return p;
 }
 
-void pp_heap_agent_thread(void)
+void pp_heap_exclude_thread(void)
 {
 	pp_heap_tls.agent = 1;
 	pp_heap_tls.countdown = INT64_MAX;
-}
-
-int pp_heap_on_agent_thread(void)
-{
-	return pp_heap_tls.agent;
 }
 
 void pp_heap_sampling_set(uint64_t rate, unsigned max_depth)

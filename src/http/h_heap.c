@@ -1,34 +1,21 @@
 /*
- * /heap and /allocs: sampled heap profiles. The profile is built on the heap
- * worker thread (symbolizing can take a while) while the connection is
- * suspended; with ?seconds=N it is the difference over the next N seconds.
- * Agent context.
+ * /heap and /allocs: sampled heap profiles, jobs of the heap producer. The
+ * model is made and rendered on the job pipeline's thread (symbolizing can
+ * take a while) while the connection is suspended; with ?seconds=N it is
+ * the difference over the next N seconds. Agent context.
  */
-#include <errno.h>
-#include <stdio.h>
-
 #include "agent.h"
 #include "handlers.h"
 #include "heap/heap.h"
 #include "query.h"
 #include "respond.h"
 
-static int take(void *j, char **body, size_t *len, uint64_t *id)
-{
-	return pp_heap_job_take(j, body, len, id);
-}
-
-static void release(void *j)
-{
-	pp_heap_job_release(j);
-}
-
-static const struct pp_deferred job = {take, release};
-
 static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
-	struct pp_heap_query q = {.view = view, .keep = 1};
+	struct pp_heap_query q = {.view = view};
+	struct pp_job_request rq = {
+	    .producer = &pp_heap_producer, .query = &q, .keep = 1};
 	unsigned gc, peak;
 	char err[300];
 
@@ -40,8 +27,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	    pp_query_choice(r, "peak", "0|1|reset", &peak, err, sizeof err) ||
 	    pp_query_render(
 	        r, "alloc_objects|alloc_space|inuse_objects|inuse_space", 0,
-	        &q.render, err, sizeof err) ||
-	    pp_query_id(r, "seconds|peak", &q.id, err, sizeof err))
+	        &rq.render, err, sizeof err) ||
+	    pp_query_id(r, "seconds|peak", &rq.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
 	q.peak = peak != 0;
 	q.peak_reset = peak == 2;
@@ -50,37 +37,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 		    r, MHD_HTTP_BAD_REQUEST,
 		    "peak and seconds do not combine: a peak profile is what "
 		    "was live at one moment");
-
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	struct pp_heap_job *j;
-	int rc = pp_heap_job_open(&q, ci ? ci->connect_fd : -1, pp_request_wake,
-	                          r, &j, err, sizeof err);
-	if (rc == -ESHUTDOWN && cfg->v.heap_rate)
-		/* On, but stopping with the agent (the request came in
-		 * between the heap profiler's stop and the server's). */
-		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
-		                        "heap profile cancelled: the agent is "
-		                        "stopping");
-	if (rc == -ESHUTDOWN)
-		return pp_respond_error(
-		    r, MHD_HTTP_NOT_FOUND,
-		    "heap profiling is off in this process: start it with "
-		    "PULLPROF_HEAP_RATE greater than 0");
-	if (rc == -ENOENT)
-		return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s", err);
-	if (rc == -EBUSY) {
-		r->headers[0][0] = "Retry-After";
-		r->headers[0][1] = "1";
-		return pp_respond_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "%s",
-		                        err);
-	}
-	if (rc)
-		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
-		                        err);
-	r->render = q.render;
-	pp_request_defer(r, j, &job);
-	return MHD_YES;
+	rq.seconds = q.seconds;
+	return pp_respond_job(r, &rq);
 }
 
 enum MHD_Result pp_h_heap(struct pp_request *r)

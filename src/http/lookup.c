@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "heap/heap.h"
+#include "agent.h"
 #include "respond.h"
 #include "routes.h"
 #include "server.h"
@@ -96,7 +96,7 @@ static void *thread_main(void *arg)
 {
 	struct pp_lookups *l = arg;
 
-	pp_heap_agent_thread();
+	pp_agent_thread_enter(0);
 	pthread_mutex_lock(&l->mu);
 	while (!l->stopping) {
 		struct job *j = pop_locked(l);
@@ -130,7 +130,6 @@ int pp_lookups_start(struct pp_server *srv, unsigned max,
                      struct pp_lookups **out)
 {
 	struct pp_lookups *l = calloc(1, sizeof *l);
-	sigset_t all, old;
 
 	if (!l)
 		return -ENOMEM;
@@ -139,18 +138,14 @@ int pp_lookups_start(struct pp_server *srv, unsigned max,
 	l->srv = srv;
 	l->max = max ? max : 1;
 	l->tail = &l->head;
-	/* The host's signals are never delivered here. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = -pthread_create(&l->thread, NULL, thread_main, l);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int rc = pp_agent_thread_create(&l->thread, "pullprof-lookup",
+	                                thread_main, l);
 	if (rc) {
 		pthread_cond_destroy(&l->wake);
 		pthread_mutex_destroy(&l->mu);
 		free(l);
 		return rc;
 	}
-	pthread_setname_np(l->thread, "pullprof-lookup");
 	*out = l;
 	return 0;
 }

@@ -162,18 +162,18 @@ enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location)
 	                  sizeof body - 1, PP_BODY_STATIC);
 }
 
-static void deferred_cleanup(struct pp_request *r)
+static void job_cleanup(struct pp_request *r)
 {
-	r->deferred->release(r->state);
-	r->state = NULL;
+	pp_job_release(r->job);
+	r->job = NULL;
 }
 
-static enum MHD_Result deferred_answer(struct pp_request *r)
+static enum MHD_Result job_answer(struct pp_request *r)
 {
 	char *body = NULL, disposition[96], id_text[24];
 	size_t len = 0;
 	uint64_t id = 0;
-	int rc = r->deferred->take(r->state, &body, &len, &id);
+	int rc = pp_job_take(r->job, &body, &len, &id);
 
 	if (rc == -ECANCELED)
 		/* The client hung up (nobody reads this), or the agent is
@@ -212,18 +212,50 @@ static enum MHD_Result deferred_answer(struct pp_request *r)
 	                  PP_BODY_FREE);
 }
 
-void pp_request_defer(struct pp_request *r, void *job,
-                      const struct pp_deferred *ops)
-{
-	r->state = job;
-	r->deferred = ops;
-	r->cleanup = deferred_cleanup;
-	r->resume = deferred_answer;
-	pp_request_suspend(r);
-}
-
-void pp_request_wake(void *request)
+/* The job's done callback: any agent thread, never blocks. */
+static void job_done(void *request)
 {
 	struct pp_request *r = request;
 	pp_server_resume(r->srv, r->conn);
+}
+
+enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq)
+{
+	char err[300], retry_text[16];
+	unsigned retry = 0;
+	struct pp_job *job;
+
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	rq->client_fd = ci ? ci->connect_fd : -1;
+	rq->done = job_done;
+	rq->arg = r;
+	err[0] = 0;
+	int rc = pp_job_open(rq, &job, &retry, err, sizeof err);
+	switch (rc) {
+	case 0: break;
+	case -EBUSY:
+		snprintf(retry_text, sizeof retry_text, "%u", retry);
+		r->headers[0][0] = "Retry-After";
+		r->headers[0][1] = retry_text;
+		return pp_respond_error(r, MHD_HTTP_TOO_MANY_REQUESTS, "%s",
+		                        err);
+	case -ENOENT:
+	case -ENOTSUP:
+		return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s", err);
+	case -EEXIST: return pp_respond_error(r, MHD_HTTP_CONFLICT, "%s", err);
+	case -ESHUTDOWN:
+		return pp_respond_error(
+		    r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		    "profile cancelled: the agent is stopping");
+	default:
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
+		                        err[0] ? err : pullprof_strerror(rc));
+	}
+	r->render = rq->render;
+	r->job = job;
+	r->cleanup = job_cleanup;
+	r->resume = job_answer;
+	pp_request_suspend(r);
+	return MHD_YES;
 }

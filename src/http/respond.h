@@ -9,6 +9,7 @@
 #include <microhttpd.h>
 #include <stdint.h>
 
+#include "profile/job.h"
 #include "routes.h"
 
 enum pp_body { PP_BODY_STATIC, PP_BODY_COPY, PP_BODY_FREE };
@@ -32,22 +33,13 @@ enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,
                                 struct json_object *obj);
 enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location);
 
-/* A profile built off the HTTP thread (a CPU window, a heap job): how to
- * collect it once ready — the body handed over and the id the profile is
- * kept under (0: none), or a negative errno, -ECANCELED when the agent
- * stopped — and how to let go of the job. */
-struct pp_deferred {
-	int (*take)(void *job, char **body, size_t *len, uint64_t *id);
-	void (*release)(void *job);
-};
-
-/* Suspend r's connection until pp_request_wake(r) (the job's done
- * callback: any thread, never blocks); then answer with the profile in
- * r->render's format (binary ones attached under the route's name, with
- * X-Pullprof-Profile-Id), or with why there is none. The job is released
- * however the request ends. */
-void pp_request_defer(struct pp_request *r, void *job,
-                      const struct pp_deferred *ops);
-void pp_request_wake(void *request);
+/* A profile request: open a job (profile/job.h) for r — its client's
+ * socket watched for a hang-up — and suspend the connection until the job
+ * ends; then answer with the profile in rq->render's format (binary ones
+ * attached under the route's name, with X-Pullprof-Profile-Id), or with why
+ * there is none. A job that cannot open is answered at once, its error
+ * mapped to a status here and nowhere else. rq's client_fd, done and arg
+ * are set here. */
+enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq);
 
 #endif

@@ -14,7 +14,7 @@
 
 struct pp_server;
 struct pp_request;
-struct pp_deferred;
+struct pp_job;
 
 /* What kind of answer an endpoint gives decides how its errors look
  * (DESIGN.md): profile and page endpoints answer text/plain with
@@ -62,7 +62,7 @@ struct pp_request {
 	pp_handler resume;
 	void (*cleanup)(struct pp_request *r);
 	void *state;
-	const struct pp_deferred *deferred; /* see pp_request_defer */
+	struct pp_job *job; /* a profile request's (pp_respond_job) */
 	/* In srv->suspended while the connection is suspended. */
 	struct pp_request *susp_next, *susp_prev;
 	int suspended;

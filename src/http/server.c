@@ -21,9 +21,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "args.h"
 #include "error.h"
-#include "heap/heap.h"
 #include "lookup.h"
 #include "routes.h"
 #include "util/proc.h"
@@ -165,7 +165,7 @@ static void *loop(void *arg)
 	struct pp_server *s = arg;
 	struct epoll_event ev[4];
 
-	pp_heap_agent_thread();
+	pp_agent_thread_enter(0);
 	while (!atomic_load(&s->stopping)) {
 		MHD_UNSIGNED_LONG_LONG to = 0;
 		int timeout = -1;
@@ -325,21 +325,13 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		goto fail;
 	}
 
-	/* The loop thread starts with every signal blocked: signals meant for
-	 * the host must go to the host's threads. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&s->thread, NULL, loop, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* Named at creation, so the name is there when start returns. */
+	rc = pp_agent_thread_create(&s->thread, "pullprof-http", loop, s);
 	if (rc) {
 		snprintf(err, errlen, "cannot start the HTTP thread: %s",
 		         strerror(-rc));
 		goto fail;
 	}
-	/* Named here, not in the thread, so the name is there when start
-	 * returns. */
-	pthread_setname_np(s->thread, "pullprof-http");
 	*out = s;
 	return 0;
 

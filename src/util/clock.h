@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <time.h>
 
+/* Nanoseconds in a second. */
+#define PP_NS_PER_SEC 1000000000u
+
 static inline uint64_t pp_clock_ns(clockid_t c)
 {
 	struct timespec ts;

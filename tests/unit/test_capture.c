@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "heap/heap.h"
+#include "agent.h"
 #include "pullprof.h"
 
 static int devnull = -1;
@@ -22,7 +22,7 @@ static int devnull = -1;
 static void *as_agent_thread(void *arg)
 {
 	int *rc = arg;
-	pp_heap_agent_thread(); /* what every agent thread says first */
+	pp_agent_thread_enter(0); /* what every agent thread says first */
 	rc[0] = pullprof_write_cpu_profile(devnull, 1, 100);
 	rc[1] = pullprof_write_heap_profile(devnull, PULLPROF_HEAP_INUSE);
 	return NULL;

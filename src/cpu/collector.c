@@ -1,0 +1,270 @@
+/*
+ * The CPU collector, thread "pullprof-cpu". AGENT CONTEXT (the handler is
+ * handler.c, the timers timers.c).
+ *
+ * It owns sampling: the timers run while any window is listed, at the
+ * fastest rate a window asks; every 10 ms it drains the ring into every
+ * window whose span holds the sample; every 100 ms it looks for new host
+ * threads; and once a window's time is up (and its last samples had time
+ * to arrive) it finishes the window's model and delivers it to the job
+ * pipeline, which renders and answers.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "bounds.h"
+#include "cpu/sampler.h"
+#include "cpu/timers.h"
+#include "cpu/windows.h"
+#include "labels/labels.h"
+#include "util/clock.h"
+
+#define RING_CAPACITY 4096
+#define SCAN_NS 100000000ull /* thread scan: every 100 ms */
+#define DRAIN_NS 10000000ull /* ring drain while sampling: every 10 ms */
+#define GRACE_NS 20000000ull /* after a window's end, for late samples */
+
+uint64_t pp_cpu_lost_now(void)
+{
+	return atomic_load(&pp_sampler.dropped_ring_full);
+}
+
+/* ---- collecting --------------------------------------------------------- */
+
+static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec)
+{
+	/* The ring holds at most PP_MAX_DEPTH frames, plus one synthetic. */
+	uintptr_t pcs[PP_MAX_DEPTH + 1];
+	size_t depth = rec->depth;
+	struct pp_profile *p = w->model;
+
+	memcpy(pcs, rec->pcs, depth * sizeof *pcs);
+	if (depth == 0)
+		pcs[depth++] = pp_profile_synthetic_pc(
+		    p, "[pullprof: stack not captured]");
+	else if (rec->truncated)
+		pcs[depth++] =
+		    pp_profile_synthetic_pc(p, "[pullprof: stack truncated]");
+	if (pcs[depth - 1] == 0)
+		return; /* out of memory for the synthetic frame */
+	int64_t v[2] = {rec->weight, (int64_t)rec->weight * rec->period_ns};
+	const char *name = pp_timers_thread_name((pid_t)rec->tid);
+	struct pp_label labels[2 + PP_LABEL_MAX_EXPANDED] = {
+	    {"thread_id", NULL, rec->tid, NULL},
+	    {"thread_name", name[0] ? name : "?", 0, NULL},
+	};
+	size_t nlabels = 2 + pp_labels_to_profile(rec->labels, labels + 2,
+	                                          PP_LABEL_MAX_EXPANDED);
+	pp_profile_add(p, pcs, depth, v, labels, nlabels);
+	if (!w->min_period || rec->period_ns < w->min_period)
+		w->min_period = rec->period_ns;
+	if (rec->period_ns > w->max_period)
+		w->max_period = rec->period_ns;
+}
+
+/* Ring -> every listed window whose span holds the sample. Lock held. */
+static void drain(void)
+{
+	const struct pp_ring_rec *rec;
+	if (!pp_cpu.ring_ready)
+		return;
+	while ((rec = pp_ring_peek(&pp_sampler.ring)) != NULL) {
+		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
+			if (rec->time_ns >= w->start_ns &&
+			    rec->time_ns < w->end_ns)
+				add_record(w, rec);
+		pp_ring_release(&pp_sampler.ring);
+	}
+}
+
+/* ---- finishing ----------------------------------------------------------- */
+
+/* A window's model as a profile: period, time, notes. */
+static void finish_model(struct pp_cpu_window *w)
+{
+	struct pp_profile *p = w->model;
+	uint64_t lost = pp_cpu_lost_now() - w->lost_at_open;
+	uint32_t period =
+	    w->min_period ? w->min_period : (uint32_t)(PP_NS_PER_SEC / w->hz);
+	char note[200];
+
+	if (lost) {
+		/* Samples the handler had to drop, charged to a frame of their
+		 * own so the totals stay honest. */
+		uintptr_t pc = pp_profile_synthetic_pc(
+		    p, "[pullprof: lost samples (ring full)]");
+		int64_t v[2] = {(int64_t)lost, (int64_t)lost * period};
+		if (pc)
+			pp_profile_add(p, &pc, 1, v, NULL, 0);
+	}
+	p->period = period;
+	pp_profile_set_time(p, w->start_real_ns,
+	                    (int64_t)(w->end_ns - w->start_ns));
+	snprintf(note, sizeof note,
+	         "pullprof %s: %u Hz asked, sampled every %u ns, %s unwinding",
+	         PACKAGE_VERSION, w->hz, period,
+	         pp_cpu.settings.unwind == PP_UNWIND_FP ? "frame-pointer"
+	                                                : "libunwind");
+	pp_profile_add_comment(p, note);
+	if (p->over_limit) {
+		snprintf(
+		    note, sizeof note,
+		    "%llu samples of new stacks past the profile size limit "
+		    "went to %s",
+		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
+		pp_profile_add_comment(p, note);
+	}
+	if (w->max_period != w->min_period && w->min_period) {
+		snprintf(
+		    note, sizeof note,
+		    "the rate changed during this window (periods %u..%u ns, "
+		    "another window asked for more): values are weighted by "
+		    "the period in force",
+		    w->min_period, w->max_period);
+		pp_profile_add_comment(p, note);
+	}
+}
+
+/* Windows whose time is up (and grace after), off the list (lock held). */
+static struct pp_cpu_window *take_finished(uint64_t now)
+{
+	struct pp_cpu_window *done = NULL, **tail = &done;
+	for (struct pp_cpu_window **p = &pp_cpu.windows; *p;) {
+		struct pp_cpu_window *w = *p;
+		if (now < w->end_ns + GRACE_NS) {
+			p = &w->next;
+			continue;
+		}
+		*p = w->next;
+		pp_cpu.nwindows--;
+		w->listed = 0;
+		w->next = NULL;
+		*tail = w;
+		tail = &w->next;
+	}
+	return done;
+}
+
+/* Unlocked: each finished window's model goes to its job. */
+static void deliver(struct pp_cpu_window *list)
+{
+	while (list) {
+		struct pp_cpu_window *w = list;
+		list = w->next;
+		w->next = NULL;
+		finish_model(w);
+		struct pp_profile *p = w->model;
+		w->model = NULL;
+		struct pp_job *j = w->job;
+		pp_job_deliver(j, p, 0);
+		pp_job_unref(j); /* the list's */
+	}
+}
+
+/* ---- the thread ---------------------------------------------------------- */
+
+static void *collector(void *unused)
+{
+	uint64_t last_scan = 0;
+	(void)unused;
+	pp_agent_thread_enter(PP_AGENT_UNSAMPLED);
+	pthread_mutex_lock(&pp_cpu.mu);
+	while (!pp_cpu.stopping) {
+		if (!pp_cpu.windows && !pp_timers_hz()) {
+			pthread_cond_wait(&pp_cpu.wake, &pp_cpu.mu);
+		} else {
+			struct timespec until =
+			    pp_clock_after(CLOCK_REALTIME, DRAIN_NS);
+			pthread_cond_timedwait(&pp_cpu.wake, &pp_cpu.mu,
+			                       &until);
+		}
+		drain();
+		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+		struct pp_cpu_window *finished = take_finished(now);
+		unsigned want = 0;
+		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
+			if (w->hz > want)
+				want = w->hz;
+		pthread_mutex_unlock(&pp_cpu.mu);
+
+		unsigned hz = pp_timers_hz();
+		if (want && !hz)
+			pp_timers_start(want, pp_cpu.settings.unwind);
+		else if (!want && hz)
+			pp_timers_stop();
+		else if (want && want != hz)
+			pp_timers_change_rate(want);
+		if (now - last_scan >= SCAN_NS) {
+			if (pp_timers_hz()) {
+				pp_timers_scan();
+				pp_unwind_refresh();
+			}
+			last_scan = now;
+		}
+		deliver(finished);
+		pthread_mutex_lock(&pp_cpu.mu);
+	}
+	pthread_mutex_unlock(&pp_cpu.mu);
+	if (pp_timers_hz())
+		pp_timers_stop();
+	pp_agent_thread_leave();
+	return NULL;
+}
+
+int pp_collector_start(char *err, size_t errlen)
+{
+	int rc;
+
+	if (!pp_cpu.ring_ready) {
+		rc = pp_ring_init(&pp_sampler.ring, RING_CAPACITY,
+		                  pp_cpu.settings.max_depth);
+		if (rc) {
+			snprintf(err, errlen,
+			         "cannot allocate the sample ring");
+			return rc;
+		}
+		pp_cpu.ring_ready = 1;
+	}
+	/* Read by the SIGPROF handler, which may be running (timers of an
+	 * earlier window still armed): an atomic store. */
+	__atomic_store_n(&pp_sampler.unwind, pp_cpu.settings.unwind,
+	                 __ATOMIC_RELAXED);
+	if (!pp_cpu.unwind_ready &&
+	    pp_cpu.settings.unwind == PP_UNWIND_LIBUNWIND) {
+		rc = pp_unwind_init();
+		if (rc) {
+			snprintf(err, errlen, "cannot set up stack unwinding");
+			return rc;
+		}
+		pp_cpu.unwind_ready = 1;
+	}
+	if (pp_cpu.collector_up)
+		return 0;
+	rc = pp_agent_thread_create(&pp_cpu.collector, "pullprof-cpu",
+	                            collector, NULL);
+	if (rc) {
+		snprintf(err, errlen, "cannot start the CPU profiler's thread");
+		return rc;
+	}
+	pp_cpu.collector_up = 1;
+	return 0;
+}
+
+void pp_collector_stop(void)
+{
+	if (!pp_cpu.collector_up)
+		return;
+	pp_cpu.stopping = 1;
+	pthread_cond_broadcast(&pp_cpu.wake);
+	pthread_mutex_unlock(&pp_cpu.mu);
+	pthread_join(pp_cpu.collector, NULL); /* it stops sampling */
+	pthread_mutex_lock(&pp_cpu.mu);
+	pp_cpu.collector_up = 0;
+	pp_cpu.stopping = 0;
+}

@@ -1,0 +1,232 @@
+/*
+ * The CPU profile producer: a job's window on the shared sampler (opened
+ * here, filled and delivered by the collector), the sampler's settings,
+ * stop, fork and statistics. AGENT CONTEXT.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu/sampler.h"
+#include "cpu/timers.h"
+#include "cpu/windows.h"
+#include "util/clock.h"
+
+struct pp_cpu_state pp_cpu = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .settings = {PP_UNWIND_LIBUNWIND, 128, 8, 0},
+};
+
+static const struct pp_value_type cpu_types[] = {{"samples", "count"},
+                                                 {"cpu", "nanoseconds"}};
+
+void pp_cpu_configure(const struct pp_cpu_settings *s)
+{
+	pthread_mutex_lock(&pp_cpu.mu);
+	pp_cpu.settings = *s;
+	pp_cpu_producer.max_open = s->max_windows;
+	pthread_mutex_unlock(&pp_cpu.mu);
+}
+
+/* Does the host run a SIGPROF handler of its own (another profiler)? */
+static int host_owns_sigprof(void)
+{
+	struct sigaction cur;
+	sigaction(SIGPROF, NULL, &cur);
+	return (cur.sa_flags & SA_SIGINFO)
+	           ? cur.sa_sigaction != pp_sampler_handler
+	           : (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
+}
+
+static int window_start(struct pp_job *j, const void *query, char *err,
+                        size_t errlen)
+{
+	const struct pp_cpu_query *q = query;
+	struct pp_timers_published now;
+	int rc;
+
+	struct pp_cpu_window *w = calloc(1, sizeof *w);
+	struct pp_value_type period_type = {"cpu", "nanoseconds"};
+	if (w)
+		w->model = pp_profile_new(cpu_types, 2, &period_type,
+		                          (int64_t)(PP_NS_PER_SEC / q->hz));
+	if (!w || !w->model) {
+		free(w);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	pp_job_set_data(j, w); /* freed with the job (window_free) */
+
+	pthread_mutex_lock(&pp_cpu.mu);
+	pp_timers_published(&now);
+	if (pp_cpu.stopping) {
+		snprintf(err, errlen, "the agent is stopping");
+		rc = -ESHUTDOWN;
+		goto out;
+	}
+	/* Do not clobber a profiler the host runs itself. */
+	if (!pp_cpu.windows && !now.hz && host_owns_sigprof()) {
+		snprintf(err, errlen,
+		         "this process has its own SIGPROF handler (another "
+		         "profiler?); pullprof will not replace it");
+		rc = -EEXIST;
+		goto out;
+	}
+	rc = pp_collector_start(err, errlen);
+	if (rc)
+		goto out;
+	w->model->max_bytes = pp_cpu.settings.max_profile_bytes;
+	w->job = j;
+	pp_job_ref(j); /* the list's */
+	w->listed = 1;
+	w->hz = q->hz;
+	w->start_ns = pp_job_opened_ns(j);
+	w->end_ns = w->start_ns + (uint64_t)q->seconds * PP_NS_PER_SEC;
+	w->start_real_ns = pp_job_opened_real_ns(j);
+	w->lost_at_open = pp_cpu_lost_now();
+	w->next = pp_cpu.windows;
+	pp_cpu.windows = w;
+	pp_cpu.nwindows++;
+	pthread_cond_signal(&pp_cpu.wake);
+out:
+	pthread_mutex_unlock(&pp_cpu.mu);
+	return rc;
+}
+
+/* Off the list, if still there (lock held); returns whether it was. */
+static int unlist(struct pp_cpu_window *w)
+{
+	if (!w->listed)
+		return 0;
+	for (struct pp_cpu_window **p = &pp_cpu.windows; *p; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			break;
+		}
+	w->next = NULL;
+	w->listed = 0;
+	pp_cpu.nwindows--;
+	return 1;
+}
+
+static void window_cancel(struct pp_job *j)
+{
+	struct pp_cpu_window *w = pp_job_data(j);
+	if (!w)
+		return;
+	pthread_mutex_lock(&pp_cpu.mu);
+	int was = unlist(w);
+	if (was)
+		pthread_cond_signal(&pp_cpu.wake); /* the rate may drop */
+	pthread_mutex_unlock(&pp_cpu.mu);
+	if (was)
+		pp_job_unref(j); /* the list's */
+}
+
+static void window_free(void *data)
+{
+	struct pp_cpu_window *w = data;
+	pp_profile_free(w->model);
+	free(w);
+}
+
+struct pp_producer pp_cpu_producer = {
+    .kind = "profile",
+    .what = "CPU profiles",
+    .limit_setting = "PULLPROF_MAX_CPU_WINDOWS",
+    .max_open = 8,
+    .start = window_start,
+    .cancel = window_cancel,
+    .free = window_free,
+};
+
+void pp_cpu_shutdown(void)
+{
+	pthread_mutex_lock(&pp_cpu.mu);
+	pp_collector_stop();
+	/* Windows whose jobs the pipeline did not cancel (none, when it
+	 * stopped first) are let go. */
+	struct pp_cpu_window *left = pp_cpu.windows;
+	pp_cpu.windows = NULL;
+	pp_cpu.nwindows = 0;
+	for (struct pp_cpu_window *w = left; w; w = w->next)
+		w->listed = 0;
+	pthread_mutex_unlock(&pp_cpu.mu);
+	while (left) {
+		struct pp_cpu_window *w = left;
+		left = w->next;
+		pp_job_unref(w->job);
+	}
+	/* No timer is left and the handler is no longer installed; one that
+	 * started before is waited for before the ring's memory goes. */
+	while (atomic_load(&pp_sampler.inside))
+		usleep(100);
+	pp_timers_free();
+	if (pp_cpu.ring_ready) {
+		pp_ring_free(&pp_sampler.ring);
+		pp_cpu.ring_ready = 0;
+	}
+	if (pp_cpu.unwind_ready) {
+		pp_unwind_shutdown();
+		pp_cpu.unwind_ready = 0;
+	}
+}
+
+void pp_cpu_forget_in_child(void)
+{
+	atomic_store(&pp_sampler.active, 0);
+	/* A parent thread inside the handler at fork time counted itself in
+	 * and never counts out here: pp_cpu_shutdown's wait for handlers to
+	 * leave would spin forever, and the child hung in pullprof_stop
+	 * (test_safety.py, forks during a 1000 Hz window). */
+	atomic_store(&pp_sampler.inside, 0);
+	/* Likewise a record it had claimed and not yet published: the child's
+	 * collector would wait at that slot for ever, and every CPU profile
+	 * of the child came out empty (test_safety.py, 1 run in many). */
+	if (pp_cpu.ring_ready)
+		pp_ring_reset(&pp_sampler.ring);
+	pp_timers_forget_in_child();
+	/* The parent's threads may have held these at fork time. */
+	pthread_mutex_init(&pp_cpu.mu, NULL);
+	pthread_cond_init(&pp_cpu.wake, NULL);
+	pp_cpu.collector_up = 0;
+	pp_cpu.stopping = 0;
+	pp_cpu.windows = NULL; /* left to leak: their owners are gone */
+	pp_cpu.nwindows = 0;
+}
+
+void pp_cpu_stats(struct pp_cpu_stats *o)
+{
+	struct pp_sampler_shared *s = &pp_sampler;
+	struct pp_timers_published t;
+	memset(o, 0, sizeof *o);
+	pthread_mutex_lock(&pp_cpu.mu);
+	pp_timers_published(&t);
+	o->windows_open = pp_cpu.nwindows;
+	o->hz = t.hz;
+	o->threads_sampled = t.threads;
+	o->timer_mode = !o->hz        ? "off"
+	                : t.setitimer ? "setitimer"
+	                              : "per-thread";
+	o->ring_capacity = pp_cpu.ring_ready ? s->ring.mask + 1 : 0;
+	o->ring_high_water =
+	    pp_cpu.ring_ready ? atomic_load(&s->ring.high_water) : 0;
+	pthread_mutex_unlock(&pp_cpu.mu);
+	o->samples = atomic_load(&s->samples);
+	o->weighted = atomic_load(&s->weighted);
+	o->dropped_ring_full = atomic_load(&s->dropped_ring_full);
+	o->unwind_truncated = atomic_load(&s->unwind_truncated);
+	o->unwind_unknown_code = atomic_load(&s->unwind_unknown_code);
+	o->unwind_failed = atomic_load(&s->unwind_failed);
+	o->handler_calls = atomic_load(&s->handler_calls);
+	o->handler_ns_total = atomic_load(&s->handler_ns_total);
+	o->handler_ns_max = atomic_load(&s->handler_ns_max);
+	for (size_t i = 0; i <= PP_CPU_HANDLER_BUCKETS; i++)
+		o->handler_buckets[i] = atomic_load_explicit(
+		    &s->handler_buckets[i], memory_order_relaxed);
+	o->unwind_images = pp_unwind_images();
+}

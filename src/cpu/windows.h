@@ -1,0 +1,51 @@
+/*
+ * What the CPU producer (windows.c: open, cancel, stop, stats) shares with
+ * the collector thread (collector.c: drain the ring into windows, deliver
+ * them). Agent context.
+ */
+#ifndef PP_CPU_WINDOWS_H
+#define PP_CPU_WINDOWS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cpu/cpu.h"
+#include "profile/job.h"
+#include "profile/model.h"
+
+/* One per CPU job: the span it samples and the model samples go into. */
+struct pp_cpu_window {
+	struct pp_job *job; /* referenced while listed */
+	int listed;         /* on the collector's list (under the lock) */
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+	int64_t start_real_ns;
+	unsigned hz;
+	struct pp_profile *model; /* the collector's while listed */
+	uint64_t lost_at_open;
+	uint32_t min_period, max_period;
+	struct pp_cpu_window *next;
+};
+
+struct pp_cpu_state {
+	pthread_mutex_t mu; /* guards the list and the flags below */
+	pthread_cond_t wake;
+	int collector_up, stopping;
+	pthread_t collector;
+	struct pp_cpu_window *windows; /* sampling */
+	unsigned nwindows;
+	struct pp_cpu_settings settings;
+	int ring_ready, unwind_ready;
+};
+
+extern struct pp_cpu_state pp_cpu;
+
+/* Lock held: set up the ring and the unwinder and start the collector
+ * thread, unless they are up. 0 or a negative errno with err set. */
+int pp_collector_start(char *err, size_t errlen);
+/* Lock held on entry and exit: stop the collector and join it. */
+void pp_collector_stop(void);
+
+/* Samples dropped so far because the ring was full. */
+uint64_t pp_cpu_lost_now(void);
+
+#endif
