@@ -29,6 +29,7 @@
 #include "pullprof.h"
 #include "symbols/symbols.h"
 #include "unwind/registry.h"
+#include "util/clock.h"
 
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_agent agent;
@@ -106,7 +107,7 @@ double pp_seconds_since(const struct timespec *since)
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (double)(now.tv_sec - since->tv_sec) +
-	       (double)(now.tv_nsec - since->tv_nsec) / 1e9;
+	       (double)(now.tv_nsec - since->tv_nsec) / PP_NS_PER_SEC;
 }
 
 /*
@@ -171,7 +172,7 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	agent.start_time = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	agent.start_time = pp_timespec_seconds(&now);
 	clock_gettime(CLOCK_MONOTONIC, &agent.start_mono);
 	agent.autostarted = autostarted;
 

@@ -94,7 +94,7 @@ static struct {
 	double allocated;       /* estimated bytes allocated in all */
 	uint64_t truncated, unknown_code, failed;
 	uint64_t unwind_timed, unwind_ns_total, unwind_ns_max;
-} T;
+} tables;
 
 static void *map(size_t bytes)
 {
@@ -171,18 +171,18 @@ void pp_heap_protect_slots(uint32_t first, uint32_t count)
 static void slot_add(const void *p)
 {
 	uint32_t i = pp_heap_slot(p);
-	if (T.slots[i] == SLOT_SATURATED)
+	if (tables.slots[i] == SLOT_SATURATED)
 		return;
-	if (T.slots[i]++ == 0)
+	if (tables.slots[i]++ == 0)
 		set_bit(i);
 }
 
 static void slot_remove(const void *p)
 {
 	uint32_t i = pp_heap_slot(p);
-	if (T.slots[i] == SLOT_SATURATED || T.slots[i] == 0)
+	if (tables.slots[i] == SLOT_SATURATED || tables.slots[i] == 0)
 		return;
-	if (--T.slots[i] == 0 && !protected_slot(i))
+	if (--tables.slots[i] == 0 && !protected_slot(i))
 		atomic_fetch_and_explicit(&pp_heap_filter[i >> 6],
 		                          ~(1ull << (i & 63)),
 		                          memory_order_relaxed);
@@ -192,18 +192,18 @@ static void slot_remove(const void *p)
 
 static const uintptr_t *pool_copy(const uintptr_t *pcs, unsigned n)
 {
-	struct chunk *c = T.pool;
+	struct chunk *c = tables.pool;
 	if (!c || c->cap - c->used < n) {
-		if (T.pool_bytes + POOL_CHUNK > MAX_POOL_BYTES)
+		if (tables.pool_bytes + POOL_CHUNK > MAX_POOL_BYTES)
 			return NULL;
 		c = map(POOL_CHUNK);
 		if (!c)
 			return NULL;
-		c->next = T.pool;
+		c->next = tables.pool;
 		c->used = 0;
 		c->cap = (POOL_CHUNK - sizeof *c) / sizeof(uintptr_t);
-		T.pool = c;
-		T.pool_bytes += POOL_CHUNK;
+		tables.pool = c;
+		tables.pool_bytes += POOL_CHUNK;
 	}
 	uintptr_t *dst = c->words + c->used;
 	memcpy(dst, pcs, n * sizeof *pcs);
@@ -258,20 +258,22 @@ static long stack_id(const uintptr_t *pcs, unsigned depth, int truncated)
 {
 	uint64_t h =
 	    pp_hash_bytes(pcs, depth * sizeof *pcs) ^ (uint64_t)truncated;
-	for (uint32_t k = chain_first(&T.sx, h); k; k = T.sx.next[k - 1]) {
-		const struct stack *s = &T.s[k - 1];
-		if (T.sx.hash[k - 1] == h && s->depth == depth &&
+	for (uint32_t k = chain_first(&tables.sx, h); k;
+	     k = tables.sx.next[k - 1]) {
+		const struct stack *s = &tables.s[k - 1];
+		if (tables.sx.hash[k - 1] == h && s->depth == depth &&
 		    s->truncated == truncated &&
 		    memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0)
 			return (long)k - 1;
 	}
-	if (T.sx.n >= MAX_STACKS ||
-	    grow((void **)&T.s, &T.cap_s, sizeof *T.s, T.sx.n + 1))
+	if (tables.sx.n >= MAX_STACKS ||
+	    grow((void **)&tables.s, &tables.cap_s, sizeof *tables.s,
+	         tables.sx.n + 1))
 		return -1;
 	const uintptr_t *copy = pool_copy(pcs, depth);
-	long id = copy ? chain_add(&T.sx, h) : -1;
+	long id = copy ? chain_add(&tables.sx, h) : -1;
 	if (id >= 0)
-		T.s[id] = (struct stack){copy, depth, truncated};
+		tables.s[id] = (struct stack){copy, depth, truncated};
 	return id;
 }
 
@@ -280,19 +282,22 @@ static long bucket_id(uint32_t stack, uint64_t size, uint32_t labels)
 	uint64_t h =
 	    pp_hash_u64(((uint64_t)stack * 0x9e3779b97f4a7c15ull ^ size) +
 	                (uint64_t)labels * 0xc2b2ae3d27d4eb4full);
-	for (uint32_t k = chain_first(&T.bx, h); k; k = T.bx.next[k - 1])
-		if (T.b[k - 1].stack == stack && T.b[k - 1].size == size &&
-		    T.b[k - 1].labels == labels)
+	for (uint32_t k = chain_first(&tables.bx, h); k;
+	     k = tables.bx.next[k - 1])
+		if (tables.b[k - 1].stack == stack &&
+		    tables.b[k - 1].size == size &&
+		    tables.b[k - 1].labels == labels)
 			return (long)k - 1;
-	if (T.bx.n >= MAX_BUCKETS ||
-	    grow((void **)&T.b, &T.cap_b, sizeof *T.b, T.bx.n + 1))
+	if (tables.bx.n >= MAX_BUCKETS ||
+	    grow((void **)&tables.b, &tables.cap_b, sizeof *tables.b,
+	         tables.bx.n + 1))
 		return -1;
-	long id = chain_add(&T.bx, h);
+	long id = chain_add(&tables.bx, h);
 	if (id >= 0)
-		T.b[id] = (struct bucket){.size = size,
-		                          .stack = stack,
-		                          .labels = labels,
-		                          .peak_gen = T.gen};
+		tables.b[id] = (struct bucket){.size = size,
+		                               .stack = stack,
+		                               .labels = labels,
+		                               .peak_gen = tables.gen};
 	return id;
 }
 
@@ -300,10 +305,10 @@ static long bucket_id(uint32_t stack, uint64_t size, uint32_t labels)
  * counters now are its counters at the peak. */
 static void before_change(struct bucket *b)
 {
-	if (b->peak_gen != T.gen) {
+	if (b->peak_gen != tables.gen) {
 		b->peak_allocs = b->allocs;
 		b->peak_frees = b->frees;
-		b->peak_gen = T.gen;
+		b->peak_gen = tables.gen;
 	}
 }
 
@@ -318,18 +323,18 @@ double pp_heap_scale(uint64_t size, uint64_t rate)
 
 static size_t live_home(uintptr_t p)
 {
-	return pp_hash_u64(p) & (T.cap_live - 1);
+	return pp_hash_u64(p) & (tables.cap_live - 1);
 }
 
 static int live_grow(void)
 {
-	size_t ncap = T.cap_live ? T.cap_live * 2 : 8192;
-	struct live *n = map(ncap * sizeof *n), *old = T.live;
-	size_t ocap = T.cap_live;
+	size_t ncap = tables.cap_live ? tables.cap_live * 2 : 8192;
+	struct live *n = map(ncap * sizeof *n), *old = tables.live;
+	size_t ocap = tables.cap_live;
 	if (!n)
 		return -ENOMEM;
-	T.live = n;
-	T.cap_live = ncap;
+	tables.live = n;
+	tables.cap_live = ncap;
 	for (size_t i = 0; i < ocap; i++) {
 		if (!old[i].ptr)
 			continue;
@@ -344,13 +349,13 @@ static int live_grow(void)
 
 static int live_put(uintptr_t p, uint32_t bucket)
 {
-	if ((T.nlive + 1) * 2 > T.cap_live && live_grow())
+	if ((tables.nlive + 1) * 2 > tables.cap_live && live_grow())
 		return -ENOMEM;
 	size_t k = live_home(p);
-	while (T.live[k].ptr)
-		k = (k + 1) & (T.cap_live - 1);
-	T.live[k] = (struct live){p, bucket};
-	T.nlive++;
+	while (tables.live[k].ptr)
+		k = (k + 1) & (tables.cap_live - 1);
+	tables.live[k] = (struct live){p, bucket};
+	tables.nlive++;
 	return 0;
 }
 
@@ -359,28 +364,29 @@ static int live_put(uintptr_t p, uint32_t bucket)
  * filter whenever a sampled block starts at a multiple of 16 MiB). */
 static int live_take(uintptr_t p, uint32_t *bucket)
 {
-	if (!T.cap_live || !p)
+	if (!tables.cap_live || !p)
 		return -ENOENT;
-	size_t mask = T.cap_live - 1, k = live_home(p);
-	while (T.live[k].ptr != p) {
-		if (!T.live[k].ptr)
+	size_t mask = tables.cap_live - 1, k = live_home(p);
+	while (tables.live[k].ptr != p) {
+		if (!tables.live[k].ptr)
 			return -ENOENT;
 		k = (k + 1) & mask;
 	}
-	*bucket = T.live[k].bucket;
+	*bucket = tables.live[k].bucket;
 	/* Backward-shift deletion: no tombstones. */
 	size_t hole = k;
-	for (size_t j = (k + 1) & mask; T.live[j].ptr; j = (j + 1) & mask) {
-		size_t home = live_home(T.live[j].ptr);
+	for (size_t j = (k + 1) & mask; tables.live[j].ptr;
+	     j = (j + 1) & mask) {
+		size_t home = live_home(tables.live[j].ptr);
 		/* j's entry may move into the hole unless its home lies
 		 * cyclically in (hole, j]. */
 		if (((j - home) & mask) >= ((j - hole) & mask)) {
-			T.live[hole] = T.live[j];
+			tables.live[hole] = tables.live[j];
 			hole = j;
 		}
 	}
-	T.live[hole].ptr = 0;
-	T.nlive--;
+	tables.live[hole].ptr = 0;
+	tables.nlive--;
 	return 0;
 }
 
@@ -392,39 +398,40 @@ int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
 {
 	int rc = -ENOMEM;
 	pthread_mutex_lock(&mu);
-	if (!T.open) {
+	if (!tables.open) {
 		pthread_mutex_unlock(&mu);
 		return -ESHUTDOWN;
 	}
 	if (unwind_ns) {
-		T.unwind_timed++;
-		T.unwind_ns_total += unwind_ns;
+		tables.unwind_timed++;
+		tables.unwind_ns_total += unwind_ns;
 	}
-	if (unwind_ns > T.unwind_ns_max)
-		T.unwind_ns_max = unwind_ns;
-	T.truncated += why == PP_UNWIND_TRUNCATED;
-	T.unknown_code += why == PP_UNWIND_UNKNOWN_CODE;
-	T.failed += why == PP_UNWIND_FAILED;
+	if (unwind_ns > tables.unwind_ns_max)
+		tables.unwind_ns_max = unwind_ns;
+	tables.truncated += why == PP_UNWIND_TRUNCATED;
+	tables.unknown_code += why == PP_UNWIND_UNKNOWN_CODE;
+	tables.failed += why == PP_UNWIND_FAILED;
 	long s = stack_id(pcs, depth, why == PP_UNWIND_TRUNCATED);
 	long b = s < 0 ? -1 : bucket_id((uint32_t)s, size, labels);
 	if (b >= 0 && live_put((uintptr_t)p, (uint32_t)b) == 0) {
-		struct bucket *bk = &T.b[b];
+		struct bucket *bk = &tables.b[b];
 		before_change(bk);
 		bk->allocs++;
 		slot_add(p);
-		T.sampled++;
-		T.sampled_bytes += size;
-		double est = (double)size * pp_heap_scale(size, T.rate);
-		T.allocated += est;
-		T.inuse += est;
-		if (T.inuse > T.peak) {
-			T.peak = T.inuse;
-			T.peak_time = (double)pp_clock_ns(CLOCK_REALTIME) / 1e9;
-			T.gen++;
+		tables.sampled++;
+		tables.sampled_bytes += size;
+		double est = (double)size * pp_heap_scale(size, tables.rate);
+		tables.allocated += est;
+		tables.inuse += est;
+		if (tables.inuse > tables.peak) {
+			tables.peak = tables.inuse;
+			tables.peak_time =
+			    pp_ns_to_seconds(pp_clock_ns(CLOCK_REALTIME));
+			tables.gen++;
 		}
 		rc = 0;
 	} else {
-		T.dropped++;
+		tables.dropped++;
 	}
 	pthread_mutex_unlock(&mu);
 	return rc;
@@ -432,24 +439,24 @@ int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
 
 static void account_free(uint32_t bucket)
 {
-	struct bucket *b = &T.b[bucket];
+	struct bucket *b = &tables.b[bucket];
 	before_change(b);
 	b->frees++;
-	T.freed++;
-	T.inuse -= (double)b->size * pp_heap_scale(b->size, T.rate);
-	if (T.inuse < 0)
-		T.inuse = 0;
+	tables.freed++;
+	tables.inuse -= (double)b->size * pp_heap_scale(b->size, tables.rate);
+	if (tables.inuse < 0)
+		tables.inuse = 0;
 }
 
 void pp_heap_free_hit(void *p)
 {
 	uint32_t bucket;
 	pthread_mutex_lock(&mu);
-	if (T.open && live_take((uintptr_t)p, &bucket) == 0) {
+	if (tables.open && live_take((uintptr_t)p, &bucket) == 0) {
 		slot_remove(p);
 		account_free(bucket);
 	} else {
-		T.false_hits++;
+		tables.false_hits++;
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -459,11 +466,11 @@ void pp_heap_take(void *p, struct pp_heap_taken *t)
 	t->ptr = p;
 	t->found = 0;
 	pthread_mutex_lock(&mu);
-	if (T.open && live_take((uintptr_t)p, &t->bucket) == 0) {
+	if (tables.open && live_take((uintptr_t)p, &t->bucket) == 0) {
 		slot_remove(p);
 		t->found = 1;
 	} else {
-		T.false_hits++;
+		tables.false_hits++;
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -474,7 +481,7 @@ void pp_heap_settle(const struct pp_heap_taken *t, int freed)
 		return;
 	pthread_mutex_lock(&mu);
 	/* The tables may have been reset in between: then nothing to do. */
-	if (T.open && t->bucket < T.bx.n) {
+	if (tables.open && t->bucket < tables.bx.n) {
 		if (freed)
 			account_free(t->bucket);
 		else if (live_put((uintptr_t)t->ptr, t->bucket) == 0)
@@ -483,7 +490,7 @@ void pp_heap_settle(const struct pp_heap_taken *t, int freed)
 			/* No room to put it back: count it freed rather
 			 * than leave the counters wrong. */
 			account_free(t->bucket);
-			T.dropped++;
+			tables.dropped++;
 		}
 	}
 	pthread_mutex_unlock(&mu);
@@ -493,18 +500,18 @@ void pp_heap_settle(const struct pp_heap_taken *t, int freed)
 
 static void free_tables(void)
 {
-	unmap(T.b, T.cap_b * sizeof *T.b);
-	chain_free(&T.bx);
-	unmap(T.s, T.cap_s * sizeof *T.s);
-	chain_free(&T.sx);
-	unmap(T.live, T.cap_live * sizeof *T.live);
-	unmap(T.slots, PP_HEAP_FILTER_BITS * sizeof *T.slots);
-	while (T.pool) {
-		struct chunk *c = T.pool;
-		T.pool = c->next;
+	unmap(tables.b, tables.cap_b * sizeof *tables.b);
+	chain_free(&tables.bx);
+	unmap(tables.s, tables.cap_s * sizeof *tables.s);
+	chain_free(&tables.sx);
+	unmap(tables.live, tables.cap_live * sizeof *tables.live);
+	unmap(tables.slots, PP_HEAP_FILTER_BITS * sizeof *tables.slots);
+	while (tables.pool) {
+		struct chunk *c = tables.pool;
+		tables.pool = c->next;
 		unmap(c, POOL_CHUNK);
 	}
-	memset(&T, 0, sizeof T);
+	memset(&tables, 0, sizeof tables);
 	/* Clear the filter, but for the bootstrap arena's blocks. */
 	for (uint32_t i = 0; i < PP_HEAP_FILTER_BITS / 64; i++)
 		atomic_store_explicit(&pp_heap_filter[i], 0,
@@ -517,15 +524,15 @@ static void free_tables(void)
 int pp_heap_table_open(uint64_t rate)
 {
 	pthread_mutex_lock(&mu);
-	if (T.open)
+	if (tables.open)
 		free_tables();
-	T.slots = map(PP_HEAP_FILTER_BITS * sizeof *T.slots);
-	if (!T.slots) {
+	tables.slots = map(PP_HEAP_FILTER_BITS * sizeof *tables.slots);
+	if (!tables.slots) {
 		pthread_mutex_unlock(&mu);
 		return -ENOMEM;
 	}
-	T.rate = rate;
-	T.open = 1;
+	tables.rate = rate;
+	tables.open = 1;
 	pthread_mutex_unlock(&mu);
 	return 0;
 }
@@ -572,8 +579,8 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 	memset(out, 0, sizeof *out);
 	for (;;) {
 		pthread_mutex_lock(&mu);
-		size_t n = T.bx.n;
-		int open = T.open;
+		size_t n = tables.bx.n;
+		int open = tables.open;
 		if (open && out->rows && n <= cap)
 			break; /* still locked */
 		pthread_mutex_unlock(&mu);
@@ -588,16 +595,16 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 		if (!out->rows)
 			return -ENOMEM;
 	}
-	for (size_t i = 0; i < T.bx.n; i++) {
-		const struct bucket *b = &T.b[i];
-		const struct stack *s = &T.s[b->stack];
+	for (size_t i = 0; i < tables.bx.n; i++) {
+		const struct bucket *b = &tables.b[i];
+		const struct stack *s = &tables.s[b->stack];
 		struct pp_heap_row *r = &out->rows[i];
 		r->pcs = s->pcs;
 		r->depth = s->depth;
 		r->truncated = s->truncated;
 		r->size = b->size;
 		r->labels = b->labels;
-		if (peak && b->peak_gen == T.gen) {
+		if (peak && b->peak_gen == tables.gen) {
 			r->allocs = b->peak_allocs;
 			r->frees = b->peak_frees;
 		} else {
@@ -605,14 +612,15 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 			r->frees = b->frees;
 		}
 	}
-	out->n = T.bx.n;
-	out->rate = T.rate;
-	out->peak_bytes = T.peak;
-	out->peak_time = T.peak_time;
+	out->n = tables.bx.n;
+	out->rate = tables.rate;
+	out->peak_bytes = tables.peak;
+	out->peak_time = tables.peak_time;
 	if (reset) {
-		T.peak = T.inuse;
-		T.peak_time = (double)pp_clock_ns(CLOCK_REALTIME) / 1e9;
-		T.gen++;
+		tables.peak = tables.inuse;
+		tables.peak_time =
+		    pp_ns_to_seconds(pp_clock_ns(CLOCK_REALTIME));
+		tables.gen++;
 	}
 	pthread_mutex_unlock(&mu);
 	return 0;
@@ -621,28 +629,29 @@ int pp_heap_table_snapshot(int peak, int reset, struct pp_heap_snapshot *out)
 void pp_heap_table_stats(struct pp_heap_stats *o)
 {
 	pthread_mutex_lock(&mu);
-	o->rate = T.rate;
-	o->sampled = T.sampled;
-	o->sampled_bytes = T.sampled_bytes;
-	o->allocated_bytes = (uint64_t)T.allocated;
-	o->sampled_freed = T.freed;
-	o->live_objects = T.nlive;
-	o->inuse_bytes = (uint64_t)T.inuse;
-	o->peak_bytes = (uint64_t)T.peak;
-	o->peak_time = T.peak_time;
-	o->stacks = T.sx.n;
-	o->buckets = T.bx.n;
-	o->table_bytes = T.cap_b * sizeof *T.b + chain_bytes(&T.bx) +
-	                 T.cap_s * sizeof *T.s + chain_bytes(&T.sx) +
-	                 T.cap_live * sizeof *T.live + T.pool_bytes +
-	                 (T.slots ? PP_HEAP_FILTER_BITS * sizeof *T.slots : 0);
-	o->dropped = T.dropped;
-	o->unwind_truncated = T.truncated;
-	o->unwind_unknown_code = T.unknown_code;
-	o->unwind_failed = T.failed;
-	o->unwind_timed = T.unwind_timed;
-	o->unwind_ns_total = T.unwind_ns_total;
-	o->unwind_ns_max = T.unwind_ns_max;
-	o->false_hits = T.false_hits;
+	o->rate = tables.rate;
+	o->sampled = tables.sampled;
+	o->sampled_bytes = tables.sampled_bytes;
+	o->allocated_bytes = (uint64_t)tables.allocated;
+	o->sampled_freed = tables.freed;
+	o->live_objects = tables.nlive;
+	o->inuse_bytes = (uint64_t)tables.inuse;
+	o->peak_bytes = (uint64_t)tables.peak;
+	o->peak_time = tables.peak_time;
+	o->stacks = tables.sx.n;
+	o->buckets = tables.bx.n;
+	o->table_bytes =
+	    tables.cap_b * sizeof *tables.b + chain_bytes(&tables.bx) +
+	    tables.cap_s * sizeof *tables.s + chain_bytes(&tables.sx) +
+	    tables.cap_live * sizeof *tables.live + tables.pool_bytes +
+	    (tables.slots ? PP_HEAP_FILTER_BITS * sizeof *tables.slots : 0);
+	o->dropped = tables.dropped;
+	o->unwind_truncated = tables.truncated;
+	o->unwind_unknown_code = tables.unknown_code;
+	o->unwind_failed = tables.failed;
+	o->unwind_timed = tables.unwind_timed;
+	o->unwind_ns_total = tables.unwind_ns_total;
+	o->unwind_ns_max = tables.unwind_ns_max;
+	o->false_hits = tables.false_hits;
 	pthread_mutex_unlock(&mu);
 }

@@ -25,6 +25,7 @@
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
+#include "util/clock.h"
 #include "util/proc.h"
 
 static void counter(struct pp_buf *b, const char *name, const char *help,
@@ -166,15 +167,15 @@ static void cpu_metrics(struct pp_buf *b)
 	}
 	double bounds[PP_CPU_HANDLER_BUCKETS];
 	for (size_t i = 0; i < PP_CPU_HANDLER_BUCKETS; i++)
-		bounds[i] = pp_cpu_handler_bounds_ns[i] / 1e9;
+		bounds[i] = pp_ns_to_seconds(pp_cpu_handler_bounds_ns[i]);
 	pp_prom_histogram(b, "pullprof_cpu_handler_duration_seconds",
 	                  "CPU time the SIGPROF handler took per recorded "
 	                  "sample (stack capture included).",
 	                  bounds, c.handler_buckets, PP_CPU_HANDLER_BUCKETS,
-	                  (double)c.handler_ns_total / 1e9);
+	                  pp_ns_to_seconds(c.handler_ns_total));
 	gauge_f(b, "pullprof_cpu_handler_max_duration_seconds",
 	        "The longest the SIGPROF handler took for one sample.",
-	        (double)c.handler_ns_max / 1e9);
+	        pp_ns_to_seconds(c.handler_ns_max));
 	gauge(b, "pullprof_cpu_ring_capacity",
 	      "Samples the ring between the handler and the collector holds.",
 	      c.ring_capacity);
@@ -243,7 +244,7 @@ static void heap_metrics(struct pp_buf *b)
 	               "Time the stack capture of a sampled allocation took "
 	               "(of those timed).");
 	pp_prom_f64(b, "pullprof_heap_unwind_duration_seconds_sum", NULL, 0,
-	            (double)h.unwind_ns_total / 1e9);
+	            pp_ns_to_seconds(h.unwind_ns_total));
 	pp_prom_u64(b, "pullprof_heap_unwind_duration_seconds_count", NULL, 0,
 	            h.unwind_timed);
 	gauge(b, "pullprof_heap_stacks", "Distinct stacks recorded.", h.stacks);

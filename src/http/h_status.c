@@ -21,6 +21,7 @@
 #include "server.h"
 #include "symbols/symbols.h"
 #include "unwind/unwind.h"
+#include "util/clock.h"
 #include "util/proc.h"
 
 static struct json_object *time_string(double t)
@@ -214,7 +215,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "cmdline", argv);
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	double t_now = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	double t_now = pp_timespec_seconds(&now);
 	json_object_object_add(o, "start_time", time_string(a->start_time));
 	json_object_object_add(o, "uptime_seconds",
 	                       seconds(pp_seconds_since(&a->start_mono)));

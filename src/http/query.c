@@ -47,12 +47,6 @@ int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
 	return pp_args_uint(&a, name, def, min, max, out, err, errlen);
 }
 
-int pp_query_given(struct pp_request *r, const char *name)
-{
-	struct pp_args a = args_of(r);
-	return pp_args_given(&a, name);
-}
-
 int pp_query_render(struct pp_request *r, const char *types, int legacy,
                     struct pp_render_opts *o, char *err, size_t errlen)
 {

@@ -21,10 +21,6 @@ int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
 int pp_query_choice(struct pp_request *r, const char *name, const char *choices,
                     unsigned *out, char *err, size_t errlen);
 
-/* Is parameter name in the query with a value ("name=" counts, a bare
- * "name" does not)? Names match exactly, as in the parsers above. */
-int pp_query_given(struct pp_request *r, const char *name);
-
 /* How a profile endpoint answers: format=pprof|text|folded|json|legacy
  * (legacy only where legacy is set), debug=1 (text), top=N (text rows),
  * sample_index=name|number (types: the profile's sample types,

@@ -140,14 +140,17 @@ static unsigned count_locked(const struct pp_producer *p)
 
 /* ---- ending a job ------------------------------------------------------- */
 
-/* Tell the requester, once (unlocked). */
-static void notify(struct pp_job *j)
+/* Drop the list's reference to j and tell its requester, once (unlocked).
+ * The callback is taken under the lock and called last: by then the job
+ * may be gone (its requester let go), and the list holds nothing. */
+static void finish(struct pp_job *j)
 {
 	pthread_mutex_lock(&pipeline.mu);
 	pp_job_done_fn done = j->done;
 	void *arg = j->arg;
 	j->done = NULL;
 	pthread_mutex_unlock(&pipeline.mu);
+	pp_job_unref(j);
 	if (done && arg)
 		done(arg);
 }
@@ -174,8 +177,7 @@ static void cancelled(struct pp_job *j, int how)
 {
 	if (how == 2 && !j->kept && j->producer->cancel)
 		j->producer->cancel(j);
-	notify(j);
-	pp_job_unref(j);
+	finish(j);
 }
 
 /* ---- the pipeline's thread ---------------------------------------------- */
@@ -208,8 +210,7 @@ static void render(struct pp_job *j)
 		j->state = JOB_DONE;
 	unlink_locked(j);
 	pthread_mutex_unlock(&pipeline.mu);
-	notify(j);
-	pp_job_unref(j); /* the list's */
+	finish(j);
 }
 
 /* Make a due job's model on this thread (a snapshot-shaped producer). */
@@ -236,6 +237,8 @@ static void *pipeline_thread(void *unused)
 		struct pp_job *todo = NULL;
 
 		for (struct pp_job *j = pipeline.jobs; j; j = j->next) {
+			if (j->starting)
+				continue; /* its producer is setting it up */
 			if (j->state == JOB_READY) {
 				todo = j;
 				break;

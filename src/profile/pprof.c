@@ -70,7 +70,8 @@ struct render {
 	int err;
 };
 
-static int64_t S(struct render *r, const char *s)
+/* The index of s in the profile's string table (added on first use). */
+static int64_t str_id(struct render *r, const char *s)
 {
 	int64_t i = pp_strtab_add(&r->strings, s);
 	if (i < 0) {
@@ -83,8 +84,8 @@ static int64_t S(struct render *r, const char *s)
 static void value_type(struct render *r, int tag, const struct pp_value_type *v)
 {
 	size_t m = pp_pb_start(&r->pb);
-	pp_pb_int64_opt(&r->pb, VALUETYPE_TYPE, S(r, v->type));
-	pp_pb_int64_opt(&r->pb, VALUETYPE_UNIT, S(r, v->unit));
+	pp_pb_int64_opt(&r->pb, VALUETYPE_TYPE, str_id(r, v->type));
+	pp_pb_int64_opt(&r->pb, VALUETYPE_UNIT, str_id(r, v->unit));
 	pp_pb_end(&r->pb, tag, m);
 }
 
@@ -115,15 +116,15 @@ static void samples(struct render *r, const struct pp_profile *p)
 		for (uint32_t k = 0; k < s->nlabels; k++) {
 			const struct pp_label *l = &s->labels[k];
 			size_t lm = pp_pb_start(&r->pb);
-			pp_pb_int64_opt(&r->pb, LABEL_KEY, S(r, l->key));
+			pp_pb_int64_opt(&r->pb, LABEL_KEY, str_id(r, l->key));
 			if (l->str) {
 				pp_pb_int64_opt(&r->pb, LABEL_STR,
-				                S(r, l->str));
+				                str_id(r, l->str));
 			} else {
 				pp_pb_int64_opt(&r->pb, LABEL_NUM, l->num);
 				if (l->unit)
 					pp_pb_int64_opt(&r->pb, LABEL_NUM_UNIT,
-					                S(r, l->unit));
+					                str_id(r, l->unit));
 			}
 			pp_pb_end(&r->pb, SAMPLE_LABEL, lm);
 		}
@@ -184,9 +185,9 @@ static void mappings(struct render *r)
 			pp_pb_uint64_opt(&r->pb, MAPPING_LIMIT, mp->limit);
 			pp_pb_uint64_opt(&r->pb, MAPPING_OFFSET, mp->offset);
 			pp_pb_int64_opt(&r->pb, MAPPING_FILENAME,
-			                S(r, mp->path));
+			                str_id(r, mp->path));
 			pp_pb_int64_opt(&r->pb, MAPPING_BUILD_ID,
-			                S(r, mp->build_id));
+			                str_id(r, mp->build_id));
 			pp_pb_bool(&r->pb, MAPPING_HAS_FUNCTIONS,
 			           f & PP_SYM_FUNCTIONS);
 			pp_pb_bool(&r->pb, MAPPING_HAS_FILENAMES,
@@ -208,10 +209,10 @@ static void functions(struct render *r)
 		const struct pp_frame *f = v->funcs[i];
 		size_t m = pp_pb_start(&r->pb);
 		pp_pb_uint64(&r->pb, FUNCTION_ID, i + 1);
-		pp_pb_int64_opt(&r->pb, FUNCTION_NAME, S(r, f->name));
+		pp_pb_int64_opt(&r->pb, FUNCTION_NAME, str_id(r, f->name));
 		pp_pb_int64_opt(&r->pb, FUNCTION_SYSTEM_NAME,
-		                S(r, f->system_name));
-		pp_pb_int64_opt(&r->pb, FUNCTION_FILENAME, S(r, f->file));
+		                str_id(r, f->system_name));
+		pp_pb_int64_opt(&r->pb, FUNCTION_FILENAME, str_id(r, f->file));
 		pp_pb_int64_opt(&r->pb, FUNCTION_START_LINE, f->start_line);
 		pp_pb_end(&r->pb, PROFILE_FUNCTION, m);
 		pp_pb_flush(&r->pb);
@@ -252,13 +253,13 @@ int pp_pprof_write(const struct pp_view *v, int gzip_level, struct pp_buf *out)
 			goto out;
 		}
 		for (size_t i = 0; i < p->ncomments; i++)
-			c[i] = S(&r, p->comments[i]);
+			c[i] = str_id(&r, p->comments[i]);
 		pp_pb_int64s(&r.pb, PROFILE_COMMENT, c, p->ncomments);
 		free(c);
 	}
 	if (v->default_type >= 0 && (size_t)v->default_type < p->ntypes)
 		pp_pb_int64_opt(&r.pb, PROFILE_DEFAULT_SAMPLE_TYPE,
-		                S(&r, p->types[v->default_type].type));
+		                str_id(&r, p->types[v->default_type].type));
 	/* Last: every string is known now. Index 0 is "". */
 	for (size_t i = 0; i < r.strings.len; i++) {
 		pp_pb_bytes(&r.pb, PROFILE_STRING_TABLE, r.strings.strs[i],

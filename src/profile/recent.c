@@ -42,7 +42,7 @@ static void expire_locked(void)
 {
 	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 	while (nkept && now - kept[0]->added_ns >
-	                    (uint64_t)PP_RECENT_TTL_S * 1000000000u)
+	                    (uint64_t)PP_RECENT_TTL_S * PP_NS_PER_SEC)
 		drop_locked(0);
 }
 
@@ -138,19 +138,5 @@ void pp_recent_clear(void)
 	pthread_mutex_lock(&mu);
 	while (nkept)
 		drop_locked(nkept - 1);
-	pthread_mutex_unlock(&mu);
-}
-
-void pp_recent_stats(struct pp_recent_stats *out)
-{
-	memset(out, 0, sizeof *out);
-	pthread_mutex_lock(&mu);
-	expire_locked();
-	out->kept = nkept;
-	for (unsigned i = 0; i < nkept; i++)
-		out->bytes += kept[i]->p->arena.reserved +
-		              kept[i]->p->strings.arena.reserved +
-		              kept[i]->p->table_cap * sizeof(void *);
-	out->last_id = last_id;
 	pthread_mutex_unlock(&mu);
 }

@@ -31,13 +31,6 @@ void pp_recent_unref(struct pp_recent *r);
 /* Forget them all (pullprof_stop); referenced ones go when released. */
 void pp_recent_clear(void);
 
-struct pp_recent_stats {
-	unsigned kept;
-	size_t bytes; /* memory their models hold */
-	uint64_t last_id;
-};
-void pp_recent_stats(struct pp_recent_stats *out);
-
 /* Registers the store's fork handlers (once); the agent calls it before
  * registering its own (see pp_heap_table_register_atfork). */
 void pp_recent_register_atfork(void);

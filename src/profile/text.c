@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "render.h"
+#include "util/clock.h"
 
 /* ---- values as people read them ----------------------------------------- */
 
@@ -21,8 +22,8 @@ static void value(struct pp_buf *b, int64_t v, const char *unit)
 	if (v == 0)
 		pp_buf_puts(b, "0");
 	else if (strcmp(unit, "nanoseconds") == 0) {
-		if (a >= 1e9)
-			pp_buf_printf(b, "%.2fs", x / 1e9);
+		if (a >= PP_NS_PER_SEC)
+			pp_buf_printf(b, "%.2fs", x / PP_NS_PER_SEC);
 		else if (a >= 1e6)
 			pp_buf_printf(b, "%.2fms", x / 1e6);
 		else if (a >= 1e3)
@@ -167,7 +168,7 @@ static void header(struct pp_buf *b, const struct pp_view *v, size_t vi,
 
 	pp_buf_printf(b, "Type: %s (%s)\n", t->type, t->unit);
 	if (p->time_nanos) {
-		time_t s = (time_t)(p->time_nanos / 1000000000);
+		time_t s = (time_t)(p->time_nanos / PP_NS_PER_SEC);
 		struct tm tm;
 		char when[40];
 		if (gmtime_r(&s, &tm) &&

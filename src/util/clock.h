@@ -13,7 +13,7 @@ static inline uint64_t pp_clock_ns(clockid_t c)
 {
 	struct timespec ts;
 	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return (uint64_t)ts.tv_sec * PP_NS_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
 /* The time on clock c, ns from now: a deadline for a timed wait on a
@@ -22,13 +22,24 @@ static inline struct timespec pp_clock_after(clockid_t c, uint64_t ns)
 {
 	struct timespec ts;
 	clock_gettime(c, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000u);
-	ts.tv_nsec += (long)(ns % 1000000000u);
-	if (ts.tv_nsec >= 1000000000) {
+	ts.tv_sec += (time_t)(ns / PP_NS_PER_SEC);
+	ts.tv_nsec += (long)(ns % PP_NS_PER_SEC);
+	if (ts.tv_nsec >= (long)PP_NS_PER_SEC) {
 		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
+		ts.tv_nsec -= (long)PP_NS_PER_SEC;
 	}
 	return ts;
+}
+
+/* Seconds, as a double: a timespec, or a count of nanoseconds. */
+static inline double pp_timespec_seconds(const struct timespec *ts)
+{
+	return (double)ts->tv_sec + (double)ts->tv_nsec / PP_NS_PER_SEC;
+}
+
+static inline double pp_ns_to_seconds(uint64_t ns)
+{
+	return (double)ns / PP_NS_PER_SEC;
 }
 
 #endif

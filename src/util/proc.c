@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 int pp_proc_read_file(const char *path, size_t max, char **out, size_t *len)
 {
 	size_t cap = 4096, n = 0;
@@ -107,8 +109,8 @@ double pp_proc_start_time(void)
 	long hz = sysconf(_SC_CLK_TCK);
 	clock_gettime(CLOCK_BOOTTIME, &boot);
 	clock_gettime(CLOCK_REALTIME, &real);
-	double since_boot = (double)boot.tv_sec + (double)boot.tv_nsec / 1e9;
-	double now = (double)real.tv_sec + (double)real.tv_nsec / 1e9;
+	double since_boot = pp_timespec_seconds(&boot);
+	double now = pp_timespec_seconds(&real);
 	return now - since_boot +
 	       (double)start_ticks / (double)(hz > 0 ? hz : 100);
 }

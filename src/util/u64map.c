@@ -63,13 +63,6 @@ uint64_t *pp_u64map_put(struct pp_u64map *m, uint64_t key, int *inserted)
 	return &m->vals[i];
 }
 
-void pp_u64map_clear(struct pp_u64map *m)
-{
-	if (m->cap)
-		memset(m->used, 0, m->cap);
-	m->len = 0;
-}
-
 void pp_u64map_free(struct pp_u64map *m)
 {
 	free(m->keys);

@@ -19,7 +19,6 @@ uint64_t *pp_u64map_get(const struct pp_u64map *m, uint64_t key);
 /* Pointer to the value of key, inserting it with value 0 when absent
  * (*inserted says which). NULL on ENOMEM. */
 uint64_t *pp_u64map_put(struct pp_u64map *m, uint64_t key, int *inserted);
-void pp_u64map_clear(struct pp_u64map *m);
 void pp_u64map_free(struct pp_u64map *m);
 
 #endif
