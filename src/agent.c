@@ -200,9 +200,7 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 			return rc;
 		}
 	}
-	static struct pp_producer *const producers[] = {
-	    &pp_cpu_producer, &pp_heap_producer, NULL};
-	rc = pp_jobs_start(producers, err, sizeof err);
+	rc = pp_jobs_start(err, sizeof err);
 	if (rc) {
 		pp_log("not started: %s", err);
 		pp_heap_stop();

@@ -251,6 +251,7 @@ int pp_heap_start(const struct pp_heap_settings *s, char *err, size_t errlen)
 	}
 	heap.running = 1;
 	pthread_mutex_unlock(&heap.mu);
+	pp_jobs_add_ticker(&pp_heap_producer);
 	pp_heap_sampling_set(s->rate, s->max_depth);
 	return 0;
 fail:

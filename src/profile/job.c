@@ -283,10 +283,12 @@ static void *pipeline_thread(void *unused)
 		}
 		if (now - last_tick >= PP_JOB_TICK_NS) {
 			last_tick = now;
+			struct pp_producer *tickers[MAX_TICKERS];
 			size_t n = pipeline.ntickers;
+			memcpy(tickers, pipeline.tickers, n * sizeof *tickers);
 			pthread_mutex_unlock(&pipeline.mu);
 			for (size_t i = 0; i < n; i++)
-				pipeline.tickers[i]->tick();
+				tickers[i]->tick();
 			pthread_mutex_lock(&pipeline.mu);
 			continue;
 		}
@@ -459,8 +461,18 @@ unsigned pp_jobs_open(const struct pp_producer *p)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-int pp_jobs_start(struct pp_producer *const *producers, char *err,
-                  size_t errlen)
+void pp_jobs_add_ticker(struct pp_producer *p)
+{
+	pthread_mutex_lock(&pipeline.mu);
+	size_t i = 0;
+	while (i < pipeline.ntickers && pipeline.tickers[i] != p)
+		i++;
+	if (i == pipeline.ntickers && i < MAX_TICKERS)
+		pipeline.tickers[pipeline.ntickers++] = p;
+	pthread_mutex_unlock(&pipeline.mu);
+}
+
+int pp_jobs_start(char *err, size_t errlen)
 {
 	pthread_condattr_t ca;
 	int rc;
@@ -470,10 +482,6 @@ int pp_jobs_start(struct pp_producer *const *producers, char *err,
 		pthread_mutex_unlock(&pipeline.mu);
 		return 0;
 	}
-	pipeline.ntickers = 0;
-	for (size_t i = 0; producers[i]; i++)
-		if (producers[i]->tick && pipeline.ntickers < MAX_TICKERS)
-			pipeline.tickers[pipeline.ntickers++] = producers[i];
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&pipeline.wake, &ca);
@@ -524,5 +532,4 @@ void pp_jobs_forget_in_child(void)
 	pipeline.jobs =
 	    NULL; /* left to leak: their requests are the parent's */
 	pipeline.running = pipeline.stopping = 0;
-	pipeline.ntickers = 0;
 }

@@ -123,13 +123,14 @@ void pp_job_deliver(struct pp_job *j, struct pp_profile *p, int rc);
 /* Jobs of this producer not yet done (for /status). */
 unsigned pp_jobs_open(const struct pp_producer *p);
 
-/* The agent starts and stops the pipeline. Start runs the thread and the
- * ticks of the producers named (a NULL-terminated list); 0 or a negative
- * errno with a sentence in err. Shutdown cancels every job (their done
- * callbacks run), refuses new ones with -ESHUTDOWN and joins the thread;
- * jobs still referenced stay valid until released. */
-int pp_jobs_start(struct pp_producer *const *producers, char *err,
-                  size_t errlen);
+/* A producer with a tick asks for it (any time; once is enough). */
+void pp_jobs_add_ticker(struct pp_producer *p);
+
+/* The agent starts and stops the pipeline. Start runs the thread; 0 or a
+ * negative errno with a sentence in err. Shutdown cancels every job (their
+ * done callbacks run), refuses new ones with -ESHUTDOWN and joins the
+ * thread; jobs still referenced stay valid until released. */
+int pp_jobs_start(char *err, size_t errlen);
 void pp_jobs_shutdown(void);
 /* In a forked child (async-signal-safe): the thread does not exist here. */
 void pp_jobs_forget_in_child(void);

@@ -146,8 +146,7 @@ static int setup(void **state)
 	char err[200];
 	(void)state;
 	memset(&calls, 0, sizeof calls);
-	struct pp_producer *const producers[] = {&maker, &deliverer, NULL};
-	return pp_jobs_start(producers, err, sizeof err);
+	return pp_jobs_start(err, sizeof err);
 }
 
 static int teardown(void **state)
