@@ -233,7 +233,11 @@ static void *pipeline_thread(void *unused)
 	pthread_mutex_lock(&pipeline.mu);
 	while (!pipeline.stopping) {
 		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
-		uint64_t next = now + HANGUP_CHECK_NS;
+		/* When to look again: the next due job, the next hang-up check
+		 * while a client waits, the next tick; none of these, no
+		 * timer (an idle agent's thread does not wake up). */
+		uint64_t next =
+		    pipeline.ntickers ? last_tick + PP_JOB_TICK_NS : UINT64_MAX;
 		struct pp_job *todo = NULL;
 
 		for (struct pp_job *j = pipeline.jobs; j; j = j->next) {
@@ -243,7 +247,12 @@ static void *pipeline_thread(void *unused)
 				todo = j;
 				break;
 			}
-			if (j->state != JOB_WAITING || !j->producer->make)
+			if (j->state != JOB_WAITING)
+				continue;
+			if (j->client_fd >= 0 &&
+			    last_hangup + HANGUP_CHECK_NS < next)
+				next = last_hangup + HANGUP_CHECK_NS;
+			if (!j->producer->make)
 				continue;
 			if (j->due_ns <= now) {
 				todo = j;
@@ -292,9 +301,14 @@ static void *pipeline_thread(void *unused)
 			pthread_mutex_lock(&pipeline.mu);
 			continue;
 		}
-		struct timespec until =
-		    pp_clock_after(CLOCK_MONOTONIC, next - now);
-		pthread_cond_timedwait(&pipeline.wake, &pipeline.mu, &until);
+		if (next == UINT64_MAX) {
+			pthread_cond_wait(&pipeline.wake, &pipeline.mu);
+		} else if (next > now) {
+			struct timespec until =
+			    pp_clock_after(CLOCK_MONOTONIC, next - now);
+			pthread_cond_timedwait(&pipeline.wake, &pipeline.mu,
+			                       &until);
+		}
 	}
 	pthread_mutex_unlock(&pipeline.mu);
 	pp_agent_thread_leave();
@@ -382,8 +396,8 @@ int pp_job_open(const struct pp_job_request *rq, struct pp_job **out,
 	}
 	if (rc)
 		unlink_locked(j);
-	else if (j->state == JOB_READY || pr->make)
-		pthread_cond_signal(&pipeline.wake); /* work, or a due time */
+	else /* work, a due time, or a client to watch */
+		pthread_cond_signal(&pipeline.wake);
 	pthread_mutex_unlock(&pipeline.mu);
 	if (rc) {
 		if (undo && pr->cancel)
