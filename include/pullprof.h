@@ -7,8 +7,11 @@
  * also write profiles itself, with or without the HTTP server
  * (pullprof_write_cpu_profile, pullprof_write_heap_profile).
  *
- * Every function returns 0 or a negative errno value; pullprof_strerror()
- * turns such a value into a sentence for people.
+ * Every function that can fail returns 0 or a negative errno value, each
+ * with one meaning across the API (listed with each function below);
+ * pullprof_strerror() turns such a value into a sentence for people. The
+ * rules by which this interface changes between versions are in
+ * docs/abi.md.
  */
 #ifndef PULLPROF_H
 #define PULLPROF_H
@@ -16,6 +19,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include <stddef.h>
 
 #if defined(__GNUC__)
 #define PULLPROF_API __attribute__((visibility("default")))
@@ -25,8 +30,15 @@ extern "C" {
 
 /*
  * Agent configuration. Always fill it with pullprof_config_init() first, then
- * change the fields you care about: fields added in later versions get their
- * defaults that way.
+ * change the fields you care about.
+ *
+ * The struct is the caller's (on its stack, say) and may outlive library
+ * versions: pullprof_config_init() records in struct_size how large the
+ * caller's header declared it, and the library never reads or writes past
+ * that size. Fields are only ever appended, never reordered or removed, so
+ * a program built against an older header gets the defaults for every
+ * field it does not know, and a newer header's fields are ignored by an
+ * older library. (The rules for versions: docs/abi.md.)
  *
  * At start, every field is overridden by its PULLPROF_* environment variable
  * when that variable is set (the operator has the last word), unless
@@ -34,6 +46,9 @@ extern "C" {
  * ownership.
  */
 struct pullprof_config {
+	/* sizeof(struct pullprof_config) as the caller's header has it; set
+	 * by pullprof_config_init(), not by hand. */
+	size_t struct_size;
 	/* "host:port", "[v6addr]:port", ":port" (all IPv4 interfaces) or
 	 * "port" (loopback). Port 0 picks any free port; see pullprof_port().
 	 * "none": no HTTP server at all (nothing is bound, no token needed);
@@ -128,19 +143,40 @@ struct pullprof_config {
 	const char *metrics_path;
 };
 
-/* Fill *cfg with the built-in defaults (no environment is read here). */
-PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg);
+/* Fill *cfg with the built-in defaults (no environment is read here) and
+ * set cfg->struct_size: a macro, so that the size is the one the caller's
+ * header declares. NULL is ignored. */
+#define pullprof_config_init(cfg)                                              \
+	pullprof_config_init_size((cfg), sizeof(struct pullprof_config))
+/* What the macro calls: fill the first `size` bytes of *cfg (at most; a
+ * larger struct from a newer header is zeroed past what this library
+ * knows). For callers without the header (other languages' FFI): pass the
+ * size of the struct as your binding declares it. */
+PULLPROF_API void pullprof_config_init_size(struct pullprof_config *cfg,
+                                            size_t size);
 
 /*
  * Start the agent: validate the configuration, bind the listening socket
  * (unless listen is "none") and start the agent's threads. cfg may be NULL
  * for the defaults.
  *
- * Returns 0, or a negative errno: -EINVAL for a bad setting, -EADDRINUSE when
- * the port is taken, -EADDRNOTAVAIL, -EACCES, ... On such a failure one line
- * explaining why is written to stderr and nothing is left running.
- * -EALREADY (nothing printed) means the agent already runs, e.g. because it
- * was started at load time (PULLPROF_AUTOSTART=1).
+ * Returns 0, or a negative errno:
+ *   -EINVAL           a bad setting (in cfg or a PULLPROF_* variable), or
+ *                     cfg was not filled by pullprof_config_init();
+ *   -EADDRINUSE       the port is taken;
+ *   -EADDRNOTAVAIL    the listen address is not one of this host's;
+ *   -EACCES           a port below 1024 without privileges, or a TLS file
+ *                     that cannot be read;
+ *   -ENOENT           a TLS file that does not exist;
+ *   -EPROTONOSUPPORT  HTTPS asked of a libmicrohttpd built without TLS;
+ *   -ENOSYS           a libmicrohttpd without epoll;
+ *   -ENOMEM, -EAGAIN  out of memory or threads;
+ *   -EALREADY         the agent already runs (nothing printed), e.g.
+ *                     because it was started at load time
+ *                     (PULLPROF_AUTOSTART=1);
+ *   or another errno of socket(2), bind(2) or listen(2).
+ * On a failure other than -EALREADY one line explaining why is written to
+ * stderr and nothing is left running.
  */
 PULLPROF_API int pullprof_start(const struct pullprof_config *cfg);
 
@@ -152,7 +188,7 @@ PULLPROF_API int pullprof_start(const struct pullprof_config *cfg);
 PULLPROF_API int pullprof_stop(void);
 
 /* The TCP port the agent listens on, or 0 when it is not running or runs
- * without a server (listen "none"). */
+ * without a server (listen "none"). Cannot fail. */
 PULLPROF_API int pullprof_port(void);
 
 /*
@@ -180,6 +216,7 @@ PULLPROF_API int pullprof_port(void);
  *   -EBUSY     the limit of CPU windows or heap profiles is reached (as
  *              HTTP's 429): try again later;
  *   -ECANCELED pullprof_stop() ran before the profile was ready;
+ *   -ENOTSUP   (heap) heap profiling is off;
  *   -ENOMEM;
  *   or the errno of the failed write (-EPIPE, -ENOSPC, -EIO, ...): part of
  *   the profile may have been written then.
@@ -208,7 +245,7 @@ enum pullprof_heap_kind {
 /*
  * Write the heap profile as it is now (kind: a pullprof_heap_kind) to fd,
  * like /heap or /allocs; the calling thread blocks while it is built. Also
- * -ESHUTDOWN when heap profiling is off (PULLPROF_HEAP_RATE=0).
+ * -ENOTSUP when heap profiling is off (PULLPROF_HEAP_RATE=0).
  */
 PULLPROF_API int pullprof_write_heap_profile(int fd, int kind);
 
@@ -234,14 +271,16 @@ PULLPROF_API int pullprof_write_heap_profile(int fd, int kind);
  * nanoseconds once a label set was seen (bench/bench_labels).
  */
 PULLPROF_API int pullprof_label_push(const char *key, const char *value);
-/* Close the innermost scope this thread opened (nothing when none is). */
+/* Close the innermost scope this thread opened (nothing when none is).
+ * Cannot fail. */
 PULLPROF_API void pullprof_label_pop(void);
 
-/* A readable message for a value returned by a pullprof function. Never
- * NULL; the string is static. */
+/* A readable message for a value returned by a pullprof function (any
+ * negative errno reads as the system's description). Never NULL; the
+ * string is static. Cannot fail. */
 PULLPROF_API const char *pullprof_strerror(int err);
 
-/* The library version, "MAJOR.MINOR.PATCH". */
+/* The library version, "MAJOR.MINOR.PATCH". Cannot fail. */
 PULLPROF_API const char *pullprof_version(void);
 
 #ifdef __cplusplus

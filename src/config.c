@@ -13,93 +13,115 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PP_DEFAULT_LISTEN "127.0.0.1:6060"
-#define PP_DEFAULT_PREFIX "/debug/pprof"
+#include "bounds.h"
 
 #define OFF(field) offsetof(struct pullprof_config, field)
-
+/* Every PULLPROF_* setting, declared once: parsing and validation
+ * (pp_config_resolve), the defaults (pullprof_config_init), /status, and
+ * through tests/settings_dump the documentation's tables, which
+ * tests/integration/test_docs.py compares with it. */
 const struct pp_setting pp_settings[] = {
-    {"listen", "PULLPROF_LISTEN", PP_SETTING_STRING, OFF(listen), 0, 0, NULL,
+    {"listen", "PULLPROF_LISTEN", PP_SETTING_STRING, OFF(listen), 0,
+     "127.0.0.1:6060", 0, 0, NULL, "",
      "address to listen on: host:port, [v6]:port, :port or port; port 0 = "
      "any free port; none = no HTTP server (profiles through "
      "pullprof_write_*)"},
-    {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0, 0, NULL,
+    {"prefix", "PULLPROF_PREFIX", PP_SETTING_STRING, OFF(prefix), 0,
+     "/debug/pprof", 0, 0, NULL, "",
      "URL path prefix of every endpoint (\"\" = root)"},
     {"max_connections", "PULLPROF_MAX_CONNECTIONS", PP_SETTING_UINT,
-     OFF(max_connections), 1, 1000, NULL, "most simultaneous HTTP connections"},
+     OFF(max_connections), 32, NULL, 1, 1000, NULL, "connections",
+     "most simultaneous HTTP connections"},
     {"idle_timeout", "PULLPROF_IDLE_TIMEOUT", PP_SETTING_UINT,
-     OFF(idle_timeout), 1, 3600, NULL,
+     OFF(idle_timeout), 30, NULL, 1, 3600, NULL, "seconds",
      "seconds before an idle connection is closed"},
-    {"cpu_hz", "PULLPROF_CPU_HZ", PP_SETTING_UINT, OFF(cpu_hz), 1, 1000, NULL,
-     "default CPU sampling rate in Hz"},
+    {"cpu_hz", "PULLPROF_CPU_HZ", PP_SETTING_UINT, OFF(cpu_hz), 100, NULL, 1,
+     1000, NULL, "Hz", "default CPU sampling rate in Hz"},
     {"max_seconds", "PULLPROF_MAX_SECONDS", PP_SETTING_UINT, OFF(max_seconds),
-     1, 86400, NULL, "longest CPU profile a request may ask for, in seconds"},
+     300, NULL, 1, 86400, NULL, "seconds",
+     "longest CPU profile a request may ask for, in seconds"},
     {"max_cpu_windows", "PULLPROF_MAX_CPU_WINDOWS", PP_SETTING_UINT,
-     OFF(max_cpu_windows), 1, 64, NULL, "most CPU profiles running at once"},
-    {"max_depth", "PULLPROF_MAX_DEPTH", PP_SETTING_UINT, OFF(max_depth), 8, 512,
-     NULL, "deepest stack recorded, in frames"},
-    {"unwind", "PULLPROF_UNWIND", PP_SETTING_STRING, OFF(unwind), 0, 0,
-     "libunwind|fp", "stack unwinding: libunwind (DWARF CFI) or fp"},
-    {"heap_rate", "PULLPROF_HEAP_RATE", PP_SETTING_UINT, OFF(heap_rate), 0,
-     1u << 30, NULL,
+     OFF(max_cpu_windows), 8, NULL, 1, 64, NULL, "windows",
+     "most CPU profiles running at once"},
+    {"max_depth", "PULLPROF_MAX_DEPTH", PP_SETTING_UINT, OFF(max_depth), 128,
+     NULL, PP_MIN_DEPTH, PP_MAX_DEPTH, NULL, "frames",
+     "deepest stack recorded, in frames"},
+    {"unwind", "PULLPROF_UNWIND", PP_SETTING_STRING, OFF(unwind), 0,
+     "libunwind", 0, 0, "libunwind|fp", "",
+     "stack unwinding: libunwind (DWARF CFI) or fp"},
+    {"heap_rate", "PULLPROF_HEAP_RATE", PP_SETTING_UINT, OFF(heap_rate),
+     512 * 1024, NULL, 0, 1u << 30, NULL, "bytes",
      "heap profile: mean bytes allocated between samples (0 = off, 1 = "
      "every allocation)"},
-    {"token", "PULLPROF_TOKEN", PP_SETTING_SECRET, OFF(token), 0, 0, NULL,
+    {"token", "PULLPROF_TOKEN", PP_SETTING_SECRET, OFF(token), 0, NULL, 0, 0,
+     NULL, "",
      "secret every request but healthz must carry (Authorization: Bearer, "
      "or the Basic password); needed for a non-loopback listen address"},
-    {"insecure", "PULLPROF_INSECURE", PP_SETTING_UINT, OFF(insecure), 0, 1,
-     NULL, "1: allow a non-loopback listen address without a token"},
-    {"tls_cert", "PULLPROF_TLS_CERT", PP_SETTING_STRING, OFF(tls_cert), 0, 0,
-     NULL, "PEM certificate (chain) file: serve HTTPS (with tls_key)"},
-    {"tls_key", "PULLPROF_TLS_KEY", PP_SETTING_STRING, OFF(tls_key), 0, 0, NULL,
-     "PEM private key file of tls_cert"},
-    {"allow", "PULLPROF_ALLOW", PP_SETTING_STRING, OFF(allow), 0, 0, NULL,
+    {"insecure", "PULLPROF_INSECURE", PP_SETTING_UINT, OFF(insecure), 0, NULL,
+     0, 1, NULL, "", "1: allow a non-loopback listen address without a token"},
+    {"tls_cert", "PULLPROF_TLS_CERT", PP_SETTING_STRING, OFF(tls_cert), 0, NULL,
+     0, 0, NULL, "",
+     "PEM certificate (chain) file: serve HTTPS (with tls_key)"},
+    {"tls_key", "PULLPROF_TLS_KEY", PP_SETTING_STRING, OFF(tls_key), 0, NULL, 0,
+     0, NULL, "", "PEM private key file of tls_cert"},
+    {"allow", "PULLPROF_ALLOW", PP_SETTING_STRING, OFF(allow), 0, NULL, 0, 0,
+     NULL, "",
      "client networks allowed, comma-separated CIDRs (others get 403)"},
     {"max_client_connections", "PULLPROF_MAX_CLIENT_CONNECTIONS",
-     PP_SETTING_UINT, OFF(max_client_connections), 1, 1000, NULL,
-     "most simultaneous connections from one client address"},
+     PP_SETTING_UINT, OFF(max_client_connections), 16, NULL, 1, 1000, NULL,
+     "connections", "most simultaneous connections from one client address"},
     {"max_header_bytes", "PULLPROF_MAX_HEADER_BYTES", PP_SETTING_UINT,
-     OFF(max_header_bytes), 4096, 1u << 20, NULL,
+     OFF(max_header_bytes), 32768, NULL, 4096, 1u << 20, NULL, "bytes",
      "memory for one request line and its headers, in bytes"},
     {"max_profile_mb", "PULLPROF_MAX_PROFILE_MB", PP_SETTING_UINT,
-     OFF(max_profile_mb), 1, 4096, NULL,
+     OFF(max_profile_mb), 64, NULL, 1, 4096, NULL, "MiB",
      "memory one profile may hold while it is built, in MiB"},
     {"max_heap_profiles", "PULLPROF_MAX_HEAP_PROFILES", PP_SETTING_UINT,
-     OFF(max_heap_profiles), 1, 256, NULL,
+     OFF(max_heap_profiles), 16, NULL, 1, 256, NULL, "profiles",
      "most heap profiles waiting for their window or being built at once"},
     {"max_lookups", "PULLPROF_MAX_LOOKUPS", PP_SETTING_UINT, OFF(max_lookups),
-     1, 64, NULL, "most /symbol and /maps requests queued or running at once"},
+     4, NULL, 1, 64, NULL, "requests",
+     "most /symbol and /maps requests queued or running at once"},
     {"max_body_bytes", "PULLPROF_MAX_BODY_BYTES", PP_SETTING_UINT,
-     OFF(max_body_bytes), 1024, 64u << 20, NULL,
+     OFF(max_body_bytes), 4u << 20, NULL, 1024, 64u << 20, NULL, "bytes",
      "largest request body read (POST /symbol), in bytes"},
     {"metrics_path", "PULLPROF_METRICS_PATH", PP_SETTING_STRING,
-     OFF(metrics_path), 0, 0, NULL,
+     OFF(metrics_path), 0, NULL, 0, 0, NULL, "",
      "also serve <prefix>/metrics at this path outside the prefix, e.g. "
      "/metrics"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
-PULLPROF_API void pullprof_config_init(struct pullprof_config *cfg)
+/* The struct as this library knows it, every field at its default: the
+ * settings table's defaults, nothing else. */
+static void fill_defaults(struct pullprof_config *cfg)
 {
-	if (!cfg)
-		return;
 	memset(cfg, 0, sizeof *cfg);
-	cfg->listen = PP_DEFAULT_LISTEN;
-	cfg->prefix = PP_DEFAULT_PREFIX;
-	cfg->max_connections = 32;
-	cfg->idle_timeout = 30;
-	cfg->cpu_hz = 100;
-	cfg->max_seconds = 300;
-	cfg->max_cpu_windows = 8;
-	cfg->max_depth = 128;
-	cfg->unwind = "libunwind";
-	cfg->heap_rate = 512 * 1024;
-	cfg->max_client_connections = 16;
-	cfg->max_header_bytes = 32768;
-	cfg->max_profile_mb = 64;
-	cfg->max_heap_profiles = 16;
-	cfg->max_lookups = 4;
-	cfg->max_body_bytes = 4u << 20;
+	cfg->struct_size = sizeof *cfg;
+	for (size_t i = 0; i < pp_settings_count; i++) {
+		const struct pp_setting *s = &pp_settings[i];
+		char *field = (char *)cfg + s->offset;
+		if (s->type == PP_SETTING_UINT)
+			*(unsigned *)field = s->def;
+		else
+			*(const char **)field = s->def_text;
+	}
+}
+
+PULLPROF_API void pullprof_config_init_size(struct pullprof_config *cfg,
+                                            size_t size)
+{
+	struct pullprof_config d;
+
+	if (!cfg || size < sizeof cfg->struct_size)
+		return;
+	fill_defaults(&d);
+	/* Never past the caller's struct; past ours (a newer header's
+	 * fields), zeros: this library does not know them. */
+	memcpy(cfg, &d, size < sizeof d ? size : sizeof d);
+	if (size > sizeof d)
+		memset((char *)cfg + sizeof d, 0, size - sizeof d);
+	cfg->struct_size = size;
 }
 
 int pp_config_parse_uint(const char *text, unsigned min, unsigned max,
@@ -420,8 +442,24 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	struct pullprof_config defaults;
 
 	memset(out, 0, sizeof *out);
-	pullprof_config_init(&defaults);
-	merged = cfg ? *cfg : defaults;
+	fill_defaults(&defaults);
+	merged = defaults;
+	if (cfg) {
+		/* Only the bytes the caller's struct has: the fields of a
+		 * newer version keep their defaults. */
+		if (cfg->struct_size < PP_CONFIG_FIRST_SIZE ||
+		    cfg->struct_size > PP_CONFIG_MAX_SIZE) {
+			snprintf(err, errlen,
+			         "struct pullprof_config was not filled by "
+			         "pullprof_config_init() (struct_size %zu)",
+			         cfg->struct_size);
+			return -EINVAL;
+		}
+		memcpy(&merged, cfg,
+		       cfg->struct_size < sizeof merged ? cfg->struct_size
+		                                        : sizeof merged);
+		merged.struct_size = sizeof merged;
+	}
 
 	for (size_t i = 0; i < pp_settings_count; i++) {
 		const struct pp_setting *s = &pp_settings[i];

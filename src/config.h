@@ -35,17 +35,28 @@ enum pp_setting_type {
 	PP_SETTING_SECRET, /* a string never shown (status says if set) */
 };
 
-/* One row of the settings table: drives env parsing, validation, the status
- * JSON and the README check (tests/integration/test_docs.py). */
+/* One row of the settings table (config.c), the one declaration of a
+ * setting: it drives env parsing, validation, the defaults, the status JSON
+ * and the documentation checks (tests/settings_dump, test_docs.py). */
 struct pp_setting {
 	const char *key; /* name in the status JSON */
 	const char *env; /* environment variable */
 	enum pp_setting_type type;
-	size_t offset;       /* in struct pullprof_config */
-	unsigned min, max;   /* PP_SETTING_UINT only */
-	const char *choices; /* PP_SETTING_STRING: "a|b" allowed values */
+	size_t offset;        /* in struct pullprof_config */
+	unsigned def;         /* PP_SETTING_UINT: the default */
+	const char *def_text; /* string settings: the default (NULL: none) */
+	unsigned min, max;    /* PP_SETTING_UINT only */
+	const char *choices;  /* PP_SETTING_STRING: "a|b" allowed values */
+	const char *unit;     /* PP_SETTING_UINT: "seconds", "bytes", ... */
 	const char *help;
 };
+
+/* struct_size bounds pp_config_resolve accepts: the struct of the first
+ * version with struct_size (1.0, ending with metrics_path), and a sanity
+ * bound against a struct never initialized. */
+#define PP_CONFIG_FIRST_SIZE                                                   \
+	(offsetof(struct pullprof_config, metrics_path) + sizeof(const char *))
+#define PP_CONFIG_MAX_SIZE 65536
 
 extern const struct pp_setting pp_settings[];
 extern const size_t pp_settings_count;

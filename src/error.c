@@ -35,7 +35,13 @@ PULLPROF_API const char *pullprof_strerror(int err)
 	case -ECANCELED:
 		return "cancelled: the agent stopped before the profile was "
 		       "ready";
-	case -ESHUTDOWN: return "heap profiling is off (PULLPROF_HEAP_RATE=0)";
+	case -ENOTSUP:
+		return "heap profiling is off in this process "
+		       "(PULLPROF_HEAP_RATE=0): start it with a rate above 0";
+	case -ESHUTDOWN: return "the agent is stopping";
+	case -EPROTONOSUPPORT:
+		return "HTTPS was asked of a libmicrohttpd built without TLS";
+	case -ENOSYS: return "the libmicrohttpd here was built without epoll";
 	case -EEXIST:
 		return "the process has its own SIGPROF handler (another "
 		       "profiler?), which pullprof does not replace";

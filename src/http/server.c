@@ -198,7 +198,7 @@ static int read_tls(struct pp_server *s, const struct pp_config *cfg, char *err,
 		snprintf(err, errlen,
 		         "PULLPROF_TLS_CERT is set but this libmicrohttpd was "
 		         "built without TLS");
-		return -ENOTSUP;
+		return -EPROTONOSUPPORT;
 	}
 	const char *names[2] = {"PULLPROF_TLS_CERT", "PULLPROF_TLS_KEY"};
 	const char *paths[2] = {cfg->v.tls_cert, cfg->v.tls_key};

@@ -391,12 +391,95 @@ static void test_strerror(void **state)
 	/* The capture functions' own meanings. */
 	assert_non_null(strstr(pullprof_strerror(-ESRCH), "not running"));
 	assert_non_null(
-	    strstr(pullprof_strerror(-ESHUTDOWN), "PULLPROF_HEAP_RATE"));
+	    strstr(pullprof_strerror(-ENOTSUP), "PULLPROF_HEAP_RATE"));
+	/* One meaning per code: stopping is not "heap profiling off". */
+	assert_non_null(strstr(pullprof_strerror(-ESHUTDOWN), "stopping"));
+	assert_null(strstr(pullprof_strerror(-ESHUTDOWN), "HEAP"));
 	assert_non_null(
 	    strstr(pullprof_strerror(-EBUSY), "PULLPROF_MAX_CPU_WINDOWS"));
 	assert_non_null(strstr(pullprof_strerror(-ECANCELED), "stopped"));
 	assert_string_equal(pullprof_strerror(-100000), "unknown error");
 	assert_string_equal(pullprof_strerror(12345), "unknown error");
+}
+
+/* Every setting's default, from its one declaration, is inside its own
+ * range and is what pullprof_config_init gives. */
+static void test_table_defaults(void **state)
+{
+	struct pullprof_config c;
+	(void)state;
+
+	pullprof_config_init(&c);
+	assert_int_equal(c.struct_size, sizeof c);
+	for (size_t i = 0; i < pp_settings_count; i++) {
+		const struct pp_setting *s = &pp_settings[i];
+		const char *field = (const char *)&c + s->offset;
+		assert_non_null(s->help);
+		assert_non_null(s->unit);
+		assert_int_equal(strncmp(s->env, "PULLPROF_", 9), 0);
+		if (s->type == PP_SETTING_UINT) {
+			assert_in_range(s->def, s->min, s->max);
+			assert_int_equal(*(const unsigned *)field, s->def);
+		} else {
+			const char *v = *(const char *const *)field;
+			if (s->def_text)
+				assert_string_equal(v, s->def_text);
+			else
+				assert_null(v);
+		}
+	}
+}
+
+/* A struct from an older header is smaller than this library's: init and
+ * start never touch a byte past the caller's struct_size. */
+static void test_struct_size(void **state)
+{
+	union {
+		struct pullprof_config c;
+		unsigned char bytes[sizeof(struct pullprof_config) + 64];
+	} u;
+	struct pp_config r;
+	size_t old = offsetof(struct pullprof_config, max_lookups);
+	(void)state;
+
+	memset(&u, 0xAA, sizeof u);
+	pullprof_config_init_size(&u.c, old);
+	assert_int_equal(u.c.struct_size, old);
+	assert_string_equal(u.c.listen, "127.0.0.1:6060");
+	for (size_t i = old; i < sizeof u; i++)
+		assert_int_equal(u.bytes[i], 0xAA);
+
+	/* A newer header's larger struct: zeros past what we know, and
+	 * start reads only its own fields. */
+	memset(&u, 0xAA, sizeof u);
+	pullprof_config_init_size(&u.c, sizeof u);
+	assert_int_equal(u.c.struct_size, sizeof u);
+	for (size_t i = sizeof u.c; i < sizeof u; i++)
+		assert_int_equal(u.bytes[i], 0);
+	u.c.ignore_env = 1;
+	u.c.max_lookups = 9;
+	assert_int_equal(pp_config_resolve(&u.c, &r, err, sizeof err), 0);
+	assert_int_equal(r.v.max_lookups, 9);
+	assert_int_equal(r.v.struct_size, sizeof r.v);
+	pp_config_free(&r);
+
+	/* The first version's size is accepted; anything smaller, or a
+	 * struct never initialized, is refused with a reason. */
+	pullprof_config_init(&u.c);
+	u.c.ignore_env = 1;
+	u.c.struct_size = PP_CONFIG_FIRST_SIZE;
+	assert_int_equal(pp_config_resolve(&u.c, &r, err, sizeof err), 0);
+	pp_config_free(&r);
+	u.c.struct_size = PP_CONFIG_FIRST_SIZE - sizeof(void *);
+	assert_int_equal(pp_config_resolve(&u.c, &r, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "pullprof_config_init"));
+	u.c.struct_size = 0;
+	assert_int_equal(pp_config_resolve(&u.c, &r, err, sizeof err), -EINVAL);
+	/* NULL and sizes too small to hold struct_size are ignored. */
+	pullprof_config_init_size(NULL, sizeof u.c);
+	memset(&u, 0xAA, sizeof u);
+	pullprof_config_init_size(&u.c, 1);
+	assert_int_equal(u.bytes[0], 0xAA);
 }
 
 int main(void)
@@ -407,6 +490,8 @@ int main(void)
 	    cmocka_unit_test(test_uint),
 	    cmocka_unit_test(test_prefix),
 	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_table_defaults),
+	    cmocka_unit_test(test_struct_size),
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_env_errors),
 	    cmocka_unit_test(test_metrics_path),

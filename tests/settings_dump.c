@@ -1,0 +1,52 @@
+/*
+ * The settings table (src/config.c), the one declaration of every
+ * PULLPROF_* setting, printed as JSON for the documentation checks
+ * (tests/integration/test_docs.py): key, env, type, default, range,
+ * choices, unit and help of each.
+ */
+#include <json-c/json.h>
+#include <stdio.h>
+
+#include "config.h"
+
+int main(void)
+{
+	static const char *const types[] = {
+	    [PP_SETTING_STRING] = "string",
+	    [PP_SETTING_UINT] = "uint",
+	    [PP_SETTING_SECRET] = "secret",
+	};
+	struct json_object *all = json_object_new_array();
+
+	for (size_t i = 0; i < pp_settings_count; i++) {
+		const struct pp_setting *s = &pp_settings[i];
+		struct json_object *o = json_object_new_object();
+		int uint = s->type == PP_SETTING_UINT;
+		json_object_object_add(o, "key",
+		                       json_object_new_string(s->key));
+		json_object_object_add(o, "env",
+		                       json_object_new_string(s->env));
+		json_object_object_add(o, "type",
+		                       json_object_new_string(types[s->type]));
+		json_object_object_add(o, "default",
+		                       uint ? json_object_new_int64(s->def)
+		                       : s->def_text
+		                           ? json_object_new_string(s->def_text)
+		                           : NULL);
+		json_object_object_add(
+		    o, "min", uint ? json_object_new_int64(s->min) : NULL);
+		json_object_object_add(
+		    o, "max", uint ? json_object_new_int64(s->max) : NULL);
+		json_object_object_add(
+		    o, "choices",
+		    s->choices ? json_object_new_string(s->choices) : NULL);
+		json_object_object_add(o, "unit",
+		                       json_object_new_string(s->unit));
+		json_object_object_add(o, "help",
+		                       json_object_new_string(s->help));
+		json_object_array_add(all, o);
+	}
+	puts(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PRETTY));
+	json_object_put(all);
+	return 0;
+}
