@@ -71,12 +71,14 @@ if ! ls tests/integration/*.trs >/dev/null 2>&1; then
 	failed=$((failed + 1))
 fi
 
-# The installed library as a user gets it: header, .so and pullprof.pc, used
-# through pkg-config by a program built outside the tree.
+# The installed library as a user gets it: header, .so, pullprof.pc and the
+# man pages, used through pkg-config by a program built outside the tree.
 installed() {
 	local dest
 	dest=$(mktemp -d)
 	make install DESTDIR="$dest" &&
+		test -s "$dest/usr/local/share/man/man3/pullprof.3" &&
+		test -s "$dest/usr/local/share/man/man7/pullprof.7" &&
 		PKG_CONFIG_SYSROOT_DIR="$dest" \
 		PKG_CONFIG_PATH="$dest/usr/local/lib/pkgconfig" \
 		cc -Wall -Wextra -Werror -o "$dest/demo" examples/demo.c \

@@ -2,15 +2,39 @@
  * The settings table (src/config.c), the one declaration of every
  * PULLPROF_* setting, printed as JSON for the documentation checks
  * (tests/integration/test_docs.py): key, env, type, default, range,
- * choices, unit and help of each.
+ * choices, unit and help of each. With --routes, the routing table
+ * (src/http/routes.c) instead: path, methods and help of each route.
  */
 #include <json-c/json.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "config.h"
+#include "http/routes.h"
 
-int main(void)
+static int routes(void)
 {
+	struct json_object *all = json_object_new_array();
+	for (size_t i = 0; i < pp_routes_count; i++) {
+		const struct pp_route *r = &pp_routes[i];
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "path",
+		                       json_object_new_string(r->path));
+		json_object_object_add(o, "methods",
+		                       json_object_new_string(r->methods));
+		json_object_object_add(o, "help",
+		                       json_object_new_string(r->help));
+		json_object_array_add(all, o);
+	}
+	puts(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PRETTY));
+	json_object_put(all);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--routes") == 0)
+		return routes();
 	static const char *const types[] = {
 	    [PP_SETTING_STRING] = "string",
 	    [PP_SETTING_UINT] = "uint",

@@ -4,7 +4,7 @@ against a running process (tests/labels/labelwork serving labelled requests,
 PULLPROF_TOKEN set), on a shortened schedule so the windows overlap the way
 they do in production, while a person fetches a 30 s profile with
 `go tool pprof` at the same time. Every answer is judged by the rules those
-scrapers apply (from their public source; see README "Continuous
+scrapers apply (from their public source; see docs/integrations.md "Continuous
 profiling"):
 
 Alloy (internal/component/pyroscope/scrape): any 2xx; a non-empty body;

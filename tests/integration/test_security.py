@@ -1,7 +1,7 @@
 """Security over real HTTP(S): the token (Bearer and Basic, on every route
 but healthz), no non-loopback address without it, HTTPS with a real
 certificate (curl, go tool pprof), the client allow-list, connection and
-header limits, slow clients, and the README's table of bad inputs — each row
+header limits, slow clients, and the table of bad inputs (docs/security.md) — each row
 is tried against a running agent and must get the answer the table says.
 Real processes: tests/host and tests/cpu/burn."""
 import os
@@ -261,7 +261,7 @@ def test_limits():
     p.stop()
 
 
-# The README's table of bad inputs: every row is run here.
+# The table of bad inputs in docs/security.md: every row is run here.
 BAD = [
     ("malformed query", "/debug/pprof/profile?seconds=abc", "GET", 400),
     ("huge seconds", "/debug/pprof/profile?seconds=999999", "GET", 400),
@@ -283,7 +283,7 @@ BAD = [
 
 
 def test_bad_inputs_table():
-    with open(os.path.join(SRC, "README.md")) as f:
+    with open(os.path.join(SRC, "docs", "security.md")) as f:
         readme = f.read()
     plain, port = burn({})
     tok, tport = burn({"PULLPROF_TOKEN": TOKEN})
@@ -304,7 +304,7 @@ def test_bad_inputs_table():
         r = curl(f"http://127.0.0.1:{target}{path}", *args)
         eq(r.status, want, f"{what}: {method.split(':')[0]} {path} -> {want}")
         row = re.search(r"^\| " + re.escape(what) + r" \|.*\| `?(\d{3})", readme, re.M)
-        ok(row and int(row.group(1)) == want, f"README's table says {want} for {what}",
+        ok(row and int(row.group(1)) == want, f"docs/security.md says {want} for {what}",
            row.group(0) if row else "no row")
     eq(curl(f"http://127.0.0.1:{port}/debug/pprof/healthz").status, 200,
        "the agent answers after every bad input")
