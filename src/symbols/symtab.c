@@ -270,7 +270,7 @@ void pp_symtab_release(struct pp_symtab *st)
 
 void pp_symtab_forget_in_child(void)
 {
-	/* A parent thread (the CPU builder, the lookup thread) may have held
+	/* A parent thread (the job pipeline's, the lookup thread) may have held
 	 * the lock at fork time, mid-update: the child starts over and leaves
 	 * the parent's cache to leak. Without this a child that started and
 	 * stopped an agent hung in pp_symtab_shutdown (test_safety.py, 200

@@ -293,8 +293,8 @@ def test_stop_during_window():
     t.join(10)
     ok(res.get("r") and res["r"].status in (0, 503), "the request ends",
        res.get("r"))
-    ok("pullprof-cpu" not in h.threads() and "pullprof-build" not in h.threads(),
-       "the CPU threads are joined")
+    ok("pullprof-cpu" not in h.threads() and "pullprof-jobs" not in h.threads(),
+       "the CPU collector and the job pipeline's thread are joined")
     port = h.start()
     r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1")
     eq(r.status, 200, "a profile after restart")
