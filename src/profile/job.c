@@ -204,10 +204,9 @@ static void render(struct pp_job *j)
 	j->len = len;
 	j->err = rc;
 	j->id = id;
-	/* Cancelled while rendering (released, or the agent stopping): the
-	 * answer is kept all the same; nobody may take it. */
-	if (j->state == JOB_RENDERING)
-		j->state = JOB_DONE;
+	/* A release while rendering left the state alone (cancel_locked):
+	 * the answer is kept all the same, and nobody takes it. */
+	j->state = JOB_DONE;
 	unlink_locked(j);
 	pthread_mutex_unlock(&pipeline.mu);
 	finish(j);
