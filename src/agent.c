@@ -194,19 +194,12 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 		    .max_pending = agent.cfg.v.max_heap_profiles,
 		};
 		rc = pp_heap_start(&heap, err, sizeof err);
-		if (rc) {
-			pp_log("not started: %s", err);
-			pp_config_free(&agent.cfg);
-			return rc;
-		}
+		if (rc)
+			goto fail;
 	}
 	rc = pp_jobs_start(err, sizeof err);
-	if (rc) {
-		pp_log("not started: %s", err);
-		pp_heap_stop();
-		pp_config_free(&agent.cfg);
-		return rc;
-	}
+	if (rc)
+		goto fail;
 	/* Published before the server answers: a request may come in as soon
 	 * as it listens, and its handler reads the agent's configuration. */
 	__atomic_store_n(&running, &agent, __ATOMIC_RELEASE);
@@ -215,15 +208,17 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	rc = agent.cfg.serve
 	         ? pp_server_start(&agent.cfg, &agent.srv, err, sizeof err)
 	         : 0;
-	if (rc) {
-		__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
-		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
-		pp_jobs_shutdown();
-		pp_heap_stop();
-		pp_config_free(&agent.cfg);
-		return rc;
-	}
+	if (rc)
+		goto fail;
 	return 0;
+fail:
+	/* Each stop is a no-op for what did not start. */
+	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
+	pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+	pp_jobs_shutdown();
+	pp_heap_stop();
+	pp_config_free(&agent.cfg);
+	return rc;
 }
 
 PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)

@@ -144,6 +144,10 @@ static const struct pp_render_opts pprof_opts = {
 struct capture {
 	struct pp_job_request rq;
 	struct pp_job *job;
+	/* The kind's checks against the running agent's settings, under the
+	 * lifecycle lock (NULL: none). */
+	int (*bounds)(const struct pp_agent *a, struct capture *c);
+	struct pp_cpu_query cpu; /* the CPU kind's query */
 };
 
 /* Under the lifecycle lock: the bounds come from the running agent, and a
@@ -151,17 +155,13 @@ struct capture {
 static int open_job(const struct pp_agent *a, void *arg)
 {
 	struct capture *c = arg;
-	struct pp_cpu_query *cpu = (struct pp_cpu_query *)c->rq.query;
 	unsigned retry = 0;
 	char err[300];
 
-	if (c->rq.producer == &pp_cpu_producer) {
-		if (cpu->seconds > a->cfg.v.max_seconds)
-			return -EINVAL;
-		if (cpu->hz == 0)
-			cpu->hz = a->cfg.v.cpu_hz;
-	}
-	int rc = pp_job_open(&c->rq, &c->job, &retry, err, sizeof err);
+	int rc = c->bounds ? c->bounds(a, c) : 0;
+	if (rc)
+		return rc;
+	rc = pp_job_open(&c->rq, &c->job, &retry, err, sizeof err);
 	/* -ESHUTDOWN (the pipeline stopping) cannot happen under the lock;
 	 * were it to, the agent is going away: cancelled. */
 	return rc == -ESHUTDOWN ? -ECANCELED : rc;
@@ -196,15 +196,27 @@ static int capture(int fd, struct capture *c)
 	return rc;
 }
 
+/* PULLPROF_MAX_SECONDS, and PULLPROF_CPU_HZ for hz 0. */
+static int cpu_bounds(const struct pp_agent *a, struct capture *c)
+{
+	if (c->cpu.seconds > a->cfg.v.max_seconds)
+		return -EINVAL;
+	if (c->cpu.hz == 0)
+		c->cpu.hz = a->cfg.v.cpu_hz;
+	return 0;
+}
+
 static int cpu_capture(int fd, unsigned seconds, unsigned hz)
 {
-	struct pp_cpu_query q = {.seconds = seconds, .hz = hz};
-	struct capture c = {.rq = {.producer = &pp_cpu_producer,
-	                           .query = &q,
-	                           .seconds = seconds}};
+	struct capture c = {
+	    .rq = {.producer = &pp_cpu_producer, .seconds = seconds},
+	    .bounds = cpu_bounds,
+	    .cpu = {.seconds = seconds, .hz = hz},
+	};
 
 	if (seconds == 0 || hz > 1000)
 		return -EINVAL;
+	c.rq.query = &c.cpu;
 	return capture(fd, &c);
 }
 

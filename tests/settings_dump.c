@@ -12,6 +12,14 @@
 #include "config.h"
 #include "http/routes.h"
 
+/* Print the array and free it. */
+static int print(struct json_object *all)
+{
+	puts(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PRETTY));
+	json_object_put(all);
+	return 0;
+}
+
 static int routes(void)
 {
 	struct json_object *all = json_object_new_array();
@@ -26,9 +34,7 @@ static int routes(void)
 		                       json_object_new_string(r->help));
 		json_object_array_add(all, o);
 	}
-	puts(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PRETTY));
-	json_object_put(all);
-	return 0;
+	return print(all);
 }
 
 int main(int argc, char **argv)
@@ -70,7 +76,5 @@ int main(int argc, char **argv)
 		                       json_object_new_string(s->help));
 		json_object_array_add(all, o);
 	}
-	puts(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PRETTY));
-	json_object_put(all);
-	return 0;
+	return print(all);
 }

@@ -50,9 +50,8 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 	int rc;
 
 	struct pp_cpu_window *w = calloc(1, sizeof *w);
-	struct pp_value_type period_type = {"cpu", "nanoseconds"};
-	if (w)
-		w->model = pp_profile_new(cpu_types, 2, &period_type,
+	if (w) /* the period is CPU time, the second value's type */
+		w->model = pp_profile_new(cpu_types, 2, &cpu_types[1],
 		                          (int64_t)(PP_NS_PER_SEC / q->hz));
 	if (!w || !w->model) {
 		free(w);

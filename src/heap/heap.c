@@ -164,14 +164,19 @@ static int heap_make(struct pp_job *job, struct pp_profile **out)
 /* ---- the producer ----------------------------------------------------------
  */
 
+static int heap_running(void)
+{
+	pthread_mutex_lock(&heap.mu);
+	int running = heap.running;
+	pthread_mutex_unlock(&heap.mu);
+	return running;
+}
+
 static int heap_start(struct pp_job *job, const void *query, char *err,
                       size_t errlen)
 {
 	const struct pp_heap_query *q = query;
-	pthread_mutex_lock(&heap.mu);
-	int running = heap.running;
-	pthread_mutex_unlock(&heap.mu);
-	if (!running) {
+	if (!heap_running()) {
 		snprintf(err, errlen,
 		         "heap profiling is off in this process: start it with "
 		         "PULLPROF_HEAP_RATE greater than 0");
@@ -207,10 +212,7 @@ static void heap_free(void *data)
  * nothing was loaded or unloaded). */
 static void heap_tick(void)
 {
-	pthread_mutex_lock(&heap.mu);
-	int running = heap.running;
-	pthread_mutex_unlock(&heap.mu);
-	if (running)
+	if (heap_running())
 		pp_unwind_refresh();
 }
 

@@ -212,15 +212,13 @@ static void render(struct pp_job *j)
 	finish(j);
 }
 
-/* Make a due job's model on this thread (a snapshot-shaped producer). */
+/* Make a due job's model on this thread (a snapshot-shaped producer). A
+ * job being rendered is this thread's alone: nobody else touches its
+ * model or error until it is done. */
 static void make(struct pp_job *j)
 {
-	struct pp_profile *p = NULL;
-	int rc = j->producer->make(j, &p);
-	pthread_mutex_lock(&pipeline.mu);
-	j->model = p;
-	j->err = rc;
-	pthread_mutex_unlock(&pipeline.mu);
+	j->model = NULL;
+	j->err = j->producer->make(j, &j->model);
 	render(j);
 }
 
@@ -351,10 +349,11 @@ int pp_job_open(const struct pp_job_request *rq, struct pp_job **out,
 	}
 
 	pthread_mutex_lock(&pipeline.mu);
+	unsigned open = j->kept ? 0 : count_locked(pr);
 	if (!pipeline.running || pipeline.stopping) {
 		snprintf(err, errlen, "the agent is stopping");
 		rc = -ESHUTDOWN;
-	} else if (!j->kept && count_locked(pr) >= pr->max_open) {
+	} else if (!j->kept && open >= pr->max_open) {
 		uint64_t first = UINT64_MAX;
 		for (struct pp_job *o = pipeline.jobs; o; o = o->next)
 			if (o->producer == pr && !o->kept && o->due_ns < first)
@@ -366,8 +365,7 @@ int pp_job_open(const struct pp_job_request *rq, struct pp_job **out,
 		snprintf(err, errlen,
 		         "%u %s are already running or being built (the most "
 		         "%s allows); retry in %u s",
-		         count_locked(pr), pr->what, pr->limit_setting,
-		         *retry_after);
+		         open, pr->what, pr->limit_setting, *retry_after);
 		rc = -EBUSY;
 	} else {
 		/* Listed before the producer starts, so that the limit counts
@@ -542,7 +540,7 @@ void pp_jobs_forget_in_child(void)
 	/* The parent's thread may have held these at fork time. */
 	pthread_mutex_init(&pipeline.mu, NULL);
 	pthread_cond_init(&pipeline.wake, NULL);
-	pipeline.jobs =
-	    NULL; /* left to leak: their requests are the parent's */
+	/* Left to leak: their requests are the parent's. */
+	pipeline.jobs = NULL;
 	pipeline.running = pipeline.stopping = 0;
 }

@@ -22,9 +22,9 @@
  *    at once, or `seconds` after the open for a delta), on the pipeline's
  *    thread.
  *
- * One thread, "pullprof-jobs", started with the first job, makes, renders
- * and watches clients. One lock guards the job list; producer hooks and
- * done callbacks run without it.
+ * One thread, "pullprof-jobs", started with the agent, makes, renders,
+ * watches clients and runs the producers' ticks. One lock guards the job list;
+ * producer hooks and done callbacks run without it.
  *
  * Errors, here and in every caller (the HTTP status they become):
  *   -EBUSY      the producer's limit is reached; *retry_after says when a
