@@ -177,9 +177,7 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	agent.autostarted = autostarted;
 
 	struct pp_cpu_settings cpu = {
-	    .unwind = strcmp(agent.cfg.v.unwind, "fp") == 0
-	                  ? PP_UNWIND_FP
-	                  : PP_UNWIND_LIBUNWIND,
+	    .unwind = pp_unwind_mode_parse(agent.cfg.v.unwind),
 	    .max_depth = agent.cfg.v.max_depth,
 	    .max_windows = agent.cfg.v.max_cpu_windows,
 	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,

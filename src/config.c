@@ -47,8 +47,10 @@ const struct pp_setting pp_settings[] = {
      NULL, PP_MIN_DEPTH, PP_MAX_DEPTH, NULL, "frames",
      "deepest stack recorded, in frames"},
     {"unwind", "PULLPROF_UNWIND", PP_SETTING_STRING, OFF(unwind), 0,
-     "libunwind", 0, 0, "libunwind|fp", "",
-     "stack unwinding: libunwind (DWARF CFI) or fp"},
+     "dwarf", 0, 0, "dwarf|libunwind|fp", "",
+     "stack unwinding in the CPU profiler: dwarf (compact tables made from "
+     "DWARF CFI, libunwind where they cannot say), libunwind (every frame) "
+     "or fp (frame pointers)"},
     {"heap_rate", "PULLPROF_HEAP_RATE", PP_SETTING_UINT, OFF(heap_rate),
      512 * 1024, NULL, 0, 1u << 30, NULL, "bytes",
      "heap profile: mean bytes allocated between samples (0 = off, 1 = "

@@ -109,8 +109,7 @@ static void finish_model(struct pp_cpu_window *w)
 	snprintf(note, sizeof note,
 	         "pullprof %s: %u Hz asked, sampled every %u ns, %s unwinding",
 	         PACKAGE_VERSION, w->hz, period,
-	         pp_cpu.settings.unwind == PP_UNWIND_FP ? "frame-pointer"
-	                                                : "libunwind");
+	         pp_unwind_mode_name(pp_cpu.settings.unwind));
 	pp_profile_add_comment(p, note);
 	if (p->over_limit) {
 		snprintf(
@@ -236,7 +235,7 @@ int pp_collector_start(char *err, size_t errlen)
 	__atomic_store_n(&pp_sampler.unwind, pp_cpu.settings.unwind,
 	                 __ATOMIC_RELAXED);
 	if (!pp_cpu.unwind_ready &&
-	    pp_cpu.settings.unwind == PP_UNWIND_LIBUNWIND) {
+	    pp_cpu.settings.unwind != PP_UNWIND_FP) {
 		rc = pp_unwind_init();
 		if (rc) {
 			snprintf(err, errlen, "cannot set up stack unwinding");

@@ -66,6 +66,7 @@ struct pp_cpu_stats {
 	uint64_t handler_buckets[PP_CPU_HANDLER_BUCKETS + 1]; /* see above */
 	size_t ring_capacity, ring_high_water;
 	size_t unwind_images;
+	enum pp_unwind_mode unwind_mode;
 };
 void pp_cpu_stats(struct pp_cpu_stats *out);
 

@@ -4,6 +4,7 @@
 #define PP_SAMPLER_H
 
 #include <signal.h>
+#include <sys/types.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -27,5 +28,10 @@ struct pp_sampler_shared {
 extern struct pp_sampler_shared pp_sampler;
 
 void pp_sampler_handler(int sig, siginfo_t *si, void *uc);
+
+/* Hot context: the calling thread's kernel id, cached in TLS. */
+pid_t pp_sampler_tid(void);
+/* In a forked child, on the thread that forked: its id changed. */
+void pp_sampler_forget_tid(void);
 
 #endif

@@ -201,7 +201,7 @@ void pp_timers_start(unsigned hz, enum pp_unwind_mode unwind)
 	struct sigaction sa;
 
 	/* Libraries may have come and gone since the last window. */
-	if (unwind == PP_UNWIND_LIBUNWIND)
+	if (unwind != PP_UNWIND_FP)
 		pp_unwind_refresh();
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = pp_sampler_handler;

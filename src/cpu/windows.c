@@ -18,7 +18,7 @@
 struct pp_cpu_state pp_cpu = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
-    .settings = {PP_UNWIND_LIBUNWIND, 128, 8, 0},
+    .settings = {PP_UNWIND_DWARF, 128, 8, 0},
 };
 
 static const struct pp_value_type cpu_types[] = {{"samples", "count"},
@@ -177,6 +177,7 @@ void pp_cpu_shutdown(void)
 
 void pp_cpu_forget_in_child(void)
 {
+	pp_sampler_forget_tid();
 	atomic_store(&pp_sampler.active, 0);
 	/* A parent thread inside the handler at fork time counted itself in
 	 * and never counts out here: pp_cpu_shutdown's wait for handlers to
@@ -228,4 +229,5 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 		o->handler_buckets[i] = atomic_load_explicit(
 		    &s->handler_buckets[i], memory_order_relaxed);
 	o->unwind_images = pp_unwind_images();
+	o->unwind_mode = pp_cpu.settings.unwind;
 }

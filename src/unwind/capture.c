@@ -6,11 +6,12 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "unwind/frames.h"
 #include "unwind/registry.h"
 
 /* Where valgrind's header is at hand, the stacks below are declared to it
@@ -26,45 +27,6 @@
 #define VALGRIND_STACK_REGISTER(lo, hi) ((void)(lo), (void)(hi), 0u)
 #endif
 #include "unwind/unwind.h"
-
-/* Read n bytes at addr without risking a fault: the kernel checks the
- * mapping for us. */
-static int safe_read(uintptr_t addr, void *out, size_t n)
-{
-	struct iovec local = {out, n};
-	struct iovec remote = {(void *)addr, n};
-	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
-	               (ssize_t)n
-	           ? 0
-	           : -1;
-}
-
-static unsigned capture_fp(const ucontext_t *uc, uintptr_t *pcs, unsigned max,
-                           int *why)
-{
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	unsigned n = 0;
-
-	pcs[n++] = pc;
-	while (n < max) {
-		uintptr_t frame[2]; /* saved fp, return address */
-		/* A frame pointer chain climbs the stack: each frame above the
-		 * last, aligned, and not absurdly far (a corrupt chain stops).
-		 */
-		if (fp < sp || fp & 7 || fp - sp > (64u << 20) ||
-		    safe_read(fp, frame, sizeof frame))
-			break;
-		if (frame[1] == 0)
-			return n;
-		pcs[n++] = frame[1];
-		sp = fp + sizeof frame;
-		fp = frame[0];
-	}
-	*why = n == max ? PP_UNWIND_TRUNCATED : PP_UNWIND_FAILED;
-	return n;
-}
 
 /*
  * Walk outwards from the cursor's frame, stepping only from code whose
@@ -320,19 +282,63 @@ static unsigned capture_libunwind_own_stack(ucontext_t *uc, uintptr_t *pcs,
 #endif
 }
 
+static _Atomic uint64_t compact_walks, fallbacks;
+
+uint64_t pp_unwind_compact(void)
+{
+	return atomic_load_explicit(&compact_walks, memory_order_relaxed);
+}
+
+uint64_t pp_unwind_fallbacks(void)
+{
+	return atomic_load_explicit(&fallbacks, memory_order_relaxed);
+}
+
+uint64_t pp_unwind_stack_checks(void)
+{
+	return pp_frames_stack_checks();
+}
+
 unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
                            uintptr_t *pcs, unsigned max, int *why)
 {
 	*why = PP_UNWIND_OK;
 	if (mode == PP_UNWIND_FP)
-		return capture_fp(ucontext, pcs, max, why);
+		return pp_frames_walk_fp(ucontext, pcs, max, why);
 	/* A handler may interrupt a capture of its own thread: keep the
 	 * guard as it was. */
 	int guarded = pp_unwind_guard;
 	pp_unwind_guard = 1;
 	pp_registry_enter();
-	unsigned n = capture_libunwind_own_stack(ucontext, pcs, max, why);
+	int n = -1;
+	if (mode == PP_UNWIND_DWARF) {
+		n = pp_frames_walk(ucontext, pcs, max, why);
+		atomic_fetch_add_explicit(n >= 0 ? &compact_walks : &fallbacks,
+		                          1, memory_order_relaxed);
+	}
+	if (n < 0) {
+		*why = PP_UNWIND_OK;
+		n = (int)capture_libunwind_own_stack(ucontext, pcs, max, why);
+	}
 	pp_registry_leave();
 	pp_unwind_guard = guarded;
-	return n;
+	return (unsigned)n;
+}
+
+enum pp_unwind_mode pp_unwind_mode_parse(const char *name)
+{
+	if (!strcmp(name, "fp"))
+		return PP_UNWIND_FP;
+	if (!strcmp(name, "libunwind"))
+		return PP_UNWIND_LIBUNWIND;
+	return PP_UNWIND_DWARF;
+}
+
+const char *pp_unwind_mode_name(enum pp_unwind_mode mode)
+{
+	switch (mode) {
+	case PP_UNWIND_FP: return "frame-pointer";
+	case PP_UNWIND_LIBUNWIND: return "libunwind";
+	default: return "dwarf";
+	}
 }

@@ -20,11 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unwind/frames.h"
 #include "unwind/registry.h"
 #include "unwind/unwind.h"
 
 struct range {
 	uintptr_t lo, hi;
+	const struct pp_frame_table *frames; /* NULL: libunwind only */
 };
 
 struct range_set {
@@ -38,6 +40,7 @@ struct image {
 	uintptr_t table;  /* its search table, and the number of entries */
 	size_t count;
 	unw_dyn_info_t *di;
+	struct pp_frame_table *frames;
 	int seen;
 };
 
@@ -73,14 +76,14 @@ void pp_registry_leave(void)
 	atomic_fetch_sub_explicit(&readers, 1, memory_order_release);
 }
 
-int pp_registry_covers(uintptr_t ip)
+static const struct range *find(uintptr_t ip)
 {
 	if (atomic_load_explicit(&unloading, memory_order_acquire))
-		return 0;
+		return NULL;
 	const struct range_set *s =
 	    atomic_load_explicit(&published, memory_order_acquire);
 	if (!s)
-		return 0;
+		return NULL;
 	size_t lo = 0, hi = s->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -89,9 +92,21 @@ int pp_registry_covers(uintptr_t ip)
 		else if (ip >= s->r[mid].hi)
 			lo = mid + 1;
 		else
-			return 1;
+			return &s->r[mid];
 	}
-	return 0;
+	return NULL;
+}
+
+int pp_registry_covers(uintptr_t ip)
+{
+	return find(ip) != NULL;
+}
+
+const struct pp_frame_table *pp_registry_table(uintptr_t ip, int *covered)
+{
+	const struct range *r = find(ip);
+	*covered = r != NULL;
+	return r ? r->frames : NULL;
 }
 
 static void retire(void *p)
@@ -197,7 +212,8 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		sc->found = v;
 		sc->cap = cap;
 	}
-	sc->found[sc->n++] = (struct image){hdr, lo, hi, table, count, NULL, 0};
+	sc->found[sc->n++] =
+	    (struct image){hdr, lo, hi, table, count, NULL, NULL, 0};
 	return 0;
 }
 
@@ -277,6 +293,10 @@ static void refresh_locked(void)
 		_U_dyn_register(di);
 		images[nimages] = sc.found[k];
 		images[nimages].di = di;
+		images[nimages].frames =
+		    pp_frames_build(sc.found[k].hdr, sc.found[k].table,
+		                    sc.found[k].count, sc.found[k].lo,
+		                    sc.found[k].hi);
 		images[nimages].seen = 1;
 		nimages++;
 	}
@@ -288,6 +308,7 @@ static void refresh_locked(void)
 		}
 		_U_dyn_cancel(images[i].di);
 		retire(images[i].di);
+		retire(images[i].frames);
 		images[i] = images[--nimages];
 	}
 	free(sc.found);
@@ -297,7 +318,8 @@ static void refresh_locked(void)
 	if (set) {
 		set->n = nimages;
 		for (size_t i = 0; i < nimages; i++)
-			set->r[i] = (struct range){images[i].lo, images[i].hi};
+			set->r[i] = (struct range){images[i].lo, images[i].hi,
+			                           images[i].frames};
 		qsort(set->r, set->n, sizeof set->r[0], cmp_range);
 		retire(atomic_exchange_explicit(&published, set,
 		                                memory_order_acq_rel));
@@ -371,6 +393,7 @@ void pp_unwind_shutdown(void)
 	for (size_t i = 0; i < nimages; i++) {
 		_U_dyn_cancel(images[i].di);
 		retire(images[i].di);
+		retire(images[i].frames);
 	}
 	nimages = 0;
 	retire(atomic_exchange(&published, NULL));
@@ -443,4 +466,21 @@ size_t pp_unwind_images(void)
 	size_t n = nimages;
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+void pp_unwind_table_stats(struct pp_unwind_table_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < nimages; i++) {
+		const struct pp_frame_table *t = images[i].frames;
+		if (!t) {
+			out->images_without++;
+			continue;
+		}
+		out->rows += t->n;
+		out->unsupported_rows += t->unsupported;
+		out->bytes += sizeof *t + t->n * sizeof t->rows[0];
+	}
+	pthread_mutex_unlock(&lock);
 }

@@ -11,6 +11,10 @@ void pp_registry_enter(void);
 void pp_registry_leave(void);
 /* Is ip in the code of an image whose unwind table libunwind has? */
 int pp_registry_covers(uintptr_t ip);
+/* The same question, and that image's compact frame table (NULL when it
+ * has none: libunwind must unwind there). */
+struct pp_frame_table;
+const struct pp_frame_table *pp_registry_table(uintptr_t ip, int *covered);
 /* Agent or host context: an image is about to be unloaded (dlclose); until
  * the next refresh no unwind table is trusted. */
 void pp_registry_unloading(void);

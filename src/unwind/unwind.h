@@ -16,7 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum pp_unwind_mode { PP_UNWIND_LIBUNWIND, PP_UNWIND_FP };
+/* DWARF: the compact frame tables (frames.h), libunwind for the frames
+ * they cannot describe; LIBUNWIND: libunwind for every frame; FP: the frame
+ * pointer chain. */
+enum pp_unwind_mode { PP_UNWIND_DWARF, PP_UNWIND_LIBUNWIND, PP_UNWIND_FP };
+
+/* The mode a PULLPROF_UNWIND value names, and back. */
+enum pp_unwind_mode pp_unwind_mode_parse(const char *name);
+const char *pp_unwind_mode_name(enum pp_unwind_mode mode);
 
 enum pp_unwind_result {
 	PP_UNWIND_OK = 0,
@@ -63,5 +70,17 @@ void pp_unwind_shutdown(void);
 
 /* Number of images registered (for status). */
 size_t pp_unwind_images(void);
+
+/* The compact frame tables (for status). */
+struct pp_unwind_table_stats {
+	size_t rows, unsupported_rows, bytes;
+	size_t images_without; /* images left to libunwind entirely */
+};
+void pp_unwind_table_stats(struct pp_unwind_table_stats *out);
+/* Hot-context counters: captures walked by the compact tables alone, and
+ * those handed to libunwind at a frame the tables cannot describe. */
+uint64_t pp_unwind_compact(void);
+uint64_t pp_unwind_fallbacks(void);
+uint64_t pp_unwind_stack_checks(void);
 
 #endif

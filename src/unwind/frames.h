@@ -1,0 +1,85 @@
+/*
+ * Compact frame tables: each image's DWARF call-frame information (.eh_frame)
+ * turned once, in agent context, into a sorted array of rows "from this pc
+ * on, the caller's frame is found so": the CFA as rsp or rbp plus an offset,
+ * where rbp was saved, and the return address at CFA-8 (x86-64). The SIGPROF
+ * handler then unwinds a frame with one binary search and two loads, no
+ * DWARF interpretation, no lock and no system call (frames.c: pp_frames_walk).
+ *
+ * What a row cannot say — a CFA computed by an expression other than the
+ * PLT's, a CFA in another register, rbp kept in another register — is a row
+ * of kind UNSUPPORTED: the walk then hands the whole capture to libunwind,
+ * which reads the DWARF itself, and counts it (status: unwind.fallbacks).
+ */
+#ifndef PP_FRAMES_H
+#define PP_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum pp_frame_kind {
+	PP_FRAME_END = 0,         /* no call-frame information here */
+	PP_FRAME_CFA_RSP = 1,     /* CFA = rsp + off */
+	PP_FRAME_CFA_RBP = 2,     /* CFA = rbp + off */
+	PP_FRAME_PLT = 3,         /* a lazy-binding PLT entry (see frames.c) */
+	PP_FRAME_SIGNAL = 4,      /* a signal trampoline: a ucontext at rsp */
+	PP_FRAME_UNSUPPORTED = 5, /* libunwind has to do this one */
+	PP_FRAME_OUTERMOST = 6,   /* return address undefined: the stack ends */
+};
+
+/* A row's rule in 32 bits: kind in bits 0-2; bits 3-10 where rbp was saved
+ * (at CFA - 8 * k; 0: rbp unchanged), for PLT the low-nibble threshold;
+ * bits 11-31 the CFA offset. */
+#define PP_FRAME_KIND(r) ((enum pp_frame_kind)((r)&7u))
+#define PP_FRAME_RBP(r) (((r) >> 3) & 0xffu)
+#define PP_FRAME_OFF(r) ((r) >> 11)
+#define PP_FRAME_RULE(kind, rbp, off)                                         \
+	((uint32_t)(kind) | ((uint32_t)(rbp) << 3) | ((uint32_t)(off) << 11))
+#define PP_FRAME_MAX_OFF ((1u << 21) - 1)
+
+struct pp_frame_row {
+	uint32_t pc; /* offset from the table's base */
+	uint32_t rule;
+};
+
+struct pp_frame_table {
+	uintptr_t base; /* the image's lowest code address */
+	size_t n;
+	size_t unsupported; /* rows of kind UNSUPPORTED */
+	size_t fdes;
+	struct pp_frame_row rows[];
+};
+
+/* Agent context. Build the table of an image from its .eh_frame_hdr at
+ * `hdr` (search table at `table`, `count` entries), code in [lo, hi). The
+ * image's memory is read with checked copies: an image unloaded meanwhile
+ * gives NULL, never a fault. NULL also when the tables are not understood
+ * (the image is then left to libunwind). Free with free(). */
+struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
+                                       size_t count, uintptr_t lo,
+                                       uintptr_t hi);
+
+/* Hot context: the rule for pc (an address inside the table's image). */
+uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc);
+
+/* Hot/unsafe context: capture the interrupted stack of a signal's ucontext
+ * through the compact tables (unwind.h's pp_unwind_capture contract).
+ * Returns -1 when a frame needs libunwind (nothing is counted then; the
+ * caller captures again with libunwind). */
+int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why);
+
+/* Hot/unsafe context: the interrupted stack of a signal's ucontext by
+ * frame-pointer chain, with the same checked reads (no system call per
+ * frame). */
+unsigned pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max,
+                           int *why);
+
+/* Host context, in a thread that starts (thread_start.c): its stack is
+ * [lo, hi), so the walk need not check it page by page. */
+void pp_frames_set_stack(uintptr_t lo, uintptr_t hi);
+
+/* For status: system calls spent checking stack pages (a thread's first
+ * samples, or a deeper stack than before). */
+uint64_t pp_frames_stack_checks(void);
+
+#endif

@@ -1,0 +1,289 @@
+/*
+ * deep: CPU work at known stack depths and in short-lived threads, for the
+ * unwinding and thread-lifetime tests and benchmarks. Built without frame
+ * pointers (-fomit-frame-pointer), so stacks are only walkable with DWARF
+ * CFI. Starts the agent on PULLPROF_LISTEN and prints "port N".
+ *
+ *   deep depth D THREADS      THREADS threads each descend D frames
+ *                             (deep_even/deep_odd alternating, every third
+ *                             frame with a variable-length array so its
+ *                             CFA is rbp-based) and spin in deep_leaf;
+ *                             prints "ready" once all are down there.
+ *   deep short LIFETIME_US CONCURRENCY SECONDS
+ *                             after a line on stdin, keeps CONCURRENCY
+ *                             threads alive for SECONDS, each burning
+ *                             LIFETIME_US of its own CPU in short_work()
+ *                             and exiting; prints "cpu_ms C threads N":
+ *                             the CPU those threads used, their number.
+ *   deep fixed D THREADS UNITS
+ *                             after a line on stdin, THREADS threads each
+ *                             do UNITS units of work at depth D; prints
+ *                             "units U cpu_ms C": the work done and the CPU
+ *                             the threads used for it.
+ *   deep threads N            N threads blocked on a condition variable
+ *                             and one busy in deep_leaf; prints "ready".
+ *
+ * Every mode then runs until its stdin is closed.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pullprof.h>
+
+static volatile uint64_t sink;
+static volatile int stop_spinning;
+static int ready_count;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+
+#define KEEP __attribute__((noinline, noclone, used))
+
+KEEP uint64_t deep_leaf(uint64_t x);
+KEEP uint64_t deep_even(int n, uint64_t x);
+KEEP uint64_t deep_odd(int n, uint64_t x);
+
+/* Units of work each thread does in deep_leaf in "fixed" mode (0: spin
+ * until the process ends). */
+static long leaf_units;
+static _Atomic long units_done;
+
+uint64_t deep_leaf(uint64_t x)
+{
+	long n = 0;
+	while (!__atomic_load_n(&stop_spinning, __ATOMIC_RELAXED) &&
+	       (!leaf_units || n++ < leaf_units))
+		for (int k = 0; k < 1000; k++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+	if (leaf_units)
+		units_done += leaf_units;
+	return x;
+}
+
+static void arrived(void)
+{
+	pthread_mutex_lock(&lock);
+	ready_count++;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+/* The arithmetic after each call keeps it from being a tail call, so
+ * every level is a real frame. */
+uint64_t deep_even(int n, uint64_t x)
+{
+	if (n <= 0) {
+		arrived();
+		return deep_leaf(x);
+	}
+	if (n % 3 == 0) {
+		/* A variable-length array: this frame's CFA is rbp-based. */
+		volatile char pad[16 + (x & 15)];
+		pad[0] = (char)x;
+		return deep_odd(n - 1, x + (uint64_t)pad[0]) * 3 + 1;
+	}
+	return deep_odd(n - 1, x + 1) * 3 + 1;
+}
+
+uint64_t deep_odd(int n, uint64_t x)
+{
+	if (n <= 0) {
+		arrived();
+		return deep_leaf(x);
+	}
+	if (n % 3 == 0) {
+		volatile char pad[24 + (x & 7)];
+		pad[0] = (char)x;
+		return deep_even(n - 1, x ^ (uint64_t)pad[0]) * 5 + 2;
+	}
+	return deep_even(n - 1, x ^ 1) * 5 + 2;
+}
+
+static int depth;
+
+static _Atomic uint64_t fixed_cpu_ns;
+static uint64_t thread_cpu_ns(void);
+
+static void *descender(void *arg)
+{
+	pthread_setname_np(pthread_self(), "deep-worker");
+	/* depth counts the deep_* frames: deep_leaf and depth - 1 above. */
+	sink += deep_even(depth - 1, (uintptr_t)arg + 88172645463325252ULL);
+	fixed_cpu_ns += thread_cpu_ns();
+	return NULL;
+}
+
+static void wait_ready(int n)
+{
+	pthread_mutex_lock(&lock);
+	while (ready_count < n)
+		pthread_cond_wait(&cond, &lock);
+	pthread_mutex_unlock(&lock);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t lifetime_ns;
+static _Atomic uint64_t short_cpu_ns, short_threads;
+
+KEEP uint64_t short_work(uint64_t x);
+
+uint64_t short_work(uint64_t x)
+{
+	uint64_t start = thread_cpu_ns();
+	do {
+		for (int k = 0; k < 200; k++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+	} while (thread_cpu_ns() - start < lifetime_ns);
+	return x;
+}
+
+static void *short_thread(void *arg)
+{
+	sink += short_work((uintptr_t)arg + 1);
+	/* Everything this thread used, the start-up included. */
+	short_cpu_ns += thread_cpu_ns();
+	short_threads++;
+	return NULL;
+}
+
+static void *idler(void *arg)
+{
+	(void)arg;
+	arrived();
+	pthread_mutex_lock(&lock);
+	while (!stop_spinning)
+		pthread_cond_wait(&cond, &lock);
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+static void wait_stdin_closed(void)
+{
+	char buf[256];
+	while (fgets(buf, sizeof buf, stdin))
+		;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: deep depth D THREADS | deep short "
+		                "LIFETIME_US CONCURRENCY SECONDS | deep threads "
+		                "N\n");
+		return 2;
+	}
+	int rc = pullprof_start(NULL);
+	if (rc) {
+		fprintf(stderr, "deep: %s\n", pullprof_strerror(rc));
+		return 1;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("port %d\n", pullprof_port());
+
+	if (!strcmp(argv[1], "depth") && argc == 4) {
+		depth = atoi(argv[2]);
+		int n = atoi(argv[3]);
+		if (depth < 1 || n < 1)
+			return 2;
+		for (int i = 0; i < n; i++) {
+			pthread_t t;
+			pthread_create(&t, NULL, descender, (void *)(uintptr_t)i);
+			pthread_detach(t);
+		}
+		wait_ready(n);
+		printf("ready\n");
+	} else if (!strcmp(argv[1], "short") && argc == 5) {
+		lifetime_ns = (uint64_t)atol(argv[2]) * 1000u;
+		int conc = atoi(argv[3]), seconds = atoi(argv[4]);
+		char line[64];
+		if (conc < 1 || conc > 64 || seconds < 1 ||
+		    !fgets(line, sizeof line, stdin))
+			return 2;
+		pthread_t t[64];
+		struct timespec end;
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += seconds;
+		uintptr_t seq = 0;
+		for (int i = 0; i < conc; i++)
+			pthread_create(&t[i], NULL, short_thread, (void *)seq++);
+		for (;;) {
+			struct timespec now;
+			for (int i = 0; i < conc; i++) {
+				pthread_join(t[i], NULL);
+				clock_gettime(CLOCK_MONOTONIC, &now);
+				if (now.tv_sec > end.tv_sec ||
+				    (now.tv_sec == end.tv_sec &&
+				     now.tv_nsec >= end.tv_nsec)) {
+					for (int j = i + 1; j < conc; j++)
+						pthread_join(t[j], NULL);
+					goto done;
+				}
+				pthread_create(&t[i], NULL, short_thread,
+				               (void *)seq++);
+			}
+		}
+	done:
+		printf("cpu_ms %.3f threads %llu\n", (double)short_cpu_ns / 1e6,
+		       (unsigned long long)short_threads);
+	} else if (!strcmp(argv[1], "fixed") && argc == 5) {
+		depth = atoi(argv[2]);
+		int n = atoi(argv[3]);
+		leaf_units = atol(argv[4]);
+		char line[64];
+		if (depth < 1 || n < 1 || n > 64 || leaf_units < 1 ||
+		    !fgets(line, sizeof line, stdin))
+			return 2;
+		pthread_t t[64];
+		for (int i = 0; i < n; i++)
+			pthread_create(&t[i], NULL, descender, (void *)(uintptr_t)i);
+		for (int i = 0; i < n; i++)
+			pthread_join(t[i], NULL);
+		printf("units %ld cpu_ms %.3f\n", (long)units_done,
+		       (double)fixed_cpu_ns / 1e6);
+	} else if (!strcmp(argv[1], "threads") && argc == 3) {
+		int n = atoi(argv[2]);
+		if (n < 0)
+			return 2;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, 64 * 1024);
+		for (int i = 0; i < n; i++) {
+			pthread_t t;
+			if (pthread_create(&t, &attr, idler, NULL) == 0)
+				pthread_detach(t);
+			else
+				arrived();
+		}
+		depth = 3;
+		pthread_t t;
+		pthread_create(&t, NULL, descender, NULL);
+		pthread_detach(t);
+		wait_ready(n + 1);
+		printf("ready\n");
+	} else {
+		fprintf(stderr, "deep: bad arguments\n");
+		return 2;
+	}
+	wait_stdin_closed();
+	pullprof_stop();
+	return 0;
+}
