@@ -58,7 +58,7 @@ int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = -pthread_create(t, NULL, fn, arg);
+	int rc = -pp_real_pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!rc)
 		pthread_setname_np(*t, name);

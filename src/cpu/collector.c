@@ -39,8 +39,8 @@ uint64_t pp_cpu_lost_now(void)
 
 static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec)
 {
-	/* The ring holds at most PP_MAX_DEPTH frames, plus one synthetic. */
-	uintptr_t pcs[PP_MAX_DEPTH + 1];
+	/* The ring holds at most PP_MAX_DEPTH frames, plus two synthetic. */
+	uintptr_t pcs[PP_MAX_DEPTH + 2];
 	size_t depth = rec->depth;
 	struct pp_profile *p = w->model;
 
@@ -48,9 +48,16 @@ static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec)
 	if (depth == 0)
 		pcs[depth++] = pp_profile_synthetic_pc(
 		    p, "[pullprof: stack not captured]");
-	else if (rec->truncated)
+	else if (rec->flags & PP_REC_TRUNCATED)
 		pcs[depth++] =
 		    pp_profile_synthetic_pc(p, "[pullprof: stack truncated]");
+	if (rec->flags & PP_REC_EXIT) {
+		/* Its own leaf: where in the start routine is not known. */
+		memmove(pcs + 1, pcs, depth * sizeof *pcs);
+		pcs[0] = pp_profile_synthetic_pc(
+		    p, "[pullprof: CPU after the thread's last tick]");
+		depth++;
+	}
 	if (pcs[depth - 1] == 0)
 		return; /* out of memory for the synthetic frame */
 	int64_t v[2] = {rec->weight, (int64_t)rec->weight * rec->period_ns};
@@ -205,7 +212,8 @@ static void *collector(void *unused)
 				pp_unwind_refresh();
 			}
 			last_scan = now;
-		}
+		} else if (pp_timers_hz())
+			pp_timers_adopt();
 		deliver(finished);
 		pthread_mutex_lock(&pp_cpu.mu);
 	}
@@ -234,8 +242,7 @@ int pp_collector_start(char *err, size_t errlen)
 	 * earlier window still armed): an atomic store. */
 	__atomic_store_n(&pp_sampler.unwind, pp_cpu.settings.unwind,
 	                 __ATOMIC_RELAXED);
-	if (!pp_cpu.unwind_ready &&
-	    pp_cpu.settings.unwind != PP_UNWIND_FP) {
+	if (!pp_cpu.unwind_ready && pp_cpu.settings.unwind != PP_UNWIND_FP) {
 		rc = pp_unwind_init();
 		if (rc) {
 			snprintf(err, errlen, "cannot set up stack unwinding");

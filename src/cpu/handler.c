@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cpu/sampler.h"
+#include "cpu/timers.h"
 #include "labels/labels.h"
 #include "util/clock.h"
 
@@ -62,6 +64,9 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	uint32_t weight = 1;
 	if (si->si_code == SI_TIMER && si->si_overrun > 0)
 		weight += (uint32_t)si->si_overrun;
+	if (si->si_code == SI_TIMER &&
+	    si->si_value.sival_int == PP_START_TIMER_MARK)
+		pp_thread_start_delivered(weight);
 
 	struct pp_ring_rec *rec = pp_ring_claim(&s->ring, &pos);
 	if (!rec) {
@@ -72,7 +77,7 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	rec->depth = (uint16_t)pp_unwind_capture(
 	    uc, __atomic_load_n(&s->unwind, __ATOMIC_RELAXED), rec->pcs,
 	    s->ring.max_depth, &why);
-	rec->truncated = why == PP_UNWIND_TRUNCATED;
+	rec->flags = why == PP_UNWIND_TRUNCATED ? PP_REC_TRUNCATED : 0;
 	rec->tid = (uint32_t)pp_sampler_tid();
 	rec->labels = pp_labels_current();
 	rec->weight = weight;
@@ -108,4 +113,36 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 out:
 	atomic_fetch_sub_explicit(&s->inside, 1, memory_order_release);
 	errno = saved;
+}
+
+void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
+                            uint32_t period_ns)
+{
+	struct pp_sampler_shared *s = &pp_sampler;
+	size_t pos;
+
+	atomic_fetch_add_explicit(&s->inside, 1, memory_order_acq_rel);
+	if (!atomic_load_explicit(&s->active, memory_order_acquire))
+		goto out;
+	struct pp_ring_rec *rec = pp_ring_claim(&s->ring, &pos);
+	if (!rec) {
+		count(&s->dropped_ring_full, weight);
+		goto out;
+	}
+	if (n > s->ring.max_depth)
+		n = s->ring.max_depth;
+	memcpy(rec->pcs, pcs, n * sizeof *pcs);
+	rec->depth = (uint16_t)n;
+	rec->flags = PP_REC_EXIT;
+	rec->tid = (uint32_t)pp_sampler_tid();
+	rec->labels = pp_labels_current();
+	rec->weight = weight;
+	rec->period_ns = period_ns;
+	rec->time_ns = pp_clock_ns(CLOCK_MONOTONIC);
+	pp_ring_publish(&s->ring, pos);
+	count(&s->samples, 1);
+	count(&s->weighted, weight);
+	count(&s->exit_remainders, weight);
+out:
+	atomic_fetch_sub_explicit(&s->inside, 1, memory_order_release);
 }

@@ -12,15 +12,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A record's flags: the stack went deeper than max_depth; the record is
+ * the CPU a thread used between its last timer tick and its exit (pcs: its
+ * start routine and what called it; thread_start.c). */
+#define PP_REC_TRUNCATED 1u
+#define PP_REC_EXIT 2u
+
 struct pp_ring_rec {
 	uint64_t time_ns; /* CLOCK_MONOTONIC when taken */
 	uint32_t tid;
 	uint32_t weight;    /* 1 + timer overruns */
 	uint32_t period_ns; /* the timer period when taken */
 	uint16_t depth;
-	uint16_t truncated; /* the stack went deeper than max_depth */
-	uint32_t labels;    /* the thread's label set (labels/labels.h) */
-	uintptr_t pcs[];    /* leaf first, max_depth of them */
+	uint16_t flags;  /* PP_REC_* */
+	uint32_t labels; /* the thread's label set (labels/labels.h) */
+	uintptr_t pcs[]; /* leaf first, max_depth of them */
 };
 
 struct pp_ring {

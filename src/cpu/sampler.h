@@ -4,9 +4,9 @@
 #define PP_SAMPLER_H
 
 #include <signal.h>
-#include <sys/types.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cpu/cpu.h"
 #include "cpu/ring.h"
@@ -20,6 +20,8 @@ struct pp_sampler_shared {
 	struct pp_ring ring;
 	_Atomic uint64_t samples, weighted;
 	_Atomic uint64_t dropped_ring_full;
+	/* Periods charged at thread exit (pp_sampler_record_exit). */
+	_Atomic uint64_t exit_remainders;
 	_Atomic uint64_t unwind_truncated, unwind_unknown_code, unwind_failed;
 	_Atomic uint64_t handler_calls, handler_ns_total, handler_ns_max;
 	_Atomic uint64_t handler_buckets[PP_CPU_HANDLER_BUCKETS + 1];
@@ -28,6 +30,15 @@ struct pp_sampler_shared {
 extern struct pp_sampler_shared pp_sampler;
 
 void pp_sampler_handler(int sig, siginfo_t *si, void *uc);
+
+/* Host context, a thread ending (thread_start.c): record the CPU it used
+ * after its last timer tick, `weight` periods of period_ns, at the stack
+ * pcs (leaf first). */
+void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
+                            uint32_t period_ns);
+/* Hot context: the signal came from the calling thread's own start timer
+ * (thread_start.c counts what it delivered). */
+void pp_thread_start_delivered(uint32_t weight);
 
 /* Hot context: the calling thread's kernel id, cached in TLS. */
 pid_t pp_sampler_tid(void);

@@ -15,9 +15,12 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include <sched.h>
+
 #include "agent.h"
 #include "cpu/sampler.h"
 #include "util/clock.h"
+#include "util/u64map.h"
 
 struct thread_timer {
 	pid_t tid;
@@ -34,6 +37,7 @@ static struct {
 	struct sigaction old_action;
 	struct thread_timer *threads;
 	size_t nthreads, cap_threads;
+	struct pp_u64map index; /* tid -> position in threads + 1 */
 	uint64_t rng;
 	/* What others may read (publish()). */
 	_Atomic unsigned pub_hz, pub_nthreads;
@@ -101,10 +105,32 @@ static void read_name(pid_t tid, char *out, size_t len)
 
 static struct thread_timer *thread_of(pid_t tid)
 {
-	for (size_t i = 0; i < timers.nthreads; i++)
-		if (timers.threads[i].tid == tid)
-			return &timers.threads[i];
-	return NULL;
+	uint64_t *at = pp_u64map_get(&timers.index, (uint64_t)tid);
+	return at && *at ? &timers.threads[*at - 1] : NULL;
+}
+
+/* Forget threads[i] (its timer already deleted): the last takes its
+ * place. */
+static void remove_thread(size_t i)
+{
+	uint64_t *at =
+	    pp_u64map_get(&timers.index, (uint64_t)timers.threads[i].tid);
+	if (at)
+		*at = 0;
+	timers.threads[i] = timers.threads[--timers.nthreads];
+	if (i < timers.nthreads) {
+		at = pp_u64map_get(&timers.index,
+		                   (uint64_t)timers.threads[i].tid);
+		if (at)
+			*at = i + 1;
+	}
+}
+
+static void forget_all_threads(void)
+{
+	timers.nthreads = 0;
+	pp_u64map_free(&timers.index);
+	memset(&timers.index, 0, sizeof timers.index);
 }
 
 static struct thread_timer *add_thread(pid_t tid)
@@ -118,6 +144,11 @@ static struct thread_timer *add_thread(pid_t tid)
 		timers.threads = v;
 		timers.cap_threads = cap;
 	}
+	int inserted;
+	uint64_t *at = pp_u64map_put(&timers.index, (uint64_t)tid, &inserted);
+	if (!at)
+		return NULL;
+	*at = timers.nthreads + 1;
 	struct thread_timer *t = &timers.threads[timers.nthreads++];
 	memset(t, 0, sizeof *t);
 	t->tid = tid;
@@ -134,6 +165,159 @@ const char *pp_timers_thread_name(pid_t tid)
 	return t ? t->name : "";
 }
 
+/* ---- threads started while sampling (thread_start.c) -------------------
+ *
+ * A starting thread creates its own timer (it cannot wait for the next
+ * scan) and hands it over here through a fixed array of slots, a
+ * multi-producer queue with one consumer, the collector (adopt()). `arming`
+ * counts threads between their check of want_starts and their hand-over:
+ * pp_timers_stop clears want_starts, waits for it to reach 0 and then
+ * deletes whatever was handed over, so no timer outlives the sampling. */
+#define ADOPT_SLOTS 1024
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_FULL };
+
+static struct adopt_slot {
+	atomic_int state;
+	pid_t tid;
+	timer_t timer;
+	uint32_t period_ns;
+} adopt_slots[ADOPT_SLOTS];
+static atomic_int adopt_pending, arming, want_starts;
+static _Atomic uint64_t starts_armed, starts_unarmed;
+
+int pp_timers_want_starts(void)
+{
+	return atomic_load_explicit(&want_starts, memory_order_relaxed);
+}
+
+static int hand_over(pid_t tid, timer_t timer, uint32_t period_ns)
+{
+	unsigned first = (unsigned)tid % ADOPT_SLOTS;
+	for (unsigned k = 0; k < ADOPT_SLOTS; k++) {
+		struct adopt_slot *s = &adopt_slots[(first + k) % ADOPT_SLOTS];
+		int free_ = SLOT_FREE;
+		if (!atomic_compare_exchange_strong(&s->state, &free_,
+		                                    SLOT_FILLING))
+			continue;
+		s->tid = tid;
+		s->timer = timer;
+		s->period_ns = period_ns;
+		atomic_store_explicit(&s->state, SLOT_FULL,
+		                      memory_order_release);
+		atomic_fetch_add(&adopt_pending, 1);
+		return 1;
+	}
+	return 0;
+}
+
+/* Bumped whenever armed timers change (rate, stop): a thread's record of
+ * how its timer was armed is good only while this has not moved. */
+static atomic_uint arm_generation;
+
+unsigned pp_timers_generation(void)
+{
+	return atomic_load_explicit(&arm_generation, memory_order_acquire);
+}
+
+int pp_timers_thread_started(struct pp_timers_start *out)
+{
+	int armed = 0;
+	atomic_fetch_add(&arming, 1);
+	if (atomic_load(&want_starts)) {
+		uint32_t period = atomic_load(&pp_sampler.period_ns);
+		pid_t tid = pp_sampler_tid();
+		struct sigevent sev;
+		timer_t timer;
+		memset(&sev, 0, sizeof sev);
+		sev.sigev_notify = SIGEV_THREAD_ID;
+		sev.sigev_signo = SIGPROF;
+		sev.sigev_value.sival_int = PP_START_TIMER_MARK;
+		sev._sigev_un._tid = tid;
+		out->generation = pp_timers_generation();
+		out->period_ns = period;
+		if (period &&
+		    timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &timer) == 0) {
+			/* A random first expiry in (0, period]: a thread
+			 * using less CPU than a period is still sampled,
+			 * with the probability its CPU time deserves. */
+			uint64_t r = pp_clock_ns(CLOCK_MONOTONIC) ^
+			             ((uint64_t)tid << 32) ^ (uintptr_t)&sev;
+			r ^= r >> 33;
+			r *= 0xff51afd7ed558ccdULL;
+			r ^= r >> 33;
+			uint64_t first = 1 + r % period;
+			struct itimerspec its = {
+			    .it_interval = {0, (long)period},
+			    .it_value = {0, (long)first},
+			};
+			out->cpu0_ns = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+			out->first_ns = first;
+			timer_settime(timer, 0, &its, NULL);
+			if (hand_over(tid, timer, period)) {
+				armed = 1;
+				atomic_fetch_add_explicit(&starts_armed, 1,
+				                          memory_order_relaxed);
+			} else {
+				/* Every slot taken: the next scan arms it. */
+				timer_delete(timer);
+				atomic_fetch_add_explicit(&starts_unarmed, 1,
+				                          memory_order_relaxed);
+			}
+		}
+	}
+	atomic_fetch_sub(&arming, 1);
+	return armed;
+}
+
+static void arm(struct thread_timer *t);
+
+/* Collector: take the handed-over timers into the table (keep = 1), or
+ * delete them (keep = 0). */
+static void adopt(int keep)
+{
+	if (!atomic_load(&adopt_pending))
+		return;
+	for (unsigned i = 0; i < ADOPT_SLOTS; i++) {
+		struct adopt_slot *s = &adopt_slots[i];
+		if (atomic_load_explicit(&s->state, memory_order_acquire) !=
+		    SLOT_FULL)
+			continue;
+		pid_t tid = s->tid;
+		timer_t timer = s->timer;
+		uint32_t period = s->period_ns;
+		atomic_store_explicit(&s->state, SLOT_FREE,
+		                      memory_order_release);
+		atomic_fetch_sub(&adopt_pending, 1);
+		struct thread_timer *t = keep ? thread_of(tid) : NULL;
+		if (keep && !t)
+			t = add_thread(tid);
+		if (!t || t->has_timer) {
+			/* Not wanted, or a scan was quicker. */
+			timer_delete(timer);
+			continue;
+		}
+		t->timer = timer;
+		t->has_timer = 1;
+		t->seen = 1;
+		if (period != PP_NS_PER_SEC / timers.hz)
+			arm(t); /* the rate changed meanwhile */
+	}
+	publish();
+}
+
+void pp_timers_adopt(void)
+{
+	if (timers.hz && !timers.setitimer_mode)
+		adopt(1);
+}
+
+void pp_timers_start_stats(uint64_t *armed, uint64_t *unarmed)
+{
+	*armed = atomic_load_explicit(&starts_armed, memory_order_relaxed);
+	*unarmed = atomic_load_explicit(&starts_unarmed, memory_order_relaxed);
+}
+
 void pp_timers_scan(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -141,6 +325,7 @@ void pp_timers_scan(void)
 
 	if (!d)
 		return;
+	adopt(1);
 	for (size_t i = 0; i < timers.nthreads; i++)
 		timers.threads[i].seen = 0;
 	while ((e = readdir(d)) != NULL) {
@@ -156,6 +341,8 @@ void pp_timers_scan(void)
 		if (pp_clock_ns(CLOCK_MONOTONIC) - t->first_seen_ns <
 		    PP_NS_PER_SEC)
 			read_name(tid, t->name, sizeof t->name);
+		if (!t->has_timer && atomic_load(&adopt_pending))
+			adopt(1); /* perhaps it handed one over just now */
 		if (t->has_timer || timers.setitimer_mode || !timers.hz)
 			continue;
 		struct sigevent sev;
@@ -181,7 +368,7 @@ void pp_timers_scan(void)
 		}
 		if (timers.threads[i].has_timer)
 			timer_delete(timers.threads[i].timer);
-		timers.threads[i] = timers.threads[--timers.nthreads];
+		remove_thread(i);
 	}
 	publish();
 }
@@ -216,11 +403,14 @@ void pp_timers_start(unsigned hz, enum pp_unwind_mode unwind)
 	pp_timers_scan();
 	if (timers.setitimer_mode)
 		set_setitimer(hz);
+	else
+		atomic_store(&want_starts, 1);
 	publish();
 }
 
 void pp_timers_change_rate(unsigned hz)
 {
+	atomic_fetch_add(&arm_generation, 1);
 	timers.hz = hz;
 	atomic_store(&pp_sampler.period_ns, PP_NS_PER_SEC / hz);
 	if (timers.setitimer_mode)
@@ -234,10 +424,19 @@ void pp_timers_change_rate(unsigned hz)
 
 void pp_timers_stop(void)
 {
+	/* No thread starts arming now; wait for those that began (a second
+	 * at most: a thread stopped by a debugger mid-way must not hang the
+	 * agent; what it hands over later is deleted by the next start). */
+	atomic_store(&want_starts, 0);
+	atomic_fetch_add(&arm_generation, 1);
+	uint64_t until = pp_clock_ns(CLOCK_MONOTONIC) + PP_NS_PER_SEC;
+	while (atomic_load(&arming) && pp_clock_ns(CLOCK_MONOTONIC) < until)
+		sched_yield();
+	adopt(0);
 	for (size_t i = 0; i < timers.nthreads; i++)
 		if (timers.threads[i].has_timer)
 			timer_delete(timers.threads[i].timer);
-	timers.nthreads = 0;
+	forget_all_threads();
 	if (timers.setitimer_mode)
 		set_setitimer(0);
 	atomic_store(&pp_sampler.active, 0);
@@ -261,9 +460,10 @@ void pp_timers_stop(void)
 
 void pp_timers_free(void)
 {
+	forget_all_threads();
 	free(timers.threads);
 	timers.threads = NULL;
-	timers.nthreads = timers.cap_threads = 0;
+	timers.cap_threads = 0;
 }
 
 void pp_timers_forget_in_child(void)
@@ -271,6 +471,14 @@ void pp_timers_forget_in_child(void)
 	if (timers.hz)
 		sigaction(SIGPROF, &timers.old_action, NULL);
 	timers.hz = 0;
+	/* The parent's table and queue: timers are not inherited, and the
+	 * map's memory is left as it is (as the agent leaves its own). */
 	timers.nthreads = 0;
+	memset(&timers.index, 0, sizeof timers.index);
+	atomic_store(&want_starts, 0);
+	atomic_store(&arming, 0);
+	atomic_store(&adopt_pending, 0);
+	for (unsigned i = 0; i < ADOPT_SLOTS; i++)
+		atomic_store(&adopt_slots[i].state, SLOT_FREE);
 	publish();
 }

@@ -9,6 +9,7 @@
 #define PP_TIMERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "unwind/unwind.h"
@@ -32,6 +33,27 @@ struct pp_timers_published {
 	int setitimer; /* one process-wide timer instead of per-thread ones */
 };
 void pp_timers_published(struct pp_timers_published *out);
+
+/* Host context, on a thread that starts (thread_start.c): while windows
+ * sample per thread, create and arm this thread's timer and hand it to the
+ * collector. pp_timers_want_starts: is that wanted now (a hint)? */
+struct pp_timers_start {
+	unsigned generation; /* pp_timers_generation() when armed */
+	uint32_t period_ns;
+	uint64_t cpu0_ns;  /* the thread's CPU clock when armed */
+	uint64_t first_ns; /* its first expiry, after cpu0_ns */
+};
+int pp_timers_thread_started(struct pp_timers_start *out);
+int pp_timers_want_starts(void);
+/* Changes whenever armed timers change (their rate, or they are gone). */
+unsigned pp_timers_generation(void);
+/* The sigev_value of a timer a starting thread armed (the handler counts
+ * what it delivered, for the thread's exit: thread_start.c). */
+#define PP_START_TIMER_MARK 0x70707031
+/* Collector: take the timers handed over into the table. */
+void pp_timers_adopt(void);
+/* Threads armed at their start, and those left to the scan (queue full). */
+void pp_timers_start_stats(uint64_t *armed, uint64_t *unarmed);
 
 /* Free the thread table (sampling stopped). */
 void pp_timers_free(void);

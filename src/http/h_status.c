@@ -142,8 +142,9 @@ static struct json_object *cpu_json(void)
 	json_object_object_add(d, "ring_full", I64(c.dropped_ring_full));
 	json_object_object_add(o, "dropped", d);
 	json_object_object_add(u, "images", I64(c.unwind_images));
-	json_object_object_add(u, "mode", json_object_new_string(
-	                                      pp_unwind_mode_name(c.unwind_mode)));
+	json_object_object_add(
+	    u, "mode",
+	    json_object_new_string(pp_unwind_mode_name(c.unwind_mode)));
 	json_object_object_add(u, "compact", I64(pp_unwind_compact()));
 	json_object_object_add(u, "fallbacks", I64(pp_unwind_fallbacks()));
 	json_object_object_add(u, "stack_checks",

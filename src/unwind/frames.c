@@ -82,8 +82,7 @@ struct reader {
 };
 
 /* Make r cover the page of sp (start a new range when sp left it). */
-static void reader_start(struct reader *rd, struct stack_range *r,
-                         uintptr_t sp)
+static void reader_start(struct reader *rd, struct stack_range *r, uintptr_t sp)
 {
 	uintptr_t page = sp & ~(uintptr_t)(PAGE - 1);
 	rd->r = r;
@@ -154,8 +153,8 @@ uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc)
 }
 
 /* Offsets in a ucontext_t of the registers a signal frame restores. */
-#define UC_GREG(i)                                                            \
-	(offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs) +    \
+#define UC_GREG(i)                                                             \
+	(offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs) +     \
 	 (size_t)(i) * sizeof(greg_t))
 
 int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why)
@@ -180,7 +179,8 @@ int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why)
 		pcs[n++] = pc;
 		uintptr_t at = pc - !exact;
 		int covered;
-		const struct pp_frame_table *t = pp_registry_table(at, &covered);
+		const struct pp_frame_table *t =
+		    pp_registry_table(at, &covered);
 		if (!covered) {
 			*why = PP_UNWIND_UNKNOWN_CODE;
 			return (int)n;
@@ -190,14 +190,9 @@ int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why)
 		uint32_t rule = pp_frames_rule(t, at);
 		uintptr_t cfa, ra;
 		switch (PP_FRAME_KIND(rule)) {
-		case PP_FRAME_OUTERMOST:
-			return (int)n;
-		case PP_FRAME_CFA_RSP:
-			cfa = sp + PP_FRAME_OFF(rule);
-			break;
-		case PP_FRAME_CFA_RBP:
-			cfa = bp + PP_FRAME_OFF(rule);
-			break;
+		case PP_FRAME_OUTERMOST: return (int)n;
+		case PP_FRAME_CFA_RSP: cfa = sp + PP_FRAME_OFF(rule); break;
+		case PP_FRAME_CFA_RBP: cfa = bp + PP_FRAME_OFF(rule); break;
 		case PP_FRAME_PLT:
 			/* Until the entry's jump to the resolver pushed two
 			 * more words, the CFA is rsp + 8; after, rsp + 16. */
@@ -226,8 +221,7 @@ int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why)
 			}
 			continue;
 		}
-		default: /* END, UNSUPPORTED */
-			return -1;
+		default: /* END, UNSUPPORTED */ return -1;
 		}
 		if (cfa <= sp || load(&rd, cfa - 8, &ra)) {
 			*why = PP_UNWIND_FAILED;
@@ -468,7 +462,8 @@ static int parse_cie(const unsigned char *at, struct cur *image,
 		}
 		c.p = after;
 	} else if (aug[0]) {
-		return -1; /* unknown augmentation: its data cannot be skipped */
+		return -1; /* unknown augmentation: its data cannot be skipped
+		            */
 	}
 	if (c.bad)
 		return -1;
@@ -566,8 +561,7 @@ static int plt_expression(const unsigned char *e, uint64_t len, int64_t *n,
 	if (u8(&c) != 0x77)
 		return 0;
 	*n = sleb(&c);
-	if (u8(&c) != 0x80 || sleb(&c) != 0 || u8(&c) != 0x3f ||
-	    u8(&c) != 0x1a)
+	if (u8(&c) != 0x80 || sleb(&c) != 0 || u8(&c) != 0x3f || u8(&c) != 0x1a)
 		return 0;
 	unsigned lit = (unsigned)u8(&c);
 	if (lit < 0x30 || lit > 0x4f)
@@ -614,16 +608,19 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 			break;
 		case 0x80:
 			set_reg(s, op & 0x3f, R_OFFSET,
-			        (int64_t)uleb(c) * cie->data_align, cie->ra_reg);
+			        (int64_t)uleb(c) * cie->data_align,
+			        cie->ra_reg);
 			continue;
 		case 0xc0:
 			reg = op & 0x3f;
 			if (!initial)
 				return 0;
 			if (reg == DW_RBP)
-				s->rbp = initial->rbp, s->rbp_off = initial->rbp_off;
+				s->rbp = initial->rbp,
+				s->rbp_off = initial->rbp_off;
 			else if (reg == cie->ra_reg)
-				s->ra = initial->ra, s->ra_off = initial->ra_off;
+				s->ra = initial->ra,
+				s->ra_off = initial->ra_off;
 			else if (reg == DW_RSP)
 				s->rsp = initial->rsp;
 			continue;
@@ -636,9 +633,18 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 				delta = pointer(c, cie->fde_enc, 1, 0) - pc;
 				advance = 1;
 				break;
-			case 0x02: delta = fixed(c, 1) * cie->code_align; advance = 1; break;
-			case 0x03: delta = fixed(c, 2) * cie->code_align; advance = 1; break;
-			case 0x04: delta = fixed(c, 4) * cie->code_align; advance = 1; break;
+			case 0x02:
+				delta = fixed(c, 1) * cie->code_align;
+				advance = 1;
+				break;
+			case 0x03:
+				delta = fixed(c, 2) * cie->code_align;
+				advance = 1;
+				break;
+			case 0x04:
+				delta = fixed(c, 4) * cie->code_align;
+				advance = 1;
+				break;
 			case 0x05: /* offset_extended */
 				reg = uleb(c);
 				set_reg(s, reg, R_OFFSET,
@@ -656,8 +662,12 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 					s->ra = initial->ra,
 					s->ra_off = initial->ra_off;
 				continue;
-			case 0x07: set_reg(s, uleb(c), R_UNDEF, 0, cie->ra_reg); continue;
-			case 0x08: set_reg(s, uleb(c), R_SAME, 0, cie->ra_reg); continue;
+			case 0x07:
+				set_reg(s, uleb(c), R_UNDEF, 0, cie->ra_reg);
+				continue;
+			case 0x08:
+				set_reg(s, uleb(c), R_SAME, 0, cie->ra_reg);
+				continue;
 			case 0x09: /* register */
 				reg = uleb(c);
 				uleb(c);
@@ -679,7 +689,10 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 				s->cfa_off = (int64_t)uleb(c);
 				s->cfa_kind = 0;
 				continue;
-			case 0x0d: s->cfa_reg = (unsigned)uleb(c); s->cfa_kind = 0; continue;
+			case 0x0d:
+				s->cfa_reg = (unsigned)uleb(c);
+				s->cfa_kind = 0;
+				continue;
 			case 0x0e: s->cfa_off = (int64_t)uleb(c); continue;
 			case 0x0f: { /* def_cfa_expression */
 				uint64_t len = uleb(c);
@@ -709,15 +722,17 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 				continue;
 			case 0x11: /* offset_extended_sf */
 				reg = uleb(c);
-				set_reg(s, reg, R_OFFSET, sleb(c) * cie->data_align,
-				        cie->ra_reg);
+				set_reg(s, reg, R_OFFSET,
+				        sleb(c) * cie->data_align, cie->ra_reg);
 				continue;
 			case 0x12: /* def_cfa_sf */
 				s->cfa_reg = (unsigned)uleb(c);
 				s->cfa_off = sleb(c) * cie->data_align;
 				s->cfa_kind = 0;
 				continue;
-			case 0x13: s->cfa_off = sleb(c) * cie->data_align; continue;
+			case 0x13:
+				s->cfa_off = sleb(c) * cie->data_align;
+				continue;
 			case 0x14: /* val_offset */
 			case 0x15: /* val_offset_sf */
 				reg = uleb(c);
@@ -766,8 +781,7 @@ static int fde_cmp(const void *a, const void *b)
 }
 
 struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
-                                       size_t count, uintptr_t lo,
-                                       uintptr_t hi)
+                                       size_t count, uintptr_t lo, uintptr_t hi)
 {
 	struct pp_frame_table *out = NULL;
 	int32_t *entries = NULL;
@@ -840,10 +854,13 @@ struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
 				continue;
 			c.p += alen;
 		}
-		uint32_t unsupported = PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0);
+		uint32_t unsupported =
+		    PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0);
 		uint32_t none = PP_FRAME_RULE(PP_FRAME_END, 0, 0);
-		struct state init = {.cfa_reg = DW_RSP, .rbp = R_SAME,
-		                     .ra = R_SAME, .rsp = R_SAME};
+		struct state init = {.cfa_reg = DW_RSP,
+		                     .rbp = R_SAME,
+		                     .ra = R_SAME,
+		                     .rsp = R_SAME};
 		struct cur ci = image;
 		ci.p = cie.insns;
 		ci.end = cie.insns_end;
@@ -854,7 +871,8 @@ struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
 		}
 		struct state s = init;
 		size_t mark = r.n;
-		uintptr_t at = run_cfa(&c, &s, &init, &cie, pc, pc + range, &r, 1);
+		uintptr_t at =
+		    run_cfa(&c, &s, &init, &cie, pc, pc + range, &r, 1);
 		if (!at) {
 			/* A program not understood: none of its rows. */
 			r.n = mark;

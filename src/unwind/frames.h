@@ -33,7 +33,7 @@ enum pp_frame_kind {
 #define PP_FRAME_KIND(r) ((enum pp_frame_kind)((r)&7u))
 #define PP_FRAME_RBP(r) (((r) >> 3) & 0xffu)
 #define PP_FRAME_OFF(r) ((r) >> 11)
-#define PP_FRAME_RULE(kind, rbp, off)                                         \
+#define PP_FRAME_RULE(kind, rbp, off)                                          \
 	((uint32_t)(kind) | ((uint32_t)(rbp) << 3) | ((uint32_t)(off) << 11))
 #define PP_FRAME_MAX_OFF ((1u << 21) - 1)
 

@@ -293,10 +293,9 @@ static void refresh_locked(void)
 		_U_dyn_register(di);
 		images[nimages] = sc.found[k];
 		images[nimages].di = di;
-		images[nimages].frames =
-		    pp_frames_build(sc.found[k].hdr, sc.found[k].table,
-		                    sc.found[k].count, sc.found[k].lo,
-		                    sc.found[k].hi);
+		images[nimages].frames = pp_frames_build(
+		    sc.found[k].hdr, sc.found[k].table, sc.found[k].count,
+		    sc.found[k].lo, sc.found[k].hi);
 		images[nimages].seen = 1;
 		nimages++;
 	}

@@ -15,6 +15,8 @@
  *                             LIFETIME_US of its own CPU in short_work()
  *                             and exiting; prints "cpu_ms C threads N":
  *                             the CPU those threads used, their number.
+ *   deep odd D THREADS        the same, with odd_frame (a frame whose CFA
+ *                             is in rbx) between deep_leaf and the rest.
  *   deep fixed D THREADS UNITS
  *                             after a line on stdin, THREADS threads each
  *                             do UNITS units of work at depth D; prints
@@ -70,6 +72,40 @@ uint64_t deep_leaf(uint64_t x)
 	return x;
 }
 
+/* Hand-written code whose CFA lives in rbx (as in some assembly and in
+ * stack-realigning prologues): a frame the compact tables cannot describe,
+ * so the profiler must fall back to libunwind to get past it. */
+uint64_t odd_frame(uint64_t x);
+__asm__(".text\n"
+        ".globl odd_frame\n"
+        ".type odd_frame, @function\n"
+        "odd_frame:\n"
+        ".cfi_startproc\n"
+        "push %rbx\n"
+        ".cfi_adjust_cfa_offset 8\n"
+        ".cfi_rel_offset %rbx, 0\n"
+        "mov %rsp, %rbx\n"
+        ".cfi_def_cfa_register %rbx\n"
+        "and $-32, %rsp\n"
+        "sub $32, %rsp\n"
+        "call deep_leaf\n"
+        "mov %rbx, %rsp\n"
+        ".cfi_def_cfa_register %rsp\n"
+        "pop %rbx\n"
+        ".cfi_adjust_cfa_offset -8\n"
+        ".cfi_restore %rbx\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size odd_frame, .-odd_frame\n");
+
+static int use_odd;
+
+KEEP uint64_t bottom(uint64_t x);
+uint64_t bottom(uint64_t x)
+{
+	return use_odd ? odd_frame(x) : deep_leaf(x);
+}
+
 static void arrived(void)
 {
 	pthread_mutex_lock(&lock);
@@ -84,7 +120,7 @@ uint64_t deep_even(int n, uint64_t x)
 {
 	if (n <= 0) {
 		arrived();
-		return deep_leaf(x);
+		return bottom(x);
 	}
 	if (n % 3 == 0) {
 		/* A variable-length array: this frame's CFA is rbp-based. */
@@ -99,7 +135,7 @@ uint64_t deep_odd(int n, uint64_t x)
 {
 	if (n <= 0) {
 		arrived();
-		return deep_leaf(x);
+		return bottom(x);
 	}
 	if (n % 3 == 0) {
 		volatile char pad[24 + (x & 7)];
@@ -117,7 +153,7 @@ static uint64_t thread_cpu_ns(void);
 static void *descender(void *arg)
 {
 	pthread_setname_np(pthread_self(), "deep-worker");
-	/* depth counts the deep_* frames: deep_leaf and depth - 1 above. */
+	/* depth deep_even/deep_odd frames, then bottom and deep_leaf. */
 	sink += deep_even(depth - 1, (uintptr_t)arg + 88172645463325252ULL);
 	fixed_cpu_ns += thread_cpu_ns();
 	return NULL;
@@ -162,6 +198,8 @@ static void *short_thread(void *arg)
 	/* Everything this thread used, the start-up included. */
 	short_cpu_ns += thread_cpu_ns();
 	short_threads++;
+	if ((uintptr_t)arg & 1)
+		pthread_exit(NULL); /* half end so, half by returning */
 	return NULL;
 }
 
@@ -199,7 +237,9 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("port %d\n", pullprof_port());
 
-	if (!strcmp(argv[1], "depth") && argc == 4) {
+	if ((!strcmp(argv[1], "depth") || !strcmp(argv[1], "odd")) &&
+	    argc == 4) {
+		use_odd = !strcmp(argv[1], "odd");
 		depth = atoi(argv[2]);
 		int n = atoi(argv[3]);
 		if (depth < 1 || n < 1)

@@ -182,7 +182,9 @@ def curl(url, *args, timeout=20):
 class Proc:
     """A child process whose stderr lines are collected as they come."""
 
-    def __init__(self, argv, env=None, stdin=True):
+    def __init__(self, argv, env=None, stdin=True, stdout_lines=False):
+        """stdin=True keeps a pipe to the child's stdin (self.p.stdin);
+        stdout lines are collected when there is none, or stdout_lines."""
         e = dict(os.environ)
         for k in list(e):
             if k.startswith("PULLPROF_") or k == "LD_PRELOAD":
@@ -200,7 +202,7 @@ class Proc:
         self._pumps = [threading.Thread(target=self._pump,
                                         args=(self.p.stderr, self.err_lines),
                                         daemon=True)]
-        if not stdin:
+        if not stdin or stdout_lines:
             self._pumps.append(threading.Thread(
                 target=self._pump, args=(self.p.stdout, self.out_lines),
                 daemon=True))

@@ -1,0 +1,182 @@
+/*
+ * Threads sampled from their first instruction. HOST CONTEXT: pthread_create
+ * is interposed (the library defines it, so a linked host's calls and a
+ * preloaded one's reach it first) and forwards to the C library's.
+ *
+ * While a CPU window samples with per-thread timers, a thread the host
+ * starts runs a short prologue before its start routine: it creates and
+ * arms its own CPU-time timer, with a random first expiry inside one period
+ * (so that a thread shorter than a period is sampled with the probability
+ * its CPU time deserves), and hands the timer to the collector
+ * (pp_timers_adopt_push), which owns it from then on. Without this a thread
+ * waited for the collector's next scan of /proc/self/task (every 100 ms)
+ * and one that lived less was never sampled.
+ *
+ * The prologue's own stack bounds are told to the unwinder too
+ * (pp_frames_set_stack): its first samples need no page checks.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <ucontext.h>
+
+#include "agent.h"
+#include "cpu/sampler.h"
+#include "cpu/timers.h"
+#include "pullprof.h"
+#include "unwind/frames.h"
+#include "unwind/unwind.h"
+#include "util/clock.h"
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                         void *);
+
+static _Atomic(create_fn) real_create;
+
+static create_fn resolve(void)
+{
+	create_fn f = atomic_load_explicit(&real_create, memory_order_acquire);
+	if (!f) {
+		f = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+		atomic_store_explicit(&real_create, f, memory_order_release);
+	}
+	return f;
+}
+
+int pp_real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                           void *(*fn)(void *), void *arg)
+{
+	create_fn f = resolve();
+	return f ? f(t, attr, fn, arg) : EAGAIN;
+}
+
+struct start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+/* What a thread that armed its own timer at its start remembers, for its
+ * exit: how the timer was armed, how many periods its signals stood for,
+ * and the stack to charge the rest to (its start routine and callers). */
+#define OUTER_MAX 8
+
+static __thread struct young {
+	int armed;
+	struct pp_timers_start start;
+	uint32_t delivered;
+	unsigned n;
+	uintptr_t pcs[OUTER_MAX + 1];
+} young __attribute__((tls_model("initial-exec")));
+
+void pp_thread_start_delivered(uint32_t weight)
+{
+	young.delivered += weight;
+}
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static int exit_key_ok;
+
+/*
+ * The kernel checks CPU-time timers only at its scheduler tick (every 4 ms
+ * at 250 Hz): an expiry that falls after the thread's last tick is never
+ * signalled, and a thread that lives a few milliseconds loses most of its
+ * samples that way. The thread's own CPU clock says exactly how many
+ * expiries its timer had; those not signalled are recorded here, at its
+ * start routine (where inside it is not known: under a frame of its own).
+ */
+static void thread_ending(void *arg)
+{
+	struct young *y = arg;
+	sigset_t prof;
+
+	if (!y->armed)
+		return;
+	y->armed = 0;
+	/* No signal of its timer while this counts what came. */
+	sigemptyset(&prof);
+	sigaddset(&prof, SIGPROF);
+	pthread_sigmask(SIG_BLOCK, &prof, NULL);
+	if (pp_timers_generation() != y->start.generation)
+		return; /* re-armed at another rate, or stopped */
+	uint64_t period = y->start.period_ns, first = y->start.first_ns;
+	uint64_t cpu0 = y->start.cpu0_ns;
+	uint64_t used = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	if (!period)
+		return;
+	uint64_t due = used < first ? 0 : 1 + (used - first) / period;
+	/* The CPU it used before its timer was armed (cpu0: its start-up):
+	 * the expiry before the first would have fallen inside it with
+	 * probability cpu0 / period, which is when first >= period - cpu0
+	 * (first is uniform in (0, period]). */
+	if (cpu0 >= period || first >= period - cpu0)
+		due++;
+	if (due > y->delivered)
+		pp_sampler_record_exit(y->pcs, y->n,
+		                       (uint32_t)(due - y->delivered),
+		                       y->start.period_ns);
+}
+
+static void make_exit_key(void)
+{
+	exit_key_ok = pthread_key_create(&exit_key, thread_ending) == 0;
+}
+
+static void *prologue(void *p)
+{
+	struct start s = *(struct start *)p;
+	free(p);
+	pthread_attr_t attr;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		void *lo;
+		size_t size;
+		if (pthread_attr_getstack(&attr, &lo, &size) == 0)
+			pp_frames_set_stack((uintptr_t)lo,
+			                    (uintptr_t)lo + size);
+		pthread_attr_destroy(&attr);
+	}
+	pthread_once(&exit_key_once, make_exit_key);
+	if (exit_key_ok && pp_timers_thread_started(&young.start)) {
+		/* The stack an exit record is charged to: the start routine
+		 * (+1: a caller's frame is looked up at pc - 1), then this
+		 * prologue and what called it. */
+		ucontext_t uc;
+		young.pcs[0] = (uintptr_t)s.fn + 1;
+		young.n = 1;
+		if (getcontext(&uc) == 0) {
+			int why;
+			young.n +=
+			    pp_unwind_capture(&uc, PP_UNWIND_DWARF,
+			                      young.pcs + 1, OUTER_MAX, &why);
+		}
+		young.delivered = 0;
+		young.armed = 1;
+		pthread_setspecific(exit_key, &young);
+	}
+	return s.fn(s.arg);
+}
+
+PULLPROF_API int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                                void *(*fn)(void *), void *arg)
+{
+	/* Only while a window samples per thread, and never for the agent's
+	 * own threads (made by agent threads). */
+	if (!pp_timers_want_starts() || pp_on_agent_thread())
+		return pp_real_pthread_create(t, attr, fn, arg);
+	struct start *s = malloc(sizeof *s);
+	if (!s)
+		return pp_real_pthread_create(t, attr, fn, arg);
+	s->fn = fn;
+	s->arg = arg;
+	int rc = pp_real_pthread_create(t, attr, prologue, s);
+	if (rc)
+		free(s);
+	return rc;
+}
