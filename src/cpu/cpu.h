@@ -48,9 +48,9 @@ void pp_cpu_forget_in_child(void);
  * in buckets: bucket i holds the calls that took at most
  * pp_cpu_handler_bounds_ns[i] and more than the bound before it; the last
  * one (index PP_CPU_HANDLER_BUCKETS) those that took longer than all. The
- * bounds run 1-2-5 from 1 us to 1 ms: libunwind's usual cost is tens of
- * microseconds, a frame-pointer walk a few. */
-#define PP_CPU_HANDLER_BUCKETS 10
+ * bounds run 1-2-5 from 500 ns to 1 ms: the compact tables' usual cost is
+ * one or two microseconds, libunwind's tens. */
+#define PP_CPU_HANDLER_BUCKETS 11
 extern const uint32_t pp_cpu_handler_bounds_ns[PP_CPU_HANDLER_BUCKETS];
 
 struct pp_cpu_stats {
@@ -67,6 +67,12 @@ struct pp_cpu_stats {
 	size_t ring_capacity, ring_high_water;
 	size_t unwind_images;
 	enum pp_unwind_mode unwind_mode;
+	uint64_t unwind_compact, unwind_fallbacks, unwind_stack_checks;
+	struct pp_unwind_table_stats tables;
+	/* Threads that armed their own timer as they started, those left to
+	 * the scan (no slot free), and the periods charged at thread exits
+	 * (the CPU after a thread's last tick). */
+	uint64_t starts_armed, starts_unarmed, exit_periods;
 };
 void pp_cpu_stats(struct pp_cpu_stats *out);
 

@@ -36,7 +36,8 @@ void pp_sampler_forget_tid(void)
 }
 
 const uint32_t pp_cpu_handler_bounds_ns[PP_CPU_HANDLER_BUCKETS] = {
-    1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000};
+    500,   1000,   2000,   5000,   10000,  20000,
+    50000, 100000, 200000, 500000, 1000000};
 
 static void count(_Atomic uint64_t *c, uint64_t n)
 {
@@ -140,7 +141,7 @@ void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
 	rec->period_ns = period_ns;
 	rec->time_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	pp_ring_publish(&s->ring, pos);
-	count(&s->samples, 1);
+	/* Periods, not a handler's sample: samples_total counts those. */
 	count(&s->weighted, weight);
 	count(&s->exit_remainders, weight);
 out:

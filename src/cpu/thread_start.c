@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
 #include "agent.h"
@@ -129,10 +130,11 @@ static void make_exit_key(void)
 	exit_key_ok = pthread_key_create(&exit_key, thread_ending) == 0;
 }
 
-static void *prologue(void *p)
+/* Everything a starting thread does before its start routine, in a frame
+ * of its own that is gone before the routine runs: the thread keeps its
+ * whole stack (a host may size it tightly). */
+__attribute__((noinline)) static void thread_begins(void *(*fn)(void *))
 {
-	struct start s = *(struct start *)p;
-	free(p);
 	pthread_attr_t attr;
 	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
 		void *lo;
@@ -143,23 +145,36 @@ static void *prologue(void *p)
 		pthread_attr_destroy(&attr);
 	}
 	pthread_once(&exit_key_once, make_exit_key);
-	if (exit_key_ok && pp_timers_thread_started(&young.start)) {
-		/* The stack an exit record is charged to: the start routine
-		 * (+1: a caller's frame is looked up at pc - 1), then this
-		 * prologue and what called it. */
-		ucontext_t uc;
-		young.pcs[0] = (uintptr_t)s.fn + 1;
-		young.n = 1;
-		if (getcontext(&uc) == 0) {
-			int why;
-			young.n +=
-			    pp_unwind_capture(&uc, PP_UNWIND_DWARF,
-			                      young.pcs + 1, OUTER_MAX, &why);
+	if (!exit_key_ok || !pp_timers_thread_started(&young.start))
+		return;
+	/* The stack an exit record is charged to: the start routine (+1: a
+	 * caller's frame is looked up at pc - 1), then what called it. */
+	ucontext_t uc;
+	young.pcs[0] = (uintptr_t)fn + 1;
+	young.n = 1;
+	if (getcontext(&uc) == 0) {
+		int why;
+		unsigned n = pp_unwind_capture(&uc, PP_UNWIND_DWARF,
+		                               young.pcs + 1, OUTER_MAX, &why);
+		/* Leave this function's own frame out: the prologue's is the
+		 * next, and the start routine is called from there. */
+		if (n > 1) {
+			memmove(young.pcs + 1, young.pcs + 2,
+			        (n - 1) * sizeof young.pcs[0]);
+			n--;
 		}
-		young.delivered = 0;
-		young.armed = 1;
-		pthread_setspecific(exit_key, &young);
+		young.n += n;
 	}
+	young.delivered = 0;
+	young.armed = 1;
+	pthread_setspecific(exit_key, &young);
+}
+
+static void *prologue(void *p)
+{
+	struct start s = *(struct start *)p;
+	free(p);
+	thread_begins(s.fn);
 	return s.fn(s.arg);
 }
 

@@ -230,4 +230,10 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 		    &s->handler_buckets[i], memory_order_relaxed);
 	o->unwind_images = pp_unwind_images();
 	o->unwind_mode = pp_cpu.settings.unwind;
+	o->unwind_compact = pp_unwind_compact();
+	o->unwind_fallbacks = pp_unwind_fallbacks();
+	o->unwind_stack_checks = pp_unwind_stack_checks();
+	pp_unwind_table_stats(&o->tables);
+	pp_timers_start_stats(&o->starts_armed, &o->starts_unarmed);
+	o->exit_periods = atomic_load(&s->exit_remainders);
 }

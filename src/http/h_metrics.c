@@ -169,7 +169,7 @@ static void cpu_metrics(struct pp_buf *b)
 	for (size_t i = 0; i < PP_CPU_HANDLER_BUCKETS; i++)
 		bounds[i] = pp_ns_to_seconds(pp_cpu_handler_bounds_ns[i]);
 	pp_prom_histogram(b, "pullprof_cpu_handler_duration_seconds",
-	                  "CPU time the SIGPROF handler took per recorded "
+	                  "Time the SIGPROF handler took per recorded "
 	                  "sample (stack capture included).",
 	                  bounds, c.handler_buckets, PP_CPU_HANDLER_BUCKETS,
 	                  pp_ns_to_seconds(c.handler_ns_total));
@@ -185,6 +185,18 @@ static void cpu_metrics(struct pp_buf *b)
 	      "Loaded images whose unwind tables are registered for the "
 	      "SIGPROF handler.",
 	      c.unwind_images);
+	counter(b, "pullprof_cpu_unwind_fallbacks_total",
+	        "CPU samples the compact frame tables handed to libunwind (a "
+	        "frame they cannot describe).",
+	        c.unwind_fallbacks);
+	gauge(b, "pullprof_cpu_unwind_table_bytes",
+	      "Memory the compact frame tables of the loaded images hold.",
+	      c.tables.bytes);
+	counter(b, "pullprof_cpu_thread_exit_periods_total",
+	        "Sampling periods charged at thread exits: CPU a thread used "
+	        "after its last scheduler tick, which its timer never "
+	        "signalled.",
+	        c.exit_periods);
 }
 
 static void heap_metrics(struct pp_buf *b)

@@ -145,18 +145,22 @@ static struct json_object *cpu_json(void)
 	json_object_object_add(
 	    u, "mode",
 	    json_object_new_string(pp_unwind_mode_name(c.unwind_mode)));
-	json_object_object_add(u, "compact", I64(pp_unwind_compact()));
-	json_object_object_add(u, "fallbacks", I64(pp_unwind_fallbacks()));
-	json_object_object_add(u, "stack_checks",
-	                       I64(pp_unwind_stack_checks()));
-	struct pp_unwind_table_stats ts;
-	pp_unwind_table_stats(&ts);
+	json_object_object_add(u, "compact", I64(c.unwind_compact));
+	json_object_object_add(u, "fallbacks", I64(c.unwind_fallbacks));
+	json_object_object_add(u, "stack_checks", I64(c.unwind_stack_checks));
 	struct json_object *t = json_object_new_object();
-	json_object_object_add(t, "rows", I64(ts.rows));
-	json_object_object_add(t, "unsupported_rows", I64(ts.unsupported_rows));
-	json_object_object_add(t, "bytes", I64(ts.bytes));
-	json_object_object_add(t, "images_without", I64(ts.images_without));
+	json_object_object_add(t, "rows", I64(c.tables.rows));
+	json_object_object_add(t, "unsupported_rows",
+	                       I64(c.tables.unsupported_rows));
+	json_object_object_add(t, "bytes", I64(c.tables.bytes));
+	json_object_object_add(t, "images_without",
+	                       I64(c.tables.images_without));
 	json_object_object_add(u, "tables", t);
+	struct json_object *ts = json_object_new_object();
+	json_object_object_add(ts, "armed", I64(c.starts_armed));
+	json_object_object_add(ts, "left_to_scan", I64(c.starts_unarmed));
+	json_object_object_add(ts, "exit_periods", I64(c.exit_periods));
+	json_object_object_add(o, "thread_starts", ts);
 	json_object_object_add(o, "unwind", u);
 	json_object_object_add(h, "calls", I64(c.handler_calls));
 	add_cost(h, c.handler_calls, c.handler_ns_total, c.handler_ns_max);

@@ -116,7 +116,11 @@ def skip(name, why):
 
 def run(tests):
     """Run test functions in order; an exception fails that test, not the
-    file, so one broken check never hides the others."""
+    file, so one broken check never hides the others. PP_ONLY=name[,name]
+    runs only those (for a developer re-running one test)."""
+    only = os.environ.get("PP_ONLY")
+    if only:
+        tests = [t for t in tests if t.__name__ in only.split(",")]
     for t in tests:
         try:
             t()

@@ -61,6 +61,9 @@ FAMILIES = {
     "pullprof_cpu_ring_capacity": "gauge",
     "pullprof_cpu_ring_high_water": "gauge",
     "pullprof_cpu_unwind_images": "gauge",
+    "pullprof_cpu_unwind_fallbacks_total": "counter",
+    "pullprof_cpu_unwind_table_bytes": "gauge",
+    "pullprof_cpu_thread_exit_periods_total": "counter",
     "pullprof_heap_sampling_enabled": "gauge",
     "pullprof_heap_sampling_interval_bytes": "gauge",
     "pullprof_heap_sampled_allocations_total": "counter",
@@ -343,11 +346,11 @@ def test_cpu_window():
        "sample periods >= samples (overruns add)")
     name = "pullprof_cpu_handler_duration_seconds"
     b = m1.buckets(name)
-    eq(len(b), 11, "10 bucket bounds and +Inf")
+    eq(len(b), 12, "11 bucket bounds and +Inf")
     les = [le for le, _ in b]
     eq(les, sorted(les), "le bounds ascend")
-    ok(les[0] == 1e-06 and les[-2] == 0.001 and les[-1] == float("inf"),
-       "from 1 us to 1 ms, then +Inf", les)
+    ok(les[0] == 5e-07 and les[-2] == 0.001 and les[-1] == float("inf"),
+       "from 500 ns to 1 ms, then +Inf", les)
     counts = [c for _, c in b]
     ok(all(x <= y for x, y in zip(counts, counts[1:])),
        "buckets are cumulative (non-decreasing)", counts)
