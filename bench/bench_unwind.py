@@ -85,8 +85,11 @@ def profile_async(host, seconds, hz):
     out = {}
 
     def fetch():
-        out["p"] = Profile(host.get("/profile?seconds=%d&hz=%d" %
-                                    (seconds, hz)))
+        try:
+            out["p"] = Profile(host.get("/profile?seconds=%d&hz=%d" %
+                                        (seconds, hz)))
+        except OSError:  # the host ended the window (fixed work done)
+            out["p"] = None
     t = threading.Thread(target=fetch)
     t.start()
     return t, out

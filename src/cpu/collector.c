@@ -26,9 +26,10 @@
 #include "util/clock.h"
 
 #define RING_CAPACITY 4096
-#define SCAN_NS 100000000ull /* thread scan: every 100 ms */
-#define DRAIN_NS 10000000ull /* ring drain while sampling: every 10 ms */
-#define GRACE_NS 20000000ull /* after a window's end, for late samples */
+#define SCAN_NS 100000000ull      /* thread scan: every 100 ms, */
+#define SCAN_MAX_NS 1000000000ull /* up to 1 s while it finds nothing */
+#define DRAIN_NS 10000000ull      /* ring drain while sampling: every 10 ms */
+#define GRACE_NS 20000000ull      /* after a window's end, for late samples */
 
 uint64_t pp_cpu_lost_now(void)
 {
@@ -177,7 +178,7 @@ static void deliver(struct pp_cpu_window *list)
 
 static void *collector(void *unused)
 {
-	uint64_t last_scan = 0;
+	uint64_t last_scan = 0, last_refresh = 0, scan_ns = SCAN_NS;
 	(void)unused;
 	pp_agent_thread_enter(PP_AGENT_UNSAMPLED);
 	pthread_mutex_lock(&pp_cpu.mu);
@@ -206,14 +207,24 @@ static void *collector(void *unused)
 			pp_timers_stop();
 		else if (want && want != hz)
 			pp_timers_change_rate(want);
-		if (now - last_scan >= SCAN_NS) {
-			if (pp_timers_hz()) {
-				pp_timers_scan();
-				pp_unwind_refresh();
-			}
+		if (pp_timers_hz() && now - last_scan >= scan_ns) {
+			/* Threads started through pthread_create arm their
+			 * own timers: while a scan finds none to arm, the
+			 * next waits twice as long, up to SCAN_MAX_NS
+			 * (reading /proc/self/task costs ~3 us a thread). */
+			scan_ns = pp_timers_scan()            ? SCAN_NS
+			          : scan_ns * 2 > SCAN_MAX_NS ? SCAN_MAX_NS
+			                                      : scan_ns * 2;
 			last_scan = now;
-		} else if (pp_timers_hz())
+		} else if (pp_timers_hz()) {
 			pp_timers_adopt();
+		}
+		if (pp_timers_hz() && now - last_refresh >= SCAN_NS) {
+			pp_unwind_refresh();
+			last_refresh = now;
+		}
+		if (!pp_timers_hz())
+			scan_ns = SCAN_NS;
 		deliver(finished);
 		pthread_mutex_lock(&pp_cpu.mu);
 	}

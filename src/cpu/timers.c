@@ -27,7 +27,7 @@ struct thread_timer {
 	int has_timer;
 	timer_t timer;
 	int seen;
-	uint64_t first_seen_ns;
+	uint64_t name_read_ns; /* when name was read */
 	char name[20];
 };
 
@@ -90,15 +90,21 @@ static void arm(struct thread_timer *t)
 	timer_settime(t->timer, 0, &its, NULL);
 }
 
+/* The thread's name (its comm); what out held stays when it cannot be
+ * read (the thread is gone). */
 static void read_name(pid_t tid, char *out, size_t len)
 {
-	char path[64];
+	char path[64], name[32];
 	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
 	FILE *f = fopen(path, "re");
-	out[0] = 0;
 	if (f) {
-		if (fgets(out, (int)len, f))
-			out[strcspn(out, "\n")] = 0;
+		if (fgets(name, (int)(len < sizeof name ? len : sizeof name),
+		          f)) {
+			name[strcspn(name, "\n")] = 0;
+			size_t n = strnlen(name, len - 1);
+			memcpy(out, name, n);
+			out[n] = 0;
+		}
 		fclose(f);
 	}
 }
@@ -152,7 +158,7 @@ static struct thread_timer *add_thread(pid_t tid)
 	struct thread_timer *t = &timers.threads[timers.nthreads++];
 	memset(t, 0, sizeof *t);
 	t->tid = tid;
-	t->first_seen_ns = pp_clock_ns(CLOCK_MONOTONIC);
+	t->name_read_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	read_name(tid, t->name, sizeof t->name);
 	return t;
 }
@@ -161,8 +167,17 @@ const char *pp_timers_thread_name(pid_t tid)
 {
 	struct thread_timer *t = thread_of(tid);
 	if (!t)
-		t = add_thread(tid); /* a sample from a thread not seen yet */
-	return t ? t->name : "";
+		return (t = add_thread(tid)) ? t->name : "";
+	/* Threads often name themselves after they start: the name of a
+	 * thread that is sampled is read again, once a second at most (only
+	 * sampled threads: with thousands idle, reading every name on every
+	 * scan cost more than all the rest of the agent). */
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	if (now - t->name_read_ns >= PP_NS_PER_SEC) {
+		t->name_read_ns = now;
+		read_name(tid, t->name, sizeof t->name);
+	}
+	return t->name;
 }
 
 /* ---- threads started while sampling (thread_start.c) -------------------
@@ -177,8 +192,13 @@ const char *pp_timers_thread_name(pid_t tid)
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_FULL };
 
+/* A slot holds a thread's timer (START) or says that a thread which armed
+ * one is ending (EXIT: its timer can go at once, no scan needed). */
+enum { SLOT_START, SLOT_EXIT };
+
 static struct adopt_slot {
 	atomic_int state;
+	int kind;
 	pid_t tid;
 	timer_t timer;
 	uint32_t period_ns;
@@ -191,7 +211,7 @@ int pp_timers_want_starts(void)
 	return atomic_load_explicit(&want_starts, memory_order_relaxed);
 }
 
-static int hand_over(pid_t tid, timer_t timer, uint32_t period_ns)
+static int hand_over(int kind, pid_t tid, timer_t timer, uint32_t period_ns)
 {
 	unsigned first = (unsigned)tid % ADOPT_SLOTS;
 	for (unsigned k = 0; k < ADOPT_SLOTS; k++) {
@@ -200,6 +220,7 @@ static int hand_over(pid_t tid, timer_t timer, uint32_t period_ns)
 		if (!atomic_compare_exchange_strong(&s->state, &free_,
 		                                    SLOT_FILLING))
 			continue;
+		s->kind = kind;
 		s->tid = tid;
 		s->timer = timer;
 		s->period_ns = period_ns;
@@ -254,7 +275,7 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 			out->cpu0_ns = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 			out->first_ns = first;
 			timer_settime(timer, 0, &its, NULL);
-			if (hand_over(tid, timer, period)) {
+			if (hand_over(SLOT_START, tid, timer, period)) {
 				armed = 1;
 				atomic_fetch_add_explicit(&starts_armed, 1,
 				                          memory_order_relaxed);
@@ -270,18 +291,27 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 	return armed;
 }
 
-static void arm(struct thread_timer *t);
+void pp_timers_thread_exited(void)
+{
+	timer_t none;
+	memset(&none, 0, sizeof none);
+	/* No room: the next scan finds the thread gone. */
+	hand_over(SLOT_EXIT, pp_sampler_tid(), none, 0);
+}
 
 /* Collector: take the handed-over timers into the table (keep = 1), or
- * delete them (keep = 0). */
+ * delete them (keep = 0); then forget the threads that ended. A start and
+ * the same thread's end may both be waiting: starts first. */
 static void adopt(int keep)
 {
 	if (!atomic_load(&adopt_pending))
 		return;
-	for (unsigned i = 0; i < ADOPT_SLOTS; i++) {
-		struct adopt_slot *s = &adopt_slots[i];
+	for (unsigned i = 0; i < 2 * ADOPT_SLOTS; i++) {
+		struct adopt_slot *s = &adopt_slots[i % ADOPT_SLOTS];
+		int kind = i < ADOPT_SLOTS ? SLOT_START : SLOT_EXIT;
 		if (atomic_load_explicit(&s->state, memory_order_acquire) !=
-		    SLOT_FULL)
+		        SLOT_FULL ||
+		    s->kind != kind)
 			continue;
 		pid_t tid = s->tid;
 		timer_t timer = s->timer;
@@ -289,6 +319,15 @@ static void adopt(int keep)
 		atomic_store_explicit(&s->state, SLOT_FREE,
 		                      memory_order_release);
 		atomic_fetch_sub(&adopt_pending, 1);
+		if (kind == SLOT_EXIT) {
+			struct thread_timer *t = thread_of(tid);
+			if (t) {
+				if (t->has_timer)
+					timer_delete(t->timer);
+				remove_thread((size_t)(t - timers.threads));
+			}
+			continue;
+		}
 		struct thread_timer *t = keep ? thread_of(tid) : NULL;
 		if (keep && !t)
 			t = add_thread(tid);
@@ -318,13 +357,14 @@ void pp_timers_start_stats(uint64_t *armed, uint64_t *unarmed)
 	*unarmed = atomic_load_explicit(&starts_unarmed, memory_order_relaxed);
 }
 
-void pp_timers_scan(void)
+int pp_timers_scan(void)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
+	int armed = 0;
 
 	if (!d)
-		return;
+		return 0;
 	adopt(1);
 	for (size_t i = 0; i < timers.nthreads; i++)
 		timers.threads[i].seen = 0;
@@ -336,11 +376,6 @@ void pp_timers_scan(void)
 		if (!t && !(t = add_thread(tid)))
 			continue;
 		t->seen = 1;
-		/* New threads often name themselves just after they start:
-		 * read the name again during their first second. */
-		if (pp_clock_ns(CLOCK_MONOTONIC) - t->first_seen_ns <
-		    PP_NS_PER_SEC)
-			read_name(tid, t->name, sizeof t->name);
 		if (!t->has_timer && atomic_load(&adopt_pending))
 			adopt(1); /* perhaps it handed one over just now */
 		if (t->has_timer || timers.setitimer_mode || !timers.hz)
@@ -354,6 +389,7 @@ void pp_timers_scan(void)
 		clockid_t clk = (clockid_t)((~(unsigned)tid << 3) | 6);
 		if (timer_create(clk, &sev, &t->timer) == 0) {
 			t->has_timer = 1;
+			armed++;
 			arm(t);
 		} else if (errno != ESRCH && errno != EINVAL) {
 			/* No per-thread timers here: one process-wide timer. */
@@ -371,6 +407,7 @@ void pp_timers_scan(void)
 		remove_thread(i);
 	}
 	publish();
+	return armed;
 }
 
 static void set_setitimer(unsigned hz)

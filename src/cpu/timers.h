@@ -20,8 +20,10 @@ void pp_timers_start(unsigned hz, enum pp_unwind_mode unwind);
 void pp_timers_change_rate(unsigned hz);
 /* Delete every timer and put SIGPROF's disposition back. */
 void pp_timers_stop(void);
-/* Timers for threads started since, none for those gone (while sampling). */
-void pp_timers_scan(void);
+/* Timers for threads started since, none for those gone (while sampling).
+ * Returns how many threads it armed (none: threads start through
+ * pthread_create and arm themselves, and the scan may wait longer). */
+int pp_timers_scan(void);
 /* The rate in force, 0 when not sampling (the collector's own view). */
 unsigned pp_timers_hz(void);
 /* The name of a host thread (its comm), "" when unknown. */
@@ -45,6 +47,9 @@ struct pp_timers_start {
 };
 int pp_timers_thread_started(struct pp_timers_start *out);
 int pp_timers_want_starts(void);
+/* Host context, a thread that armed its timer at its start is ending: the
+ * collector may delete the timer now. */
+void pp_timers_thread_exited(void);
 /* Changes whenever armed timers change (their rate, or they are gone). */
 unsigned pp_timers_generation(void);
 /* The sigev_value of a timer a starting thread armed (the handler counts
