@@ -3,7 +3,7 @@
 #   sh bench/run.sh            (after sh scripts/build.sh)
 set -eu
 cd "$(dirname "$0")/.."
-make -s bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels
+make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
 # jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods.
 lib=/usr/lib/x86_64-linux-gnu
@@ -53,3 +53,7 @@ echo
 echo "## The host's work under an HTTP flood (bench/bench_flood.py)"
 echo
 python3 bench/bench_flood.py
+echo
+echo "## The CPU profiler at real depths and thread lifetimes (bench/bench_unwind.py)"
+echo
+python3 bench/bench_unwind.py

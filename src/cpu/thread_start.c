@@ -101,7 +101,7 @@ static void thread_ending(void *arg)
 	if (!y->armed)
 		return;
 	y->armed = 0;
-	pp_timers_thread_exited();
+	pp_timers_thread_exited(y->start.session);
 	/* No signal of its timer while this counts what came. */
 	sigemptyset(&prof);
 	sigaddset(&prof, SIGPROF);

@@ -199,6 +199,7 @@ enum { SLOT_START, SLOT_EXIT };
 static struct adopt_slot {
 	atomic_int state;
 	int kind;
+	unsigned session; /* sampling_session when handed over */
 	pid_t tid;
 	timer_t timer;
 	uint32_t period_ns;
@@ -211,7 +212,13 @@ int pp_timers_want_starts(void)
 	return atomic_load_explicit(&want_starts, memory_order_relaxed);
 }
 
-static int hand_over(int kind, pid_t tid, timer_t timer, uint32_t period_ns)
+/* Bumped when sampling stops: what a thread hands over in one session
+ * means nothing in the next (its timer is gone, its tid may be another
+ * thread's). */
+static atomic_uint sampling_session;
+
+static int hand_over(int kind, unsigned session, pid_t tid, timer_t timer,
+                     uint32_t period_ns)
 {
 	unsigned first = (unsigned)tid % ADOPT_SLOTS;
 	for (unsigned k = 0; k < ADOPT_SLOTS; k++) {
@@ -221,6 +228,7 @@ static int hand_over(int kind, pid_t tid, timer_t timer, uint32_t period_ns)
 		                                    SLOT_FILLING))
 			continue;
 		s->kind = kind;
+		s->session = session;
 		s->tid = tid;
 		s->timer = timer;
 		s->period_ns = period_ns;
@@ -256,6 +264,7 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 		sev.sigev_value.sival_int = PP_START_TIMER_MARK;
 		sev._sigev_un._tid = tid;
 		out->generation = pp_timers_generation();
+		out->session = atomic_load(&sampling_session);
 		out->period_ns = period;
 		if (period &&
 		    timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &timer) == 0) {
@@ -275,7 +284,8 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 			out->cpu0_ns = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 			out->first_ns = first;
 			timer_settime(timer, 0, &its, NULL);
-			if (hand_over(SLOT_START, tid, timer, period)) {
+			if (hand_over(SLOT_START, out->session, tid, timer,
+			              period)) {
 				armed = 1;
 				atomic_fetch_add_explicit(&starts_armed, 1,
 				                          memory_order_relaxed);
@@ -291,12 +301,14 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 	return armed;
 }
 
-void pp_timers_thread_exited(void)
+void pp_timers_thread_exited(unsigned session)
 {
 	timer_t none;
 	memset(&none, 0, sizeof none);
-	/* No room: the next scan finds the thread gone. */
-	hand_over(SLOT_EXIT, pp_sampler_tid(), none, 0);
+	/* Its timer went with the session; no room: the next scan finds the
+	 * thread gone. */
+	if (session == atomic_load(&sampling_session))
+		hand_over(SLOT_EXIT, session, pp_sampler_tid(), none, 0);
 }
 
 /* Collector: take the handed-over timers into the table (keep = 1), or
@@ -314,13 +326,15 @@ static void adopt(int keep)
 		    s->kind != kind)
 			continue;
 		pid_t tid = s->tid;
+		int current = s->session == atomic_load(&sampling_session);
 		timer_t timer = s->timer;
 		uint32_t period = s->period_ns;
 		atomic_store_explicit(&s->state, SLOT_FREE,
 		                      memory_order_release);
 		atomic_fetch_sub(&adopt_pending, 1);
 		if (kind == SLOT_EXIT) {
-			struct thread_timer *t = thread_of(tid);
+			struct thread_timer *t =
+			    current ? thread_of(tid) : NULL;
 			if (t) {
 				if (t->has_timer)
 					timer_delete(t->timer);
@@ -328,8 +342,9 @@ static void adopt(int keep)
 			}
 			continue;
 		}
-		struct thread_timer *t = keep ? thread_of(tid) : NULL;
-		if (keep && !t)
+		struct thread_timer *t =
+		    keep && current ? thread_of(tid) : NULL;
+		if (keep && current && !t)
 			t = add_thread(tid);
 		if (!t || t->has_timer) {
 			/* Not wanted, or a scan was quicker. */
@@ -376,8 +391,14 @@ int pp_timers_scan(void)
 		if (!t && !(t = add_thread(tid)))
 			continue;
 		t->seen = 1;
-		if (!t->has_timer && atomic_load(&adopt_pending))
+		if (!t->has_timer && atomic_load(&adopt_pending)) {
 			adopt(1); /* perhaps it handed one over just now */
+			/* The table may have moved (grown, or lost a thread
+			 * that ended). */
+			if (!(t = thread_of(tid)))
+				continue;
+			t->seen = 1;
+		}
 		if (t->has_timer || timers.setitimer_mode || !timers.hz)
 			continue;
 		struct sigevent sev;
@@ -470,6 +491,7 @@ void pp_timers_stop(void)
 	while (atomic_load(&arming) && pp_clock_ns(CLOCK_MONOTONIC) < until)
 		sched_yield();
 	adopt(0);
+	atomic_fetch_add(&sampling_session, 1);
 	for (size_t i = 0; i < timers.nthreads; i++)
 		if (timers.threads[i].has_timer)
 			timer_delete(timers.threads[i].timer);

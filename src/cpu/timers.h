@@ -41,6 +41,8 @@ void pp_timers_published(struct pp_timers_published *out);
  * collector. pp_timers_want_starts: is that wanted now (a hint)? */
 struct pp_timers_start {
 	unsigned generation; /* pp_timers_generation() when armed */
+	unsigned
+	    session; /* the sampling session (to pp_timers_thread_exited) */
 	uint32_t period_ns;
 	uint64_t cpu0_ns;  /* the thread's CPU clock when armed */
 	uint64_t first_ns; /* its first expiry, after cpu0_ns */
@@ -49,7 +51,7 @@ int pp_timers_thread_started(struct pp_timers_start *out);
 int pp_timers_want_starts(void);
 /* Host context, a thread that armed its timer at its start is ending: the
  * collector may delete the timer now. */
-void pp_timers_thread_exited(void);
+void pp_timers_thread_exited(unsigned session);
 /* Changes whenever armed timers change (their rate, or they are gone). */
 unsigned pp_timers_generation(void);
 /* The sigev_value of a timer a starting thread armed (the handler counts
