@@ -46,8 +46,8 @@ const struct pp_setting pp_settings[] = {
     {"max_depth", "PULLPROF_MAX_DEPTH", PP_SETTING_UINT, OFF(max_depth), 128,
      NULL, PP_MIN_DEPTH, PP_MAX_DEPTH, NULL, "frames",
      "deepest stack recorded, in frames"},
-    {"unwind", "PULLPROF_UNWIND", PP_SETTING_STRING, OFF(unwind), 0,
-     "dwarf", 0, 0, "dwarf|libunwind|fp", "",
+    {"unwind", "PULLPROF_UNWIND", PP_SETTING_STRING, OFF(unwind), 0, "dwarf", 0,
+     0, "dwarf|libunwind|fp", "",
      "stack unwinding in the CPU profiler: dwarf (compact tables made from "
      "DWARF CFI, libunwind where they cannot say), libunwind (every frame) "
      "or fp (frame pointers)"},

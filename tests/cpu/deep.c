@@ -224,9 +224,10 @@ static void wait_stdin_closed(void)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: deep depth D THREADS | deep short "
-		                "LIFETIME_US CONCURRENCY SECONDS | deep threads "
-		                "N\n");
+		fprintf(stderr,
+		        "usage: deep depth D THREADS | deep short "
+		        "LIFETIME_US CONCURRENCY SECONDS | deep threads "
+		        "N\n");
 		return 2;
 	}
 	int rc = pullprof_start(NULL);
@@ -246,7 +247,8 @@ int main(int argc, char **argv)
 			return 2;
 		for (int i = 0; i < n; i++) {
 			pthread_t t;
-			pthread_create(&t, NULL, descender, (void *)(uintptr_t)i);
+			pthread_create(&t, NULL, descender,
+			               (void *)(uintptr_t)i);
 			pthread_detach(t);
 		}
 		wait_ready(n);
@@ -264,7 +266,8 @@ int main(int argc, char **argv)
 		end.tv_sec += seconds;
 		uintptr_t seq = 0;
 		for (int i = 0; i < conc; i++)
-			pthread_create(&t[i], NULL, short_thread, (void *)seq++);
+			pthread_create(&t[i], NULL, short_thread,
+			               (void *)seq++);
 		for (;;) {
 			struct timespec now;
 			for (int i = 0; i < conc; i++) {
@@ -294,7 +297,8 @@ int main(int argc, char **argv)
 			return 2;
 		pthread_t t[64];
 		for (int i = 0; i < n; i++)
-			pthread_create(&t[i], NULL, descender, (void *)(uintptr_t)i);
+			pthread_create(&t[i], NULL, descender,
+			               (void *)(uintptr_t)i);
 		for (int i = 0; i < n; i++)
 			pthread_join(t[i], NULL);
 		printf("units %ld cpu_ms %.3f\n", (long)units_done,

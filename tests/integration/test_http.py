@@ -65,7 +65,7 @@ def test_status_fields():
     eq(s["config"], {"listen": "127.0.0.1:0", "prefix": "/debug/pprof",
                      "max_connections": 32, "idle_timeout": 30, "cpu_hz": 100,
                      "max_seconds": 300, "max_cpu_windows": 8, "max_depth": 128,
-                     "unwind": "libunwind", "heap_rate": 524288,
+                     "unwind": "dwarf", "heap_rate": 524288,
                      "token": False, "insecure": 0, "tls_cert": None,
                      "tls_key": None, "allow": None,
                      "max_client_connections": 16, "max_header_bytes": 32768,

@@ -129,7 +129,7 @@ def test_bad_config():
         ({"PULLPROF_LISTEN": "192.0.2.1:0", "PULLPROF_INSECURE": "1"},
          "no such address"),
         ({"PULLPROF_LISTEN": "192.0.2.1:0"}, "PULLPROF_TOKEN"),
-        ({"PULLPROF_UNWIND": "dwarf"}, "libunwind|fp"),
+        ({"PULLPROF_UNWIND": "frames"}, "dwarf|libunwind|fp"),
         ({"PULLPROF_CPU_HZ": "5000"}, "PULLPROF_CPU_HZ"),
         ({"PULLPROF_MAX_DEPTH": "4"}, "PULLPROF_MAX_DEPTH"),
     ]

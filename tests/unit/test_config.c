@@ -155,7 +155,7 @@ static void test_defaults(void **state)
 	unsetenv("PULLPROF_MAX_CONNECTIONS");
 	unsetenv("PULLPROF_IDLE_TIMEOUT");
 	assert_int_equal(pp_config_resolve(NULL, &r, err, sizeof err), 0);
-	assert_string_equal(r.v.unwind, "libunwind");
+	assert_string_equal(r.v.unwind, "dwarf");
 	assert_int_equal(r.v.cpu_hz, 100);
 	assert_int_equal(r.v.max_seconds, 300);
 	assert_string_equal(r.v.listen, "127.0.0.1:6060");
@@ -230,7 +230,8 @@ static void test_env_errors(void **state)
 	resolve_bad_env("PULLPROF_MAX_CONNECTIONS", "lots",
 	                "not a whole number");
 	resolve_bad_env("PULLPROF_IDLE_TIMEOUT", "99999", "out of range");
-	resolve_bad_env("PULLPROF_UNWIND", "dwarf", "not one of libunwind|fp");
+	resolve_bad_env("PULLPROF_UNWIND", "frames",
+	                "not one of dwarf|libunwind|fp");
 	resolve_bad_env("PULLPROF_CPU_HZ", "0", "out of range 1..1000");
 	resolve_bad_env("PULLPROF_MAX_SECONDS", "100000", "out of range");
 
