@@ -39,6 +39,8 @@ void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
 /* Hot context: the signal came from the calling thread's own start timer
  * (thread_start.c counts what it delivered). */
 void pp_thread_start_delivered(uint32_t weight);
+/* In a forked child, on the thread that forked. */
+void pp_thread_start_forget_in_child(void);
 
 /* Hot context: the calling thread's kernel id, cached in TLS. */
 pid_t pp_sampler_tid(void);

@@ -81,6 +81,11 @@ void pp_thread_start_delivered(uint32_t weight)
 	young.delivered += weight;
 }
 
+void pp_thread_start_forget_in_child(void)
+{
+	young.armed = 0; /* the forking thread's timer is the parent's */
+}
+
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static int exit_key_ok;

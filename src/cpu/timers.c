@@ -535,6 +535,8 @@ void pp_timers_forget_in_child(void)
 	timers.nthreads = 0;
 	memset(&timers.index, 0, sizeof timers.index);
 	atomic_store(&want_starts, 0);
+	atomic_fetch_add(&sampling_session, 1);
+	atomic_fetch_add(&arm_generation, 1);
 	atomic_store(&arming, 0);
 	atomic_store(&adopt_pending, 0);
 	for (unsigned i = 0; i < ADOPT_SLOTS; i++)

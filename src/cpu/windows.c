@@ -178,6 +178,7 @@ void pp_cpu_shutdown(void)
 void pp_cpu_forget_in_child(void)
 {
 	pp_sampler_forget_tid();
+	pp_thread_start_forget_in_child();
 	atomic_store(&pp_sampler.active, 0);
 	/* A parent thread inside the handler at fork time counted itself in
 	 * and never counts out here: pp_cpu_shutdown's wait for handlers to
