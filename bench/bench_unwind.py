@@ -14,6 +14,8 @@ Four tables, each printed in Markdown:
   short     short-lived threads (2 at a time, each burning T ms and
             exiting) during a 5 s 100 Hz window: the CPU the profile
             accounts for in short_work() against the CPU those threads used.
+  spawn     what starting a thread costs with and without a window
+            (the interposed pthread_create arms the thread's timer).
   threads   the agent's own CPU (its pullprof-* threads, from
             /proc/PID/task/*/stat) during a 5 s 100 Hz window, against the
             number of host threads (one busy, the rest blocked).
@@ -209,6 +211,31 @@ def threads_table(builds, runs):
             sys.stdout.flush()
 
 
+def spawn_table(builds, runs):
+    print("\n### Starting a thread (pthread_create + join of an empty "
+          "thread), µs\n")
+    print("| build | no window | during a 100 Hz window |")
+    print("|---|---:|---:|")
+    for name, top in builds:
+        res = {False: [], True: []}
+        for _ in range(runs):
+            for window in (False, True):
+                h = Host(top, ["spawn", 20000])
+                t = None
+                if window:
+                    t, _ = profile_async(h, 30, 100)
+                    h.wait_window()
+                h.p.stdin.write("go\n")
+                h.p.stdin.flush()
+                res[window].append(float(h.line().split()[1]))
+                h.close()
+                if t:
+                    t.join()
+        print("| %s | %.1f | %.1f |" % (name, statistics.median(res[False]),
+                                        statistics.median(res[True])))
+        sys.stdout.flush()
+
+
 def fixed_work(top, hz, profiler):
     """One run of 2 threads doing fixed work at depth 30: work per CPU s."""
     args = [os.path.join(top, "tests/cpu/deep"), "fixed", 30, 2, 3000]
@@ -269,7 +296,8 @@ def main():
     ap.add_argument("--before")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("tables", nargs="*",
-                    default=["handler", "overhead", "short", "threads"])
+                    default=["handler", "overhead", "short", "threads",
+                             "spawn"])
     a = ap.parse_args()
     builds = [("now", TOP)]
     if a.before:

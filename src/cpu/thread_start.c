@@ -12,8 +12,6 @@
  * waited for the collector's next scan of /proc/self/task (every 100 ms)
  * and one that lived less was never sampled.
  *
- * The prologue's own stack bounds are told to the unwinder too
- * (pp_frames_set_stack): its first samples need no page checks.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -26,13 +24,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ucontext.h>
 
 #include "agent.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "pullprof.h"
-#include "unwind/frames.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 
@@ -141,36 +137,25 @@ static void make_exit_key(void)
  * whole stack (a host may size it tightly). */
 __attribute__((noinline)) static void thread_begins(void *(*fn)(void *))
 {
-	pthread_attr_t attr;
-	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-		void *lo;
-		size_t size;
-		if (pthread_attr_getstack(&attr, &lo, &size) == 0)
-			pp_frames_set_stack((uintptr_t)lo,
-			                    (uintptr_t)lo + size);
-		pthread_attr_destroy(&attr);
-	}
 	pthread_once(&exit_key_once, make_exit_key);
 	if (!exit_key_ok || !pp_timers_thread_started(&young.start))
 		return;
 	/* The stack an exit record is charged to: the start routine (+1: a
-	 * caller's frame is looked up at pc - 1), then what called it. */
-	ucontext_t uc;
+	 * caller's frame is looked up at pc - 1), then what called it, from
+	 * this function's own registers (getcontext would cost a system
+	 * call); this function's frame is left out. */
+	uintptr_t outer[OUTER_MAX + 1];
+	unsigned n = 0;
+#if defined(__x86_64__)
+	uintptr_t pc, sp, bp;
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+	                 : "=r"(pc), "=r"(sp), "=r"(bp));
+	n = pp_unwind_capture_regs(pc, sp, bp, outer, OUTER_MAX + 1);
+#endif
 	young.pcs[0] = (uintptr_t)fn + 1;
 	young.n = 1;
-	if (getcontext(&uc) == 0) {
-		int why;
-		unsigned n = pp_unwind_capture(&uc, PP_UNWIND_DWARF,
-		                               young.pcs + 1, OUTER_MAX, &why);
-		/* Leave this function's own frame out: the prologue's is the
-		 * next, and the start routine is called from there. */
-		if (n > 1) {
-			memmove(young.pcs + 1, young.pcs + 2,
-			        (n - 1) * sizeof young.pcs[0]);
-			n--;
-		}
-		young.n += n;
-	}
+	for (unsigned i = 1; i < n; i++)
+		young.pcs[young.n++] = outer[i];
 	young.delivered = 0;
 	young.armed = 1;
 	pthread_setspecific(exit_key, &young);

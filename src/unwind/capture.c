@@ -325,6 +325,16 @@ unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
 	return (unsigned)n;
 }
 
+unsigned pp_unwind_capture_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                                uintptr_t *pcs, unsigned max)
+{
+	int why;
+	pp_registry_enter();
+	int n = pp_frames_walk_regs(pc, sp, bp, pcs, max, &why);
+	pp_registry_leave();
+	return n < 0 ? 0 : (unsigned)n;
+}
+
 enum pp_unwind_mode pp_unwind_mode_parse(const char *name)
 {
 	if (!strcmp(name, "fp"))

@@ -11,9 +11,7 @@
  * plain load; a load above it first checks the next pages with one
  * process_vm_readv (which fails on an unmapped or PROT_NONE page instead of
  * faulting) and widens the range. A thread's first samples pay a system
- * call or two, later ones none. A thread started through pthread_create
- * while the agent runs knows its stack bounds from the start
- * (pp_frames_set_stack). The range is trusted only while the interrupted
+ * call or two, later ones none. The range is trusted only while the interrupted
  * sp lies in it, i.e. while the thread runs on that stack; a thread that
  * switches stacks (coroutines) starts a new range.
  */
@@ -51,12 +49,6 @@ static _Atomic uint64_t stack_checks;
 uint64_t pp_frames_stack_checks(void)
 {
 	return atomic_load_explicit(&stack_checks, memory_order_relaxed);
-}
-
-void pp_frames_set_stack(uintptr_t lo, uintptr_t hi)
-{
-	checked.lo = (lo + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
-	checked.hi = hi & ~(uintptr_t)(PAGE - 1);
 }
 
 /* How many pages from `from` on (at most n) can be read: one byte of each
@@ -165,9 +157,15 @@ uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc)
 int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why)
 {
 	const ucontext_t *uc = ucontext;
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	uintptr_t bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+	return pp_frames_walk_regs((uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+	                           (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+	                           (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+	                           pcs, max, why);
+}
+
+int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                        uintptr_t *pcs, unsigned max, int *why)
+{
 	/* Is pc exact (the interrupted instruction) or a return address? */
 	int exact = 1;
 	unsigned n = 0;

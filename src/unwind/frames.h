@@ -67,16 +67,15 @@ uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc);
  * Returns -1 when a frame needs libunwind (nothing is counted then; the
  * caller captures again with libunwind). */
 int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why);
+/* The same from three registers (the walk reads no others). */
+int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                        uintptr_t *pcs, unsigned max, int *why);
 
 /* Hot/unsafe context: the interrupted stack of a signal's ucontext by
  * frame-pointer chain, with the same checked reads (no system call per
  * frame). */
 unsigned pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max,
                            int *why);
-
-/* Host context, in a thread that starts (thread_start.c): its stack is
- * [lo, hi), so the walk need not check it page by page. */
-void pp_frames_set_stack(uintptr_t lo, uintptr_t hi);
 
 /* For status: system calls spent checking stack pages (a thread's first
  * samples, or a deeper stack than before). */

@@ -38,6 +38,12 @@ enum pp_unwind_result {
 unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
                            uintptr_t *pcs, unsigned max, int *why);
 
+/* Host context: the calling code's own stack from its pc, sp and rbp,
+ * through the compact tables only (no libunwind: 0 frames where they
+ * cannot describe one). */
+unsigned pp_unwind_capture_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                                uintptr_t *pcs, unsigned max);
+
 /* Frames of the profiler itself a capture may have to skip. */
 #define PP_UNWIND_SKIP_ROOM 16
 

@@ -22,6 +22,9 @@
  *                             do UNITS units of work at depth D; prints
  *                             "units U cpu_ms C": the work done and the CPU
  *                             the threads used for it.
+ *   deep spawn N              after a line on stdin, starts and joins N
+ *                             threads that do nothing, one at a time;
+ *                             prints "spawn_us U": microseconds each.
  *   deep threads N            N threads blocked on a condition variable
  *                             and one busy in deep_leaf; prints "ready".
  *
@@ -203,6 +206,11 @@ static void *short_thread(void *arg)
 	return NULL;
 }
 
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
 static void *idler(void *arg)
 {
 	(void)arg;
@@ -303,6 +311,22 @@ int main(int argc, char **argv)
 			pthread_join(t[i], NULL);
 		printf("units %ld cpu_ms %.3f\n", (long)units_done,
 		       (double)fixed_cpu_ns / 1e6);
+	} else if (!strcmp(argv[1], "spawn") && argc == 3) {
+		int n = atoi(argv[2]);
+		char line[64];
+		if (n < 1 || !fgets(line, sizeof line, stdin))
+			return 2;
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (int i = 0; i < n; i++) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, nothing, NULL) == 0)
+				pthread_join(t, NULL);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("spawn_us %.2f\n", ((double)(b.tv_sec - a.tv_sec) * 1e9 +
+		                           (double)(b.tv_nsec - a.tv_nsec)) /
+		                              1e3 / n);
 	} else if (!strcmp(argv[1], "threads") && argc == 3) {
 		int n = atoi(argv[2]);
 		if (n < 0)
