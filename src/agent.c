@@ -50,6 +50,8 @@ const struct pp_agent *pp_agent_get(void)
 #define MAX_UNSAMPLED 4
 
 static __thread int on_agent_thread __attribute__((tls_model("initial-exec")));
+static __thread int creating_agent_thread
+    __attribute__((tls_model("initial-exec")));
 static _Atomic pid_t unsampled[MAX_UNSAMPLED];
 
 int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
@@ -58,7 +60,12 @@ int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = -pp_real_pthread_create(t, NULL, fn, arg);
+	/* pthread_create as the program sees it: a sanitizer's interceptor
+	 * (which must know every thread) comes before ours, which lets an
+	 * agent thread through untouched. */
+	creating_agent_thread = 1;
+	int rc = -pthread_create(t, NULL, fn, arg);
+	creating_agent_thread = 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!rc)
 		pthread_setname_np(*t, name);
@@ -92,6 +99,11 @@ void pp_agent_thread_leave(void)
 int pp_on_agent_thread(void)
 {
 	return on_agent_thread;
+}
+
+int pp_creating_agent_thread(void)
+{
+	return creating_agent_thread;
 }
 
 int pp_agent_thread_unsampled(pid_t tid)

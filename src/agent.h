@@ -43,10 +43,12 @@ void pp_agent_thread_enter(int flags);
 void pp_agent_thread_leave(void);
 /* Is the calling thread one of the agent's? */
 int pp_on_agent_thread(void);
+/* Is it inside pp_agent_thread_create (the thread being made is the
+ * agent's, whichever thread makes it)? */
+int pp_creating_agent_thread(void);
 
 /* The C library's pthread_create: cpu/thread_start.c interposes the name
- * (threads the host starts while sampling arm their timer at once); the
- * agent's own threads are made with this. */
+ * (threads the host starts while sampling arm their timer at once). */
 int pp_real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
                            void *(*fn)(void *), void *arg);
 /* Is tid an agent thread the CPU profiler leaves out? Any thread. */

@@ -174,7 +174,8 @@ PULLPROF_API int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 {
 	/* Only while a window samples per thread, and never for the agent's
 	 * own threads (made by agent threads). */
-	if (!pp_timers_want_starts() || pp_on_agent_thread())
+	if (!pp_timers_want_starts() || pp_on_agent_thread() ||
+	    pp_creating_agent_thread())
 		return pp_real_pthread_create(t, attr, fn, arg);
 	struct start *s = malloc(sizeof *s);
 	if (!s)
