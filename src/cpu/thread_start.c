@@ -32,6 +32,21 @@
 #include "unwind/unwind.h"
 #include "util/clock.h"
 
+/* Under ThreadSanitizer its interceptor of pthread_create calls ours with
+ * its own start routine, which must be the first code the new thread runs
+ * (instrumented code before it finds no thread state: SIGSEGV). There the
+ * prologue is left out and starting threads are found by the scan. */
+#if defined(__SANITIZE_THREAD__)
+#define START_PROLOGUE 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define START_PROLOGUE 0
+#endif
+#endif
+#ifndef START_PROLOGUE
+#define START_PROLOGUE 1
+#endif
+
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                          void *);
 
@@ -174,8 +189,8 @@ PULLPROF_API int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 {
 	/* Only while a window samples per thread, and never for the agent's
 	 * own threads (made by agent threads). */
-	if (!pp_timers_want_starts() || pp_on_agent_thread() ||
-	    pp_creating_agent_thread())
+	if (!START_PROLOGUE || !pp_timers_want_starts() ||
+	    pp_on_agent_thread() || pp_creating_agent_thread())
 		return pp_real_pthread_create(t, attr, fn, arg);
 	struct start *s = malloc(sizeof *s);
 	if (!s)
