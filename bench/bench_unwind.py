@@ -238,7 +238,7 @@ def spawn_table(builds, runs):
 
 def fixed_work(top, hz, profiler):
     """One run of 2 threads doing fixed work at depth 30: work per CPU s."""
-    args = [os.path.join(top, "tests/cpu/deep"), "fixed", 30, 2, 3000]
+    args = [os.path.join(top, "tests/cpu/deep"), "fixed", 30, 2, 1000000]
     e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0")
     if profiler == "gperftools":
         e.update(LD_PRELOAD=LIBPROFILER, CPUPROFILE="/tmp/bench_unwind.prof",

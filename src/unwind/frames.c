@@ -138,6 +138,13 @@ uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc)
 		return PP_FRAME_END;
 	uint32_t off = (uint32_t)(pc - t->base);
 	size_t lo = 0, hi = t->n;
+	size_t page = off >> PP_FRAME_PAGE_SHIFT;
+	if (page + 1 < t->npages) {
+		/* The answer is the row before the page's first, or one of
+		 * the page's own. */
+		lo = t->pages[page] ? t->pages[page] - 1 : 0;
+		hi = t->pages[page + 1];
+	}
 	/* The last row at or before off. */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -887,7 +894,9 @@ struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
 	}
 	if (r.oom)
 		goto done;
-	out = malloc(sizeof *out + r.n * sizeof r.v[0]);
+	size_t npages = ((hi - lo) >> PP_FRAME_PAGE_SHIFT) + 2;
+	out = malloc(sizeof *out + r.n * sizeof r.v[0] +
+	             npages * sizeof(uint32_t));
 	if (!out)
 		goto done;
 	out->base = lo;
@@ -899,6 +908,15 @@ struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
 		if (PP_FRAME_KIND(r.v[i].rule) == PP_FRAME_UNSUPPORTED)
 			out->unsupported++;
 	}
+	uint32_t *pages = (uint32_t *)(out->rows + r.n);
+	for (size_t p = 0, k = 0; p < npages; p++) {
+		uint64_t from = (uint64_t)p << PP_FRAME_PAGE_SHIFT;
+		while (k < r.n && out->rows[k].pc < from)
+			k++;
+		pages[p] = (uint32_t)k;
+	}
+	out->pages = pages;
+	out->npages = npages;
 done:
 	free(r.v);
 	free(eh);

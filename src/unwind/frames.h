@@ -42,11 +42,19 @@ struct pp_frame_row {
 	uint32_t rule;
 };
 
+/* A page index narrows the search: pages[p] is the first row at or past
+ * the page's start (pc offset p << PP_FRAME_PAGE_SHIFT), so a lookup
+ * touches a few rows of one page instead of walking the whole array
+ * through cache misses. It follows the rows in the same allocation. */
+#define PP_FRAME_PAGE_SHIFT 12
+
 struct pp_frame_table {
 	uintptr_t base; /* the image's lowest code address */
 	size_t n;
 	size_t unsupported; /* rows of kind UNSUPPORTED */
 	size_t fdes;
+	size_t npages;
+	const uint32_t *pages;
 	struct pp_frame_row rows[];
 };
 

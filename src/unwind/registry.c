@@ -479,7 +479,8 @@ void pp_unwind_table_stats(struct pp_unwind_table_stats *out)
 		}
 		out->rows += t->n;
 		out->unsupported_rows += t->unsupported;
-		out->bytes += sizeof *t + t->n * sizeof t->rows[0];
+		out->bytes += sizeof *t + t->n * sizeof t->rows[0] +
+		              t->npages * sizeof t->pages[0];
 	}
 	pthread_mutex_unlock(&lock);
 }
