@@ -253,6 +253,12 @@ int pp_collector_start(char *err, size_t errlen)
 	 * earlier window still armed): an atomic store. */
 	__atomic_store_n(&pp_sampler.unwind, pp_cpu.settings.unwind,
 	                 __ATOMIC_RELAXED);
+	/* Frame pointers need no tables, only the handler's stacks. */
+	if (pp_cpu.settings.unwind == PP_UNWIND_FP &&
+	    pp_unwind_stacks_init() != 0) {
+		snprintf(err, errlen, "cannot set up stack unwinding");
+		return -ENOMEM;
+	}
 	if (!pp_cpu.unwind_ready && pp_cpu.settings.unwind != PP_UNWIND_FP) {
 		rc = pp_unwind_init();
 		if (rc) {

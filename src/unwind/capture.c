@@ -221,16 +221,36 @@ void pp_unwind_stacks_forget_in_child(void)
 		                      memory_order_relaxed);
 }
 
+static _Atomic uint64_t compact_walks, fallbacks;
+
 struct capture_call {
 	ucontext_t *uc;
 	uintptr_t *pcs;
 	unsigned max, n;
 	int *why;
+	enum pp_unwind_mode mode;
 };
 
+/* On a stack of the pool: libunwind, and the walks that have to check
+ * stack pages. */
 static void capture_call_run(struct capture_call *c)
 {
-	c->n = capture_libunwind(c->uc, c->pcs, c->max, c->why);
+	if (c->mode == PP_UNWIND_FP) {
+		c->n = (unsigned)pp_frames_walk_fp(c->uc, c->pcs, c->max,
+		                                   c->why, 1);
+		return;
+	}
+	int n = -1;
+	if (c->mode == PP_UNWIND_DWARF) {
+		n = pp_frames_walk(c->uc, c->pcs, c->max, c->why, 1);
+		atomic_fetch_add_explicit(n >= 0 ? &compact_walks : &fallbacks,
+		                          1, memory_order_relaxed);
+	}
+	if (n < 0) {
+		*c->why = PP_UNWIND_OK;
+		n = (int)capture_libunwind(c->uc, c->pcs, c->max, c->why);
+	}
+	c->n = (unsigned)n;
 }
 
 #if defined(__x86_64__)
@@ -253,10 +273,10 @@ static void call_on_stack(void (*fn)(struct capture_call *),
 }
 #endif
 
-static unsigned capture_libunwind_own_stack(ucontext_t *uc, uintptr_t *pcs,
-                                            unsigned max, int *why)
+static unsigned capture_own_stack(ucontext_t *uc, enum pp_unwind_mode mode,
+                                  uintptr_t *pcs, unsigned max, int *why)
 {
-	struct capture_call c = {uc, pcs, max, 0, why};
+	struct capture_call c = {uc, pcs, max, 0, why, mode};
 #if defined(__x86_64__)
 	if (!unwind_stacks) {
 		*why = PP_UNWIND_FAILED;
@@ -282,8 +302,6 @@ static unsigned capture_libunwind_own_stack(ucontext_t *uc, uintptr_t *pcs,
 #endif
 }
 
-static _Atomic uint64_t compact_walks, fallbacks;
-
 uint64_t pp_unwind_compact(void)
 {
 	return atomic_load_explicit(&compact_walks, memory_order_relaxed);
@@ -303,22 +321,35 @@ unsigned pp_unwind_capture(void *ucontext, enum pp_unwind_mode mode,
                            uintptr_t *pcs, unsigned max, int *why)
 {
 	*why = PP_UNWIND_OK;
-	if (mode == PP_UNWIND_FP)
-		return pp_frames_walk_fp(ucontext, pcs, max, why);
 	/* A handler may interrupt a capture of its own thread: keep the
 	 * guard as it was. */
 	int guarded = pp_unwind_guard;
 	pp_unwind_guard = 1;
 	pp_registry_enter();
+	/* The walks first run here, on the interrupted thread's stack, whose
+	 * cache lines the kernel just wrote (a stack of the pool is cold: it
+	 * cost about 1 us a sample), taking a few hundred bytes. What needs
+	 * more — libunwind, a page check and its system call — runs on a
+	 * stack of the pool: the kernel's signal frame alone can take 3 KiB of
+	 * a small thread stack, and a check on top of it overflowed a
+	 * PTHREAD_STACK_MIN thread now and then (test_safety's tiny stack). */
 	int n = -1;
-	if (mode == PP_UNWIND_DWARF) {
-		n = pp_frames_walk(ucontext, pcs, max, why);
-		atomic_fetch_add_explicit(n >= 0 ? &compact_walks : &fallbacks,
-		                          1, memory_order_relaxed);
-	}
+	if (mode == PP_UNWIND_FP)
+		n = pp_frames_walk_fp(ucontext, pcs, max, why, 0);
+	else if (mode == PP_UNWIND_DWARF)
+		n = pp_frames_walk(ucontext, pcs, max, why, 0);
+	if (n >= 0 && mode == PP_UNWIND_DWARF)
+		atomic_fetch_add_explicit(&compact_walks, 1,
+		                          memory_order_relaxed);
+	else if (n == -1 && mode == PP_UNWIND_DWARF)
+		atomic_fetch_add_explicit(&fallbacks, 1, memory_order_relaxed);
 	if (n < 0) {
 		*why = PP_UNWIND_OK;
-		n = (int)capture_libunwind_own_stack(ucontext, pcs, max, why);
+		/* A fallback goes straight to libunwind. */
+		enum pp_unwind_mode m = n == -1 && mode == PP_UNWIND_DWARF
+		                            ? PP_UNWIND_LIBUNWIND
+		                            : mode;
+		n = (int)capture_own_stack(ucontext, m, pcs, max, why);
 	}
 	pp_registry_leave();
 	pp_unwind_guard = guarded;
@@ -330,7 +361,7 @@ unsigned pp_unwind_capture_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 {
 	int why;
 	pp_registry_enter();
-	int n = pp_frames_walk_regs(pc, sp, bp, pcs, max, &why);
+	int n = pp_frames_walk_regs(pc, sp, bp, pcs, max, &why, 1);
 	pp_registry_leave();
 	return n < 0 ? 0 : (unsigned)n;
 }

@@ -75,7 +75,18 @@ static size_t readable_pages(uintptr_t from, size_t n)
 struct reader {
 	struct stack_range *r;
 	unsigned budget;
+	/* May this walk check pages (a system call, and more stack: the
+	 * handler does that on a stack of its own)? If not, wanted_check says
+	 * it stopped for want of one. */
+	int may_check, wanted_check;
 };
+
+static int may_check(struct reader *rd)
+{
+	if (!rd->may_check)
+		rd->wanted_check = 1;
+	return rd->may_check;
+}
 
 /* Make r cover the page of sp (start a new range when sp left it). */
 static void reader_start(struct reader *rd, struct stack_range *r, uintptr_t sp)
@@ -85,6 +96,10 @@ static void reader_start(struct reader *rd, struct stack_range *r, uintptr_t sp)
 	rd->budget = 256; /* pages: 1 MiB of stack per capture */
 	if (sp >= r->lo && sp < r->hi)
 		return;
+	if (!may_check(rd)) {
+		rd->budget = 0; /* every load fails: the walk stops */
+		return;
+	}
 	if (sp < r->lo && r->lo - page <= 64u * PAGE && r->lo < r->hi) {
 		/* The same stack, grown (the main thread's grows on demand). */
 		uintptr_t at = page;
@@ -110,7 +125,7 @@ PP_NO_ASAN static int load(struct reader *rd, uintptr_t addr, uintptr_t *out)
 	if (addr < r->lo || addr > UINTPTR_MAX - 8)
 		return -1;
 	while (addr + 8 > r->hi) {
-		if (!rd->budget)
+		if (!rd->budget || !may_check(rd))
 			return -1;
 		size_t want = (addr + 8 - r->hi + PAGE - 1) / PAGE;
 		if (want > 16)
@@ -161,17 +176,26 @@ uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc)
 	(offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs) +     \
 	 (size_t)(i) * sizeof(greg_t))
 
-int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why)
+int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
+                   int checks)
 {
 	const ucontext_t *uc = ucontext;
 	return pp_frames_walk_regs((uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
 	                           (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
 	                           (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
-	                           pcs, max, why);
+	                           pcs, max, why, checks);
 }
 
+/* A load failed: the walk ends there, or (-2) it has to start again where
+ * it may check pages. */
+#define LOAD_FAILED()                                                          \
+	do {                                                                   \
+		*why = PP_UNWIND_FAILED;                                       \
+		return rd.wanted_check ? -2 : (int)n;                          \
+	} while (0)
+
 int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
-                        uintptr_t *pcs, unsigned max, int *why)
+                        uintptr_t *pcs, unsigned max, int *why, int checks)
 {
 	/* Is pc exact (the interrupted instruction) or a return address? */
 	int exact = 1;
@@ -180,6 +204,8 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 	struct stack_range other; /* a stack met through a signal frame */
 
 	*why = PP_UNWIND_OK;
+	rd.may_check = checks;
+	rd.wanted_check = 0;
 	reader_start(&rd, &checked, sp);
 	while (pc) {
 		if (n == max) {
@@ -213,10 +239,8 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 			uintptr_t regs[3];
 			if (load(&rd, sp + UC_GREG(REG_RIP), &regs[0]) ||
 			    load(&rd, sp + UC_GREG(REG_RSP), &regs[1]) ||
-			    load(&rd, sp + UC_GREG(REG_RBP), &regs[2])) {
-				*why = PP_UNWIND_FAILED;
-				return (int)n;
-			}
+			    load(&rd, sp + UC_GREG(REG_RBP), &regs[2]))
+				LOAD_FAILED();
 			pc = regs[0];
 			sp = regs[1];
 			bp = regs[2];
@@ -233,15 +257,15 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 		}
 		default: /* END, UNSUPPORTED */ return -1;
 		}
-		if (cfa <= sp || load(&rd, cfa - 8, &ra)) {
+		if (cfa <= sp) {
 			*why = PP_UNWIND_FAILED;
 			return (int)n;
 		}
+		if (load(&rd, cfa - 8, &ra))
+			LOAD_FAILED();
 		if (PP_FRAME_RBP(rule) && PP_FRAME_KIND(rule) != PP_FRAME_PLT &&
-		    load(&rd, cfa - 8 * PP_FRAME_RBP(rule), &bp)) {
-			*why = PP_UNWIND_FAILED;
-			return (int)n;
-		}
+		    load(&rd, cfa - 8 * PP_FRAME_RBP(rule), &bp))
+			LOAD_FAILED();
 		sp = cfa;
 		pc = ra;
 		exact = 0;
@@ -249,8 +273,8 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 	return (int)n;
 }
 
-unsigned pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max,
-                           int *why)
+int pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
+                      int checks)
 {
 	const ucontext_t *uc = ucontext;
 	uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
@@ -258,6 +282,8 @@ unsigned pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max,
 	unsigned n = 0;
 	struct reader rd;
 
+	rd.may_check = checks;
+	rd.wanted_check = 0;
 	reader_start(&rd, &checked, sp);
 	pcs[n++] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	while (n < max) {
@@ -270,14 +296,14 @@ unsigned pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max,
 			break;
 		if (ra == 0) {
 			*why = PP_UNWIND_OK;
-			return n;
+			return (int)n;
 		}
 		pcs[n++] = ra;
 		sp = fp + 16;
 		fp = saved_fp;
 	}
 	*why = n == max ? PP_UNWIND_TRUNCATED : PP_UNWIND_FAILED;
-	return n;
+	return n < max && rd.wanted_check ? -2 : (int)n;
 }
 
 /* ---------------------------------------------------------------------

@@ -73,17 +73,20 @@ uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc);
 /* Hot/unsafe context: capture the interrupted stack of a signal's ucontext
  * through the compact tables (unwind.h's pp_unwind_capture contract).
  * Returns -1 when a frame needs libunwind (nothing is counted then; the
- * caller captures again with libunwind). */
-int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why);
+ * caller captures again with libunwind). With checks 0 the walk never
+ * checks stack pages (a system call, and a deeper stack) and returns -2
+ * where it would have to: the caller walks again where it may. */
+int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
+                   int checks);
 /* The same from three registers (the walk reads no others). */
 int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
-                        uintptr_t *pcs, unsigned max, int *why);
+                        uintptr_t *pcs, unsigned max, int *why, int checks);
 
 /* Hot/unsafe context: the interrupted stack of a signal's ucontext by
  * frame-pointer chain, with the same checked reads (no system call per
  * frame). */
-unsigned pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max,
-                           int *why);
+int pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
+                      int checks);
 
 /* For status: system calls spent checking stack pages (a thread's first
  * samples, or a deeper stack than before). */

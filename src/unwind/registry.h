@@ -32,9 +32,6 @@ extern __thread int pp_unwind_guard __attribute__((tls_model("initial-exec")));
 /* Agent context: does libunwind's dl_iterate_phdr reach ours? */
 int pp_unwind_guard_works(void);
 
-/* Agent context, once: the pool of stacks the SIGPROF handler unwinds on
- * with libunwind (capture.c). 0 or -1. */
-int pp_unwind_stacks_init(void);
 /* In a forked child: the stacks parent threads were unwinding on at fork
  * time are free (those threads do not exist here). */
 void pp_unwind_stacks_forget_in_child(void);

@@ -63,6 +63,10 @@ void pp_unwind_allow_trace(int yes);
 uint64_t pp_unwind_fast_traces(void);
 uint64_t pp_unwind_loader_avoided(void);
 
+/* Agent context, once: the pool of stacks the SIGPROF handler unwinds on,
+ * whatever the unwinder (capture.c). 0 or -1. pp_unwind_init does it too. */
+int pp_unwind_stacks_init(void);
+
 /* Agent context. Set libunwind up for signal-safe use and take the first
  * snapshot. Each profiler that captures stacks calls it once and
  * pp_unwind_shutdown once when it no longer can. 0 or a negative errno. */
