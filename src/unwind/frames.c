@@ -623,6 +623,21 @@ static void set_reg(struct state *s, uint64_t reg, int rule, int64_t off,
 	}
 }
 
+/* DW_CFA_restore: reg's rule back to what the CIE's program left. */
+static void restore_reg(struct state *s, const struct state *initial,
+                        uint64_t reg, unsigned ra_reg)
+{
+	if (reg == DW_RBP) {
+		s->rbp = initial->rbp;
+		s->rbp_off = initial->rbp_off;
+	} else if (reg == ra_reg) {
+		s->ra = initial->ra;
+		s->ra_off = initial->ra_off;
+	} else if (reg == DW_RSP) {
+		s->rsp = initial->rsp;
+	}
+}
+
 /* Run a CFA program from pc on, emitting a row at every advance. Returns
  * the pc reached, or 0 when the program is not understood. */
 static uintptr_t run_cfa(struct cur *c, struct state *s,
@@ -648,17 +663,9 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 			        cie->ra_reg);
 			continue;
 		case 0xc0:
-			reg = op & 0x3f;
 			if (!initial)
 				return 0;
-			if (reg == DW_RBP)
-				s->rbp = initial->rbp,
-				s->rbp_off = initial->rbp_off;
-			else if (reg == cie->ra_reg)
-				s->ra = initial->ra,
-				s->ra_off = initial->ra_off;
-			else if (reg == DW_RSP)
-				s->rsp = initial->rsp;
+			restore_reg(s, initial, op & 0x3f, cie->ra_reg);
 			continue;
 		default: break;
 		}
@@ -691,12 +698,7 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 				reg = uleb(c);
 				if (!initial)
 					return 0;
-				if (reg == DW_RBP)
-					s->rbp = initial->rbp,
-					s->rbp_off = initial->rbp_off;
-				else if (reg == cie->ra_reg)
-					s->ra = initial->ra,
-					s->ra_off = initial->ra_off;
+				restore_reg(s, initial, reg, cie->ra_reg);
 				continue;
 			case 0x07:
 				set_reg(s, uleb(c), R_UNDEF, 0, cie->ra_reg);
@@ -747,15 +749,6 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 				continue;
 			}
 			case 0x10: /* expression */
-				reg = uleb(c);
-				{
-					uint64_t len = uleb(c);
-					if (!need(c, len))
-						return 0;
-					c->p += len;
-				}
-				set_reg(s, reg, R_OTHER, 0, cie->ra_reg);
-				continue;
 			case 0x11: /* offset_extended_sf */
 				reg = uleb(c);
 				set_reg(s, reg, R_OFFSET,
