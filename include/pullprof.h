@@ -141,6 +141,18 @@ struct pullprof_config {
 	 * list apply as to every endpoint. PULLPROF_METRICS_PATH, default
 	 * none. */
 	const char *metrics_path;
+	/* Most thread dumps (/goroutine) being taken or waiting for their
+	 * ?seconds window at once (1..64); more get 429.
+	 * PULLPROF_MAX_THREAD_DUMPS, default 4. (Since 1.1.) */
+	unsigned max_thread_dumps;
+	/* Most wall-clock profiles (/wall, /debug/fgprof) sampling at once
+	 * (1..16), each with a sampler thread of its own; more get 429.
+	 * PULLPROF_MAX_WALL_PROFILES, default 2. (Since 1.1.) */
+	unsigned max_wall_profiles;
+	/* Threads a wall-clock profile looks at per tick (1..4096), rotating
+	 * through all of them; each look is weighed by the threads it stands
+	 * for. PULLPROF_WALL_THREADS, default 16. (Since 1.1.) */
+	unsigned wall_threads;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here) and

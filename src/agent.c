@@ -6,6 +6,7 @@
  * state set up before they started, and stop joins them before freeing it.
  */
 #include "agent.h"
+#include "threads/threads.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -53,6 +54,9 @@ static __thread int on_agent_thread __attribute__((tls_model("initial-exec")));
 static __thread int creating_agent_thread
     __attribute__((tls_model("initial-exec")));
 static _Atomic pid_t unsampled[MAX_UNSAMPLED];
+/* Every agent thread's tid, for the thread dump to mark them. */
+#define MAX_AGENT_TIDS 32
+static _Atomic pid_t agent_tids[MAX_AGENT_TIDS];
 
 int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
                            void *arg)
@@ -72,13 +76,23 @@ int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
 	return rc;
 }
 
+static void tid_add(_Atomic pid_t *slots, size_t n, pid_t tid)
+{
+	for (size_t i = 0; i < n; i++) {
+		pid_t free_slot = 0;
+		if (atomic_compare_exchange_strong(&slots[i], &free_slot, tid))
+			return;
+	}
+}
+
 void pp_agent_thread_enter(int flags)
 {
 	on_agent_thread = 1;
 	pp_heap_exclude_thread();
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	tid_add(agent_tids, MAX_AGENT_TIDS, self);
 	if (!(flags & PP_AGENT_UNSAMPLED))
 		return;
-	pid_t self = (pid_t)syscall(SYS_gettid);
 	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
 		pid_t free_slot = 0;
 		if (atomic_compare_exchange_strong(&unsampled[i], &free_slot,
@@ -94,6 +108,18 @@ void pp_agent_thread_leave(void)
 		pid_t mine = self;
 		atomic_compare_exchange_strong(&unsampled[i], &mine, 0);
 	}
+	for (size_t i = 0; i < MAX_AGENT_TIDS; i++) {
+		pid_t mine = self;
+		atomic_compare_exchange_strong(&agent_tids[i], &mine, 0);
+	}
+}
+
+int pp_agent_thread_is(pid_t tid)
+{
+	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
+		if (atomic_load(&agent_tids[i]) == tid)
+			return 1;
+	return 0;
 }
 
 int pp_on_agent_thread(void)
@@ -141,9 +167,14 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
+		atomic_store(&agent_tids[i], 0);
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
+		atomic_store(&unsampled[i], 0);
 	pp_jobs_forget_in_child();
 	pp_cpu_forget_in_child();
 	pp_heap_forget_in_child();
+	pp_threads_forget_in_child();
 	pp_symtab_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
@@ -195,6 +226,14 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
 	};
 	pp_cpu_configure(&cpu);
+	struct pp_threads_settings threads = {
+	    .max_depth = agent.cfg.v.max_depth,
+	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
+	    .max_dumps = agent.cfg.v.max_thread_dumps,
+	    .max_wall = agent.cfg.v.max_wall_profiles,
+	    .wall_threads = agent.cfg.v.wall_threads,
+	};
+	pp_threads_configure(&threads);
 	if (agent.cfg.v.heap_rate) {
 		struct pp_heap_settings heap = {
 		    .rate = agent.cfg.v.heap_rate,
@@ -226,6 +265,7 @@ fail:
 	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
 	pp_jobs_shutdown();
+	pp_threads_shutdown();
 	pp_heap_stop();
 	pp_config_free(&agent.cfg);
 	return rc;
@@ -249,6 +289,7 @@ static int stop_locked(void)
 	 * server goes), then the samplers, then the server; handlers read
 	 * `running`, so it is cleared only once their thread is gone. */
 	pp_jobs_shutdown();
+	pp_threads_shutdown();
 	pp_cpu_shutdown();
 	pp_heap_stop();
 	pp_server_stop(running->srv);

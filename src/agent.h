@@ -36,11 +36,13 @@ int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
 /* The first call of every agent thread: its allocations are never heap
  * samples, and pp_on_agent_thread() is true on it. With PP_AGENT_UNSAMPLED
  * its CPU time is not sampled either (the threads that make and render
- * profiles: their work would show in the profiles beside them); such a
+ * profiles: their work would show in the profiles beside them); every agent
  * thread calls pp_agent_thread_leave() when it ends. */
 #define PP_AGENT_UNSAMPLED 1
 void pp_agent_thread_enter(int flags);
 void pp_agent_thread_leave(void);
+/* Is tid one of the agent's threads (between its enter and leave)? */
+int pp_agent_thread_is(pid_t tid);
 /* Is the calling thread one of the agent's? */
 int pp_on_agent_thread(void);
 /* Is it inside pp_agent_thread_create (the thread being made is the

@@ -91,6 +91,17 @@ const struct pp_setting pp_settings[] = {
      OFF(metrics_path), 0, NULL, 0, 0, NULL, "",
      "also serve <prefix>/metrics at this path outside the prefix, e.g. "
      "/metrics"},
+    {"max_thread_dumps", "PULLPROF_MAX_THREAD_DUMPS", PP_SETTING_UINT,
+     OFF(max_thread_dumps), 4, NULL, 1, 64, NULL, "dumps",
+     "most thread dumps (/goroutine) taken or waiting for their window at "
+     "once"},
+    {"max_wall_profiles", "PULLPROF_MAX_WALL_PROFILES", PP_SETTING_UINT,
+     OFF(max_wall_profiles), 2, NULL, 1, 16, NULL, "profiles",
+     "most wall-clock profiles (/wall, /debug/fgprof) sampling at once"},
+    {"wall_threads", "PULLPROF_WALL_THREADS", PP_SETTING_UINT,
+     OFF(wall_threads), 16, NULL, 1, 4096, NULL, "threads",
+     "threads a wall-clock profile looks at per tick, rotating through "
+     "all"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 

@@ -129,7 +129,7 @@ int pp_args_takes_gzip(const char *v)
 	return 0;
 }
 
-int pp_args_render(const struct pp_args *a, const char *types, int legacy,
+int pp_args_render(const struct pp_args *a, const char *types, int flags,
                    struct pp_render_opts *o, char *err, size_t errlen)
 {
 	unsigned format, debug, top, index;
@@ -139,9 +139,11 @@ int pp_args_render(const struct pp_args *a, const char *types, int legacy,
 		ntypes += *c == '|';
 	if (pp_args_choice(a, "format", PP_FORMAT_NAMES, &format, err,
 	                   errlen) ||
-	    pp_args_uint(a, "debug", 0, 0, 1, &debug, err, errlen) ||
+	    pp_args_uint(a, "debug", 0, 0, flags & PP_RENDER_DUMP ? 2 : 1,
+	                 &debug, err, errlen) ||
 	    pp_args_uint(a, "top", 50, 0, 1000000, &top, err, errlen))
 		return -EINVAL;
+	int legacy = flags & PP_RENDER_LEGACY;
 	if (format == PP_FORMAT_LEGACY && !legacy) {
 		snprintf(
 		    err, errlen,
@@ -151,12 +153,29 @@ int pp_args_render(const struct pp_args *a, const char *types, int legacy,
 	}
 	if (debug && pp_args_given(a, "format") && format != PP_FORMAT_TEXT) {
 		snprintf(err, errlen,
-		         "debug=1 asks for text and format for another format: "
-		         "give one of them");
+		         "debug=%u asks for text and format for another format: "
+		         "give one of them",
+		         debug);
 		return -EINVAL;
 	}
 	if (debug)
 		format = PP_FORMAT_TEXT;
+	if (debug && (flags & PP_RENDER_DUMP)) {
+		/* The thread dump's texts: Go's grouped stacks, and a block
+		 * per thread. */
+		if (pp_args_given(a, "top") || pp_args_given(a, "sample_index")) {
+			snprintf(err, errlen,
+			         "top and sample_index apply to format=text, "
+			         "not to debug=%u",
+			         debug);
+			return -EINVAL;
+		}
+		o->format = debug == 1 ? PP_FORMAT_STACKS : PP_FORMAT_THREADS;
+		o->top = 0;
+		o->gzip = pp_args_takes_gzip(a->accept_encoding);
+		o->sample_index = -1;
+		return 0;
+	}
 	o->format = (enum pp_format)format;
 	o->top = top;
 	o->gzip = pp_args_takes_gzip(a->accept_encoding);

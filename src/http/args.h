@@ -37,7 +37,7 @@ int pp_args_choice(const struct pp_args *a, const char *name,
  * ?sample_Index=1 reach a value that was never found (fuzz_query: a NULL
  * read that took the host down). */
 int pp_args_given(const struct pp_args *a, const char *name);
-int pp_args_render(const struct pp_args *a, const char *types, int legacy,
+int pp_args_render(const struct pp_args *a, const char *types, int flags,
                    struct pp_render_opts *o, char *err, size_t errlen);
 int pp_args_id(const struct pp_args *a, const char *sampling, uint64_t *id,
                char *err, size_t errlen);

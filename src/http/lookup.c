@@ -123,6 +123,7 @@ static void *thread_main(void *arg)
 	while ((j = pop_locked(l)))
 		finish_locked(l, j, L_CANCELLED);
 	pthread_mutex_unlock(&l->mu);
+	pp_agent_thread_leave();
 	return NULL;
 }
 

@@ -47,13 +47,13 @@ int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
 	return pp_args_uint(&a, name, def, min, max, out, err, errlen);
 }
 
-int pp_query_render(struct pp_request *r, const char *types, int legacy,
+int pp_query_render(struct pp_request *r, const char *types, int flags,
                     struct pp_render_opts *o, char *err, size_t errlen)
 {
 	struct pp_args a = args_of(r);
 	a.accept_encoding = MHD_lookup_connection_value(
 	    r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-	return pp_args_render(&a, types, legacy, o, err, errlen);
+	return pp_args_render(&a, types, flags, o, err, errlen);
 }
 
 int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,

@@ -27,7 +27,7 @@ int pp_query_choice(struct pp_request *r, const char *name, const char *choices,
  * '|'-separated): the value text and folded show, the default of pprof and
  * JSON. A bad or inapplicable parameter is -EINVAL with a sentence in err
  * naming what is accepted. */
-int pp_query_render(struct pp_request *r, const char *types, int legacy,
+int pp_query_render(struct pp_request *r, const char *types, int flags,
                     struct pp_render_opts *o, char *err, size_t errlen);
 
 /* ?id=N: render the kept profile N again (0 when absent). The parameters

@@ -108,6 +108,39 @@ const struct pp_route pp_routes[] = {
                 "(same parameters as heap)",
     },
     {
+        .path = "/goroutine",
+        .name = "goroutine",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_goroutine,
+        .link = "goroutine?debug=2",
+        .help = "thread dump: every thread's stack now, read without "
+                "stopping or signalling it (Go's path; each goroutine is a "
+                "thread); debug=1 grouped, debug=2 a block per thread, "
+                "seconds=N the change",
+    },
+    {
+        .path = "/wall",
+        .name = "wall",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_wall,
+        .link = "wall?seconds=30",
+        .help = "wall-clock profile of the next seconds (default 30) at hz "
+                "(default 99): every thread, running or blocked, labelled "
+                "with its state",
+    },
+    {
+        .path = "/fgprof",
+        .name = "fgprof",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_fgprof,
+        .link = "fgprof?seconds=30",
+        .help = "the wall-clock profile with fgprof's sample types; also at "
+                "/debug/fgprof when the prefix is /debug/pprof",
+    },
+    {
         .path = "/symbol",
         .name = "symbol",
         .methods = "GET, HEAD, POST",
@@ -182,6 +215,20 @@ static const char *match(struct pp_request *r, const char *prefix)
 		}
 		return url;
 	}
+	if (plen >= 6 && strcmp(prefix + plen - 6, "/pprof") == 0 &&
+	    strncmp(url, prefix, plen - 6) == 0 &&
+	    strcmp(url + plen - 6, "/fgprof") == 0) {
+		/* fgprof's path beside Go's: <p>/debug/fgprof for the prefix
+		 * <p>/debug/pprof, where the scrapers' fgprof job asks. */
+		for (size_t i = 0; i < pp_routes_count; i++) {
+			if (pp_routes[i].handler == pp_h_fgprof) {
+				r->route = &pp_routes[i];
+				r->counter = (unsigned)i;
+				r->kind = pp_routes[i].kind;
+			}
+		}
+		return url + plen - 6;
+	}
 	if (strncmp(url, prefix, plen) != 0 ||
 	    (url[plen] != 0 && url[plen] != '/'))
 		return NULL;
@@ -214,10 +261,6 @@ static size_t max_body(const struct pp_request *r)
 static const struct {
 	const char *path, *why, *scraper_name;
 } go_only[] = {
-    {"/goroutine",
-     "goroutine profiles need goroutines: a C or C++ process "
-     "has threads (see /threads)",
-     "goroutine"},
     {"/mutex", "mutex contention profiles are not made by pullprof", "mutex"},
     {"/block", "blocking profiles are not made by pullprof", "block"},
     {"/threadcreate", "thread-creation profiles are not made by pullprof",

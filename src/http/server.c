@@ -185,6 +185,7 @@ static void *loop(void *arg)
 			break;
 		MHD_run(s->mhd);
 	}
+	pp_agent_thread_leave();
 	return NULL;
 }
 

@@ -12,6 +12,8 @@ const char *pp_format_content_type(enum pp_format f)
 {
 	switch (f) {
 	case PP_FORMAT_TEXT:
+	case PP_FORMAT_STACKS:
+	case PP_FORMAT_THREADS:
 	case PP_FORMAT_FOLDED: return "text/plain; charset=utf-8";
 	case PP_FORMAT_JSON: return "application/json";
 	default: return "application/octet-stream";
@@ -29,8 +31,8 @@ const char *pp_format_attachment(enum pp_format f)
 
 const char *pp_format_encoding(const struct pp_render_opts *o)
 {
-	int text = o->format == PP_FORMAT_TEXT ||
-	           o->format == PP_FORMAT_FOLDED || o->format == PP_FORMAT_JSON;
+	int text = o->format != PP_FORMAT_PPROF &&
+	           o->format != PP_FORMAT_LEGACY;
 	return text && o->gzip ? "gzip" : NULL;
 }
 
@@ -61,6 +63,12 @@ int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
 				break;
 			case PP_FORMAT_JSON:
 				rc = pp_json_write(&v, &out);
+				break;
+			case PP_FORMAT_STACKS:
+				rc = pp_stacks_write(&v, &out);
+				break;
+			case PP_FORMAT_THREADS:
+				rc = pp_threads_write(&v, &out);
 				break;
 			default: rc = pp_pprof_write(&v, 1, &out); break;
 			}

@@ -18,10 +18,20 @@ enum pp_format {
 	PP_FORMAT_FOLDED, /* collapsed stacks: root;...;leaf value */
 	PP_FORMAT_JSON,   /* the model as JSON, for the viewer */
 	PP_FORMAT_LEGACY, /* gperftools CPU profile (count profiles only) */
+	/* Not names of ?format=: the thread dump's ?debug=1 and ?debug=2. */
+	PP_FORMAT_STACKS,  /* stacks grouped with a count, as Go's goroutine
+	                    * profile at debug=1 */
+	PP_FORMAT_THREADS, /* one block per thread (the dump's labels) */
 };
 
 /* The names ?format= accepts, in enum order. */
 #define PP_FORMAT_NAMES "pprof|text|folded|json|legacy"
+
+/* What a request may ask of an endpoint's renderers (the flags of
+ * pp_args_render): the legacy format; debug=1 and 2 as the thread dump's
+ * texts (PP_FORMAT_STACKS, PP_FORMAT_THREADS). */
+#define PP_RENDER_LEGACY 1
+#define PP_RENDER_DUMP 2
 
 struct pp_render_opts {
 	enum pp_format format;
@@ -52,6 +62,8 @@ int pp_text_write(const struct pp_view *v, const struct pp_render_opts *o,
 int pp_folded_write(const struct pp_view *v, const struct pp_render_opts *o,
                     struct pp_buf *out);
 int pp_json_write(const struct pp_view *v, struct pp_buf *out);
+int pp_stacks_write(const struct pp_view *v, struct pp_buf *out);
+int pp_threads_write(const struct pp_view *v, struct pp_buf *out);
 /* -EINVAL when p has no count ("samples") value to write. */
 int pp_legacy_write(const struct pp_profile *p, struct pp_buf *out);
 

@@ -79,6 +79,7 @@ struct reader {
 	 * handler does that on a stack of its own)? If not, wanted_check says
 	 * it stopped for want of one. */
 	int may_check, wanted_check;
+	struct stack_range other; /* a stack met through a signal frame */
 };
 
 static int may_check(struct reader *rd)
@@ -144,6 +145,47 @@ PP_NO_ASAN static int load(struct reader *rd, uintptr_t addr, uintptr_t *out)
 }
 
 /* ---------------------------------------------------------------------
+ * Reads of another thread's stack (agent context).
+ */
+
+static size_t copy_remote(uintptr_t from, void *to, size_t n)
+{
+	struct iovec local = {to, n};
+	struct iovec remote = {(void *)from, n};
+	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	return got > 0 ? (size_t)got : 0;
+}
+
+int pp_frames_mem_load(struct pp_frames_mem *m, uintptr_t addr,
+                       uintptr_t *out)
+{
+	if (addr > UINTPTR_MAX - 8)
+		return -1;
+	if (addr >= m->base && addr + 8 <= m->base + m->len) {
+		memcpy(out, m->buf + (addr - m->base), 8);
+		return 0;
+	}
+	if (m->live && addr >= m->base && addr + 8 <= m->base + m->cap) {
+		/* More of the stack, 16 KiB at a time: a deep walk reads
+		 * it once, not a word per frame. */
+		size_t want = addr + 8 - (m->base + m->len);
+		want = (want + 16383) & ~(size_t)16383;
+		if (want > m->cap - m->len)
+			want = m->cap - m->len;
+		m->len += copy_remote(m->base + m->len, m->buf + m->len, want);
+		if (addr + 8 <= m->base + m->len) {
+			memcpy(out, m->buf + (addr - m->base), 8);
+			return 0;
+		}
+		return -1;
+	}
+	if (!m->live || !m->reads)
+		return -1;
+	m->reads--;
+	return copy_remote(addr, out, 8) == 8 ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------
  * The walk (hot context).
  */
 
@@ -186,27 +228,30 @@ int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
 	                           pcs, max, why, checks);
 }
 
-/* A load failed: the walk ends there, or (-2) it has to start again where
- * it may check pages. */
-#define LOAD_FAILED()                                                          \
-	do {                                                                   \
-		*why = PP_UNWIND_FAILED;                                       \
-		return rd.wanted_check ? -2 : (int)n;                          \
-	} while (0)
+/* The walk itself, over any source of stack words: the SIGPROF handler's
+ * checked loads of its own thread's stack (hot), or a copy of another
+ * thread's stack (pp_frames_walk_mem, agent context). Inlined into each
+ * with constant functions, so the hot walk makes no indirect call.
+ *
+ * bp_known 0: the walk starts without rbp (a thread read from outside gives
+ * only pc and sp). A frame whose CFA is rbp-based before any frame restored
+ * rbp asks find_bp for the frame record (saved rbp, return address) above
+ * sp, or ends there. */
+#define WHY_NO_TABLE PP_UNWIND_NO_TABLE
+typedef int (*walk_load_fn)(void *src, uintptr_t addr, uintptr_t *out);
+typedef void (*walk_stack_fn)(void *src, uintptr_t sp);
+typedef int (*walk_find_bp_fn)(void *src, uintptr_t sp, uintptr_t *bp);
 
-int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
-                        uintptr_t *pcs, unsigned max, int *why, int checks)
+static inline __attribute__((always_inline)) int
+walk_core(uintptr_t pc, uintptr_t sp, uintptr_t bp, int bp_known,
+          uintptr_t *pcs, unsigned max, int *why, void *src, walk_load_fn ld,
+          walk_stack_fn other_stack, walk_find_bp_fn find_bp)
 {
 	/* Is pc exact (the interrupted instruction) or a return address? */
 	int exact = 1;
 	unsigned n = 0;
-	struct reader rd;
-	struct stack_range other; /* a stack met through a signal frame */
 
 	*why = PP_UNWIND_OK;
-	rd.may_check = checks;
-	rd.wanted_check = 0;
-	reader_start(&rd, &checked, sp);
 	while (pc) {
 		if (n == max) {
 			*why = PP_UNWIND_TRUNCATED;
@@ -221,14 +266,22 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 			*why = PP_UNWIND_UNKNOWN_CODE;
 			return (int)n;
 		}
-		if (!t)
-			return -1;
+		if (!t) {
+			*why = WHY_NO_TABLE;
+			return (int)n;
+		}
 		uint32_t rule = pp_frames_rule(t, at);
 		uintptr_t cfa, ra;
 		switch (PP_FRAME_KIND(rule)) {
 		case PP_FRAME_OUTERMOST: return (int)n;
 		case PP_FRAME_CFA_RSP: cfa = sp + PP_FRAME_OFF(rule); break;
-		case PP_FRAME_CFA_RBP: cfa = bp + PP_FRAME_OFF(rule); break;
+		case PP_FRAME_CFA_RBP:
+			if (!bp_known && (!find_bp || find_bp(src, sp, &bp))) {
+				*why = PP_UNWIND_FAILED;
+				return (int)n;
+			}
+			cfa = bp + PP_FRAME_OFF(rule);
+			break;
 		case PP_FRAME_PLT:
 			/* Until the entry's jump to the resolver pushed two
 			 * more words, the CFA is rsp + 8; after, rsp + 16. */
@@ -237,40 +290,124 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 			break;
 		case PP_FRAME_SIGNAL: {
 			uintptr_t regs[3];
-			if (load(&rd, sp + UC_GREG(REG_RIP), &regs[0]) ||
-			    load(&rd, sp + UC_GREG(REG_RSP), &regs[1]) ||
-			    load(&rd, sp + UC_GREG(REG_RBP), &regs[2]))
-				LOAD_FAILED();
+			if (ld(src, sp + UC_GREG(REG_RIP), &regs[0]) ||
+			    ld(src, sp + UC_GREG(REG_RSP), &regs[1]) ||
+			    ld(src, sp + UC_GREG(REG_RBP), &regs[2])) {
+				*why = PP_UNWIND_FAILED;
+				return (int)n;
+			}
 			pc = regs[0];
 			sp = regs[1];
 			bp = regs[2];
+			bp_known = 1;
 			exact = 1;
-			/* sigaltstack: the interrupted code ran on another
-			 * stack, checked on its own (not remembered). */
-			if (sp < rd.r->lo || sp >= rd.r->hi) {
-				other.lo = other.hi = 0;
-				unsigned budget = rd.budget;
-				reader_start(&rd, &other, sp);
-				rd.budget = budget;
-			}
+			other_stack(src, sp);
 			continue;
 		}
-		default: /* END, UNSUPPORTED */ return -1;
+		default: /* END, UNSUPPORTED */
+			*why = WHY_NO_TABLE;
+			return (int)n;
 		}
-		if (cfa <= sp) {
+		if (cfa <= sp || ld(src, cfa - 8, &ra)) {
 			*why = PP_UNWIND_FAILED;
 			return (int)n;
 		}
-		if (load(&rd, cfa - 8, &ra))
-			LOAD_FAILED();
-		if (PP_FRAME_RBP(rule) && PP_FRAME_KIND(rule) != PP_FRAME_PLT &&
-		    load(&rd, cfa - 8 * PP_FRAME_RBP(rule), &bp))
-			LOAD_FAILED();
+		if (PP_FRAME_RBP(rule) && PP_FRAME_KIND(rule) != PP_FRAME_PLT) {
+			if (ld(src, cfa - 8 * PP_FRAME_RBP(rule), &bp)) {
+				*why = PP_UNWIND_FAILED;
+				return (int)n;
+			}
+			bp_known = 1;
+		}
 		sp = cfa;
 		pc = ra;
 		exact = 0;
 	}
 	return (int)n;
+}
+
+static int hot_load(void *src, uintptr_t addr, uintptr_t *out)
+{
+	return load(src, addr, out);
+}
+
+/* sigaltstack: the interrupted code ran on another stack, checked on its
+ * own (not remembered). */
+static void hot_other_stack(void *src, uintptr_t sp)
+{
+	struct reader *rd = src;
+	if (sp >= rd->r->lo && sp < rd->r->hi)
+		return;
+	rd->other.lo = rd->other.hi = 0;
+	unsigned budget = rd->budget;
+	reader_start(rd, &rd->other, sp);
+	rd->budget = budget;
+}
+
+int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                        uintptr_t *pcs, unsigned max, int *why, int checks)
+{
+	struct reader rd;
+
+	rd.may_check = checks;
+	rd.wanted_check = 0;
+	reader_start(&rd, &checked, sp);
+	int n = walk_core(pc, sp, bp, 1, pcs, max, why, &rd, hot_load,
+	                  hot_other_stack, NULL);
+	if (*why == WHY_NO_TABLE)
+		return -1; /* libunwind does it all again */
+	/* A load failed for want of a page check: walk again where the
+	 * caller may check. */
+	return n >= 0 && *why == PP_UNWIND_FAILED && rd.wanted_check ? -2 : n;
+}
+
+/* A frame record above sp: [A] the caller's rbp (higher on the stack, or
+ * 0 at the outermost frame), [A+8] a return address into code whose row
+ * says "CFA = rbp + 16, rbp saved at CFA - 16" (the standard prologue).
+ * Tried at the first 512 words above sp: a heuristic, used only for the
+ * frames of a thread read from outside before any frame restored rbp. */
+static int mem_find_bp(void *src, uintptr_t sp, uintptr_t *bp)
+{
+	for (uintptr_t a = (sp + 7) & ~(uintptr_t)7; a < sp + 4096; a += 8) {
+		uintptr_t saved, ra;
+		if (pp_frames_mem_load(src, a, &saved) ||
+		    pp_frames_mem_load(src, a + 8, &ra))
+			return -1;
+		if (saved && (saved <= a + 8 || saved - a > (8u << 20)))
+			continue;
+		int covered;
+		const struct pp_frame_table *t =
+		    pp_registry_table(ra - 1, &covered);
+		if (!t)
+			continue;
+		uint32_t rule = pp_frames_rule(t, ra - 1);
+		if (PP_FRAME_KIND(rule) == PP_FRAME_CFA_RSP ||
+		    PP_FRAME_KIND(rule) == PP_FRAME_CFA_RBP ||
+		    PP_FRAME_KIND(rule) == PP_FRAME_OUTERMOST) {
+			*bp = a;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int mem_load(void *src, uintptr_t addr, uintptr_t *out)
+{
+	return pp_frames_mem_load(src, addr, out);
+}
+
+static void mem_other_stack(void *src, uintptr_t sp)
+{
+	(void)src;
+	(void)sp; /* every address is read through the same source */
+}
+
+int pp_frames_walk_mem(struct pp_frames_mem *m, uintptr_t pc, uintptr_t sp,
+                       uintptr_t bp, int bp_known, uintptr_t *pcs,
+                       unsigned max, int *why)
+{
+	return walk_core(pc, sp, bp, bp_known, pcs, max, why, m, mem_load,
+	                 mem_other_stack, mem_find_bp);
 }
 
 int pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max, int *why,

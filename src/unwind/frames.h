@@ -88,6 +88,31 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 int pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
                       int checks);
 
+/* Agent context: a copy of another thread's stack to walk from outside
+ * (the thread is not interrupted: it is blocked in a system call, or a
+ * perf_event sample copied its stack). buf[0..len) holds the words at
+ * base..; the caller's buffer has room for cap bytes. With `live`, loads
+ * past len read more of the process's memory (process_vm_readv, which
+ * fails rather than faults on a page gone meanwhile) into the rest of buf,
+ * and loads outside buf read single words, at most `reads` of them. */
+struct pp_frames_mem {
+	uintptr_t base;
+	unsigned char *buf;
+	size_t len, cap;
+	int live;
+	unsigned reads;
+};
+int pp_frames_mem_load(struct pp_frames_mem *m, uintptr_t addr,
+                       uintptr_t *out);
+
+/* Agent context: walk a thread's stack from pc and sp (and bp when
+ * bp_known) through the compact tables, reading it through m. The depth;
+ * *why PP_UNWIND_NO_TABLE where a frame the tables cannot describe ended
+ * it. */
+int pp_frames_walk_mem(struct pp_frames_mem *m, uintptr_t pc, uintptr_t sp,
+                       uintptr_t bp, int bp_known, uintptr_t *pcs,
+                       unsigned max, int *why);
+
 /* For status: system calls spent checking stack pages (a thread's first
  * samples, or a deeper stack than before). */
 uint64_t pp_frames_stack_checks(void);

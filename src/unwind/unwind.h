@@ -30,6 +30,9 @@ enum pp_unwind_result {
 	PP_UNWIND_TRUNCATED = 1,    /* deeper than max */
 	PP_UNWIND_UNKNOWN_CODE = 2, /* stopped at code not in any image */
 	PP_UNWIND_FAILED = 3,       /* the unwinder gave up before the end */
+	PP_UNWIND_NO_TABLE = 4, /* a frame the compact tables cannot describe
+	                         * (walks from outside, which have no
+	                         * libunwind to hand it to) */
 };
 
 /* Hot/unsafe context. Capture the interrupted stack from a signal's

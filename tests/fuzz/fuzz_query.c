@@ -108,8 +108,11 @@ static void render(const struct pp_args *a, const char *types, int legacy)
 	int rc = pp_args_render(a, types, legacy, &o, err, sizeof err);
 	check_err(rc, err, sizeof err);
 	if (rc == 0) {
-		if ((unsigned)o.format > PP_FORMAT_LEGACY ||
-		    (!legacy && o.format == PP_FORMAT_LEGACY))
+		int dump = legacy & PP_RENDER_DUMP;
+		if ((unsigned)o.format > PP_FORMAT_THREADS ||
+		    (!dump && o.format > PP_FORMAT_LEGACY) ||
+		    (!(legacy & PP_RENDER_LEGACY) &&
+		     o.format == PP_FORMAT_LEGACY))
 			abort();
 		if (o.sample_index < -1 || o.sample_index >= (int)ntypes)
 			abort();
@@ -137,6 +140,8 @@ static void params(const struct pp_args *a)
 		abort();
 	render(a, "samples|cpu", 1);
 	render(a, "alloc_objects|alloc_space|inuse_objects|inuse_space", 0);
+	render(a, "goroutine", PP_RENDER_DUMP);
+	render(a, "samples|wall", 0);
 	err[0] = 0;
 	rc = pp_args_id(a, "seconds|hz", &id, err, sizeof err);
 	check_err(rc, err, sizeof err);

@@ -1,0 +1,373 @@
+/*
+ * The thread dump, /goroutine: every thread of the process with its stack,
+ * read without stopping or signalling any (look.h). A `make` producer: the
+ * dump is taken on the pipeline's thread when the job is due; with
+ * ?seconds=N the first one is taken at the open and the answer is the
+ * change (as Go's delta profiles). Also what both producers of this module
+ * share (internal.h). Agent context.
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "threads/internal.h"
+#include "unwind/unwind.h"
+#include "util/clock.h"
+
+struct pp_threads_settings pp_threads_cfg = {
+    .max_depth = 64, .max_dumps = 4, .max_wall = 2, .wall_threads = 16};
+_Atomic uint64_t pp_threads_dumps, pp_threads_wall_ticks,
+    pp_threads_wall_samples, pp_threads_wall_late;
+
+static pthread_mutex_t unwind_mu = PTHREAD_MUTEX_INITIALIZER;
+static int unwind_ready;
+
+int pp_threads_unwind_ready(char *err, size_t errlen)
+{
+	int rc = 0;
+	pthread_mutex_lock(&unwind_mu);
+	if (!unwind_ready) {
+		rc = pp_unwind_init();
+		if (rc)
+			snprintf(err, errlen, "cannot set up stack unwinding");
+		else
+			unwind_ready = 1;
+	}
+	pthread_mutex_unlock(&unwind_mu);
+	if (!rc)
+		pp_unwind_refresh(); /* cheap when nothing was loaded */
+	return rc;
+}
+
+void pp_threads_unwind_release(void);
+void pp_threads_unwind_release(void)
+{
+	pthread_mutex_lock(&unwind_mu);
+	if (unwind_ready) {
+		pp_unwind_shutdown();
+		unwind_ready = 0;
+	}
+	pthread_mutex_unlock(&unwind_mu);
+}
+
+void pp_threads_configure(const struct pp_threads_settings *s)
+{
+	pp_threads_cfg = *s;
+	pp_dump_producer.max_open = s->max_dumps;
+	pp_wall_producer.max_open = s->max_wall;
+}
+
+const char *pp_threads_state(const struct pp_look *l)
+{
+	switch (l->how) {
+	case PP_LOOK_RUNNING:
+	case PP_LOOK_SELF: return "running";
+	case PP_LOOK_BLOCKED:
+		/* Woken between the two reads: it was asleep in the call. */
+		return l->st.state == 'R' ? "sleeping"
+		                          : pp_task_state_name(l->st.state);
+	default:
+		return l->miss == PP_MISS_NO_PERF ||
+		               l->miss == PP_MISS_NOT_CAUGHT
+		           ? "running"
+		           : pp_task_state_name(l->st.state);
+	}
+}
+
+static const char *miss_frame(enum pp_look_miss m)
+{
+	switch (m) {
+	case PP_MISS_NO_PERF:
+		return "[pullprof: running; its stack needs perf_event_open "
+		       "(kernel.perf_event_paranoid, seccomp)]";
+	case PP_MISS_NOT_CAUGHT:
+		return "[pullprof: running; not on a CPU long enough to be "
+		       "sampled in time]";
+	case PP_MISS_MOVED:
+		return "[pullprof: kept moving while its stack was read]";
+	default: return "[pullprof: stack not captured]";
+	}
+}
+
+static const char *how_text(const struct pp_look *l)
+{
+	switch (l->how) {
+	case PP_LOOK_BLOCKED: return "read while blocked (not interrupted)";
+	case PP_LOOK_RUNNING: return "sampled running by perf_event";
+	case PP_LOOK_SELF: return "the dumping thread itself";
+	default: return miss_frame(l->miss);
+	}
+}
+
+static void call_text(const struct pp_look *l, char *out, size_t len)
+{
+	const struct pp_task_call *c = &l->call;
+	out[0] = 0;
+	if (l->how != PP_LOOK_BLOCKED)
+		return;
+	if (c->nr == PP_TASK_NOT_IN_CALL) {
+		snprintf(out, len, "no system call (a fault or a stop)");
+		return;
+	}
+	const char *name = pp_task_syscall_name(c->nr);
+	char num[32];
+	if (!name) {
+		snprintf(num, sizeof num, "syscall_%ld", c->nr);
+		name = num;
+	}
+	snprintf(out, len,
+	         "%s(0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64 ", 0x%" PRIx64
+	         ")",
+	         name, c->args[0], c->args[1], c->args[2], c->args[3]);
+}
+
+int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
+                   const int64_t *values, int detail)
+{
+	uintptr_t extra[1];
+	const uintptr_t *pcs = l->pcs;
+	size_t depth = l->depth;
+	const char *tail = NULL;
+
+	if (l->how == PP_LOOK_NONE && l->miss == PP_MISS_GONE)
+		return 0;
+	if (l->how == PP_LOOK_NONE)
+		tail = miss_frame(l->miss);
+	else if (l->why == PP_UNWIND_TRUNCATED)
+		tail = "[pullprof: stack truncated]";
+	else if (l->why == PP_UNWIND_FAILED || l->why == PP_UNWIND_NO_TABLE)
+		tail = "[pullprof: stack walk stopped here]";
+	else if (!depth)
+		tail = "[pullprof: stack not captured]";
+	uintptr_t *all = NULL;
+	if (tail) {
+		extra[0] = pp_profile_synthetic_pc(p, tail);
+		if (!depth) {
+			pcs = extra;
+			depth = extra[0] ? 1 : 0;
+		} else if (extra[0]) {
+			all = malloc((depth + 1) * sizeof *all);
+			if (!all)
+				return -ENOMEM;
+			memcpy(all, l->pcs, depth * sizeof *all);
+			all[depth++] = extra[0];
+			pcs = all;
+		}
+	}
+	struct pp_label labels[10];
+	size_t n = 0;
+	char call[160], wchan[64];
+	labels[n++] = (struct pp_label){.key = "thread_name", .str = l->st.name};
+	labels[n++] = (struct pp_label){.key = "state",
+	                                .str = pp_threads_state(l)};
+	if (pp_agent_thread_is(l->tid))
+		labels[n++] = (struct pp_label){.key = "agent",
+		                                .str = "pullprof"};
+	if (detail) {
+		call_text(l, call, sizeof call);
+		pp_task_wchan(l->tid, wchan, sizeof wchan);
+		labels[n++] = (struct pp_label){.key = "tid", .num = l->tid};
+		if (call[0])
+			labels[n++] =
+			    (struct pp_label){.key = "call", .str = call};
+		if (wchan[0])
+			labels[n++] =
+			    (struct pp_label){.key = "wchan", .str = wchan};
+		labels[n++] = (struct pp_label){
+		    .key = "cpu_user",
+		    .num = (int64_t)l->st.utime_ns,
+		    .unit = "nanoseconds"};
+		labels[n++] = (struct pp_label){
+		    .key = "cpu_system",
+		    .num = (int64_t)l->st.stime_ns,
+		    .unit = "nanoseconds"};
+		labels[n++] =
+		    (struct pp_label){.key = "stack", .str = how_text(l)};
+	}
+	int rc = pp_profile_add(p, pcs, depth, values, labels, n);
+	free(all);
+	return rc;
+}
+
+/* ---- the dump ------------------------------------------------------------ */
+
+#define BATCH 64
+
+static const struct pp_value_type dump_type = {"goroutine", "count"};
+
+/* Every thread now, one sample each (aggregated by stack and labels unless
+ * detail). */
+static int dump(int detail, struct pp_profile **out)
+{
+	pid_t *tids;
+	size_t n;
+	int rc = pp_task_list(&tids, &n);
+	if (rc)
+		return rc;
+	unsigned depth = pp_threads_cfg.max_depth;
+	struct pp_profile *p = pp_profile_new(&dump_type, 1, &dump_type, 1);
+	struct pp_looker *lk = pp_looker_new(depth, BATCH);
+	struct pp_look *looks = calloc(BATCH, sizeof *looks);
+	uintptr_t *pcs = malloc((size_t)BATCH * depth * sizeof *pcs);
+	if (!p || !lk || !looks || !pcs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	p->max_bytes = pp_threads_cfg.max_profile_bytes;
+	pp_profile_set_time(p, (int64_t)pp_clock_ns(CLOCK_REALTIME), 0);
+	int64_t one = 1;
+	for (size_t at = 0; at < n && !rc; at += BATCH) {
+		size_t k = n - at < BATCH ? n - at : BATCH;
+		for (size_t i = 0; i < k; i++) {
+			looks[i].tid = tids[at + i];
+			looks[i].pcs = pcs + i * depth;
+		}
+		/* A running thread gets 50 ms to be caught on a CPU. */
+		pp_look_threads(lk, looks, k, 50);
+		for (size_t i = 0; i < k && !rc; i++)
+			rc = pp_threads_add(p, &looks[i], &one, detail);
+	}
+	atomic_fetch_add(&pp_threads_dumps, 1);
+out:
+	pp_looker_free(lk);
+	free(looks);
+	free(pcs);
+	free(tids);
+	if (rc) {
+		pp_profile_free(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+struct dump_job {
+	struct pp_dump_query q;
+	struct pp_profile *start;
+};
+
+static int dump_start(struct pp_job *job, const void *query, char *err,
+                      size_t errlen)
+{
+	const struct pp_dump_query *q = query;
+	int rc = pp_threads_unwind_ready(err, errlen);
+	if (rc)
+		return rc;
+	struct dump_job *j = calloc(1, sizeof *j);
+	if (!j) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	j->q = *q;
+	pp_job_set_data(job, j);
+	if (q->seconds) {
+		rc = dump(0, &j->start);
+		if (rc) {
+			snprintf(err, errlen, "cannot read the threads: %s",
+			         strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Add s of profile `from` to `to`: synthetic frames are numbered per
+ * profile, so they are renamed. */
+static int copy_sample(struct pp_profile *to, const struct pp_profile *from,
+                       const struct pp_sample *s, int64_t value)
+{
+	uintptr_t local[64] = {0}, *pcs = s->depth <= 64 ? local : NULL;
+	if (!pcs && !(pcs = malloc(s->depth * sizeof *pcs)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->depth; i++) {
+		const char *name = pp_profile_synthetic_name(from, s->pcs[i]);
+		pcs[i] = name ? pp_profile_synthetic_pc(to, name) : s->pcs[i];
+	}
+	int rc = pp_profile_add(to, pcs, s->depth, &value, s->labels,
+	                        s->nlabels);
+	if (pcs != local)
+		free(pcs);
+	return rc;
+}
+
+/* end - start, without the stacks whose count did not change. */
+static int delta(struct pp_profile *end, const struct pp_profile *start,
+                 struct pp_profile **out)
+{
+	struct pp_profile *d = pp_profile_new(&dump_type, 1, &dump_type, 1);
+	struct pp_profile *sum = pp_profile_new(&dump_type, 1, &dump_type, 1);
+	int rc = d && sum ? 0 : -ENOMEM;
+	for (const struct pp_sample *s = end->first; s && !rc; s = s->next)
+		rc = copy_sample(sum, end, s, s->values[0]);
+	for (const struct pp_sample *s = start->first; s && !rc; s = s->next)
+		rc = copy_sample(sum, start, s, -s->values[0]);
+	for (const struct pp_sample *s = sum ? sum->first : NULL; s && !rc;
+	     s = s->next)
+		if (s->values[0])
+			rc = copy_sample(d, sum, s, s->values[0]);
+	pp_profile_free(sum);
+	if (rc) {
+		pp_profile_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+static int dump_make(struct pp_job *job, struct pp_profile **out)
+{
+	struct dump_job *j = pp_job_data(job);
+	char err[120];
+	struct pp_profile *p;
+	int rc = pp_threads_unwind_ready(err, sizeof err);
+	if (rc)
+		return rc;
+	rc = dump(j->q.debug == 2, &p);
+	if (rc || !j->q.seconds) {
+		if (!rc) {
+			*out = p;
+			pp_profile_add_comment(
+			    p, "pullprof: each goroutine is a thread; its "
+			       "stack read without stopping or signalling it");
+		}
+		return rc;
+	}
+	struct pp_profile *d;
+	rc = delta(p, j->start, &d);
+	pp_profile_free(p);
+	if (rc)
+		return rc;
+	pp_profile_set_time(d, pp_job_opened_real_ns(job),
+	                    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) -
+	                              pp_job_opened_ns(job)));
+	pp_profile_add_comment(d, "pullprof: the change in the number of "
+	                          "threads at each stack over the window");
+	*out = d;
+	return 0;
+}
+
+static void dump_free(void *data)
+{
+	struct dump_job *j = data;
+	if (!j)
+		return;
+	pp_profile_free(j->start);
+	free(j);
+}
+
+struct pp_producer pp_dump_producer = {
+    .kind = "goroutine",
+    .what = "thread dumps",
+    .limit_setting = "PULLPROF_MAX_THREAD_DUMPS",
+    .max_open = 4,
+    .start = dump_start,
+    .make = dump_make,
+    .free = dump_free,
+};

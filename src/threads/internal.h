@@ -1,0 +1,30 @@
+/* What the thread dump and the wall-clock profile share. Agent context. */
+#ifndef PP_THREADS_INTERNAL_H
+#define PP_THREADS_INTERNAL_H
+
+#include "profile/model.h"
+#include "threads/look.h"
+#include "threads/threads.h"
+
+extern struct pp_threads_settings pp_threads_cfg;
+
+/* Stack unwinding set up (once, for both producers); 0 or a negative
+ * errno with a sentence in err. */
+int pp_threads_unwind_ready(char *err, size_t errlen);
+
+/* Add what l found as a sample of p with these values: its stack (or the
+ * synthetic frame that says why there is none), labels thread_name and
+ * state (and agent on the agent's threads); with detail, the dump's
+ * per-thread labels (tid, call, wchan, cpu_user, cpu_system, stack). A
+ * thread gone meanwhile is left out. 0 or -ENOMEM. */
+int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
+                   const int64_t *values, int detail);
+
+/* The state word of what l found. */
+const char *pp_threads_state(const struct pp_look *l);
+
+/* Counters. */
+extern _Atomic uint64_t pp_threads_dumps, pp_threads_wall_ticks,
+    pp_threads_wall_samples, pp_threads_wall_late;
+
+#endif

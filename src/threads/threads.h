@@ -1,0 +1,59 @@
+/*
+ * Where threads are, without stopping them: the thread dump (/goroutine, a
+ * `make` producer) and the wall-clock profile (/wall and fgprof's path, a
+ * delivering producer with a sampler thread per window). Both look at
+ * threads through look.h: never a signal. Agent context.
+ */
+#ifndef PP_THREADS_H
+#define PP_THREADS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile/job.h"
+
+struct pp_threads_settings {
+	unsigned max_depth;
+	size_t max_profile_bytes;
+	unsigned max_dumps;        /* PULLPROF_MAX_THREAD_DUMPS */
+	unsigned max_wall;         /* PULLPROF_MAX_WALL_PROFILES */
+	unsigned wall_threads;     /* PULLPROF_WALL_THREADS: per tick */
+};
+/* At agent start (before any job). */
+void pp_threads_configure(const struct pp_threads_settings *s);
+/* At agent stop, after the pipeline's shutdown: joins the wall samplers. */
+void pp_threads_shutdown(void);
+/* In a forked child (async-signal-safe). */
+void pp_threads_forget_in_child(void);
+
+/* /goroutine: debug 0 (pprof and the formats), 1 (grouped stacks), 2 (a
+ * block per thread); seconds > 0: the change over that many seconds. */
+struct pp_dump_query {
+	unsigned debug;
+	unsigned seconds;
+};
+extern struct pp_producer pp_dump_producer;
+
+/* /wall and /debug/fgprof. */
+struct pp_wall_query {
+	unsigned seconds;
+	unsigned hz;
+	int fgprof; /* fgprof's sample types */
+};
+extern struct pp_producer pp_wall_producer;
+
+/* The default and highest rates of a wall-clock window. */
+#define PP_WALL_HZ 99
+#define PP_WALL_MAX_HZ 1000
+
+struct pp_threads_stats {
+	unsigned dumps_open, wall_open;
+	uint64_t dumps, wall_ticks, wall_samples, wall_late_ticks;
+	unsigned wall_threads; /* the per-tick bound */
+	uint64_t blocked, running, self, gone, not_caught, moved, no_perf,
+	    walk_incomplete;
+	int perf_errno, perf_kernel;
+};
+void pp_threads_stats(struct pp_threads_stats *out);
+
+#endif

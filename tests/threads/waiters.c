@@ -1,0 +1,532 @@
+/*
+ * waiters: threads that wait in known places, for the thread dump and
+ * wall-clock tests and benchmarks. Starts the agent on PULLPROF_LISTEN and
+ * prints "port N".
+ *
+ *   waiters dump N      about N threads, each blocked in one of seven
+ *                       functions (wait_condvar, wait_epoll, wait_pipe,
+ *                       wait_nanosleep, wait_sem, wait_join, wait_mutex)
+ *                       and one spinning in spin_forever; prints "line F L"
+ *                       for each (F blocks at line L of this file), then
+ *                       "ready".
+ *   waiters eintr       threads looping on the calls signal(7) says a
+ *                       handler interrupts even with SA_RESTART (nanosleep,
+ *                       clock_nanosleep, usleep, poll, ppoll, select,
+ *                       pselect, epoll_wait, epoll_pwait, recv with
+ *                       SO_RCVTIMEO, sem_timedwait, semtimedop, msgrcv,
+ *                       io_getevents... as libc gives them), each checking
+ *                       its result (no EINTR, no early return), and one
+ *                       burning CPU; prints "ready". After a line on stdin:
+ *                       "calls N bad M" and a line per bad return.
+ *   waiters nap MS      one thread alternating nap() (sleeps MS ms) and
+ *                       burn() (spins MS ms of wall time); prints "ready".
+ *   waiters many N      N threads blocked on one condition variable (the
+ *                       benchmark's hosts); prints "ready".
+ *
+ * Every mode runs until its stdin is closed (main waits in read()).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/select.h>
+#include <sys/sem.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pullprof.h>
+
+#define KEEP __attribute__((noinline, noclone, used))
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static sem_t sem;
+static int pipe_fds[2], epfd;
+static atomic_int arrived;
+static volatile uint64_t sink;
+
+KEEP void wait_condvar(void);
+KEEP void wait_epoll(void);
+KEEP void wait_pipe(void);
+KEEP void wait_nanosleep(void);
+KEEP void wait_sem(void);
+KEEP void wait_join(void);
+KEEP void wait_mutex(void);
+KEEP void spin_forever(void);
+KEEP void nap(void);
+KEEP void burn(void);
+KEEP void wait_many(void);
+
+static int line_condvar, line_epoll, line_pipe, line_nanosleep, line_sem,
+    line_join, line_mutex;
+
+static void arrive(void)
+{
+	atomic_fetch_add(&arrived, 1);
+}
+
+KEEP void wait_condvar(void)
+{
+	pthread_mutex_lock(&mu);
+	arrive();
+	line_condvar = __LINE__ + 2;
+	for (;;)
+		pthread_cond_wait(&never, &mu);
+}
+
+KEEP void wait_epoll(void)
+{
+	struct epoll_event ev;
+	arrive();
+	line_epoll = __LINE__ + 2;
+	for (;;)
+		epoll_wait(epfd, &ev, 1, -1);
+}
+
+KEEP void wait_pipe(void)
+{
+	char c;
+	arrive();
+	line_pipe = __LINE__ + 2;
+	for (;;)
+		if (read(pipe_fds[0], &c, 1) <= 0)
+			break;
+}
+
+KEEP void wait_nanosleep(void)
+{
+	struct timespec ts = {3600, 0};
+	arrive();
+	line_nanosleep = __LINE__ + 2;
+	for (;;)
+		nanosleep(&ts, NULL);
+}
+
+KEEP void wait_sem(void)
+{
+	arrive();
+	line_sem = __LINE__ + 2;
+	for (;;)
+		sem_wait(&sem);
+}
+
+static void *joined_main(void *arg)
+{
+	(void)arg;
+	wait_condvar();
+	return NULL;
+}
+
+KEEP void wait_join(void)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, joined_main, NULL);
+	arrive();
+	line_join = __LINE__ + 1;
+	pthread_join(t, NULL);
+}
+
+KEEP void wait_mutex(void)
+{
+	arrive();
+	line_mutex = __LINE__ + 1;
+	pthread_mutex_lock(&held);
+	pthread_mutex_unlock(&held);
+}
+
+KEEP void spin_forever(void)
+{
+	for (;;)
+		sink++;
+}
+
+static void *waiter_main(void *arg)
+{
+	switch ((int)(intptr_t)arg) {
+	case 0: wait_condvar(); break;
+	case 1: wait_epoll(); break;
+	case 2: wait_pipe(); break;
+	case 3: wait_nanosleep(); break;
+	case 4: wait_sem(); break;
+	case 5: wait_join(); break;
+	case 6: wait_mutex(); break;
+	default: spin_forever(); break;
+	}
+	return NULL;
+}
+
+static void start(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 256 << 10);
+	if (pthread_create(&t, &a, fn, arg)) {
+		perror("pthread_create");
+		exit(1);
+	}
+	pthread_attr_destroy(&a);
+}
+
+/* ---- eintr ---------------------------------------------------------------- */
+
+static atomic_int stopping;
+static atomic_long calls, bad;
+static pthread_mutex_t report_mu = PTHREAD_MUTEX_INITIALIZER;
+static char reports[64][160];
+static int nreports;
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A call that took less than want_ns, or said EINTR, or failed otherwise. */
+static void check(const char *what, int rc, int err, int expect_err,
+                  uint64_t t0, uint64_t want_ns)
+{
+	uint64_t took = now_ns() - t0;
+	atomic_fetch_add(&calls, 1);
+	int wrong = rc < 0 ? err != expect_err : expect_err != 0 && rc != 0;
+	/* 1 ms below the asked time: a timer's slack, never a signal's. */
+	if (wrong || took + 1000000u < want_ns) {
+		atomic_fetch_add(&bad, 1);
+		pthread_mutex_lock(&report_mu);
+		if (nreports < 64)
+			snprintf(reports[nreports++], sizeof reports[0],
+			         "%s: rc %d errno %s after %.3f ms (asked %.3f)",
+			         what, rc, rc < 0 ? strerror(err) : "-",
+			         (double)took / 1e6, (double)want_ns / 1e6);
+		pthread_mutex_unlock(&report_mu);
+	}
+}
+
+#define MS 20
+#define MS_NS (MS * 1000000ull)
+
+static void *eintr_main(void *arg)
+{
+	int kind = (int)(intptr_t)arg;
+	int sv[2] = {-1, -1}, ep = -1, semid = -1, msqid = -1;
+	sem_t s;
+	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+
+	sem_init(&s, 0, 0);
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	struct timeval tv = {0, MS * 1000};
+	setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	ep = epoll_create1(0);
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = sv[0]};
+	epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev);
+	semid = semget(IPC_PRIVATE, 1, 0600);
+	msqid = msgget(IPC_PRIVATE, 0600);
+
+	while (!atomic_load(&stopping)) {
+		uint64_t t0 = now_ns();
+		int rc;
+		errno = 0;
+		switch (kind) {
+		case 0: {
+			struct timespec ts = {0, MS_NS};
+			rc = nanosleep(&ts, NULL);
+			check("nanosleep", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 1: {
+			struct timespec ts = {0, MS_NS};
+			rc = -clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+			check("clock_nanosleep", rc ? -1 : 0, -rc, 0, t0,
+			      MS_NS);
+			break;
+		}
+		case 2:
+			rc = usleep(MS * 1000);
+			check("usleep", rc, errno, 0, t0, MS_NS);
+			break;
+		case 3: {
+			struct pollfd p = {sv[0], POLLIN, 0};
+			rc = poll(&p, 1, MS);
+			check("poll", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 4: {
+			struct pollfd p = {sv[0], POLLIN, 0};
+			struct timespec ts = {0, MS_NS};
+			rc = ppoll(&p, 1, &ts, NULL);
+			check("ppoll", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 5: {
+			fd_set r;
+			FD_ZERO(&r);
+			FD_SET(sv[0], &r);
+			struct timeval t = {0, MS * 1000};
+			rc = select(sv[0] + 1, &r, NULL, NULL, &t);
+			check("select", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 6: {
+			fd_set r;
+			FD_ZERO(&r);
+			FD_SET(sv[0], &r);
+			struct timespec t = {0, MS_NS};
+			rc = pselect(sv[0] + 1, &r, NULL, NULL, &t, NULL);
+			check("pselect", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 7: {
+			struct epoll_event e;
+			rc = epoll_wait(ep, &e, 1, MS);
+			check("epoll_wait", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 8: {
+			struct epoll_event e;
+			rc = epoll_pwait(ep, &e, 1, MS, NULL);
+			check("epoll_pwait", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 9: {
+			char c;
+			rc = (int)recv(sv[0], &c, 1, 0);
+			check("recv with SO_RCVTIMEO", rc, errno, EAGAIN, t0,
+			      MS_NS);
+			break;
+		}
+		case 10: {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)MS_NS;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			rc = sem_timedwait(&s, &ts);
+			check("sem_timedwait", rc, errno, ETIMEDOUT, t0, MS_NS);
+			break;
+		}
+		case 11: {
+			struct sembuf op = {0, -1, 0};
+			struct timespec ts = {0, MS_NS};
+			rc = semid < 0 ? -1 : semtimedop(semid, &op, 1, &ts);
+			check("semtimedop", rc, errno, EAGAIN, t0, MS_NS);
+			break;
+		}
+		case 12: {
+			/* msgrcv has no timeout: a non-blocking one between
+			 * sleeps still must not fail with EINTR. */
+			struct {
+				long type;
+				char text[8];
+			} msg;
+			rc = msqid < 0 ? -1
+			               : (int)msgrcv(msqid, &msg, sizeof msg.text,
+			                             0, IPC_NOWAIT);
+			check("msgrcv", rc, errno, ENOMSG, t0, 0);
+			struct timespec ts = {0, MS_NS};
+			t0 = now_ns();
+			rc = nanosleep(&ts, NULL);
+			check("nanosleep", rc, errno, 0, t0, MS_NS);
+			break;
+		}
+		case 13: {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)MS_NS;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_mutex_lock(&m);
+			rc = pthread_cond_timedwait(&cv, &m, &ts);
+			pthread_mutex_unlock(&m);
+			/* 0 would be a wake-up no one sent. */
+			check("pthread_cond_timedwait", rc ? -1 : 0, rc,
+			      ETIMEDOUT, t0, MS_NS);
+			break;
+		}
+		case 14: {
+			/* Short sleeps: most of the time on the way in and
+			 * out of the call, where a look finds it running. */
+			struct timespec ts = {0, 50000};
+			rc = nanosleep(&ts, NULL);
+			check("nanosleep 50us", rc, errno, 0, t0, 50000);
+			break;
+		}
+		default:
+			for (int i = 0; i < 100000; i++)
+				sink++;
+			break;
+		}
+	}
+	if (semid >= 0)
+		semctl(semid, 0, IPC_RMID);
+	if (msqid >= 0)
+		msgctl(msqid, IPC_RMID, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	close(ep);
+	return NULL;
+}
+
+#define EINTR_KINDS 16
+
+/* ---- nap ------------------------------------------------------------------ */
+
+static long nap_ms = 10;
+
+KEEP void nap(void)
+{
+	struct timespec ts = {nap_ms / 1000, (nap_ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+KEEP void burn(void)
+{
+	uint64_t end = now_ns() + (uint64_t)nap_ms * 1000000u;
+	while (now_ns() < end)
+		for (int i = 0; i < 1000; i++)
+			sink++;
+}
+
+static void *nap_main(void *arg)
+{
+	(void)arg;
+	arrive();
+	for (;;) {
+		nap();
+		burn();
+	}
+	return NULL;
+}
+
+/* ---- many ----------------------------------------------------------------- */
+
+KEEP void wait_many(void)
+{
+	pthread_mutex_lock(&mu);
+	arrive();
+	for (;;)
+		pthread_cond_wait(&never, &mu);
+}
+
+static void *many_main(void *arg)
+{
+	(void)arg;
+	wait_many();
+	return NULL;
+}
+
+static void wait_arrived(int n)
+{
+	while (atomic_load(&arrived) < n)
+		usleep(1000);
+}
+
+/* Reads stdin until it closes; 1 when a line came first. */
+static int wait_stdin_line(void)
+{
+	char buf[256];
+	return fgets(buf, sizeof buf, stdin) != NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: waiters dump N | eintr | nap MS | "
+		                "many N\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int rc = pullprof_start(NULL);
+	if (rc) {
+		fprintf(stderr, "waiters: %s\n", pullprof_strerror(rc));
+		return 1;
+	}
+	printf("port %d\n", pullprof_port());
+
+	if (!strcmp(argv[1], "dump") && argc == 3) {
+		int n = atoi(argv[2]);
+		sem_init(&sem, 0, 0);
+		if (pipe(pipe_fds)) {
+			perror("pipe");
+			return 1;
+		}
+		epfd = epoll_create1(0);
+		pthread_mutex_lock(&held); /* held by main forever */
+		int joins = 0;
+		for (int i = 0; i < n; i++) {
+			joins += i % 7 == 5;
+			start(waiter_main, (void *)(intptr_t)(i % 7));
+		}
+		start(waiter_main, (void *)(intptr_t)7);
+		/* Each joiner's joined thread arrives in wait_condvar. */
+		wait_arrived(n + joins);
+		printf("line wait_condvar %d\nline wait_epoll %d\n"
+		       "line wait_pipe %d\nline wait_nanosleep %d\n"
+		       "line wait_sem %d\nline wait_join %d\n"
+		       "line wait_mutex %d\nready\n",
+		       line_condvar, line_epoll, line_pipe, line_nanosleep,
+		       line_sem, line_join, line_mutex);
+		while (wait_stdin_line())
+			;
+		return 0;
+	}
+	if (!strcmp(argv[1], "eintr")) {
+		pthread_t t[EINTR_KINDS];
+		for (int i = 0; i < EINTR_KINDS; i++)
+			pthread_create(&t[i], NULL, eintr_main,
+			               (void *)(intptr_t)i);
+		printf("ready\n");
+		wait_stdin_line();
+		atomic_store(&stopping, 1);
+		for (int i = 0; i < EINTR_KINDS; i++)
+			pthread_join(t[i], NULL);
+		printf("calls %ld bad %ld\n", atomic_load(&calls),
+		       atomic_load(&bad));
+		for (int i = 0; i < nreports; i++)
+			printf("bad: %s\n", reports[i]);
+		printf("done\n");
+		while (wait_stdin_line())
+			;
+		return 0;
+	}
+	if (!strcmp(argv[1], "nap") && argc == 3) {
+		nap_ms = atol(argv[2]);
+		start(nap_main, NULL);
+		wait_arrived(1);
+		printf("ready\n");
+		while (wait_stdin_line())
+			;
+		return 0;
+	}
+	if (!strcmp(argv[1], "many") && argc == 3) {
+		int n = atoi(argv[2]);
+		for (int i = 0; i < n; i++)
+			start(many_main, NULL);
+		wait_arrived(n);
+		printf("ready\n");
+		while (wait_stdin_line())
+			;
+		return 0;
+	}
+	fprintf(stderr, "waiters: unknown mode %s\n", argv[1]);
+	return 2;
+}
