@@ -3,7 +3,6 @@
  * serves it).
  * Agent context.
  */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "threads/task.h"
+#include "threads/threads.h"
 #include "cpu/cpu.h"
 #include "handlers.h"
 #include "heap/heap.h"
@@ -205,6 +206,45 @@ static struct json_object *heap_json(void)
 	return o;
 }
 
+/* The thread dump and the wall-clock profile: how threads were looked at
+ * (never with a signal). */
+static struct json_object *threads_json(void)
+{
+	struct pp_threads_stats t;
+	pp_threads_stats(&t);
+	struct json_object *o = json_object_new_object();
+	struct json_object *w = json_object_new_object();
+	struct json_object *l = json_object_new_object();
+	json_object_object_add(o, "dumps", I64(t.dumps));
+	json_object_object_add(o, "dumps_open", I64(t.dumps_open));
+	json_object_object_add(w, "open", I64(t.wall_open));
+	json_object_object_add(w, "threads_per_tick", I64(t.wall_threads));
+	json_object_object_add(w, "ticks", I64(t.wall_ticks));
+	json_object_object_add(w, "late_ticks", I64(t.wall_late_ticks));
+	json_object_object_add(w, "samples", I64(t.wall_samples));
+	json_object_object_add(o, "wall", w);
+	json_object_object_add(l, "blocked", I64(t.blocked));
+	json_object_object_add(l, "running", I64(t.running));
+	json_object_object_add(l, "self", I64(t.self));
+	json_object_object_add(l, "gone", I64(t.gone));
+	json_object_object_add(l, "not_caught", I64(t.not_caught));
+	json_object_object_add(l, "moved", I64(t.moved));
+	json_object_object_add(l, "no_perf", I64(t.no_perf));
+	json_object_object_add(l, "walk_incomplete", I64(t.walk_incomplete));
+	json_object_object_add(o, "looks", l);
+	char perf[160];
+	if (t.perf_errno)
+		snprintf(perf, sizeof perf,
+		         "unavailable: perf_event_open: %s (running threads "
+		         "are shown without a stack)",
+		         strerror(t.perf_errno));
+	else
+		snprintf(perf, sizeof perf, "%s",
+		         t.perf_kernel ? "ok" : "ok (user time only)");
+	json_object_object_add(o, "perf_event", json_object_new_string(perf));
+	return o;
+}
+
 enum MHD_Result pp_h_status(struct pp_request *r)
 {
 	const struct pp_agent *a = pp_agent_get();
@@ -302,6 +342,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "labels", labels);
 	json_object_object_add(o, "cpu", cpu_json());
 	json_object_object_add(o, "heap", heap_json());
+	json_object_object_add(o, "threads", threads_json());
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
 
@@ -326,115 +367,45 @@ enum MHD_Result pp_h_cmdline(struct pp_request *r)
 	                  len, PP_BODY_FREE);
 }
 
-static const char *state_word(char c)
+/* One thread, or NULL when it is gone. */
+static struct json_object *thread_json(pid_t tid)
 {
-	switch (c) {
-	case 'R': return "running";
-	case 'S': return "sleeping";
-	case 'D': return "disk-sleep";
-	case 'T': return "stopped";
-	case 't': return "tracing-stop";
-	case 'Z': return "zombie";
-	case 'X': return "dead";
-	case 'I': return "idle";
-	default: return "unknown";
-	}
-}
-
-/* One thread from /proc/self/task/TID/stat, or NULL when it is gone. */
-static struct json_object *thread_json(long tid, long ticks)
-{
-	char path[64], *stat;
-	size_t len;
-
-	snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-	if (pp_proc_read_file(path, 4096, &stat, &len))
+	struct pp_task_stat st;
+	if (pp_task_stat(tid, &st))
 		return NULL;
-	/* "tid (comm) S ...": the name may hold spaces and parentheses, so
-	 * it ends at the last ')'. */
-	char *open = strchr(stat, '('), *close = strrchr(stat, ')');
-	unsigned long long f[40] = {0};
-	char state = '?';
-	int n = 0;
-	if (open && close && close > open && close[1] == ' ' && close[2]) {
-		char *p = close + 3;
-		state = close[2];
-		while (n < 40 && *p) {
-			char *end;
-			f[n++] = strtoull(p, &end, 10);
-			if (end == p)
-				break;
-			p = end;
-		}
-	}
-	if (!open || !close || close <= open || n < 37) {
-		free(stat);
-		return NULL;
-	}
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "tid", json_object_new_int64(tid));
-	json_object_object_add(
-	    o, "name", pp_json_text(open + 1, (size_t)(close - open - 1)));
+	json_object_object_add(o, "name", pp_json_text(st.name, strlen(st.name)));
 	json_object_object_add(o, "main",
-	                       json_object_new_boolean(tid == (long)getpid()));
+	                       json_object_new_boolean(tid == getpid()));
 	json_object_object_add(
-	    o, "agent",
-	    json_object_new_boolean(strncmp(open + 1, "pullprof-", 9) == 0));
-	char st[2] = {state, 0};
-	json_object_object_add(o, "state", json_object_new_string(st));
-	json_object_object_add(o, "state_name",
-	                       json_object_new_string(state_word(state)));
-	/* After the state: ppid pgrp session tty tpgid flags minflt cminflt
-	 * majflt cmajflt utime(10) stime(11) ... priority(14) nice(15) ...
-	 * processor(35). */
+	    o, "agent", json_object_new_boolean(pp_agent_thread_is(tid)));
+	char letter[2] = {st.state, 0};
+	json_object_object_add(o, "state", json_object_new_string(letter));
+	json_object_object_add(
+	    o, "state_name",
+	    json_object_new_string(pp_task_state_name(st.state)));
 	json_object_object_add(o, "user_seconds",
-	                       seconds((double)f[10] / (double)ticks));
+	                       seconds((double)st.utime_ns / 1e9));
 	json_object_object_add(o, "system_seconds",
-	                       seconds((double)f[11] / (double)ticks));
-	json_object_object_add(o, "nice",
-	                       json_object_new_int((int)(long long)f[15]));
-	json_object_object_add(o, "last_cpu", json_object_new_int((int)f[35]));
-	free(stat);
+	                       seconds((double)st.stime_ns / 1e9));
+	json_object_object_add(o, "nice", json_object_new_int(st.nice));
+	json_object_object_add(o, "last_cpu", json_object_new_int(st.last_cpu));
 	return o;
-}
-
-static int by_tid(const void *a, const void *b)
-{
-	long x = *(const long *)a, y = *(const long *)b;
-	return (x > y) - (x < y);
 }
 
 enum MHD_Result pp_h_threads(struct pp_request *r)
 {
-	DIR *d = opendir("/proc/self/task");
-	long *tids = NULL, ticks = sysconf(_SC_CLK_TCK);
-	size_t n = 0, cap = 0;
-	struct dirent *e;
+	pid_t *tids;
+	size_t n;
 
-	if (!d)
+	if (pp_task_list(&tids, &n))
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "cannot read /proc/self/task");
-	while ((e = readdir(d)) != NULL) {
-		long tid = atol(e->d_name);
-		if (tid <= 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			long *v = realloc(tids, cap * sizeof *v);
-			if (!v)
-				break;
-			tids = v;
-		}
-		tids[n++] = tid;
-	}
-	closedir(d);
-	if (n)
-		qsort(tids, n, sizeof *tids, by_tid);
 	struct json_object *o = json_object_new_object();
 	struct json_object *list = json_object_new_array();
 	for (size_t i = 0; i < n; i++) {
-		struct json_object *t =
-		    thread_json(tids[i], ticks > 0 ? ticks : 100);
+		struct json_object *t = thread_json(tids[i]);
 		if (t) /* NULL: it ended meanwhile */
 			json_object_array_add(list, t);
 	}

@@ -92,16 +92,23 @@ int pp_task_stat(pid_t tid, struct pp_task_stat *st)
 	memcpy(st->name, open + 1, nl);
 	st->name[nl] = 0;
 	st->state = close[2];
-	/* Fields 14 and 15 (utime, stime) counted from the state, field 3. */
-	char *p = close + 2;
-	unsigned long long ut = 0, stime = 0;
-	for (int field = 3; field < 14 && p; field++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
+	/* After the state: ppid pgrp session tty tpgid flags minflt cminflt
+	 * majflt cmajflt utime(10) stime(11) ... nice(15) ... processor(35). */
+	long long f[36] = {0};
+	int n = 0;
+	for (char *p = close + 3; n < 36 && *p;) {
+		char *end;
+		f[n++] = strtoll(p, &end, 10);
+		if (end == p)
+			break;
+		p = end;
 	}
-	if (!p || sscanf(p, "%llu %llu", &ut, &stime) != 2)
+	if (n < 36)
 		return -EINVAL;
+	unsigned long long ut = (unsigned long long)f[10],
+	                   stime = (unsigned long long)f[11];
+	st->nice = (int)f[15];
+	st->last_cpu = (int)f[35];
 	long hz = sysconf(_SC_CLK_TCK);
 	uint64_t tick = 1000000000ull / (uint64_t)(hz > 0 ? hz : 100);
 	st->utime_ns = ut * tick;
@@ -162,9 +169,9 @@ const char *pp_task_state_name(char state)
 	switch (state) {
 	case 'R': return "running";
 	case 'S': return "sleeping";
-	case 'D': return "disk";
+	case 'D': return "disk-sleep";
 	case 'T': return "stopped";
-	case 't': return "tracing stop";
+	case 't': return "tracing-stop";
 	case 'Z': return "zombie";
 	case 'X': return "dead";
 	case 'I': return "idle";

@@ -18,6 +18,7 @@ struct pp_task_stat {
 	char name[16];
 	char state; /* the kernel's letter: R S D T t Z X I ... */
 	uint64_t utime_ns, stime_ns;
+	int nice, last_cpu;
 };
 /* /proc/self/task/TID/stat. -ESRCH when the thread is gone. */
 int pp_task_stat(pid_t tid, struct pp_task_stat *st);
@@ -39,8 +40,8 @@ int pp_task_call_same(const struct pp_task_call *a,
  * none or hidden). */
 void pp_task_wchan(pid_t tid, char *out, size_t len);
 
-/* The word for a state letter, as the labels and dumps show it:
- * "running", "sleeping", "disk", "stopped", ... */
+/* The word for a state letter, as /threads, the labels and the dumps show
+ * it: "running", "sleeping", "disk-sleep", "stopped", ... */
 const char *pp_task_state_name(char state);
 
 /* The name of an x86-64 system call number ("epoll_wait"), or NULL. */

@@ -31,6 +31,8 @@ struct window {
 	_Atomic int done; /* the thread has ended: join it */
 };
 
+#define LOOK_WAIT_MS 20
+
 static struct {
 	pthread_mutex_t mu;
 	struct window *list;
@@ -125,10 +127,11 @@ static int sample(struct window *w, struct pp_profile **out)
 			looks[i].pcs = pcs + i * depth;
 		}
 		cursor = n ? (cursor + k) % n : 0;
-		/* A running thread is waited for a little less than a
-		 * tick. */
-		unsigned wait_ms = (unsigned)(interval / 2000000u);
-		pp_look_threads(lk, looks, k, wait_ms < 2 ? 2 : wait_ms);
+		/* A running thread is waited for until it is on a CPU
+		 * (20 ms covers a busy machine's run queue); a tick that
+		 * takes longer makes the next one late, and the time between
+		 * is weighed in. */
+		pp_look_threads(lk, looks, k, LOOK_WAIT_MS);
 		int64_t values[2] = {1, 0};
 		uint64_t span = now - last;
 		last = now;

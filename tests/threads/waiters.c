@@ -17,9 +17,15 @@
  *                       io_getevents... as libc gives them), each checking
  *                       its result (no EINTR, no early return), and one
  *                       burning CPU; prints "ready". After a line on stdin:
- *                       "calls N bad M" and a line per bad return.
+ *                       "calls N bad M" and a line per bad return. SIGUSR2
+ *                       has a do-nothing SA_RESTART handler: what a signal
+ *                       does to these calls (the tests' control).
  *   waiters nap MS      one thread alternating nap() (sleeps MS ms) and
  *                       burn() (spins MS ms of wall time); prints "ready".
+ *                       A line "times" on stdin prints "times N B": the
+ *                       nanoseconds of wall time spent in each so far
+ *                       (a busy machine makes the nap longer: its wake-up
+ *                       waits for a CPU).
  *   waiters many N      N threads blocked on one condition variable (the
  *                       benchmark's hosts); prints "ready".
  *
@@ -32,6 +38,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -388,9 +395,16 @@ static void *eintr_main(void *arg)
 
 #define EINTR_KINDS 16
 
+static void on_usr2(int sig)
+{
+	(void)sig;
+}
+
 /* ---- nap ------------------------------------------------------------------ */
 
 static long nap_ms = 10;
+/* The wall time each really took, for the test to compare with. */
+static atomic_ullong nap_ns, burn_ns;
 
 KEEP void nap(void)
 {
@@ -410,9 +424,14 @@ static void *nap_main(void *arg)
 {
 	(void)arg;
 	arrive();
+	uint64_t t = now_ns();
 	for (;;) {
 		nap();
+		uint64_t u = now_ns();
+		atomic_fetch_add(&nap_ns, u - t);
 		burn();
+		t = now_ns();
+		atomic_fetch_add(&burn_ns, t - u);
 	}
 	return NULL;
 }
@@ -485,11 +504,25 @@ int main(int argc, char **argv)
 		       "line wait_mutex %d\nready\n",
 		       line_condvar, line_epoll, line_pipe, line_nanosleep,
 		       line_sem, line_join, line_mutex);
-		while (wait_stdin_line())
-			;
+		char line[64];
+		while (fgets(line, sizeof line, stdin)) {
+			int more = 0;
+			if (sscanf(line, "more %d", &more) != 1)
+				continue;
+			int before = atomic_load(&arrived);
+			for (int i = 0; i < more; i++)
+				start(waiter_main, (void *)(intptr_t)3);
+			wait_arrived(before + more);
+			printf("more ready\n");
+		}
 		return 0;
 	}
 	if (!strcmp(argv[1], "eintr")) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_usr2;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGUSR2, &sa, NULL);
 		pthread_t t[EINTR_KINDS];
 		for (int i = 0; i < EINTR_KINDS; i++)
 			pthread_create(&t[i], NULL, eintr_main,
@@ -513,8 +546,12 @@ int main(int argc, char **argv)
 		start(nap_main, NULL);
 		wait_arrived(1);
 		printf("ready\n");
-		while (wait_stdin_line())
-			;
+		char line[64];
+		while (fgets(line, sizeof line, stdin))
+			if (!strncmp(line, "times", 5))
+				printf("times %llu %llu\n",
+				       (unsigned long long)atomic_load(&nap_ns),
+				       (unsigned long long)atomic_load(&burn_ns));
 		return 0;
 	}
 	if (!strcmp(argv[1], "many") && argc == 3) {

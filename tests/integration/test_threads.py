@@ -1,0 +1,465 @@
+"""Where threads wait: the thread dump (/goroutine) and the wall-clock
+profile (/wall, /debug/fgprof), read from real processes
+(tests/threads/waiters) over real HTTP, decoded with protoc and go tool
+pprof. Threads blocked in seven known calls are found there with the
+function and line they block at; threads looping on the calls signal(7)
+says a handler interrupts see no EINTR and no early return through a 10 s
+wall profile at the highest rate and 100 thread dumps (and do see them when
+signalled: the control); the wall profile splits a thread's time between a
+sleep and a burn as it is spent."""
+import ctypes
+import os
+import re
+import threading
+import time
+from collections import Counter
+
+from pptest import BUILD, SRC, Proc, Profile, curl, eq, go_pprof, ok, run
+
+WAITERS = os.path.join(BUILD, "tests", "threads", "waiters")
+WAITERS_C = os.path.join(SRC, "tests", "threads", "waiters.c")
+KINDS = ["wait_condvar", "wait_epoll", "wait_pipe", "wait_nanosleep",
+         "wait_sem", "wait_join", "wait_mutex"]
+
+
+def start(args, env=None):
+    p = Proc([WAITERS] + [str(a) for a in args],
+             env={"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})},
+             stdout_lines=True)
+    port = int(p.wait_line(p.out_lines, r"^port (\d+)", timeout=20).group(1))
+    return p, port
+
+
+def url(port, path):
+    return f"http://127.0.0.1:{port}/debug/pprof/{path}"
+
+
+def status(port):
+    return curl(url(port, "status")).json()
+
+
+def tids(pid):
+    return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+
+
+HEAD = re.compile(r'^thread (\d+) "(.*)" \[([^\],]+)(?:, in ([^\]]*))?\]'
+                  r"( \(pullprof's own\))?:$")
+
+
+def parse_dump(text):
+    """debug=2 blocks: [{tid, name, state, call, agent, wchan, stack:
+    [(function, file, line)]}] in order."""
+    out = []
+    for block in text.strip("\n").split("\n\n"):
+        lines = block.split("\n")
+        m = HEAD.match(lines[0])
+        if not m:
+            raise ValueError(f"not a thread header: {lines[0]!r}")
+        t = {"tid": int(m.group(1)), "name": m.group(2),
+             "state": m.group(3), "call": m.group(4) or "",
+             "agent": bool(m.group(5)), "wchan": "", "stack": []}
+        fn = None
+        for ln in lines[1:]:
+            if ln.startswith("    wchan: "):
+                t["wchan"] = ln[11:]
+            elif ln.startswith("    "):
+                continue
+            elif ln.startswith("\t"):
+                fm = re.match(r"\t(?:(.*):(\d+) )?\((0x[0-9a-f]+)", ln)
+                if fm and fn is not None:
+                    t["stack"].append((fn, fm.group(1) or "",
+                                       int(fm.group(2) or 0)))
+                fn = None
+            elif ln.endswith("()"):
+                fn = ln[:-2]
+            else:
+                t["stack"].append((ln, "", 0))  # a synthetic frame
+        out.append(t)
+    return out
+
+
+def expected_counts(n):
+    c = Counter(KINDS[i % 7] for i in range(n))
+    c["wait_condvar"] += c["wait_join"]  # each joined thread waits there
+    return c
+
+
+def test_dump_every_thread():
+    n = 200
+    p, port = start(["dump", n])
+    lines = {}
+    for k in KINDS:
+        m = p.wait_line(p.out_lines, rf"^line {k} (\d+)", timeout=60)
+        lines[k] = int(m.group(1))
+    p.wait_line(p.out_lines, r"^ready", timeout=60)
+    # A CPU window runs meanwhile: the dump does not wait for it.
+    cpu = {}
+    bg = threading.Thread(target=lambda: cpu.setdefault(
+        "r", curl(url(port, "profile?seconds=3&hz=200"), timeout=60)))
+    bg.start()
+    deadline = time.time() + 30
+    while status(port)["cpu"]["windows_open"] < 1 and time.time() < deadline:
+        time.sleep(0.05)
+    r = curl(url(port, "goroutine?debug=2"), timeout=60)
+    eq(r.status, 200, "debug=2: 200")
+    eq(r.headers.get("content-type", "").split(";")[0], "text/plain",
+       "debug=2 is text")
+    dump = parse_dump(r.body.decode())
+    live = tids(p.pid)
+    eq(sorted(t["tid"] for t in dump), live,
+       f"debug=2: one block per thread of the process ({len(live)})")
+    found = Counter()
+    wrong = []
+    for t in dump:
+        for k in KINDS:
+            at = [f for f in t["stack"] if f[0] == k]
+            if not at:
+                continue
+            if k == "wait_condvar" or not any(f[0] == "wait_condvar"
+                                              for f in t["stack"]):
+                found[k] += 1
+                f = at[0]
+                if not f[1].endswith("waiters.c") or f[2] != lines[k]:
+                    wrong.append((t["tid"], k, f))
+                if t["state"] != "sleeping":
+                    wrong.append((t["tid"], k, t["state"]))
+            break
+    want = expected_counts(n)
+    eq(dict(found), dict(want), "every blocked thread found in its "
+       "function (condvar wait, epoll_wait, pipe read, nanosleep, "
+       "sem_wait, pthread_join, a held mutex)")
+    eq(wrong, [], "each at its blocking line of waiters.c, state sleeping")
+    calls = Counter(t["call"].split("(")[0] for t in dump
+                    if any(f[0] == "wait_epoll" for f in t["stack"]))
+    eq(list(calls), ["epoll_wait"], "debug=2 names the system call each "
+       "waits in")
+    spin = [t for t in dump if any(f[0] == "spin_forever"
+                                   for f in t["stack"])]
+    ok(len(spin) == 1 and spin[0]["state"] == "running",
+       "the spinning thread: running, in spin_forever (sampled, not "
+       "signalled)", [(t["state"], t["stack"][:3]) for t in spin])
+    agents = sorted(t["name"] for t in dump if t["agent"])
+    ok("pullprof-http" in agents and "pullprof-jobs" in agents,
+       "the agent's threads are marked", agents)
+    outer = sum(1 for t in dump if t["stack"] and
+                t["stack"][-1][0] in ("__clone3", "_start"))
+    eq(outer, len(dump), "every stack reaches its thread's outermost frame")
+    bg.join()
+    eq(cpu["r"].status, 200, "a CPU window alongside: 200")
+
+    # pprof: one sample per (stack, labels), counted.
+    r = curl(url(port, "goroutine"), timeout=60)
+    eq(r.status, 200, "pprof: 200")
+    prof = Profile(r.body)
+    eq(prof.sample_types(), [("goroutine", "count")],
+       "pprof: Go's goroutine sample type")
+    total = sum(int(s["value"][0]) for s in prof.samples)
+    eq(total, len(tids(p.pid)), "pprof: the counts add up to the threads")
+    per = Counter()
+    for s in prof.samples:
+        names = [f[0] for fs in prof.stack(s) for f in fs]
+        lab = prof.labels(s)
+        for k in KINDS:
+            if k in names and (k == "wait_condvar"
+                               or "wait_condvar" not in names):
+                per[k] += int(s["value"][0])
+                ok(lab.get("state") == "sleeping" and
+                   lab.get("thread_name") == "waiters",
+                   f"pprof: {k} labelled state and thread_name", lab)
+                break
+    eq(dict(per), dict(want), "pprof: the same counts per function")
+
+    # debug=1: Go's grouped text.
+    r = curl(url(port, "goroutine?debug=1"), timeout=60)
+    text = r.body.decode()
+    ok(text.startswith(f"goroutine profile: total {len(tids(p.pid))}\n"),
+       "debug=1: Go's header with the total", text[:80])
+    groups = re.findall(r"\n(\d+) @ [0-9a-fx ]+\n# labels: .*\n((?:#\t.*\n)+)",
+                        text)
+    epoll = [int(c) for c, body in groups if "\twait_epoll\t" in body]
+    eq(epoll, [want["wait_epoll"]], "debug=1: the epoll waiters in one "
+       "group with their count")
+    ok(f"waiters.c:{lines['wait_epoll']}" in text,
+       "debug=1: file:line of each frame")
+
+    # go tool pprof, no binaries at hand.
+    with open("/tmp/pp_goroutine.pb", "wb") as f:
+        f.write(curl(url(port, "goroutine"), timeout=60).body)
+    rc, out, err = go_pprof("-top", "-tagfocus=state=sleeping",
+                            "/tmp/pp_goroutine.pb")
+    ok(rc == 0 and "wait_epoll" not in out.split("flat%")[0] and
+       "epoll_wait" in out, "go tool pprof -top -tagfocus reads it",
+       out[-800:] + err[-400:])
+    rc, out, err = go_pprof("-traces", "/tmp/pp_goroutine.pb")
+    ok(rc == 0 and "wait_sem" in out and "state:sleeping" in
+       out.replace(" ", "").replace("[", "").replace("]", ""),
+       "go tool pprof -traces shows the stacks and labels", err[-400:])
+    os.unlink("/tmp/pp_goroutine.pb")
+
+    # seconds=N: the change, as Go's delta profiles.
+    res = {}
+    bg = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(url(port, "goroutine?seconds=3"), timeout=60)))
+    bg.start()
+    deadline = time.time() + 30
+    while status(port)["threads"]["dumps_open"] < 1 and \
+            time.time() < deadline:
+        time.sleep(0.05)
+    p.p.stdin.write(b"more 5\n")
+    p.p.stdin.flush()
+    p.wait_line(p.out_lines, r"^more ready", timeout=30)
+    bg.join()
+    eq(res["r"].status, 200, "seconds=3: 200")
+    prof = Profile(res["r"].body)
+    delta = Counter()
+    for s in prof.samples:
+        names = [f[0] for fs in prof.stack(s) for f in fs]
+        delta["wait_nanosleep" if "wait_nanosleep" in names else
+              "other"] += int(s["value"][0])
+    eq(delta["wait_nanosleep"], 5, "seconds=3: five more threads in "
+       "wait_nanosleep than at the start")
+
+    st = status(port)["threads"]
+    ok(st["looks"]["blocked"] >= n and st["looks"]["running"] >= 1 and
+       st["dumps"] >= 4, "status counts the dumps and how threads were "
+       "read", st)
+    ok(st["perf_event"].startswith("ok"), "status: perf_event sampling "
+       "works here", st["perf_event"])
+    p.stop()
+
+
+def tgkill_all(pid, rounds, sig=12):
+    libc = ctypes.CDLL(None, use_errno=True)
+    sent = 0
+    for _ in range(rounds):
+        for t in tids(pid):
+            if libc.syscall(234, pid, t, sig) == 0:
+                sent += 1
+        time.sleep(0.005)
+    return sent
+
+
+def eintr_result(p):
+    p.p.stdin.write(b"stop\n")
+    p.p.stdin.flush()
+    m = p.wait_line(p.out_lines, r"^calls (\d+) bad (\d+)", timeout=60)
+    p.wait_line(p.out_lines, r"^done", timeout=30)
+    bad = [ln for ln in p.out_lines if ln.startswith("bad:")]
+    return int(m.group(1)), int(m.group(2)), bad
+
+
+def test_never_interrupts():
+    p, port = start(["eintr"])
+    p.wait_line(p.out_lines, r"^ready", timeout=30)
+    res = {}
+    wall = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(url(port, "wall?seconds=10&hz=1000"), timeout=90)))
+    wall.start()
+    codes = Counter()
+    for _ in range(100):
+        codes[curl(url(port, "goroutine?debug=2"), timeout=60).status] += 1
+    wall.join()
+    eq(dict(codes), {200: 100}, "100 back-to-back thread dumps: 200")
+    eq(res["r"].status, 200, "the 10 s wall profile at 1000 Hz: 200")
+    st = status(port)["threads"]
+    calls, bad, lines = eintr_result(p)
+    ok(calls > 2000, f"the threads made their calls ({calls})")
+    eq(bad, 0, "no call returned EINTR or early: nanosleep, "
+       "clock_nanosleep, usleep, poll, ppoll, select, pselect, epoll_wait, "
+       "epoll_pwait, recv with SO_RCVTIMEO, sem_timedwait, semtimedop, "
+       "msgrcv, pthread_cond_timedwait")
+    ok(not lines, "no bad return reported", lines[:10])
+    ok(st["looks"]["blocked"] > 1000 and st["wall"]["ticks"] > 100,
+       "they were looked at meanwhile (blocked ones read from outside)", st)
+    p.stop()
+
+    # The control: the same checks see what a signal does.
+    p, port = start(["eintr"])
+    p.wait_line(p.out_lines, r"^ready", timeout=30)
+    sent = tgkill_all(p.pid, 100)
+    calls, bad, lines = eintr_result(p)
+    ok(sent > 1000 and bad > 0, f"control: {sent} SIGUSR2 with an "
+       f"SA_RESTART handler make {bad} of {calls} calls fail or return "
+       "early", lines[:5])
+    p.stop()
+
+
+def shares(prof, index, thread_fn):
+    """Wall time under each of the functions in thread_fn, and by state."""
+    by_fn, by_state = Counter(), Counter()
+    for s in prof.samples:
+        names = [f[0] for fs in prof.stack(s) for f in fs]
+        v = int(s["value"][index])
+        for fn in thread_fn:
+            if fn in names:
+                by_fn[fn] += v
+                by_state[(fn, prof.labels(s).get("state"))] += v
+    return by_fn, by_state
+
+
+def nap_times(p):
+    """The wall time the host measured in nap() and burn() so far."""
+    n = len([ln for ln in p.out_lines if ln.startswith("times ")])
+    p.p.stdin.write(b"times\n")
+    p.p.stdin.flush()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        got = [ln for ln in p.out_lines if ln.startswith("times ")]
+        if len(got) > n:
+            _, a, b = got[n].split()
+            return int(a), int(b)
+        time.sleep(0.02)
+    raise TimeoutError("no times line")
+
+
+def test_wall_accuracy():
+    p, port = start(["nap", 10])
+    p.wait_line(p.out_lines, r"^ready", timeout=30)
+    seconds = 6
+    n0, b0 = nap_times(p)
+    r = curl(url(port, f"wall?seconds={seconds}&hz=200"), timeout=90)
+    n1, b1 = nap_times(p)
+    eq(r.status, 200, "wall: 200")
+    prof = Profile(r.body)
+    eq(prof.sample_types(), [("samples", "count"), ("wall", "nanoseconds")],
+       "wall: samples and wall nanoseconds")
+    by_fn, by_state = shares(prof, 1, ["nap", "burn"])
+    tot = by_fn["nap"] + by_fn["burn"]
+    nap = 100.0 * by_fn["nap"] / tot if tot else 0
+    truth = 100.0 * (n1 - n0) / ((n1 - n0) + (b1 - b0))
+    ok(abs(nap - truth) <= 5, f"nap() has {nap:.1f}% of the thread's wall "
+       f"time in the profile, {truth:.1f}% by the host's clock (+- 5; 50 "
+       "on an idle machine)", by_fn)
+    # A nap's end waits for a CPU on a busy machine: runnable, still in
+    # nap(), and shown so.
+    ok(by_state[("nap", "sleeping")] >= 0.75 * by_fn["nap"] and
+       by_state[("burn", "running")] >= 0.95 * by_fn["burn"],
+       "state labels split them: nap sleeping (running only while its "
+       "wake-up waits for a CPU), burn running", by_state)
+    total = sum(int(s["value"][1]) for s in prof.samples)
+    # Every thread but the window's sampler (gone now) was looked at.
+    threads = len(tids(p.pid))
+    ok(abs(total - seconds * 1e9 * threads) < 0.1 * seconds * 1e9 * threads,
+       f"the wall time adds up to {seconds} s per thread "
+       f"({total / 1e9:.1f} s for {threads} threads)")
+    with open("/tmp/pp_wall.pb", "wb") as f:
+        f.write(r.body)
+    rc, out, err = go_pprof("-top", "-tagfocus=state=sleeping",
+                            "/tmp/pp_wall.pb")
+    ok(rc == 0 and " nap" in out and " burn" not in out,
+       "go tool pprof -tagfocus=state=sleeping: the sleep, not the burn",
+       out[-600:] + err[-300:])
+    rc, out, err = go_pprof("-top", "-tagfocus=state=running",
+                            "/tmp/pp_wall.pb")
+    ok(rc == 0 and " burn" in out, "-tagfocus=state=running: the burn",
+       out[-600:])
+    os.unlink("/tmp/pp_wall.pb")
+
+    # fgprof's path and sample types, where its scrapers ask.
+    r = curl(f"http://127.0.0.1:{port}/debug/fgprof?seconds=2", timeout=60)
+    eq(r.status, 200, "/debug/fgprof: 200")
+    prof = Profile(r.body)
+    eq(prof.sample_types(), [("samples", "count"), ("time", "nanoseconds")],
+       "fgprof: its sample types")
+    pt = prof.raw.get("period_type", [{}])[0]
+    eq(prof.s(prof.field(pt, "type")), "wallclock",
+       "fgprof: its period type")
+    by_fn, _ = shares(prof, 1, ["nap", "burn"])
+    ok(by_fn["nap"] > 0 and by_fn["burn"] > 0, "fgprof: both halves seen",
+       by_fn)
+    st = status(port)["threads"]["wall"]
+    eq(st["threads_per_tick"], 16, "status says the per-tick bound")
+    p.stop()
+
+
+def test_formats():
+    p, port = start(["nap", 10])
+    p.wait_line(p.out_lines, r"^ready", timeout=30)
+    r = curl(url(port, "wall?seconds=1&format=folded"), timeout=60)
+    eq(r.status, 200, "wall folded: 200")
+    ok(re.search(r";nap;?.* \d+$", r.body.decode(), re.M) or
+       re.search(r";nap \d+$", r.body.decode(), re.M),
+       "folded stacks hold nap", r.body[:300])
+    r = curl(url(port, "wall?seconds=1&format=json"), timeout=60)
+    eq(r.status, 200, "wall json: 200")
+    j = r.json()
+    ok("state" in str(j.get("samples", ""))[:20000] or "labels" in r.body.decode(),
+       "json carries the state labels", str(j)[:300])
+    r = curl(url(port, "wall?seconds=1&debug=1"), timeout=60)
+    ok(r.status == 200 and b"burn" in r.body, "wall debug=1: the text "
+       "table", r.body[:200])
+    r = curl(url(port, "goroutine?format=folded"), timeout=60)
+    ok(r.status == 200 and b"nap" in r.body or b"burn" in r.body
+       or b"__clone3" in r.body, "goroutine folded", r.body[:200])
+    # ?id= renders a kept one again.
+    r = curl(url(port, "goroutine?debug=2"), timeout=60)
+    kept = r.headers.get("x-pullprof-profile-id")
+    if kept:
+        r2 = curl(url(port, f"goroutine?id={kept}&debug=2"), timeout=60)
+        eq(r2.body, r.body, "?id= renders the kept dump again")
+    p.stop()
+
+
+def test_bad_input():
+    p, port = start(["nap", 5], {"PULLPROF_MAX_WALL_PROFILES": "1",
+                                 "PULLPROF_MAX_SECONDS": "60"})
+    p.wait_line(p.out_lines, r"^ready", timeout=30)
+    cases = [
+        ("goroutine?debug=3", "debug"),
+        ("goroutine?debug=x", "debug"),
+        ("goroutine?seconds=-1", "seconds"),
+        ("goroutine?seconds=61", "seconds"),
+        ("goroutine?seconds=2&debug=1", "seconds and debug"),
+        ("goroutine?format=legacy", "legacy"),
+        ("goroutine?debug=2&top=5", "top"),
+        ("goroutine?id=99999", None),
+        ("wall?hz=0", "hz"),
+        ("wall?hz=1001", "hz"),
+        ("wall?seconds=0", "seconds"),
+        ("wall?seconds=61", "seconds"),
+        ("wall?format=legacy", "legacy"),
+        ("wall?sample_index=cpu", "sample_index"),
+        ("fgprof?hz=abc", "hz"),
+        ("wall?seconds=1&seconds=2", "seconds"),
+    ]
+    for path, word in cases:
+        r = curl(url(port, path), timeout=30)
+        if word is None:
+            eq(r.status, 404, f"{path}: 404")
+            continue
+        eq(r.status, 400, f"{path}: 400")
+        ok(word in r.body.decode(), f"{path}: the reason names {word}",
+           r.body[:200])
+        eq(r.headers.get("x-go-pprof"), "1", f"{path}: X-Go-Pprof")
+    # The limit: one wall window at a time here.
+    res = {}
+    bg = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(url(port, "wall?seconds=3"), timeout=60)))
+    bg.start()
+    deadline = time.time() + 30
+    while status(port)["threads"]["wall"]["open"] < 1 and \
+            time.time() < deadline:
+        time.sleep(0.05)
+    r = curl(url(port, "wall?seconds=1"), timeout=30)
+    eq(r.status, 429, "a second wall window past the limit: 429")
+    ok(r.headers.get("retry-after", "").isdigit() and
+       "PULLPROF_MAX_WALL_PROFILES" in r.body.decode(),
+       "429 says when and which setting", r.body[:200])
+    bg.join()
+    eq(res["r"].status, 200, "the first one completes")
+    eq(p.p.poll(), None, "the host runs on")
+    p.stop()
+
+
+def test_go_only_404():
+    p, port = start(["nap", 5])
+    for path, status_ in (("goroutine", 200), ("mutex", 404),
+                          ("block", 404)):
+        r = curl(url(port, path), timeout=60)
+        eq(r.status, status_, f"/{path}: {status_}")
+    p.stop()
+
+
+if __name__ == "__main__":
+    run([test_dump_every_thread, test_never_interrupts, test_wall_accuracy,
+         test_formats, test_bad_input, test_go_only_404])
