@@ -19,8 +19,10 @@ profile: string_table[0] == "", every string index in range, values per
 sample == sample types, mapping/function/location IDs equal to their index
 + 1, sample location IDs non-zero and in range, label keys non-zero.
 
-Both: the CPU window lasts what `seconds` asked; goroutine/mutex/block (on by
-default in both) get a 404 saying how to turn them off.
+Both: the CPU window lasts what `seconds` asked; goroutine (on by default in
+both: the thread dump) is accepted like the rest; mutex/block (on by default)
+get a 404 saying how to turn them off. Alloy's fgprof job, which a user turns
+on (/debug/fgprof?seconds=interval-1), gets the wall-clock profile.
 
 Real timing matters here only as the scrapers' own acceptance rule (an
 answer after the scrape timeout is a failed scrape)."""
@@ -170,20 +172,23 @@ class Scraper:
 
     def __init__(self, name, port, interval, ua, cpu_seconds, timeouts):
         self.name, self.port, self.interval, self.ua = name, port, interval, ua
+        self.kinds = list(timeouts)
         self.cpu_seconds, self.timeouts = cpu_seconds, timeouts
         self.results = []  # (kind, response, seconds taken, planned start)
         self.lock = threading.Lock()
 
     def path(self, kind):
-        return {"process_cpu": f"/profile?seconds={self.cpu_seconds}",
-                "memory": "/allocs", "goroutine": "/goroutine",
-                "mutex": "/mutex", "block": "/block"}[kind]
+        if kind == "fgprof":
+            return f"/debug/fgprof?seconds={self.cpu_seconds}"
+        return PREFIX + {"process_cpu": f"/profile?seconds={self.cpu_seconds}",
+                         "memory": "/allocs", "goroutine": "/goroutine",
+                         "mutex": "/mutex", "block": "/block"}[kind]
 
     def loop(self, kind, offset, until):
         t = time.time() + offset
         while t < until:
             time.sleep(max(0, t - time.time()))
-            url = f"http://127.0.0.1:{self.port}{PREFIX}{self.path(kind)}"
+            url = f"http://127.0.0.1:{self.port}{self.path(kind)}"
             r, took = fetch(url, self.ua, self.timeouts[kind] + 5)
             with self.lock:
                 self.results.append((kind, r, took))
@@ -191,8 +196,7 @@ class Scraper:
 
     def start(self, until):
         threads = []
-        for i, kind in enumerate(("process_cpu", "memory", "goroutine",
-                                  "mutex", "block")):
+        for i, kind in enumerate(self.kinds):
             th = threading.Thread(target=self.loop, daemon=True, args=(
                 kind, (i * 0.37) % self.interval, until))
             th.start()
@@ -224,7 +228,8 @@ def test_scrapers():
     alloy = Scraper("alloy", port, ALLOY_INTERVAL, ALLOY_UA,
                     ALLOY_INTERVAL - 1,
                     {"process_cpu": 10 + ALLOY_INTERVAL - 1, "memory": 10,
-                     "goroutine": 10, "mutex": 10, "block": 10})
+                     "goroutine": 10, "mutex": 10, "block": 10,
+                     "fgprof": 10 + ALLOY_INTERVAL - 1})
     parca = Scraper("parca", port, PARCA_INTERVAL, PARCA_UA, PARCA_INTERVAL,
                     {k: PARCA_INTERVAL + 3 for k in
                      ("process_cpu", "memory", "goroutine", "mutex", "block")})
@@ -261,7 +266,9 @@ def test_scrapers():
         kinds = {}
         for kind, r, took in sc.results:
             kinds.setdefault(kind, []).append((r, took))
-        for kind in ("process_cpu", "memory"):
+        for kind in ("process_cpu", "memory", "goroutine", "fgprof"):
+            if kind not in sc.kinds:
+                continue
             got = kinds.get(kind, [])
             ok(len(got) >= 2, f"{sc.name}: {len(got)} {kind} scrapes made")
             for i, (r, took) in enumerate(got):
@@ -273,11 +280,11 @@ def test_scrapers():
                     why = parca_accepts(r, kind, took, sc.timeouts[kind])
                 eq(why, [], f"{sc.name} accepts {kind} scrape {i + 1} "
                    f"({r.status}, {len(r.body)} bytes, {took:.1f} s)")
-                if kind == "process_cpu" and r.status == 200:
+                if kind in ("process_cpu", "fgprof") and r.status == 200:
                     d = Profile(r.body).field(Profile(r.body).raw,
                                               "duration_nanos") / 1e9
                     ok(abs(d - sc.cpu_seconds) <= 0.5,
-                       f"{sc.name}: CPU scrape {i + 1} covers "
+                       f"{sc.name}: {kind} scrape {i + 1} covers "
                        f"{sc.cpu_seconds} s (duration {d:.2f} s)")
         # Alloy subtracts consecutive allocation profiles: they must be
         # cumulative (non-decreasing totals).
@@ -292,7 +299,7 @@ def test_scrapers():
                                         zip(totals, totals[1:])),
                "alloy: consecutive allocation profiles are cumulative "
                "(what its delta computer subtracts)", totals)
-        for kind in ("goroutine", "mutex", "block"):
+        for kind in ("mutex", "block"):
             got = kinds.get(kind, [])
             ok(got and all(r.status == 404 for r, _ in got),
                f"{sc.name}: {kind} gets 404 every time ({len(got)} asks)",
