@@ -412,6 +412,52 @@ def test_heap_flame_graph():
         w.quit(timeout=30)
 
 
+def test_wall_flame_graph():
+    """A wall-clock profile and a thread dump in the page: each thread state
+    is a frame of its own, coloured, above the stacks spent in it."""
+    p = Proc([os.path.join(BUILD, "tests", "threads", "waiters"), "nap", "10"],
+             env={"PULLPROF_LISTEN": "127.0.0.1:0"}, stdout_lines=True)
+    try:
+        port = int(p.wait_line(p.out_lines, r"^port (\d+)", timeout=20).group(1))
+        p.wait_line(p.out_lines, r"^ready", timeout=30)
+        viewer(port)
+        browser.click("input[name=kind][value=wall]")
+        ok(js("document.getElementById('cpu-options').hidden === false && "
+              "document.getElementById('heap-options').hidden"),
+           "wall: seconds and hz offered, the heap options hidden")
+        browser.type_into("#seconds", "2")
+        browser.type_into("#hz", "200")
+        browser.click("#fetch")
+        if not wait_loaded("wall"):
+            shot("wall-failed")
+            return
+        eq(js("document.getElementById('value-type').selectedOptions[0]"
+              ".textContent"), "wall (nanoseconds)", "wall: wall time shown")
+        names = js("pullprofViewer.names()")
+        ok({"state: sleeping", "state: running", "nap", "burn"} <= set(names),
+           "wall: the states are frames, with nap and burn below them", names)
+        box, (x, y) = frame_centre("state: sleeping")
+        ok(box and box["w"] > 50, "the sleeping state is a wide frame", box)
+        browser.mouse("mouseMoved", x, y)
+        tip = browser.wait("!document.getElementById('tip').hidden && "
+                           "document.getElementById('tip').innerText", 5) or ""
+        ok(tip.startswith("state: sleeping") and
+           re.search(r"\d+(\.\d+)? (ms|s) · \d+(\.\d+)?% of the total", tip),
+           "hover: the state's wall time and share", tip)
+        shot("wall")
+        browser.click("input[name=kind][value=goroutine]")
+        ok(js("document.getElementById('cpu-options').hidden"),
+           "threads now: nothing to choose")
+        browser.click("#fetch")
+        if wait_loaded("goroutine"):
+            names = js("pullprofViewer.names()")
+            ok("state: sleeping" in names and "_IO_fgets" in names,
+               "threads now: the dump's stacks under their state", names)
+            shot("threads")
+    finally:
+        p.stop()
+
+
 def test_index_live_status():
     url = f"http://127.0.0.1:{burn_port}{PREFIX}/"
     ok(browser.navigate(url), "the index loads")
@@ -710,7 +756,8 @@ def teardown():
 def main():
     import pptest
     tests = [test_routing, test_browser, test_cpu_flame_graph, test_errors_shown,
-             test_heap_flame_graph, test_model_from_file, test_large_profile,
+             test_heap_flame_graph, test_wall_flame_graph,
+             test_model_from_file, test_large_profile,
              test_index_live_status,
              test_no_console_errors]
     try:

@@ -1,9 +1,11 @@
 /*
  * pullprof's flame graph viewer. Plain JavaScript, no build step, no other
  * origin: it fetches a profile as JSON from the agent that served this page
- * (?format=json on ../profile, ../heap, ../allocs), merges the samples'
- * stacks by function name into a tree and draws it on a canvas, root at the
- * top. A canvas keeps 50k-frame profiles smooth: only frames at least a
+ * (?format=json on ../profile, ../heap, ../allocs, ../wall, ../goroutine),
+ * merges the samples' stacks by function name into a tree and draws it on a
+ * canvas, root at the top. Samples labelled with a thread state (wall-clock
+ * profiles, thread dumps) hang under one "state: ..." frame per state, so
+ * waiting and running time are told apart at a glance. A canvas keeps 50k-frame profiles smooth: only frames at least a
  * third of a pixel wide are drawn, and hit-testing uses the rectangles of
  * the last drawing.
  *
@@ -117,6 +119,7 @@
       file: frame ? frame.file : "", line: frame ? frame.line : 0,
       lineValues: null, unknown: frame ? frame.unknown : false,
       synthetic: name.startsWith("[pullprof:"), hit: false,
+      state: frame ? frame.state || "" : "",
       kids: new Map(), children: null,
     };
   }
@@ -140,6 +143,14 @@
       }
     }
 
+    // The thread state of a sample (wall-clock profiles and thread dumps
+    // carry one): a frame of its own below the root.
+    const stateNodes = new Map();
+    const stateOf = (s) => {
+      for (const l of s.labels || []) if (l.key === "state" && l.str) return l.str;
+      return null;
+    };
+
     p.samples.forEach((s, si) => {
       const v = Number(s.values[vi]) || 0;
       if (v <= 0) {
@@ -149,6 +160,17 @@
       const locs = s.locations || [];
       let node = root;
       root.value += v;
+      const st = stateOf(s);
+      if (st) {
+        let sn = stateNodes.get(st);
+        if (!sn) {
+          sn = newNode("state: " + st, root, { file: "", line: 0, unknown: false, state: st });
+          stateNodes.set(st, sn);
+          root.kids.set(sn, sn);
+        }
+        sn.value += v;
+        node = sn;
+      }
       for (let k = locs.length - 1; k >= 0; k--) {
         const chain = frames[locs[k]];
         if (!chain) continue;
@@ -176,7 +198,7 @@
         }
       }
       node.self += v;
-      if (node !== root) funcs.get(node.name).flat += v;
+      if (node !== root && !node.state) funcs.get(node.name).flat += v;
     });
 
     // Children in name order, positions, depths; pre-order without recursion
@@ -213,6 +235,7 @@
   const colorCache = new Map();
   function frameColor(n) {
     if (n.synthetic) return "hsl(0, 0%, 68%)";
+    if (n.state) return n.state === "running" ? "hsl(4, 75%, 62%)" : "hsl(212, 60%, 68%)";
     if (n.unknown) return "hsl(210, 20%, 70%)";
     let c = colorCache.get(n.name);
     if (!c) {
@@ -614,10 +637,14 @@
     return el.form.elements.kind.value;
   }
 
+  /* Kinds sampled over a window (seconds, hz), and the heap's. */
+  const timed = (k) => k === "profile" || k === "wall";
+  const heapKind = (k) => k === "heap" || k === "allocs";
+
   function syncForm() {
-    const cpu = kind() === "profile";
+    const cpu = timed(kind());
     el.cpuOptions.hidden = !cpu;
-    el.heapOptions.hidden = cpu;
+    el.heapOptions.hidden = !heapKind(kind());
     if (!cpu && kind() === "allocs" && el.heapIndex.value.startsWith("inuse"))
       el.heapIndex.value = "alloc_space";
     if (kind() === "heap" && el.heapIndex.value.startsWith("alloc"))
@@ -634,7 +661,7 @@
     const k = kind();
     const q = new URLSearchParams();
     let seconds = 0;
-    if (k === "profile") {
+    if (timed(k)) {
       if (!el.seconds.reportValidity() || !el.hz.reportValidity()) return;
       seconds = Number(el.seconds.value);
       q.set("seconds", el.seconds.value);
@@ -650,7 +677,8 @@
     const started = Date.now();
     const tick = () => {
       const left = Math.ceil(seconds - (Date.now() - started) / 1000);
-      el.progress.textContent = left > 0 ? `Sampling the CPU: ${left} s left…` : "Waiting for the agent…";
+      const what = k === "wall" ? "every thread" : "the CPU";
+      el.progress.textContent = left > 0 ? `Sampling ${what}: ${left} s left…` : "Waiting for the agent…";
     };
     tick();
     const timer = seconds ? setInterval(tick, 1000) : 0;
@@ -674,7 +702,7 @@
       const id = resp.headers.get("X-Pullprof-Profile-Id");
       const p = await resp.json();
       el.progress.textContent = "Building the flame graph…";
-      load(p, { kind: k, id }, k === "profile" ? null : el.heapIndex.value);
+      load(p, { kind: k, id }, heapKind(k) ? el.heapIndex.value : null);
       el.progress.textContent = `Fetched ${url} in ${((Date.now() - started) / 1000).toFixed(1)} s.`;
     } catch (e) {
       if (e.name === "AbortError") {
