@@ -46,7 +46,6 @@ int pp_threads_unwind_ready(char *err, size_t errlen)
 	return rc;
 }
 
-void pp_threads_unwind_release(void);
 void pp_threads_unwind_release(void)
 {
 	pthread_mutex_lock(&unwind_mu);
@@ -55,6 +54,13 @@ void pp_threads_unwind_release(void)
 		unwind_ready = 0;
 	}
 	pthread_mutex_unlock(&unwind_mu);
+}
+
+void pp_threads_unwind_forget_in_child(void)
+{
+	/* A thread of the parent may have held it at fork time. */
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	memcpy(&unwind_mu, &fresh, sizeof fresh);
 }
 
 void pp_threads_configure(const struct pp_threads_settings *s)
@@ -213,7 +219,8 @@ static int dump(int detail, struct pp_profile **out)
 		return rc;
 	unsigned depth = pp_threads_cfg.max_depth;
 	struct pp_profile *p = pp_profile_new(&dump_type, 1, &dump_type, 1);
-	struct pp_looker *lk = pp_looker_new(depth, BATCH);
+	/* At most 16 perf events (descriptors) open at once. */
+	struct pp_looker *lk = pp_looker_new(depth, 16);
 	struct pp_look *looks = calloc(BATCH, sizeof *looks);
 	uintptr_t *pcs = malloc((size_t)BATCH * depth * sizeof *pcs);
 	if (!p || !lk || !looks || !pcs) {

@@ -12,6 +12,11 @@ extern struct pp_threads_settings pp_threads_cfg;
  * errno with a sentence in err. */
 int pp_threads_unwind_ready(char *err, size_t errlen);
 
+/* At stop, once no look can run: the unwinder's user count goes back. */
+void pp_threads_unwind_release(void);
+/* In a forked child (async-signal-safe). */
+void pp_threads_unwind_forget_in_child(void);
+
 /* Add what l found as a sample of p with these values: its stack (or the
  * synthetic frame that says why there is none), labels thread_name and
  * state (and agent on the agent's threads); with detail, the dump's

@@ -89,7 +89,8 @@ static int sample(struct window *w, struct pp_profile **out)
 	struct pp_profile *p = pp_profile_new(
 	    w->q.fgprof ? fgprof_types : wall_types, 2,
 	    w->q.fgprof ? &fgprof_period : &wall_period, (int64_t)interval);
-	struct pp_looker *lk = pp_looker_new(depth, 64);
+	/* Events for as many running threads as one tick looks at. */
+	struct pp_looker *lk = pp_looker_new(depth, per_tick < 16 ? per_tick : 16);
 	struct pp_look *looks = calloc(per_tick, sizeof *looks);
 	uintptr_t *pcs = malloc((size_t)per_tick * depth * sizeof *pcs);
 	pid_t *tids = NULL;
@@ -270,8 +271,6 @@ struct pp_producer pp_wall_producer = {
     .cancel = wall_cancel,
 };
 
-void pp_threads_unwind_release(void);
-
 void pp_threads_shutdown(void)
 {
 	pthread_mutex_lock(&wall.mu);
@@ -286,6 +285,7 @@ void pp_threads_forget_in_child(void)
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 	memcpy(&wall.mu, &fresh, sizeof fresh);
 	wall.list = NULL;
+	pp_threads_unwind_forget_in_child();
 }
 
 void pp_threads_stats(struct pp_threads_stats *o)

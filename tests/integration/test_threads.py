@@ -14,7 +14,8 @@ import threading
 import time
 from collections import Counter
 
-from pptest import BUILD, SRC, Proc, Profile, curl, eq, go_pprof, ok, run
+from pptest import (BUILD, SRC, Proc, Profile, curl, eq, free_port, go_pprof,
+                    ok, preload_env, run, sanitized, skip)
 
 WAITERS = os.path.join(BUILD, "tests", "threads", "waiters")
 WAITERS_C = os.path.join(SRC, "tests", "threads", "waiters.c")
@@ -451,6 +452,71 @@ def test_bad_input():
     p.stop()
 
 
+def test_redis():
+    """Debian's redis-server, preloaded, under redis-benchmark: dumps and a
+    wall-clock window while it serves; every request answered, its threads
+    found where they wait."""
+    import shutil
+    import subprocess
+    rs, rb = shutil.which("redis-server"), shutil.which("redis-benchmark")
+    if sanitized():
+        skip("redis-server preloaded", "a sanitizer build: the sanitizer's "
+             "runtime would have to come first in an uninstrumented program")
+        return
+    if not ok(rs and rb, "redis-server and redis-benchmark are installed "
+              "(scripts/deps.sh --test installs them)"):
+        return
+    port, rport = free_port(), free_port()
+    p = Proc([rs, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+              "--appendonly", "no"],
+             env=preload_env(PULLPROF_LISTEN=f"127.0.0.1:{port}"),
+             stdin=False)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if curl(url(port, "healthz")).status == 200:
+                break
+            time.sleep(0.1)
+        bench = subprocess.Popen(
+            [rb, "-p", str(rport), "-n", "200000", "-c", "20", "-q",
+             "-t", "set,get"], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT)
+        res = {}
+        wall = threading.Thread(target=lambda: res.setdefault(
+            "r", curl(url(port, "wall?seconds=3&hz=250"), timeout=60)))
+        wall.start()
+        dumps = [curl(url(port, "goroutine?debug=2"), timeout=60)
+                 for _ in range(20)]
+        wall.join()
+        out, _ = bench.communicate(timeout=300)
+        text = out.decode(errors="replace")
+        eq(bench.returncode, 0, "redis-benchmark ran to the end")
+        ok(text.count("requests per second") == 2,
+           "redis-benchmark: SET and GET completed", text[-300:])
+        eq([r.status for r in dumps], [200] * 20, "20 dumps while it serves")
+        dump = parse_dump(dumps[-1].body.decode())
+        main = [t for t in dump if t["tid"] == p.pid]
+        ok(main and any(f[0] == "aeMain" for f in main[0]["stack"]),
+           "redis's main thread is in its event loop (aeMain)",
+           main and main[0]["stack"][:8])
+        bio = [t for t in dump if t["name"].startswith("bio_")]
+        ok(len(bio) >= 2 and all(
+            t["state"] == "sleeping" and
+            any("pthread_cond_wait" in f[0] for f in t["stack"])
+            for t in bio),
+           f"its {len(bio)} background threads wait on their condition "
+           "variables", [(t["name"], t["state"], t["stack"][:3]) for t in bio])
+        eq(res["r"].status, 200, "a wall-clock window meanwhile: 200")
+        prof = Profile(res["r"].body)
+        names = {f[0] for s in prof.samples for fs in prof.stack(s) for f in fs}
+        ok("aeMain" in names, "the wall profile has the event loop")
+        r = subprocess.run(["redis-cli", "-p", str(rport), "ping"],
+                           capture_output=True, text=True, timeout=30)
+        eq(r.stdout.strip(), "PONG", "redis answers afterwards")
+    finally:
+        p.stop()
+
+
 def test_go_only_404():
     p, port = start(["nap", 5])
     for path, status_ in (("goroutine", 200), ("mutex", 404),
@@ -462,4 +528,4 @@ def test_go_only_404():
 
 if __name__ == "__main__":
     run([test_dump_every_thread, test_never_interrupts, test_wall_accuracy,
-         test_formats, test_bad_input, test_go_only_404])
+         test_formats, test_bad_input, test_redis, test_go_only_404])
