@@ -284,6 +284,7 @@ static int take_sample(struct pp_looker *lk, struct event *e,
 	size_t size = RING_PAGES * lk->page;
 	int found = 0;
 
+	/* Copy out each sample: the last one copied is the newest. */
 	while (tail < head) {
 		struct perf_event_header h;
 		ring_copy(lk, e, tail, &h, sizeof h);
@@ -291,12 +292,12 @@ static int take_sample(struct pp_looker *lk, struct event *e,
 			break;
 		if (h.type == PERF_RECORD_SAMPLE) {
 			ring_copy(lk, e, tail, lk->record, h.size);
-			found |= 2; /* parsed below once the newest is known */
+			found = 1;
 		}
 		tail += h.size;
 	}
 	__atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
-	if (!(found & 2))
+	if (!found)
 		return 0;
 	/* tid, pid | time | abi, regs[3] | size, stack[size], dyn_size */
 	const unsigned char *p = lk->record + sizeof(struct perf_event_header);
@@ -396,21 +397,29 @@ static void sample_running(struct pp_looker *lk, struct pp_look *looks,
 					continue;
 				struct pp_look *l = &looks[e->pending];
 				int done = 0;
-				if (r > 0 && pf[j].revents)
+				short ev_bits = r > 0 ? pf[j].revents : 0;
+				if (ev_bits & POLLIN)
 					done = take_sample(lk, e, l, since);
-				if (!done && r <= 0) {
+				/* No sample this slice, or the event hung up (the
+				 * thread ended): where is the thread now? */
+				if (!done &&
+				    (r <= 0 || (ev_bits & (POLLHUP | POLLERR)))) {
 					/* Off the CPU now? Then it is read
 					 * from outside. */
 					struct pp_task_call c;
 					if (pp_task_call(l->tid, &c)) {
-						miss(l, PP_MISS_NOT_CAUGHT);
+						l->how = PP_LOOK_NONE;
+						l->miss = PP_MISS_GONE;
+						l->depth = 0;
+						atomic_fetch_add(&stats.gone, 1);
 						done = 1;
 					} else if (c.nr != PP_TASK_RUNNING) {
 						l->call = c;
 						if (look_blocked(lk, l))
 							continue;
 						done = 1;
-					} else if (now >= deadline) {
+					} else if (now >= deadline ||
+					           (ev_bits & (POLLHUP | POLLERR))) {
 						miss(l, PP_MISS_NOT_CAUGHT);
 						done = 1;
 					}

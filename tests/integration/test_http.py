@@ -71,7 +71,8 @@ def test_status_fields():
                      "max_client_connections": 16, "max_header_bytes": 32768,
                      "max_profile_mb": 64, "max_heap_profiles": 16,
                      "max_lookups": 4, "max_body_bytes": 4194304,
-                     "metrics_path": None},
+                     "metrics_path": None, "max_thread_dumps": 4,
+                     "max_wall_profiles": 2, "wall_threads": 16},
        "status.config is the effective configuration")
 
     def parse(ts):
