@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <dlfcn.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -240,7 +241,8 @@ int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
 #define WHY_NO_TABLE PP_UNWIND_NO_TABLE
 typedef int (*walk_load_fn)(void *src, uintptr_t addr, uintptr_t *out);
 typedef void (*walk_stack_fn)(void *src, uintptr_t sp);
-typedef int (*walk_find_bp_fn)(void *src, uintptr_t sp, uintptr_t *bp);
+typedef int (*walk_find_bp_fn)(void *src, uintptr_t at, uintptr_t sp,
+                               uintptr_t *bp);
 
 static inline __attribute__((always_inline)) int
 walk_core(uintptr_t pc, uintptr_t sp, uintptr_t bp, int bp_known,
@@ -276,7 +278,9 @@ walk_core(uintptr_t pc, uintptr_t sp, uintptr_t bp, int bp_known,
 		case PP_FRAME_OUTERMOST: return (int)n;
 		case PP_FRAME_CFA_RSP: cfa = sp + PP_FRAME_OFF(rule); break;
 		case PP_FRAME_CFA_RBP:
-			if (!bp_known && (!find_bp || find_bp(src, sp, &bp))) {
+			if (!bp_known &&
+			    (!find_bp || PP_FRAME_OFF(rule) != 16 ||
+			     find_bp(src, at, sp, &bp))) {
 				*why = PP_UNWIND_FAILED;
 				return (int)n;
 			}
@@ -361,34 +365,159 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 	return n >= 0 && *why == PP_UNWIND_FAILED && rd.wanted_check ? -2 : n;
 }
 
-/* A frame record above sp: [A] the caller's rbp (higher on the stack, or
- * 0 at the outermost frame), [A+8] a return address into code whose row
- * says "CFA = rbp + 16, rbp saved at CFA - 16" (the standard prologue).
- * Tried at the first 512 words above sp: a heuristic, used only for the
- * frames of a thread read from outside before any frame restored rbp. */
-static int mem_find_bp(void *src, uintptr_t sp, uintptr_t *bp)
+/* Is ra a return address: does a call instruction end just before it?
+ * (call rel32, or call with a ModRM reg field of 2 in 2, 3, 6 or 7 bytes:
+ * through a register, or memory with a displacement or an index.) A
+ * function pointer or a stale code address left in a frame seldom is. */
+static int after_call(uintptr_t ra)
 {
-	for (uintptr_t a = (sp + 7) & ~(uintptr_t)7; a < sp + 4096; a += 8) {
-		uintptr_t saved, ra;
-		if (pp_frames_mem_load(src, a, &saved) ||
-		    pp_frames_mem_load(src, a + 8, &ra))
-			return -1;
-		if (saved && (saved <= a + 8 || saved - a > (8u << 20)))
-			continue;
-		int covered;
-		const struct pp_frame_table *t =
-		    pp_registry_table(ra - 1, &covered);
-		if (!t)
-			continue;
-		uint32_t rule = pp_frames_rule(t, ra - 1);
-		if (PP_FRAME_KIND(rule) == PP_FRAME_CFA_RSP ||
-		    PP_FRAME_KIND(rule) == PP_FRAME_CFA_RBP ||
-		    PP_FRAME_KIND(rule) == PP_FRAME_OUTERMOST) {
-			*bp = a;
+	unsigned char b[7];
+	if (ra < 7 || copy_remote(ra - 7, b, 7) != 7)
+		return 0;
+	if (b[2] == 0xe8)
+		return 1;
+	for (int at = 0; at < 6; at++)
+		if (b[at] == 0xff && ((b[at + 1] >> 3) & 7) == 2 &&
+		    (at == 0 || at == 1 || at == 4 || at == 5))
+			return 1;
+	return 0;
+}
+
+/* Could a frame record ([a] the caller's rbp, [a+8] its return address)
+ * be at a? The return address must follow a call in code with unwind
+ * rows, and with `check_caller`, the caller's own return address found
+ * by its row must too (two frames agreeing are seldom an accident). */
+static int frame_record_at(void *src, uintptr_t a, int check_caller)
+{
+	uintptr_t saved, ra, ra2;
+	if (pp_frames_mem_load(src, a, &saved) ||
+	    pp_frames_mem_load(src, a + 8, &ra))
+		return -1;
+	if (saved && (saved <= a + 8 || saved - a > (8u << 20)))
+		return 0;
+	int covered;
+	const struct pp_frame_table *t = pp_registry_table(ra - 1, &covered);
+	if (!t || !after_call(ra))
+		return 0;
+	uint32_t rule = pp_frames_rule(t, ra - 1);
+	uintptr_t sp = a + 16, cfa;
+	switch (PP_FRAME_KIND(rule)) {
+	case PP_FRAME_OUTERMOST: return 1;
+	case PP_FRAME_CFA_RSP: cfa = sp + PP_FRAME_OFF(rule); break;
+	case PP_FRAME_CFA_RBP:
+		if (!saved)
 			return 0;
+		cfa = saved + PP_FRAME_OFF(rule);
+		break;
+	default: return check_caller ? 0 : 1;
+	}
+	if (!check_caller)
+		return 1;
+	if (cfa <= sp || pp_frames_mem_load(src, cfa - 8, &ra2))
+		return 0;
+	if (!ra2)
+		return 1;
+	t = pp_registry_table(ra2 - 1, &covered);
+	return t && after_call(ra2);
+}
+
+/* Where the call just before return address ra went, through a PLT stub
+ * or a GOT slot to the function itself; 0 when it cannot be told (a call
+ * through a register). Agent context: reads code with checked copies. */
+static uintptr_t call_target(uintptr_t ra)
+{
+	unsigned char b[7];
+	uintptr_t target = 0;
+	int32_t rel;
+	if (ra < 7 || copy_remote(ra - 7, b, 7) != 7)
+		return 0;
+	if (b[2] == 0xe8) { /* call rel32 */
+		memcpy(&rel, b + 3, 4);
+		target = ra + (uintptr_t)(intptr_t)rel;
+	} else if (b[1] == 0xff && b[2] == 0x15) { /* call *rel32(%rip) */
+		memcpy(&rel, b + 3, 4);
+		uintptr_t slot = ra + (uintptr_t)(intptr_t)rel;
+		return copy_remote(slot, &target, 8) == 8 ? target : 0;
+	} else {
+		return 0;
+	}
+	/* A PLT entry: [endbr64] [bnd] jmp *rel32(%rip) to its GOT slot. */
+	unsigned char s[12];
+	if (copy_remote(target, s, sizeof s) != sizeof s)
+		return target;
+	for (int i = 0; i + 6 <= (int)sizeof s && i <= 5; i++) {
+		if (s[i] == 0xff && s[i + 1] == 0x25) {
+			memcpy(&rel, s + i + 2, 4);
+			uintptr_t slot = target + (uintptr_t)i + 6 +
+			                 (uintptr_t)(intptr_t)rel;
+			uintptr_t fn;
+			return copy_remote(slot, &fn, 8) == 8 ? fn : target;
 		}
 	}
-	return -1;
+	return target;
+}
+
+/* The start of the named function holding pc, or 0 (dladdr: the loader's
+ * symbol tables; agent context). */
+static uintptr_t function_of(uintptr_t pc)
+{
+	Dl_info info;
+	if (!pc || !dladdr((void *)pc, &info) || !info.dli_saddr)
+		return 0;
+	return (uintptr_t)info.dli_saddr;
+}
+
+/* The frame record of a frame whose rule is "CFA = rbp + 16, rbp saved at
+ * CFA - 16" (the standard prologue), at code address `at`, when rbp is not
+ * known: a heuristic, used only for a thread read from outside before any
+ * frame restored rbp. Plausible records in the 16 KiB above sp are tried.
+ * Stale ones, left in the frame's locals by calls that returned long ago,
+ * form chains too (they were real once), so a record counts only when the
+ * call before its return address went to the function at `at`; where that
+ * cannot be told (a call through a register), the record whose walk
+ * reaches the outermost frame with the most frames is taken. */
+#define FIND_BP_SPAN 16384 /* an ASan interceptor's frame is 2 KiB */
+#define FIND_BP_CANDIDATES 16
+#define FIND_BP_DEPTH 256
+
+static int mem_load(void *src, uintptr_t addr, uintptr_t *out);
+static void mem_other_stack(void *src, uintptr_t sp);
+
+static int mem_find_bp(void *src, uintptr_t at, uintptr_t sp, uintptr_t *bp)
+{
+	uintptr_t pcs[FIND_BP_DEPTH], best = 0;
+	int best_depth = -1, tried = 0;
+	uintptr_t here = function_of(at);
+	for (uintptr_t a = (sp + 7) & ~(uintptr_t)7;
+	     a < sp + FIND_BP_SPAN && tried < FIND_BP_CANDIDATES; a += 8) {
+		int r = frame_record_at(src, a, 1);
+		if (r < 0)
+			break;
+		if (!r)
+			continue;
+		uintptr_t saved, ra;
+		pp_frames_mem_load(src, a, &saved);
+		pp_frames_mem_load(src, a + 8, &ra);
+		uintptr_t called = here ? function_of(call_target(ra)) : 0;
+		if (called && called == here) {
+			*bp = a; /* its caller called this very function */
+			return 0;
+		}
+		if (called)
+			continue; /* a call to another function: stale */
+		tried++;
+		int why;
+		int n = walk_core(ra, a + 16, saved, 1, pcs, FIND_BP_DEPTH, &why,
+		                  src, mem_load, mem_other_stack, NULL);
+		if (why == PP_UNWIND_OK && n > best_depth) {
+			best_depth = n;
+			best = a;
+		}
+	}
+	if (best_depth < 0)
+		return -1;
+	*bp = best;
+	return 0;
 }
 
 static int mem_load(void *src, uintptr_t addr, uintptr_t *out)
