@@ -78,8 +78,9 @@ KEEP void nap(void);
 KEEP void burn(void);
 KEEP void wait_many(void);
 
-static int line_condvar, line_epoll, line_pipe, line_nanosleep, line_sem,
-    line_join, line_mutex;
+/* Written by every thread of a kind (the same value), read by main. */
+static atomic_int line_condvar, line_epoll, line_pipe, line_nanosleep,
+    line_sem, line_join, line_mutex;
 
 static void arrive(void)
 {
