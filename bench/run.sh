@@ -3,9 +3,11 @@
 #   sh bench/run.sh            (after sh scripts/build.sh)
 set -eu
 cd "$(dirname "$0")/.."
-make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels
+make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels \
+	bench/threadswork
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
-# jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods.
+# jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods;
+# gdb dumps threads (stopping them) beside pullprof's thread dumps.
 lib=/usr/lib/x86_64-linux-gnu
 missing=""
 [ -e $lib/libprofiler.so.0 ] || missing="$missing google-perftools"
@@ -14,6 +16,7 @@ missing=""
 command -v heaptrack >/dev/null || missing="$missing heaptrack"
 command -v valgrind >/dev/null || missing="$missing valgrind"
 command -v wrk >/dev/null || missing="$missing wrk"
+command -v gdb >/dev/null || missing="$missing gdb"
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
@@ -57,3 +60,7 @@ echo
 echo "## The CPU profiler at real depths and thread lifetimes (bench/bench_unwind.py)"
 echo
 python3 bench/bench_unwind.py
+echo
+echo "## Thread dumps and wall-clock profiles (bench/bench_threads.py)"
+echo
+python3 bench/bench_threads.py
