@@ -21,7 +21,8 @@
  *                       has a do-nothing SA_RESTART handler: what a signal
  *                       does to these calls (the tests' control).
  *   waiters nap MS      one thread alternating nap() (sleeps MS ms) and
- *                       burn() (spins MS ms of wall time); prints "ready".
+ *                       burn() (spins for MS ms of its CPU time); prints
+ *                       "ready".
  *                       A line "times" on stdin prints "times N B": the
  *                       nanoseconds of wall time spent in each so far
  *                       (a busy machine makes the nap longer: its wake-up
@@ -413,10 +414,21 @@ KEEP void nap(void)
 	nanosleep(&ts, NULL);
 }
 
+static uint64_t cpu_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* MS ms of this thread's CPU: on an idle machine as much wall time, on a
+ * busy one more, and the thread is in burn() all along (a burn bounded by
+ * the wall clock would end preempted past its deadline, its last moments
+ * spent waiting for a CPU only to return). */
 KEEP void burn(void)
 {
-	uint64_t end = now_ns() + (uint64_t)nap_ms * 1000000u;
-	while (now_ns() < end)
+	uint64_t end = cpu_ns() + (uint64_t)nap_ms * 1000000u;
+	while (cpu_ns() < end)
 		for (int i = 0; i < 1000; i++)
 			sink++;
 }
