@@ -46,9 +46,9 @@ static pthread_cond_t never_cv = PTHREAD_COND_INITIALIZER;
 static int never_fd[2] = {-1, -1}; /* a pipe whose write end stays silent */
 static int never_ep = -1;          /* an epoll set with nothing in it */
 
-static atomic_int started;          /* blocked threads about to block */
-static _Atomic uint64_t units;      /* work units the worker finished */
-static _Atomic uint64_t maxgap_ns;  /* longest gap since the last "stats" */
+static atomic_int started;         /* blocked threads about to block */
+static _Atomic uint64_t units;     /* work units the worker finished */
+static _Atomic uint64_t maxgap_ns; /* longest gap since the last "stats" */
 static volatile uint64_t sink;
 
 /* Every blocking function loops: if a call ever returns (EINTR after a
@@ -135,8 +135,8 @@ static void *worker_main(void *arg)
 		atomic_fetch_add_explicit(&units, 1, memory_order_relaxed);
 		/* A compare-exchange rather than a plain store, so a reset by
 		 * "stats" between the load and the store is not undone. */
-		uint64_t m = atomic_load_explicit(&maxgap_ns,
-		                                  memory_order_relaxed);
+		uint64_t m =
+		    atomic_load_explicit(&maxgap_ns, memory_order_relaxed);
 		while (gap > m &&
 		       !atomic_compare_exchange_weak(&maxgap_ns, &m, gap))
 			;

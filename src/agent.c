@@ -175,6 +175,7 @@ static void atfork_child(void)
 	pp_cpu_forget_in_child();
 	pp_heap_forget_in_child();
 	pp_threads_forget_in_child();
+	pp_threadcreate_forget_in_child();
 	pp_symtab_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
@@ -234,6 +235,9 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	    .wall_threads = agent.cfg.v.wall_threads,
 	};
 	pp_threads_configure(&threads);
+	rc = pp_threadcreate_start(agent.cfg.v.max_depth, err, sizeof err);
+	if (rc)
+		goto fail;
 	if (agent.cfg.v.heap_rate) {
 		struct pp_heap_settings heap = {
 		    .rate = agent.cfg.v.heap_rate,
@@ -265,6 +269,7 @@ fail:
 	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
 	pp_jobs_shutdown();
+	pp_threadcreate_stop();
 	pp_threads_shutdown();
 	pp_heap_stop();
 	pp_config_free(&agent.cfg);
@@ -289,6 +294,7 @@ static int stop_locked(void)
 	 * server goes), then the samplers, then the server; handlers read
 	 * `running`, so it is cleared only once their thread is gone. */
 	pp_jobs_shutdown();
+	pp_threadcreate_stop();
 	pp_threads_shutdown();
 	pp_cpu_shutdown();
 	pp_heap_stop();

@@ -29,6 +29,7 @@
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "pullprof.h"
+#include "threads/threads.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 
@@ -184,21 +185,33 @@ static void *prologue(void *p)
 	return s.fn(s.arg);
 }
 
+/* The thread is made: the threadcreate profile counts the host's, by the
+ * stack above `from` (pthread_create's return address). */
+static int created(int rc, int agents, uintptr_t from)
+{
+	if (!rc && !agents && pp_threadcreate_on())
+		pp_threadcreate_record(from);
+	return rc;
+}
+
 PULLPROF_API int pthread_create(pthread_t *t, const pthread_attr_t *attr,
                                 void *(*fn)(void *), void *arg)
 {
+	uintptr_t from = (uintptr_t)__builtin_return_address(0);
+	int agents = pp_on_agent_thread() || pp_creating_agent_thread();
 	/* Only while a window samples per thread, and never for the agent's
 	 * own threads (made by agent threads). */
-	if (!START_PROLOGUE || !pp_timers_want_starts() ||
-	    pp_on_agent_thread() || pp_creating_agent_thread())
-		return pp_real_pthread_create(t, attr, fn, arg);
+	if (!START_PROLOGUE || !pp_timers_want_starts() || agents)
+		return created(pp_real_pthread_create(t, attr, fn, arg), agents,
+		               from);
 	struct start *s = malloc(sizeof *s);
 	if (!s)
-		return pp_real_pthread_create(t, attr, fn, arg);
+		return created(pp_real_pthread_create(t, attr, fn, arg), 0,
+		               from);
 	s->fn = fn;
 	s->arg = arg;
 	int rc = pp_real_pthread_create(t, attr, prologue, s);
 	if (rc)
 		free(s);
-	return rc;
+	return created(rc, 0, from);
 }

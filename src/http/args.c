@@ -152,10 +152,11 @@ int pp_args_render(const struct pp_args *a, const char *types, int flags,
 		return -EINVAL;
 	}
 	if (debug && pp_args_given(a, "format") && format != PP_FORMAT_TEXT) {
-		snprintf(err, errlen,
-		         "debug=%u asks for text and format for another format: "
-		         "give one of them",
-		         debug);
+		snprintf(
+		    err, errlen,
+		    "debug=%u asks for text and format for another format: "
+		    "give one of them",
+		    debug);
 		return -EINVAL;
 	}
 	if (debug)
@@ -163,7 +164,8 @@ int pp_args_render(const struct pp_args *a, const char *types, int flags,
 	if (debug && (flags & PP_RENDER_DUMP)) {
 		/* The thread dump's texts: Go's grouped stacks, and a block
 		 * per thread. */
-		if (pp_args_given(a, "top") || pp_args_given(a, "sample_index")) {
+		if (pp_args_given(a, "top") ||
+		    pp_args_given(a, "sample_index")) {
 			snprintf(err, errlen,
 			         "top and sample_index apply to format=text, "
 			         "not to debug=%u",

@@ -11,8 +11,6 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "threads/task.h"
-#include "threads/threads.h"
 #include "cpu/cpu.h"
 #include "handlers.h"
 #include "heap/heap.h"
@@ -21,6 +19,8 @@
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
+#include "threads/task.h"
+#include "threads/threads.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 #include "util/proc.h"
@@ -232,6 +232,15 @@ static struct json_object *threads_json(void)
 	json_object_object_add(l, "no_perf", I64(t.no_perf));
 	json_object_object_add(l, "walk_incomplete", I64(t.walk_incomplete));
 	json_object_object_add(o, "looks", l);
+	struct json_object *tc = json_object_new_object();
+	unsigned tc_open;
+	size_t tc_stacks;
+	uint64_t tc_past;
+	pp_threadcreate_stats(&tc_open, &tc_stacks, &tc_past);
+	json_object_object_add(tc, "open", I64(tc_open));
+	json_object_object_add(tc, "stacks", I64(tc_stacks));
+	json_object_object_add(tc, "past_table", I64(tc_past));
+	json_object_object_add(o, "threadcreate", tc);
 	char perf[160];
 	if (t.perf_errno)
 		snprintf(perf, sizeof perf,
@@ -375,7 +384,8 @@ static struct json_object *thread_json(pid_t tid)
 		return NULL;
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "tid", json_object_new_int64(tid));
-	json_object_object_add(o, "name", pp_json_text(st.name, strlen(st.name)));
+	json_object_object_add(o, "name",
+	                       pp_json_text(st.name, strlen(st.name)));
 	json_object_object_add(o, "main",
 	                       json_object_new_boolean(tid == getpid()));
 	json_object_object_add(

@@ -1,8 +1,8 @@
 /*
  * Where threads wait: /goroutine (the thread dump, Go's path: each
  * "goroutine" is a thread), /wall (the wall-clock profile) and fgprof's
- * /debug/fgprof. Jobs of the threads module's producers; the connection
- * waits suspended. Agent context.
+ * /debug/fgprof; and where they come from: /threadcreate. Jobs of the threads
+ * module's producers; the connection waits suspended. Agent context.
  */
 #include "agent.h"
 #include "handlers.h"
@@ -29,7 +29,33 @@ enum MHD_Result pp_h_goroutine(struct pp_request *r)
 		/* As Go's: a delta is a profile, not a dump to read. */
 		return pp_respond_error(
 		    r, MHD_HTTP_BAD_REQUEST,
-		    "seconds and debug do not combine: the change over a window "
+		    "seconds and debug do not combine: the change over a "
+		    "window "
+		    "is a profile (format=pprof|text|folded|json)");
+	rq.seconds = q.seconds;
+	return pp_respond_job(r, &rq);
+}
+
+enum MHD_Result pp_h_threadcreate(struct pp_request *r)
+{
+	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	struct pp_dump_query q = {0};
+	struct pp_job_request rq = {
+	    .producer = &pp_threadcreate_producer, .query = &q, .keep = 1};
+	char err[300];
+
+	if (pp_query_uint(r, "seconds", 0, 0, cfg->v.max_seconds, &q.seconds,
+	                  err, sizeof err) ||
+	    pp_query_uint(r, "debug", 0, 0, 1, &q.debug, err, sizeof err) ||
+	    pp_query_render(r, "threadcreate", PP_RENDER_DUMP, &rq.render, err,
+	                    sizeof err) ||
+	    pp_query_id(r, "seconds", &rq.id, err, sizeof err))
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	if (q.seconds && q.debug)
+		return pp_respond_error(
+		    r, MHD_HTTP_BAD_REQUEST,
+		    "seconds and debug do not combine: the change over a "
+		    "window "
 		    "is a profile (format=pprof|text|folded|json)");
 	rq.seconds = q.seconds;
 	return pp_respond_job(r, &rq);

@@ -15,6 +15,7 @@ enum MHD_Result pp_h_maps(struct pp_request *r);
 enum MHD_Result pp_h_profile(struct pp_request *r);
 enum MHD_Result pp_h_goroutine(struct pp_request *r);
 enum MHD_Result pp_h_wall(struct pp_request *r);
+enum MHD_Result pp_h_threadcreate(struct pp_request *r);
 enum MHD_Result pp_h_fgprof(struct pp_request *r);
 enum MHD_Result pp_h_heap(struct pp_request *r);
 enum MHD_Result pp_h_allocs(struct pp_request *r);

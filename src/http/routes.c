@@ -120,6 +120,16 @@ const struct pp_route pp_routes[] = {
                 "seconds=N the change",
     },
     {
+        .path = "/threadcreate",
+        .name = "threadcreate",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_threadcreate,
+        .link = "threadcreate?debug=1",
+        .help = "the stacks that created threads since the agent started, "
+                "a count each (Go's threadcreate); seconds=N the change",
+    },
+    {
         .path = "/wall",
         .name = "wall",
         .methods = GET_HEAD,
@@ -263,8 +273,6 @@ static const struct {
 } go_only[] = {
     {"/mutex", "mutex contention profiles are not made by pullprof", "mutex"},
     {"/block", "blocking profiles are not made by pullprof", "block"},
-    {"/threadcreate", "thread-creation profiles are not made by pullprof",
-     NULL},
     {"/trace", "execution traces are Go runtime traces", NULL},
     {"/delta_heap",
      "godeltaprof's delta profiles are Go-only; ask /allocs "

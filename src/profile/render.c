@@ -31,8 +31,8 @@ const char *pp_format_attachment(enum pp_format f)
 
 const char *pp_format_encoding(const struct pp_render_opts *o)
 {
-	int text = o->format != PP_FORMAT_PPROF &&
-	           o->format != PP_FORMAT_LEGACY;
+	int text =
+	    o->format != PP_FORMAT_PPROF && o->format != PP_FORMAT_LEGACY;
 	return text && o->gzip ? "gzip" : NULL;
 }
 

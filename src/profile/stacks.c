@@ -1,9 +1,9 @@
 /*
- * The thread dump's texts: ?debug=1 of /goroutine, stacks grouped with a
- * count as Go prints its goroutine profile, and ?debug=2, one block per
- * thread with what the kernel says of it (a "pstack" that stops nothing).
- * Both read the symbolized view; debug=2 reads the per-thread labels the
- * dump producer puts on each sample (threads/dump.c). Agent context.
+ * The thread dump's texts: ?debug=1 of /goroutine (and /threadcreate),
+ * stacks grouped with a count as Go prints those profiles, and ?debug=2, one
+ * block per thread with what the kernel says of it (a "pstack" that stops
+ * nothing). Both read the symbolized view; debug=2 reads the per-thread labels
+ * the dump producer puts on each sample (threads/dump.c). Agent context.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,8 +12,7 @@
 
 #include "render.h"
 
-static const struct pp_label *label(const struct pp_sample *s,
-                                    const char *key)
+static const struct pp_label *label(const struct pp_sample *s, const char *key)
 {
 	for (uint32_t i = 0; i < s->nlabels; i++)
 		if (strcmp(s->labels[i].key, key) == 0)
@@ -77,8 +76,11 @@ int pp_stacks_write(const struct pp_view *v, struct pp_buf *out)
 			g[n++] = (struct group){i, c};
 	}
 	qsort(g, n, sizeof *g, by_count);
-	pp_buf_printf(out, "goroutine profile: total %" PRId64 "\n", total);
-	pp_buf_puts(out, "# each goroutine is a thread of this process\n");
+	const char *kind = v->p->ntypes ? v->p->types[0].type : "";
+	pp_buf_printf(out, "%s profile: total %" PRId64 "\n", kind, total);
+	if (strcmp(kind, "goroutine") == 0)
+		pp_buf_puts(out, "# each goroutine is a thread of this "
+		                 "process\n");
 	for (size_t k = 0; k < n; k++) {
 		size_t i = g[k].sample;
 		const struct pp_sample *s = v->samples[i];
@@ -90,7 +92,9 @@ int pp_stacks_write(const struct pp_view *v, struct pp_buf *out)
 			              v->locs[st[d]].synthetic
 			                  ? (uintptr_t)0
 			                  : v->locs[st[d]].pc);
-		pp_buf_puts(out, "\n# labels: {");
+		pp_buf_puts(out, "\n");
+		if (s->nlabels)
+			pp_buf_puts(out, "# labels: {");
 		for (uint32_t j = 0; j < s->nlabels; j++) {
 			const struct pp_label *l = &s->labels[j];
 			pp_buf_printf(out, "%s\"%s\":", j ? ", " : "", l->key);
@@ -99,7 +103,8 @@ int pp_stacks_write(const struct pp_view *v, struct pp_buf *out)
 			else
 				pp_buf_printf(out, "%" PRId64, l->num);
 		}
-		pp_buf_puts(out, "}\n");
+		if (s->nlabels)
+			pp_buf_puts(out, "}\n");
 		for (size_t d = 0; d < depth; d++)
 			frames_hashed(out, &v->locs[st[d]]);
 	}
@@ -123,8 +128,8 @@ int pp_threads_write(const struct pp_view *v, struct pp_buf *out)
 		const char *agent = label_str(s, "agent");
 		pp_buf_printf(out, "thread %" PRId64 " \"%s\" [%s%s%s]%s:\n",
 		              tid ? tid->num : 0, label_str(s, "thread_name"),
-		              label_str(s, "state"), *call ? ", in " : "",
-		              call, *agent ? " (pullprof's own)" : "");
+		              label_str(s, "state"), *call ? ", in " : "", call,
+		              *agent ? " (pullprof's own)" : "");
 		const char *wchan = label_str(s, "wchan");
 		if (*wchan)
 			pp_buf_printf(out, "    wchan: %s\n", wchan);
@@ -142,12 +147,11 @@ int pp_threads_write(const struct pp_view *v, struct pp_buf *out)
 				continue;
 			}
 			if (!l->nframes) {
-				pp_buf_printf(out,
-				              "?()\n\t0x%" PRIxPTR " in %s\n",
-				              l->pc,
-				              l->mapping && l->mapping->path
-				                  ? l->mapping->path
-				                  : "unknown code");
+				pp_buf_printf(
+				    out, "?()\n\t0x%" PRIxPTR " in %s\n", l->pc,
+				    l->mapping && l->mapping->path
+				        ? l->mapping->path
+				        : "unknown code");
 				continue;
 			}
 			for (uint32_t f = 0; f < l->nframes; f++) {
@@ -156,10 +160,9 @@ int pp_threads_write(const struct pp_view *v, struct pp_buf *out)
 				if (fr->file && *fr->file)
 					pp_buf_printf(out, "%s:%" PRId64 " ",
 					              fr->file, fr->line);
-				pp_buf_printf(out, "(0x%" PRIxPTR "%s)\n",
-				              l->pc,
-				              f + 1 < l->nframes ? ", inlined"
-				                                 : "");
+				pp_buf_printf(
+				    out, "(0x%" PRIxPTR "%s)\n", l->pc,
+				    f + 1 < l->nframes ? ", inlined" : "");
 			}
 		}
 		pp_buf_puts(out, "\n");

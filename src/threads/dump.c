@@ -67,6 +67,7 @@ void pp_threads_configure(const struct pp_threads_settings *s)
 {
 	pp_threads_cfg = *s;
 	pp_dump_producer.max_open = s->max_dumps;
+	pp_threadcreate_producer.max_open = s->max_dumps;
 	pp_wall_producer.max_open = s->max_wall;
 }
 
@@ -170,12 +171,13 @@ int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
 	struct pp_label labels[10];
 	size_t n = 0;
 	char call[160], wchan[64];
-	labels[n++] = (struct pp_label){.key = "thread_name", .str = l->st.name};
-	labels[n++] = (struct pp_label){.key = "state",
-	                                .str = pp_threads_state(l)};
+	labels[n++] =
+	    (struct pp_label){.key = "thread_name", .str = l->st.name};
+	labels[n++] =
+	    (struct pp_label){.key = "state", .str = pp_threads_state(l)};
 	if (pp_agent_thread_is(l->tid))
-		labels[n++] = (struct pp_label){.key = "agent",
-		                                .str = "pullprof"};
+		labels[n++] =
+		    (struct pp_label){.key = "agent", .str = "pullprof"};
 	if (detail) {
 		call_text(l, call, sizeof call);
 		pp_task_wchan(l->tid, wchan, sizeof wchan);
@@ -186,14 +188,12 @@ int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
 		if (wchan[0])
 			labels[n++] =
 			    (struct pp_label){.key = "wchan", .str = wchan};
-		labels[n++] = (struct pp_label){
-		    .key = "cpu_user",
-		    .num = (int64_t)l->st.utime_ns,
-		    .unit = "nanoseconds"};
-		labels[n++] = (struct pp_label){
-		    .key = "cpu_system",
-		    .num = (int64_t)l->st.stime_ns,
-		    .unit = "nanoseconds"};
+		labels[n++] = (struct pp_label){.key = "cpu_user",
+		                                .num = (int64_t)l->st.utime_ns,
+		                                .unit = "nanoseconds"};
+		labels[n++] = (struct pp_label){.key = "cpu_system",
+		                                .num = (int64_t)l->st.stime_ns,
+		                                .unit = "nanoseconds"};
 		labels[n++] =
 		    (struct pp_label){.key = "stack", .str = how_text(l)};
 	}
@@ -297,19 +297,21 @@ static int copy_sample(struct pp_profile *to, const struct pp_profile *from,
 		const char *name = pp_profile_synthetic_name(from, s->pcs[i]);
 		pcs[i] = name ? pp_profile_synthetic_pc(to, name) : s->pcs[i];
 	}
-	int rc = pp_profile_add(to, pcs, s->depth, &value, s->labels,
-	                        s->nlabels);
+	int rc =
+	    pp_profile_add(to, pcs, s->depth, &value, s->labels, s->nlabels);
 	if (pcs != local)
 		free(pcs);
 	return rc;
 }
 
 /* end - start, without the stacks whose count did not change. */
-static int delta(struct pp_profile *end, const struct pp_profile *start,
-                 struct pp_profile **out)
+int pp_threads_delta(struct pp_profile *end, const struct pp_profile *start,
+                     struct pp_profile **out)
 {
-	struct pp_profile *d = pp_profile_new(&dump_type, 1, &dump_type, 1);
-	struct pp_profile *sum = pp_profile_new(&dump_type, 1, &dump_type, 1);
+	struct pp_profile *d =
+	    pp_profile_new(end->types, 1, &end->period_type, end->period);
+	struct pp_profile *sum =
+	    pp_profile_new(end->types, 1, &end->period_type, end->period);
 	int rc = d && sum ? 0 : -ENOMEM;
 	for (const struct pp_sample *s = end->first; s && !rc; s = s->next)
 		rc = copy_sample(sum, end, s, s->values[0]);
@@ -347,13 +349,13 @@ static int dump_make(struct pp_job *job, struct pp_profile **out)
 		return rc;
 	}
 	struct pp_profile *d;
-	rc = delta(p, j->start, &d);
+	rc = pp_threads_delta(p, j->start, &d);
 	pp_profile_free(p);
 	if (rc)
 		return rc;
-	pp_profile_set_time(d, pp_job_opened_real_ns(job),
-	                    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) -
-	                              pp_job_opened_ns(job)));
+	pp_profile_set_time(
+	    d, pp_job_opened_real_ns(job),
+	    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) - pp_job_opened_ns(job)));
 	pp_profile_add_comment(d, "pullprof: the change in the number of "
 	                          "threads at each stack over the window");
 	*out = d;

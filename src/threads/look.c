@@ -111,12 +111,14 @@ void pp_looker_free(struct pp_looker *lk)
 /* ---- walking ------------------------------------------------------------ */
 
 static void walk(struct pp_looker *lk, struct pp_look *l, uintptr_t pc,
-                 uintptr_t sp, uintptr_t bp, int bp_known,
-                 const void *top, size_t toplen)
+                 uintptr_t sp, uintptr_t bp, int bp_known, const void *top,
+                 size_t toplen)
 {
-	struct pp_frames_mem m = {
-	    .base = sp, .buf = lk->stack, .cap = STACK_COPY, .live = 1,
-	    .reads = 64};
+	struct pp_frames_mem m = {.base = sp,
+	                          .buf = lk->stack,
+	                          .cap = STACK_COPY,
+	                          .live = 1,
+	                          .reads = 64};
 	if (toplen) {
 		memcpy(lk->stack, top, toplen);
 		m.len = toplen;
@@ -211,7 +213,8 @@ static struct event *event_of(struct pp_looker *lk, pid_t tid)
 			return e;
 		if (!e->tid && !free_one)
 			free_one = e;
-		if (e->tid && e->pending < 0 && (!oldest || e->used < oldest->used))
+		if (e->tid && e->pending < 0 &&
+		    (!oldest || e->used < oldest->used))
 			oldest = e;
 	}
 	if (atomic_load(&stats.perf_errno))
@@ -275,8 +278,8 @@ static void ring_copy(struct pp_looker *lk, struct event *e, uint64_t at,
 
 /* The newest sample in e's ring taken at or after since: walk it. 1 when
  * one was found. */
-static int take_sample(struct pp_looker *lk, struct event *e,
-                       struct pp_look *l, uint64_t since)
+static int take_sample(struct pp_looker *lk, struct event *e, struct pp_look *l,
+                       uint64_t since)
 {
 	struct perf_event_mmap_page *mp = (void *)e->ring;
 	uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
@@ -309,8 +312,7 @@ static int take_sample(struct pp_looker *lk, struct event *e,
 	p += 8;
 	memcpy(&abi, p, 8);
 	p += 8;
-	if (time < since || abi == PERF_SAMPLE_REGS_ABI_NONE ||
-	    p + 32 > end)
+	if (time < since || abi == PERF_SAMPLE_REGS_ABI_NONE || p + 32 > end)
 		return 0;
 	memcpy(regs, p, sizeof regs);
 	p += sizeof regs;
@@ -325,8 +327,8 @@ static int take_sample(struct pp_looker *lk, struct event *e,
 		dyn = ssize;
 	l->call.nr = PP_TASK_RUNNING;
 	l->how = PP_LOOK_RUNNING;
-	walk(lk, l, (uintptr_t)regs[2], (uintptr_t)regs[1],
-	     (uintptr_t)regs[0], 1, stack, (size_t)dyn);
+	walk(lk, l, (uintptr_t)regs[2], (uintptr_t)regs[1], (uintptr_t)regs[0],
+	     1, stack, (size_t)dyn);
 	atomic_fetch_add(&stats.running, 1);
 	return 1;
 }
@@ -336,9 +338,8 @@ static void miss(struct pp_look *l, enum pp_look_miss why)
 	l->how = PP_LOOK_NONE;
 	l->miss = why;
 	l->depth = 0;
-	atomic_fetch_add(why == PP_MISS_NO_PERF ? &stats.no_perf
-	                                        : &stats.not_caught,
-	                 1);
+	atomic_fetch_add(
+	    why == PP_MISS_NO_PERF ? &stats.no_perf : &stats.not_caught, 1);
 }
 
 /* Sample the running threads of looks (marked pending in their events),
@@ -347,10 +348,10 @@ static void sample_running(struct pp_looker *lk, struct pp_look *looks,
                            size_t n, const int *running, unsigned wait_ms)
 {
 	size_t next = 0;
-	struct pollfd *pf = calloc(lk->max_events ? lk->max_events : 1,
-	                           sizeof *pf);
-	struct event **ev = calloc(lk->max_events ? lk->max_events : 1,
-	                           sizeof *ev);
+	struct pollfd *pf =
+	    calloc(lk->max_events ? lk->max_events : 1, sizeof *pf);
+	struct event **ev =
+	    calloc(lk->max_events ? lk->max_events : 1, sizeof *ev);
 	if (!pf || !ev) {
 		for (size_t i = 0; i < n; i++)
 			if (running[i])
@@ -400,10 +401,12 @@ static void sample_running(struct pp_looker *lk, struct pp_look *looks,
 				short ev_bits = r > 0 ? pf[j].revents : 0;
 				if (ev_bits & POLLIN)
 					done = take_sample(lk, e, l, since);
-				/* No sample this slice, or the event hung up (the
-				 * thread ended): where is the thread now? */
+				/* No sample this slice, or the event hung up
+				 * (the thread ended): where is the thread now?
+				 */
 				if (!done &&
-				    (r <= 0 || (ev_bits & (POLLHUP | POLLERR)))) {
+				    (r <= 0 ||
+				     (ev_bits & (POLLHUP | POLLERR)))) {
 					/* Off the CPU now? Then it is read
 					 * from outside. */
 					struct pp_task_call c;
@@ -411,7 +414,8 @@ static void sample_running(struct pp_looker *lk, struct pp_look *looks,
 						l->how = PP_LOOK_NONE;
 						l->miss = PP_MISS_GONE;
 						l->depth = 0;
-						atomic_fetch_add(&stats.gone, 1);
+						atomic_fetch_add(&stats.gone,
+						                 1);
 						done = 1;
 					} else if (c.nr != PP_TASK_RUNNING) {
 						l->call = c;
@@ -419,7 +423,8 @@ static void sample_running(struct pp_looker *lk, struct pp_look *looks,
 							continue;
 						done = 1;
 					} else if (now >= deadline ||
-					           (ev_bits & (POLLHUP | POLLERR))) {
+					           (ev_bits &
+					            (POLLHUP | POLLERR))) {
 						miss(l, PP_MISS_NOT_CAUGHT);
 						done = 1;
 					}

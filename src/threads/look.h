@@ -36,21 +36,21 @@ enum pp_look_how {
 
 enum pp_look_miss {
 	PP_MISS_NONE = 0,
-	PP_MISS_GONE,        /* the thread ended */
-	PP_MISS_NO_PERF,     /* running, and perf_event_open is not allowed */
-	PP_MISS_NOT_CAUGHT,  /* running, yet not on a CPU long enough to be
-	                      * sampled within the wait */
-	PP_MISS_MOVED,       /* kept moving between reads */
+	PP_MISS_GONE,       /* the thread ended */
+	PP_MISS_NO_PERF,    /* running, and perf_event_open is not allowed */
+	PP_MISS_NOT_CAUGHT, /* running, yet not on a CPU long enough to be
+	                     * sampled within the wait */
+	PP_MISS_MOVED,      /* kept moving between reads */
 };
 
 struct pp_look {
-	pid_t tid;        /* in: the thread */
-	uintptr_t *pcs;   /* in: room for the looker's max_depth */
+	pid_t tid;      /* in: the thread */
+	uintptr_t *pcs; /* in: room for the looker's max_depth */
 	struct pp_task_stat st;
 	struct pp_task_call call; /* nr PP_TASK_RUNNING when sampled running */
 	enum pp_look_how how;
 	enum pp_look_miss miss;
-	int why;          /* the walk's pp_unwind_result */
+	int why; /* the walk's pp_unwind_result */
 	unsigned depth;
 };
 
@@ -72,8 +72,8 @@ void pp_look_threads(struct pp_looker *lk, struct pp_look *looks, size_t n,
 struct pp_look_stats {
 	uint64_t blocked, running, self; /* stacks read each way */
 	uint64_t gone, not_caught, moved, no_perf, walk_incomplete;
-	int perf_errno; /* why perf_event_open failed (0: it works or was
-	                 * never tried) */
+	int perf_errno;  /* why perf_event_open failed (0: it works or was
+	                  * never tried) */
 	int perf_kernel; /* 1: samples of threads in the kernel too
 	                  * (exclude_kernel 0 allowed) */
 };

@@ -129,8 +129,7 @@ int pp_task_call(pid_t tid, struct pp_task_call *c)
 	}
 	unsigned long long a[9];
 	long nr;
-	int k = sscanf(buf,
-	               "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &nr,
+	int k = sscanf(buf, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &nr,
 	               &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]);
 	if (k == 3 && nr == -1) {
 		c->nr = PP_TASK_NOT_IN_CALL;

@@ -15,9 +15,9 @@
 struct pp_threads_settings {
 	unsigned max_depth;
 	size_t max_profile_bytes;
-	unsigned max_dumps;        /* PULLPROF_MAX_THREAD_DUMPS */
-	unsigned max_wall;         /* PULLPROF_MAX_WALL_PROFILES */
-	unsigned wall_threads;     /* PULLPROF_WALL_THREADS: per tick */
+	unsigned max_dumps;    /* PULLPROF_MAX_THREAD_DUMPS */
+	unsigned max_wall;     /* PULLPROF_MAX_WALL_PROFILES */
+	unsigned wall_threads; /* PULLPROF_WALL_THREADS: per tick */
 };
 /* At agent start (before any job). */
 void pp_threads_configure(const struct pp_threads_settings *s);
@@ -33,6 +33,20 @@ struct pp_dump_query {
 	unsigned seconds;
 };
 extern struct pp_producer pp_dump_producer;
+
+/* /threadcreate (the same query: seconds; debug 0 or 1). */
+extern struct pp_producer pp_threadcreate_producer;
+/* Recording of the stacks that create threads: started with the agent. */
+int pp_threadcreate_start(unsigned max_depth, char *err, size_t errlen);
+void pp_threadcreate_stop(void);
+void pp_threadcreate_forget_in_child(void);
+/* Host context (the interposed pthread_create): is it recording, and
+ * count the stack above `from` (the wrapper's return address). */
+int pp_threadcreate_on(void);
+/* For status: jobs open, distinct stacks recorded, creations past the
+ * table's 4096 stacks. */
+void pp_threadcreate_stats(unsigned *open, size_t *stacks, uint64_t *past);
+void pp_threadcreate_record(uintptr_t from);
 
 /* /wall and /debug/fgprof. */
 struct pp_wall_query {

@@ -44,8 +44,7 @@ static const struct pp_value_type wall_period = {"wall", "nanoseconds"};
 /* fgprof's own names, so what reads fgprof's profiles reads these. */
 static const struct pp_value_type fgprof_types[] = {{"samples", "count"},
                                                     {"time", "nanoseconds"}};
-static const struct pp_value_type fgprof_period = {"wallclock",
-                                                   "nanoseconds"};
+static const struct pp_value_type fgprof_period = {"wallclock", "nanoseconds"};
 
 /* Sleep until the monotonic time `until`, waking every 50 ms to see if the
  * window was stopped. 1 when stopped. */
@@ -90,7 +89,8 @@ static int sample(struct window *w, struct pp_profile **out)
 	    w->q.fgprof ? fgprof_types : wall_types, 2,
 	    w->q.fgprof ? &fgprof_period : &wall_period, (int64_t)interval);
 	/* Events for as many running threads as one tick looks at. */
-	struct pp_looker *lk = pp_looker_new(depth, per_tick < 16 ? per_tick : 16);
+	struct pp_looker *lk =
+	    pp_looker_new(depth, per_tick < 16 ? per_tick : 16);
 	struct pp_look *looks = calloc(per_tick, sizeof *looks);
 	uintptr_t *pcs = malloc((size_t)per_tick * depth * sizeof *pcs);
 	pid_t *tids = NULL;
@@ -158,9 +158,9 @@ static int sample(struct window *w, struct pp_profile **out)
 	}
 	if (!rc) {
 		char note[200];
-		pp_profile_set_time(p, pp_job_opened_real_ns(w->job),
-		                    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) -
-		                              opened));
+		pp_profile_set_time(
+		    p, pp_job_opened_real_ns(w->job),
+		    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) - opened));
 		snprintf(note, sizeof note,
 		         "pullprof: wall-clock profile at %u Hz, at most %u "
 		         "threads looked at per tick (%llu ticks, %llu late); "

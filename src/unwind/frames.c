@@ -18,11 +18,11 @@
 #define _GNU_SOURCE 1
 #include "unwind/frames.h"
 
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <dlfcn.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -157,8 +157,7 @@ static size_t copy_remote(uintptr_t from, void *to, size_t n)
 	return got > 0 ? (size_t)got : 0;
 }
 
-int pp_frames_mem_load(struct pp_frames_mem *m, uintptr_t addr,
-                       uintptr_t *out)
+int pp_frames_mem_load(struct pp_frames_mem *m, uintptr_t addr, uintptr_t *out)
 {
 	if (addr > UINTPTR_MAX - 8)
 		return -1;
@@ -507,8 +506,8 @@ static int mem_find_bp(void *src, uintptr_t at, uintptr_t sp, uintptr_t *bp)
 			continue; /* a call to another function: stale */
 		tried++;
 		int why;
-		int n = walk_core(ra, a + 16, saved, 1, pcs, FIND_BP_DEPTH, &why,
-		                  src, mem_load, mem_other_stack, NULL);
+		int n = walk_core(ra, a + 16, saved, 1, pcs, FIND_BP_DEPTH,
+		                  &why, src, mem_load, mem_other_stack, NULL);
 		if (why == PP_UNWIND_OK && n > best_depth) {
 			best_depth = n;
 			best = a;
@@ -532,8 +531,8 @@ static void mem_other_stack(void *src, uintptr_t sp)
 }
 
 int pp_frames_walk_mem(struct pp_frames_mem *m, uintptr_t pc, uintptr_t sp,
-                       uintptr_t bp, int bp_known, uintptr_t *pcs,
-                       unsigned max, int *why)
+                       uintptr_t bp, int bp_known, uintptr_t *pcs, unsigned max,
+                       int *why)
 {
 	return walk_core(pc, sp, bp, bp_known, pcs, max, why, m, mem_load,
 	                 mem_other_stack, mem_find_bp);

@@ -102,16 +102,15 @@ struct pp_frames_mem {
 	int live;
 	unsigned reads;
 };
-int pp_frames_mem_load(struct pp_frames_mem *m, uintptr_t addr,
-                       uintptr_t *out);
+int pp_frames_mem_load(struct pp_frames_mem *m, uintptr_t addr, uintptr_t *out);
 
 /* Agent context: walk a thread's stack from pc and sp (and bp when
  * bp_known) through the compact tables, reading it through m. The depth;
  * *why PP_UNWIND_NO_TABLE where a frame the tables cannot describe ended
  * it. */
 int pp_frames_walk_mem(struct pp_frames_mem *m, uintptr_t pc, uintptr_t sp,
-                       uintptr_t bp, int bp_known, uintptr_t *pcs,
-                       unsigned max, int *why);
+                       uintptr_t bp, int bp_known, uintptr_t *pcs, unsigned max,
+                       int *why);
 
 /* For status: system calls spent checking stack pages (a thread's first
  * samples, or a deeper stack than before). */

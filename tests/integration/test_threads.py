@@ -517,10 +517,79 @@ def test_redis():
         p.stop()
 
 
+def spawn(p, line):
+    n = len([ln for ln in p.out_lines if ln == "spawned"])
+    p.p.stdin.write(line.encode() + b"\n")
+    p.p.stdin.flush()
+    deadline = time.time() + 30
+    while len([ln for ln in p.out_lines if ln == "spawned"]) <= n:
+        if time.time() > deadline:
+            raise TimeoutError("no spawned line")
+        time.sleep(0.02)
+
+
+def creators(prof):
+    c = Counter()
+    for s in prof.samples:
+        names = [f[0] for fs in prof.stack(s) for f in fs]
+        key = "spawn_a" if "spawn_a" in names else \
+            "spawn_b" if "spawn_b" in names else "other"
+        c[key] += int(s["value"][0])
+    return c
+
+
+def test_threadcreate():
+    p, port = start(["spawn"])
+    p.wait_line(p.out_lines, r"^ready", timeout=30)
+    spawn(p, "A 7")
+    spawn(p, "B 3")
+    # An agent thread made meanwhile (a wall window's sampler) is not the
+    # host's and is not counted.
+    eq(curl(url(port, "wall?seconds=1"), timeout=60).status, 200,
+       "a wall window (an agent thread) meanwhile")
+    r = curl(url(port, "threadcreate"), timeout=60)
+    eq(r.status, 200, "threadcreate: 200")
+    prof = Profile(r.body)
+    eq(prof.sample_types(), [("threadcreate", "count")],
+       "threadcreate: Go's sample type")
+    eq(dict(creators(prof)), {"spawn_a": 7, "spawn_b": 3},
+       "each creating stack counted: spawn_a 7, spawn_b 3, nothing else")
+    r = curl(url(port, "threadcreate?debug=1"), timeout=60)
+    text = r.body.decode()
+    ok(text.startswith("threadcreate profile: total 10\n") and
+       re.search(r"^7 @ .*\n(#\t.*\n)*#\t0x[0-9a-f]+\tspawn_a\t", text, re.M),
+       "debug=1: Go's text, 7 threads from spawn_a", text[:600])
+    with open("/tmp/pp_threadcreate.pb", "wb") as f:
+        f.write(curl(url(port, "threadcreate"), timeout=60).body)
+    rc, out, err = go_pprof("-top", "/tmp/pp_threadcreate.pb")
+    ok(rc == 0 and "spawn_a" in out and "spawn_b" in out,
+       "go tool pprof -top reads it", out[-500:] + err[-300:])
+    os.unlink("/tmp/pp_threadcreate.pb")
+    res = {}
+    bg = threading.Thread(target=lambda: res.setdefault(
+        "r", curl(url(port, "threadcreate?seconds=2"), timeout=60)))
+    bg.start()
+    deadline = time.time() + 30
+    while status(port)["threads"]["threadcreate"]["open"] < 1 and \
+            time.time() < deadline:
+        time.sleep(0.05)
+    spawn(p, "A 4")
+    bg.join()
+    eq(res["r"].status, 200, "seconds=2: 200")
+    eq(dict(creators(Profile(res["r"].body))), {"spawn_a": 4},
+       "seconds=2: the four threads spawn_a made meanwhile, nothing else")
+    st = status(port)["threads"]["threadcreate"]
+    eq((st["stacks"], st["past_table"]), (2, 0),
+       "status: two creating stacks recorded")
+    for path in ("threadcreate?debug=2", "threadcreate?seconds=1&debug=1"):
+        eq(curl(url(port, path), timeout=30).status, 400, f"{path}: 400")
+    p.stop()
+
+
 def test_go_only_404():
     p, port = start(["nap", 5])
-    for path, status_ in (("goroutine", 200), ("mutex", 404),
-                          ("block", 404)):
+    for path, status_ in (("goroutine", 200), ("threadcreate", 200),
+                          ("mutex", 404), ("block", 404)):
         r = curl(url(port, path), timeout=60)
         eq(r.status, status_, f"/{path}: {status_}")
     p.stop()
@@ -528,4 +597,5 @@ def test_go_only_404():
 
 if __name__ == "__main__":
     run([test_dump_every_thread, test_never_interrupts, test_wall_accuracy,
-         test_formats, test_bad_input, test_redis, test_go_only_404])
+         test_formats, test_bad_input, test_redis, test_threadcreate,
+         test_go_only_404])

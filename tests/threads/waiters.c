@@ -29,6 +29,9 @@
  *                       waits for a CPU).
  *   waiters many N      N threads blocked on one condition variable (the
  *                       benchmark's hosts); prints "ready".
+ *   waiters spawn       a line "A N" or "B N" on stdin starts and joins N
+ *                       threads from spawn_a() or spawn_b(), one at a time,
+ *                       and prints "spawned" (threadcreate's test).
  *
  * Every mode runs until its stdin is closed (main waits in read()).
  */
@@ -78,10 +81,12 @@ KEEP void spin_forever(void);
 KEEP void nap(void);
 KEEP void burn(void);
 KEEP void wait_many(void);
+KEEP void spawn_a(int n);
+KEEP void spawn_b(int n);
 
 /* Written by every thread of a kind (the same value), read by main. */
-static atomic_int line_condvar, line_epoll, line_pipe, line_nanosleep,
-    line_sem, line_join, line_mutex;
+static atomic_int line_condvar, line_epoll, line_pipe, line_nanosleep, line_sem,
+    line_join, line_mutex;
 
 static void arrive(void)
 {
@@ -191,7 +196,8 @@ static void start(void *(*fn)(void *), void *arg)
 	pthread_attr_destroy(&a);
 }
 
-/* ---- eintr ---------------------------------------------------------------- */
+/* ---- eintr ----------------------------------------------------------------
+ */
 
 static atomic_int stopping;
 static atomic_long calls, bad;
@@ -218,10 +224,11 @@ static void check(const char *what, int rc, int err, int expect_err,
 		atomic_fetch_add(&bad, 1);
 		pthread_mutex_lock(&report_mu);
 		if (nreports < 64)
-			snprintf(reports[nreports++], sizeof reports[0],
-			         "%s: rc %d errno %s after %.3f ms (asked %.3f)",
-			         what, rc, rc < 0 ? strerror(err) : "-",
-			         (double)took / 1e6, (double)want_ns / 1e6);
+			snprintf(
+			    reports[nreports++], sizeof reports[0],
+			    "%s: rc %d errno %s after %.3f ms (asked %.3f)",
+			    what, rc, rc < 0 ? strerror(err) : "-",
+			    (double)took / 1e6, (double)want_ns / 1e6);
 		pthread_mutex_unlock(&report_mu);
 	}
 }
@@ -345,9 +352,10 @@ static void *eintr_main(void *arg)
 				long type;
 				char text[8];
 			} msg;
-			rc = msqid < 0 ? -1
-			               : (int)msgrcv(msqid, &msg, sizeof msg.text,
-			                             0, IPC_NOWAIT);
+			rc = msqid < 0
+			         ? -1
+			         : (int)msgrcv(msqid, &msg, sizeof msg.text, 0,
+			                       IPC_NOWAIT);
 			check("msgrcv", rc, errno, ENOMSG, t0, 0);
 			struct timespec ts = {0, MS_NS};
 			t0 = now_ns();
@@ -402,7 +410,8 @@ static void on_usr2(int sig)
 	(void)sig;
 }
 
-/* ---- nap ------------------------------------------------------------------ */
+/* ---- nap ------------------------------------------------------------------
+ */
 
 static long nap_ms = 10;
 /* The wall time each really took, for the test to compare with. */
@@ -449,7 +458,38 @@ static void *nap_main(void *arg)
 	return NULL;
 }
 
-/* ---- many ----------------------------------------------------------------- */
+/* ---- spawn ----------------------------------------------------------------
+ */
+
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+/* Start and join n threads, one at a time, from here. */
+static void spawn_from_here(int n)
+{
+	for (int i = 0; i < n; i++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, nothing, NULL) == 0)
+			pthread_join(t, NULL);
+	}
+}
+
+KEEP void spawn_a(int n)
+{
+	spawn_from_here(n);
+	sink++;
+}
+
+KEEP void spawn_b(int n)
+{
+	spawn_from_here(n);
+	sink++;
+}
+
+/* ---- many -----------------------------------------------------------------
+ */
 
 KEEP void wait_many(void)
 {
@@ -562,9 +602,25 @@ int main(int argc, char **argv)
 		char line[64];
 		while (fgets(line, sizeof line, stdin))
 			if (!strncmp(line, "times", 5))
-				printf("times %llu %llu\n",
-				       (unsigned long long)atomic_load(&nap_ns),
-				       (unsigned long long)atomic_load(&burn_ns));
+				printf(
+				    "times %llu %llu\n",
+				    (unsigned long long)atomic_load(&nap_ns),
+				    (unsigned long long)atomic_load(&burn_ns));
+		return 0;
+	}
+	if (!strcmp(argv[1], "spawn")) {
+		printf("ready\n");
+		char line[64];
+		int n;
+		while (fgets(line, sizeof line, stdin)) {
+			if (sscanf(line, "A %d", &n) == 1)
+				spawn_a(n);
+			else if (sscanf(line, "B %d", &n) == 1)
+				spawn_b(n);
+			else
+				continue;
+			printf("spawned\n");
+		}
 		return 0;
 	}
 	if (!strcmp(argv[1], "many") && argc == 3) {
