@@ -443,11 +443,14 @@ def timed_stop(h, what):
 
 
 def stop_with_requests(h, port, what, hz=1000, check_fds=True):
-    """Open windows, a heap delta and slow clients, then stop."""
+    """Open windows, a heap delta, a wall-clock window (its sampler thread
+    and perf events), a thread-dump delta and slow clients, then stop."""
     base = f"http://127.0.0.1:{port}/debug/pprof"
     reqs = [background(f"{base}/profile?seconds=30&hz={hz}", timeout=120),
             background(f"{base}/profile?seconds=20", timeout=120),
-            background(f"{base}/heap?seconds=30", timeout=120)]
+            background(f"{base}/heap?seconds=30", timeout=120),
+            background(f"{base}/wall?seconds=30&hz=250", timeout=120),
+            background(f"{base}/goroutine?seconds=30", timeout=120)]
     slow = []
     for data in (b"", b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\n",
                  b"GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\n\r\n"):
@@ -462,11 +465,11 @@ def stop_with_requests(h, port, what, hz=1000, check_fds=True):
         h.drain()
         why = (f"answer {said!r}, exit status {h.p.poll()}\n" +
                "\n".join(h.stderr_text().splitlines()[-60:]))
-    ok(said == "ok", f"{what}: stop with 3 requests in flight and 3 slow "
+    ok(said == "ok", f"{what}: stop with 5 requests in flight and 3 slow "
        "clients", why)
     # The windows had 28.5 s and 18.5 s left when the stop was asked: one
     # that ended before a slow stop reached it is answered in full.
-    left = (30 - 1.5, 20 - 1.5, None)
+    left = (30 - 1.5, 20 - 1.5, None, 30 - 1.5, None)
     for i, (t, res) in enumerate(reqs):
         t.join(120)
         r = res.get("r")
