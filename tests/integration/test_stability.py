@@ -7,6 +7,9 @@ The mix (one cycle of MIX, repeated; the foreground loop is sequential):
   - heap: /heap and /allocs in every format (pprof, text via debug=1, folded,
     json, gzip-encoded text), sample_index by name and by number;
   - /symbol: GET "num_symbols", GET and POST address lists;
+  - thread dumps: /goroutine as pprof, debug=1, debug=2 and folded, and
+    /threadcreate (every thread read from outside, perf events opened and
+    closed);
   - pages: the index, /ui/ and its assets, the /ui redirect;
   - bad requests, each with its 4xx: malformed query values, an unknown
     path, a path outside the prefix, a wrong method, a traversal in /ui,
@@ -81,6 +84,15 @@ MIX = [
     ("POST", "/heap", b"x", 405),
     ("POST", "/symbol", b"0x12+zz", 400),
     ("GET", "/heap?debug=1&sample_Index=1", None, 200),
+    # thread dumps (each reads every thread from outside, perf events
+    # included) and their bad input
+    ("GET", "/goroutine", None, 200),
+    ("GET", "/goroutine?debug=1", None, 200),
+    ("GET", "/goroutine?debug=2", None, 200),
+    ("GET", "/goroutine?format=folded", None, 200),
+    ("GET", "/threadcreate?debug=1", None, 200),
+    ("GET", "/goroutine?debug=3", None, 400),
+    ("GET", "/wall?hz=0", None, 400),
 ]
 for t in HEAP_TYPES:
     MIX += [
