@@ -267,8 +267,9 @@ def test_never_interrupts():
     ok(calls > 2000, f"the threads made their calls ({calls})")
     eq(bad, 0, "no call returned EINTR or early: nanosleep, "
        "clock_nanosleep, usleep, poll, ppoll, select, pselect, epoll_wait, "
-       "epoll_pwait, recv with SO_RCVTIMEO, sem_timedwait, semtimedop, "
-       "msgrcv, pthread_cond_timedwait")
+       "epoll_pwait, recv, recvfrom, recvmsg and accept with SO_RCVTIMEO, "
+       "sem_timedwait, semtimedop, msgrcv, sigtimedwait, io_getevents, "
+       "pthread_cond_timedwait")
     ok(not lines, "no bad return reported", lines[:10])
     ok(st["looks"]["blocked"] > 1000 and st["wall"]["ticks"] > 100,
        "they were looked at meanwhile (blocked ones read from outside)", st)
