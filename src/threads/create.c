@@ -114,6 +114,7 @@ int pp_threadcreate_start(unsigned max_depth, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	atomic_store(&tc.on, 1);
+	pp_jobs_add_ticker(&pp_threadcreate_producer);
 	return 0;
 }
 
@@ -255,6 +256,14 @@ static void tc_free(void *data)
 	free(j);
 }
 
+/* Libraries loaded later get their unwind tables (cheap when nothing was
+ * loaded or unloaded): a thread they create is captured through them. */
+static void tc_tick(void)
+{
+	if (pp_threadcreate_on())
+		pp_unwind_refresh();
+}
+
 struct pp_producer pp_threadcreate_producer = {
     .kind = "threadcreate",
     .what = "thread-creation profiles",
@@ -263,4 +272,5 @@ struct pp_producer pp_threadcreate_producer = {
     .start = tc_start,
     .make = tc_make,
     .free = tc_free,
+    .tick = tc_tick,
 };
