@@ -153,6 +153,16 @@ struct pullprof_config {
 	 * through all of them; each look is weighed by the threads it stands
 	 * for. PULLPROF_WALL_THREADS, default 16. (Since 1.1.) */
 	unsigned wall_threads;
+	/* The mutex profile (/mutex) records 1 in mutex_rate of the unlocks
+	 * that had waiters, as Go's SetMutexProfileFraction; 0 turns it off.
+	 * PULLPROF_MUTEX_RATE, default 10. (Since 1.1.) */
+	unsigned mutex_rate;
+	/* The block profile (/block) takes one sample per block_rate
+	 * nanoseconds threads spend waiting (every wait at least that long),
+	 * as Go's SetBlockProfileRate; 0 turns it off. With both rates 0 the
+	 * interposed lock calls go straight to the C library.
+	 * PULLPROF_BLOCK_RATE, default 10000. (Since 1.1.) */
+	unsigned block_rate;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here) and

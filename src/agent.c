@@ -25,6 +25,7 @@
 #include "heap/heap.h"
 #include "heap/table.h"
 #include "http/server.h"
+#include "locks/locks.h"
 #include "profile/job.h"
 #include "profile/recent.h"
 #include "pullprof.h"
@@ -176,6 +177,7 @@ static void atfork_child(void)
 	pp_heap_forget_in_child();
 	pp_threads_forget_in_child();
 	pp_threadcreate_forget_in_child();
+	pp_locks_forget_in_child();
 	pp_symtab_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
@@ -238,6 +240,16 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	rc = pp_threadcreate_start(agent.cfg.v.max_depth, err, sizeof err);
 	if (rc)
 		goto fail;
+	struct pp_locks_settings locks = {
+	    .mutex_rate = agent.cfg.v.mutex_rate,
+	    .block_rate = agent.cfg.v.block_rate,
+	    .max_depth = agent.cfg.v.max_depth,
+	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
+	    .max_open = agent.cfg.v.max_thread_dumps,
+	};
+	rc = pp_locks_start(&locks, err, sizeof err);
+	if (rc)
+		goto fail;
 	if (agent.cfg.v.heap_rate) {
 		struct pp_heap_settings heap = {
 		    .rate = agent.cfg.v.heap_rate,
@@ -269,6 +281,7 @@ fail:
 	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
 	pp_jobs_shutdown();
+	pp_locks_stop();
 	pp_threadcreate_stop();
 	pp_threads_shutdown();
 	pp_heap_stop();
@@ -294,6 +307,7 @@ static int stop_locked(void)
 	 * server goes), then the samplers, then the server; handlers read
 	 * `running`, so it is cleared only once their thread is gone. */
 	pp_jobs_shutdown();
+	pp_locks_stop();
 	pp_threadcreate_stop();
 	pp_threads_shutdown();
 	pp_cpu_shutdown();

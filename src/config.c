@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "locks/locks.h"
 
 #define OFF(field) offsetof(struct pullprof_config, field)
 /* Every PULLPROF_* setting, declared once: parsing and validation
@@ -102,6 +103,14 @@ const struct pp_setting pp_settings[] = {
      OFF(wall_threads), 16, NULL, 1, 4096, NULL, "threads",
      "threads a wall-clock profile looks at per tick, rotating through "
      "all"},
+    {"mutex_rate", "PULLPROF_MUTEX_RATE", PP_SETTING_UINT, OFF(mutex_rate),
+     PP_LOCKS_MUTEX_RATE, NULL, 0, 1000000000, NULL, "unlocks",
+     "the mutex profile records 1 in N unlocks that had waiters (Go's "
+     "mutex profile fraction); 0: off"},
+    {"block_rate", "PULLPROF_BLOCK_RATE", PP_SETTING_UINT, OFF(block_rate),
+     PP_LOCKS_BLOCK_RATE, NULL, 0, 1000000000, NULL, "nanoseconds",
+     "the block profile samples one wait per N ns spent waiting, every "
+     "wait at least that long (Go's block profile rate); 0: off"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 

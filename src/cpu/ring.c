@@ -23,26 +23,48 @@ static struct slot *slot_at(const struct pp_ring *r, size_t i)
 	                                                   r->rec_size));
 }
 
+/* A slot stores its sequence number less its own index, so that a slot of
+ * zeroed memory is a slot that was never used (Vyukov's initial sequence
+ * is the index): a ring needs no page written before its first record. */
+static size_t seq_load(const struct pp_ring *r, size_t i, memory_order mo)
+{
+	return atomic_load_explicit(&slot_at(r, i)->seq, mo) + (i & r->mask);
+}
+
+static void seq_store(struct pp_ring *r, size_t i, size_t seq,
+                      memory_order mo)
+{
+	atomic_store_explicit(&slot_at(r, i)->seq, seq - (i & r->mask), mo);
+}
+
 int pp_ring_init(struct pp_ring *r, size_t capacity, unsigned max_depth)
+{
+	int rc = pp_ring_init_size(
+	    r, capacity, sizeof(struct pp_ring_rec) + max_depth * sizeof(uintptr_t),
+	    1);
+	r->max_depth = max_depth;
+	return rc;
+}
+
+int pp_ring_init_size(struct pp_ring *r, size_t capacity, size_t rec_size,
+                      int populate)
 {
 	memset(r, 0, sizeof *r);
 	r->mask = capacity - 1;
-	r->max_depth = max_depth;
-	r->rec_size =
-	    (sizeof(struct pp_ring_rec) + max_depth * sizeof(uintptr_t) + 15) &
-	    ~(size_t)15;
+	r->rec_size = (rec_size + 15) & ~(size_t)15;
 	size_t bytes = capacity * (sizeof(struct slot) + r->rec_size);
 	/* mmap, not malloc: the pages are ours alone, and touching them in a
 	 * handler never enters the allocator. MAP_POPULATE: no page faults
 	 * in the handler on first use. */
 	r->slots = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-	                MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	                MAP_PRIVATE | MAP_ANONYMOUS |
+	                    (populate ? MAP_POPULATE : 0),
+	                -1, 0);
 	if (r->slots == MAP_FAILED) {
 		r->slots = NULL;
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < capacity; i++)
-		atomic_init(&slot_at(r, i)->seq, i);
+	/* Zeroed pages: every slot at its first lap (seq_load). */
 	return 0;
 }
 
@@ -51,8 +73,7 @@ void pp_ring_reset(struct pp_ring *r)
 	if (!r->slots)
 		return;
 	for (size_t i = 0; i <= r->mask; i++)
-		atomic_store_explicit(&slot_at(r, i)->seq, i,
-		                      memory_order_relaxed);
+		seq_store(r, i, i, memory_order_relaxed);
 	atomic_store_explicit(&r->head, 0, memory_order_relaxed);
 	r->tail = 0;
 	atomic_store_explicit(&r->high_water, 0, memory_order_relaxed);
@@ -72,8 +93,7 @@ struct pp_ring_rec *pp_ring_claim(struct pp_ring *r, size_t *pos)
 
 	for (;;) {
 		struct slot *s = slot_at(r, p);
-		size_t seq =
-		    atomic_load_explicit(&s->seq, memory_order_acquire);
+		size_t seq = seq_load(r, p, memory_order_acquire);
 		intptr_t dif = (intptr_t)seq - (intptr_t)p;
 		if (dif == 0) {
 			if (atomic_compare_exchange_weak_explicit(
@@ -93,14 +113,13 @@ struct pp_ring_rec *pp_ring_claim(struct pp_ring *r, size_t *pos)
 
 void pp_ring_publish(struct pp_ring *r, size_t pos)
 {
-	atomic_store_explicit(&slot_at(r, pos)->seq, pos + 1,
-	                      memory_order_release);
+	seq_store(r, pos, pos + 1, memory_order_release);
 }
 
 const struct pp_ring_rec *pp_ring_peek(struct pp_ring *r)
 {
 	struct slot *s = slot_at(r, r->tail);
-	if (atomic_load_explicit(&s->seq, memory_order_acquire) != r->tail + 1)
+	if (seq_load(r, r->tail, memory_order_acquire) != r->tail + 1)
 		return NULL;
 	size_t pending =
 	    atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail;
@@ -113,8 +132,6 @@ const struct pp_ring_rec *pp_ring_peek(struct pp_ring *r)
 
 void pp_ring_release(struct pp_ring *r)
 {
-	struct slot *s = slot_at(r, r->tail);
-	atomic_store_explicit(&s->seq, r->tail + r->mask + 1,
-	                      memory_order_release);
+	seq_store(r, r->tail, r->tail + r->mask + 1, memory_order_release);
 	r->tail++;
 }

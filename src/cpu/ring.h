@@ -41,6 +41,13 @@ struct pp_ring {
 
 /* capacity: a power of two. 0 or -ENOMEM. */
 int pp_ring_init(struct pp_ring *r, size_t capacity, unsigned max_depth);
+/* A ring of records of another shape, rec_size bytes each (the lock
+ * profiler's events): claim and peek hand out 16-byte aligned rec_size
+ * bytes, cast by the caller. populate 0: pages come as they are first
+ * written (a ring filled from ordinary host code, not a signal handler,
+ * takes memory only as it is used). */
+int pp_ring_init_size(struct pp_ring *r, size_t capacity, size_t rec_size,
+                      int populate);
 void pp_ring_free(struct pp_ring *r);
 /* Empty the ring (a forked child: a slot a parent thread had claimed but
  * not published at fork time would block the consumer for ever). Nothing

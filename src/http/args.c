@@ -161,9 +161,9 @@ int pp_args_render(const struct pp_args *a, const char *types, int flags,
 	}
 	if (debug)
 		format = PP_FORMAT_TEXT;
-	if (debug && (flags & PP_RENDER_DUMP)) {
+	if (debug && (flags & (PP_RENDER_DUMP | PP_RENDER_CONTENTION))) {
 		/* The thread dump's texts: Go's grouped stacks, and a block
-		 * per thread. */
+		 * per thread; the contention profiles' text. */
 		if (pp_args_given(a, "top") ||
 		    pp_args_given(a, "sample_index")) {
 			snprintf(err, errlen,
@@ -172,7 +172,9 @@ int pp_args_render(const struct pp_args *a, const char *types, int flags,
 			         debug);
 			return -EINVAL;
 		}
-		o->format = debug == 1 ? PP_FORMAT_STACKS : PP_FORMAT_THREADS;
+		o->format = flags & PP_RENDER_CONTENTION ? PP_FORMAT_CONTENTION
+		            : debug == 1                 ? PP_FORMAT_STACKS
+		                                         : PP_FORMAT_THREADS;
 		o->top = 0;
 		o->gzip = pp_args_takes_gzip(a->accept_encoding);
 		o->sample_index = -1;

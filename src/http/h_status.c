@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "cpu/cpu.h"
 #include "handlers.h"
+#include "locks/locks.h"
 #include "heap/heap.h"
 #include "labels/labels.h"
 #include "lookup.h"
@@ -254,6 +255,30 @@ static struct json_object *threads_json(void)
 	return o;
 }
 
+/* The mutex and block profiles: their rates and what was recorded. */
+static struct json_object *locks_json(void)
+{
+	struct pp_locks_stats s;
+	pp_locks_stats(&s);
+	struct json_object *o = json_object_new_object();
+	static const char *const names[PP_LK_NKINDS] = {"mutex", "block"};
+	const unsigned rates[PP_LK_NKINDS] = {s.mutex_rate, s.block_rate};
+	const unsigned open[PP_LK_NKINDS] = {s.mutex_open, s.block_open};
+	for (int k = 0; k < PP_LK_NKINDS; k++) {
+		struct json_object *m = json_object_new_object();
+		json_object_object_add(m, "rate", I64(rates[k]));
+		json_object_object_add(m, "open", I64(open[k]));
+		json_object_object_add(m, "events", I64(s.events[k]));
+		json_object_object_add(m, "stacks", I64(s.stacks[k]));
+		json_object_object_add(m, "past_table", I64(s.past_table[k]));
+		json_object_object_add(m, "dropped", I64(s.dropped[k]));
+		json_object_object_add(o, names[k], m);
+	}
+	json_object_object_add(o, "waiting", I64(s.waiting));
+	json_object_object_add(o, "slot_collisions", I64(s.collisions));
+	return o;
+}
+
 enum MHD_Result pp_h_status(struct pp_request *r)
 {
 	const struct pp_agent *a = pp_agent_get();
@@ -352,6 +377,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "cpu", cpu_json());
 	json_object_object_add(o, "heap", heap_json());
 	json_object_object_add(o, "threads", threads_json());
+	json_object_object_add(o, "locks", locks_json());
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
 

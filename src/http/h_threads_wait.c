@@ -1,11 +1,14 @@
 /*
  * Where threads wait: /goroutine (the thread dump, Go's path: each
  * "goroutine" is a thread), /wall (the wall-clock profile) and fgprof's
- * /debug/fgprof; and where they come from: /threadcreate. Jobs of the threads
+ * /debug/fgprof; where they come from: /threadcreate; and what they wait
+ * for: /mutex (who held the locks others waited for) and /block (who
+ * waited). Jobs of the threads
  * module's producers; the connection waits suspended. Agent context.
  */
 #include "agent.h"
 #include "handlers.h"
+#include "locks/locks.h"
 #include "query.h"
 #include "respond.h"
 #include "threads/threads.h"
@@ -36,19 +39,22 @@ enum MHD_Result pp_h_goroutine(struct pp_request *r)
 	return pp_respond_job(r, &rq);
 }
 
-enum MHD_Result pp_h_threadcreate(struct pp_request *r)
+/* The profiles of counts since the agent started: threadcreate, mutex and
+ * block. seconds=N is their change over a window; debug=1 Go's text. */
+static enum MHD_Result since_start(struct pp_request *r,
+                                   struct pp_producer *producer,
+                                   const char *types, int flags)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
 	struct pp_dump_query q = {0};
 	struct pp_job_request rq = {
-	    .producer = &pp_threadcreate_producer, .query = &q, .keep = 1};
+	    .producer = producer, .query = &q, .keep = 1};
 	char err[300];
 
 	if (pp_query_uint(r, "seconds", 0, 0, cfg->v.max_seconds, &q.seconds,
 	                  err, sizeof err) ||
 	    pp_query_uint(r, "debug", 0, 0, 1, &q.debug, err, sizeof err) ||
-	    pp_query_render(r, "threadcreate", PP_RENDER_DUMP, &rq.render, err,
-	                    sizeof err) ||
+	    pp_query_render(r, types, flags, &rq.render, err, sizeof err) ||
 	    pp_query_id(r, "seconds", &rq.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
 	if (q.seconds && q.debug)
@@ -59,6 +65,24 @@ enum MHD_Result pp_h_threadcreate(struct pp_request *r)
 		    "is a profile (format=pprof|text|folded|json)");
 	rq.seconds = q.seconds;
 	return pp_respond_job(r, &rq);
+}
+
+enum MHD_Result pp_h_threadcreate(struct pp_request *r)
+{
+	return since_start(r, &pp_threadcreate_producer, "threadcreate",
+	                   PP_RENDER_DUMP);
+}
+
+enum MHD_Result pp_h_mutex(struct pp_request *r)
+{
+	return since_start(r, &pp_mutex_producer, "contentions|delay",
+	                   PP_RENDER_CONTENTION);
+}
+
+enum MHD_Result pp_h_block(struct pp_request *r)
+{
+	return since_start(r, &pp_block_producer, "contentions|delay",
+	                   PP_RENDER_CONTENTION);
 }
 
 static enum MHD_Result wall(struct pp_request *r, int fgprof)

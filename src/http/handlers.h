@@ -16,6 +16,8 @@ enum MHD_Result pp_h_profile(struct pp_request *r);
 enum MHD_Result pp_h_goroutine(struct pp_request *r);
 enum MHD_Result pp_h_wall(struct pp_request *r);
 enum MHD_Result pp_h_threadcreate(struct pp_request *r);
+enum MHD_Result pp_h_mutex(struct pp_request *r);
+enum MHD_Result pp_h_block(struct pp_request *r);
 enum MHD_Result pp_h_fgprof(struct pp_request *r);
 enum MHD_Result pp_h_heap(struct pp_request *r);
 enum MHD_Result pp_h_allocs(struct pp_request *r);

@@ -130,6 +130,28 @@ const struct pp_route pp_routes[] = {
                 "a count each (Go's threadcreate); seconds=N the change",
     },
     {
+        .path = "/mutex",
+        .name = "mutex",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_mutex,
+        .link = "mutex?debug=1",
+        .help = "lock contention by the stacks that held the locks others "
+                "waited for, weighted by the wait (Go's mutex profile; "
+                "PULLPROF_MUTEX_RATE); seconds=N the change",
+    },
+    {
+        .path = "/block",
+        .name = "block",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_block,
+        .link = "block?debug=1",
+        .help = "where threads waited for locks, condition variables, "
+                "semaphores and joins, weighted by the wait (Go's block "
+                "profile; PULLPROF_BLOCK_RATE); seconds=N the change",
+    },
+    {
         .path = "/wall",
         .name = "wall",
         .methods = GET_HEAD,
@@ -265,21 +287,19 @@ static size_t max_body(const struct pp_request *r)
 	                                        : 0;
 }
 
-/* Profiles Go's net/http/pprof serves that a C or C++ process does not have:
- * continuous profilers (Grafana Alloy, Parca) ask for them by default. They
- * get a 404 that says so and how to stop asking, not "unknown endpoint". */
+/* Profiles a Go program serves that a C or C++ process does not have: a
+ * scraper or a user that asks gets a 404 that says so, not "unknown
+ * endpoint". */
 static const struct {
-	const char *path, *why, *scraper_name;
+	const char *path, *why;
 } go_only[] = {
-    {"/mutex", "mutex contention profiles are not made by pullprof", "mutex"},
-    {"/block", "blocking profiles are not made by pullprof", "block"},
-    {"/trace", "execution traces are Go runtime traces", NULL},
-    {"/delta_heap",
-     "godeltaprof's delta profiles are Go-only; ask /allocs "
-     "and let the scraper compute deltas",
-     NULL},
-    {"/delta_mutex", "godeltaprof's delta profiles are Go-only", NULL},
-    {"/delta_block", "godeltaprof's delta profiles are Go-only", NULL},
+    {"/trace", "execution traces are Go runtime traces"},
+    {"/delta_heap", "godeltaprof's delta profiles are Go-only; ask /allocs "
+                    "and let the scraper compute deltas"},
+    {"/delta_mutex", "godeltaprof's delta profiles are Go-only; ask /mutex "
+                     "and let the scraper compute deltas"},
+    {"/delta_block", "godeltaprof's delta profiles are Go-only; ask /block "
+                     "and let the scraper compute deltas"},
 };
 
 static enum MHD_Result not_here(struct pp_request *r)
@@ -289,14 +309,6 @@ static enum MHD_Result not_here(struct pp_request *r)
 			continue;
 		/* Answered like a profile endpoint (text, X-Go-Pprof). */
 		r->kind = PP_ROUTE_PROFILE;
-		if (go_only[i].scraper_name)
-			return pp_respond_error(
-			    r, MHD_HTTP_NOT_FOUND,
-			    "%s: %s. Turn it off in the scraper: Grafana "
-			    "Alloy profile.%s { enabled = false }, Parca "
-			    "%s: {enabled: false}",
-			    r->url, go_only[i].why, go_only[i].scraper_name,
-			    go_only[i].scraper_name);
 		return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s: %s", r->url,
 		                        go_only[i].why);
 	}

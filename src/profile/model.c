@@ -258,3 +258,72 @@ int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
 		s->values[k] += values[k];
 	return 0;
 }
+
+/* Add s of profile `from` to `to`, its values times sign: synthetic frames
+ * are numbered per profile, so they are renamed. */
+static int copy_sample(struct pp_profile *to, const struct pp_profile *from,
+                       const struct pp_sample *s, int sign)
+{
+	uintptr_t local[64] = {0}, *pcs = s->depth <= 64 ? local : NULL;
+	int64_t vlocal[8], *v = to->ntypes <= 8 ? vlocal : NULL;
+	if (!pcs && !(pcs = malloc(s->depth * sizeof *pcs)))
+		return -ENOMEM;
+	if (!v && !(v = malloc(to->ntypes * sizeof *v))) {
+		if (pcs != local)
+			free(pcs);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < s->depth; i++) {
+		const char *name = pp_profile_synthetic_name(from, s->pcs[i]);
+		pcs[i] = name ? pp_profile_synthetic_pc(to, name) : s->pcs[i];
+	}
+	for (size_t i = 0; i < to->ntypes; i++)
+		v[i] = sign * s->values[i];
+	int rc = pp_profile_add(to, pcs, s->depth, v, s->labels, s->nlabels);
+	if (pcs != local)
+		free(pcs);
+	if (v != vlocal)
+		free(v);
+	return rc;
+}
+
+static int all_zero(const struct pp_profile *p, const struct pp_sample *s)
+{
+	for (size_t i = 0; i < p->ntypes; i++)
+		if (s->values[i])
+			return 0;
+	return 1;
+}
+
+int pp_profile_delta(const struct pp_profile *end,
+                     const struct pp_profile *start, struct pp_profile **out)
+{
+	if (end->ntypes != start->ntypes)
+		return -EINVAL;
+	struct pp_profile *d = pp_profile_new(end->types, end->ntypes,
+	                                      &end->period_type, end->period);
+	struct pp_profile *sum = pp_profile_new(
+	    end->types, end->ntypes, &end->period_type, end->period);
+	int rc = d && sum ? 0 : -ENOMEM;
+	for (const struct pp_sample *s = end->first; s && !rc; s = s->next)
+		rc = copy_sample(sum, end, s, 1);
+	for (const struct pp_sample *s = start->first; s && !rc; s = s->next)
+		rc = copy_sample(sum, start, s, -1);
+	if (!rc) {
+		d->default_type = end->default_type;
+		d->leaf_is_return = end->leaf_is_return;
+		d->max_bytes = end->max_bytes;
+		d->legacy_title = end->legacy_title;
+	}
+	for (const struct pp_sample *s = sum ? sum->first : NULL; s && !rc;
+	     s = s->next)
+		if (!all_zero(sum, s))
+			rc = copy_sample(d, sum, s, 1);
+	pp_profile_free(sum);
+	if (rc) {
+		pp_profile_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}

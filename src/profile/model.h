@@ -48,6 +48,9 @@ struct pp_profile {
 	 * taken at a call, like an allocation's): symbolize pc - 1. */
 	int leaf_is_return;
 	int64_t time_nanos, duration_nanos;
+	/* A contention profile's word in Go's debug=1 text ("--- mutex:",
+	 * "--- contention:"); a static string, or NULL. */
+	const char *legacy_title;
 	const char **comments;
 	size_t ncomments, comments_cap;
 	struct pp_sample **table; /* open addressing on hash */
@@ -98,5 +101,12 @@ size_t pp_profile_bytes(const struct pp_profile *p);
 int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
                    const int64_t *values, const struct pp_label *labels,
                    size_t nlabels);
+
+/* end - start, stack by stack (same labels), every value; the stacks whose
+ * values did not change are left out. Both must have the same sample
+ * types. The kind, period, default type and frames' sense come from end.
+ * 0, -EINVAL or -ENOMEM. */
+int pp_profile_delta(const struct pp_profile *end,
+                     const struct pp_profile *start, struct pp_profile **out);
 
 #endif

@@ -14,6 +14,7 @@ const char *pp_format_content_type(enum pp_format f)
 	case PP_FORMAT_TEXT:
 	case PP_FORMAT_STACKS:
 	case PP_FORMAT_THREADS:
+	case PP_FORMAT_CONTENTION:
 	case PP_FORMAT_FOLDED: return "text/plain; charset=utf-8";
 	case PP_FORMAT_JSON: return "application/json";
 	default: return "application/octet-stream";
@@ -69,6 +70,9 @@ int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
 				break;
 			case PP_FORMAT_THREADS:
 				rc = pp_threads_write(&v, &out);
+				break;
+			case PP_FORMAT_CONTENTION:
+				rc = pp_contention_write(&v, &out);
 				break;
 			default: rc = pp_pprof_write(&v, 1, &out); break;
 			}

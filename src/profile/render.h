@@ -22,6 +22,9 @@ enum pp_format {
 	PP_FORMAT_STACKS,  /* stacks grouped with a count, as Go's goroutine
 	                    * profile at debug=1 */
 	PP_FORMAT_THREADS, /* one block per thread (the dump's labels) */
+	/* Not a name of ?format= either: /mutex and /block at ?debug=1, Go's
+	 * contention text (which pprof's legacy parser reads). */
+	PP_FORMAT_CONTENTION,
 };
 
 /* The names ?format= accepts, in enum order. */
@@ -32,6 +35,7 @@ enum pp_format {
  * texts (PP_FORMAT_STACKS, PP_FORMAT_THREADS). */
 #define PP_RENDER_LEGACY 1
 #define PP_RENDER_DUMP 2
+#define PP_RENDER_CONTENTION 4
 
 struct pp_render_opts {
 	enum pp_format format;
@@ -64,6 +68,7 @@ int pp_folded_write(const struct pp_view *v, const struct pp_render_opts *o,
 int pp_json_write(const struct pp_view *v, struct pp_buf *out);
 int pp_stacks_write(const struct pp_view *v, struct pp_buf *out);
 int pp_threads_write(const struct pp_view *v, struct pp_buf *out);
+int pp_contention_write(const struct pp_view *v, struct pp_buf *out);
 /* -EINVAL when p has no count ("samples") value to write. */
 int pp_legacy_write(const struct pp_profile *p, struct pp_buf *out);
 

@@ -169,3 +169,47 @@ int pp_threads_write(const struct pp_view *v, struct pp_buf *out)
 	}
 	return 0;
 }
+
+/* Go's text of a contention profile (/mutex and /block at debug=1), which
+ * pprof's legacy parser reads back: a header naming the profile, the
+ * clock's rate (delays are in nanoseconds, so 1e9 "cycles" a second) and
+ * the sampling period (1: the values are already scaled), then per stack
+ * "delay count @ addresses" and its frames. */
+int pp_contention_write(const struct pp_view *v, struct pp_buf *out)
+{
+	const char *title = v->p->legacy_title ? v->p->legacy_title
+	                                       : "contention";
+	pp_buf_printf(out, "--- %s:\ncycles/second=1000000000\n", title);
+	if (strcmp(title, "mutex") == 0)
+		pp_buf_puts(out, "sampling period=1\n");
+	for (size_t c = 0; c < v->p->ncomments; c++)
+		pp_buf_printf(out, "# %s\n", v->p->comments[c]);
+	for (size_t i = 0; i < v->nsamples; i++) {
+		const struct pp_sample *s = v->samples[i];
+		const uint32_t *st = v->stacks + v->stack_at[i];
+		size_t depth = v->stack_at[i + 1] - v->stack_at[i];
+		pp_buf_printf(out, "%" PRId64 " %" PRId64 " @",
+		              v->p->ntypes > 1 ? s->values[1] : 0,
+		              s->values[0]);
+		for (size_t d = 0; d < depth; d++)
+			pp_buf_printf(out, " 0x%" PRIxPTR,
+			              v->locs[st[d]].synthetic
+			                  ? (uintptr_t)0
+			                  : v->locs[st[d]].pc);
+		pp_buf_puts(out, "\n");
+		for (uint32_t j = 0; j < s->nlabels; j++) {
+			const struct pp_label *l = &s->labels[j];
+			pp_buf_printf(out, "%s%s=", j ? ", " : "# labels: ",
+			              l->key);
+			if (l->str)
+				pp_buf_printf(out, "%s", l->str);
+			else
+				pp_buf_printf(out, "%" PRId64, l->num);
+		}
+		if (s->nlabels)
+			pp_buf_puts(out, "\n");
+		for (size_t d = 0; d < depth; d++)
+			frames_hashed(out, &v->locs[st[d]]);
+	}
+	return 0;
+}

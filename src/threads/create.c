@@ -54,34 +54,10 @@ int pp_threadcreate_on(void)
 	return atomic_load_explicit(&tc.on, memory_order_relaxed);
 }
 
-/* The stack from the frame whose pc is `from` outwards: walked from here
- * with the compact tables (about a microsecond), else with libunwind
- * (about fifteen, measured per pthread_create in bench_unwind's spawn). */
-static __attribute__((noinline)) unsigned capture(uintptr_t from,
-                                                  uintptr_t *pcs)
-{
-	uintptr_t pc, sp, bp, all[TC_DEPTH + PP_UNWIND_SKIP_ROOM];
-	__asm__ volatile("lea 0(%%rip), %0\n\t"
-	                 "mov %%rsp, %1\n\t"
-	                 "mov %%rbp, %2"
-	                 : "=r"(pc), "=r"(sp), "=r"(bp));
-	unsigned n = pp_unwind_capture_regs(pc, sp, bp, all,
-	                                    tc.depth + PP_UNWIND_SKIP_ROOM);
-	for (unsigned k = 1; k < n && k <= PP_UNWIND_SKIP_ROOM; k++) {
-		if (all[k] != from)
-			continue;
-		unsigned m = n - k < tc.depth ? n - k : tc.depth;
-		memcpy(pcs, all + k, m * sizeof *pcs);
-		return m;
-	}
-	int why;
-	return pp_unwind_capture_here(from, pcs, tc.depth, &why);
-}
-
 void pp_threadcreate_record(uintptr_t from)
 {
 	uintptr_t pcs[TC_DEPTH + PP_UNWIND_SKIP_ROOM];
-	unsigned n = capture(from, pcs);
+	unsigned n = pp_unwind_capture_caller(from, pcs, tc.depth);
 	if (!n)
 		return;
 	uint64_t h = hash_pcs(pcs, n);
@@ -256,7 +232,7 @@ static int tc_make(struct pp_job *job, struct pp_profile **out)
 		return rc;
 	}
 	struct pp_profile *d;
-	rc = pp_threads_delta(p, j->start, &d);
+	rc = pp_profile_delta(p, j->start, &d);
 	pp_profile_free(p);
 	if (rc)
 		return rc;

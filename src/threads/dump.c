@@ -285,51 +285,6 @@ static int dump_start(struct pp_job *job, const void *query, char *err,
 	return 0;
 }
 
-/* Add s of profile `from` to `to`: synthetic frames are numbered per
- * profile, so they are renamed. */
-static int copy_sample(struct pp_profile *to, const struct pp_profile *from,
-                       const struct pp_sample *s, int64_t value)
-{
-	uintptr_t local[64] = {0}, *pcs = s->depth <= 64 ? local : NULL;
-	if (!pcs && !(pcs = malloc(s->depth * sizeof *pcs)))
-		return -ENOMEM;
-	for (uint32_t i = 0; i < s->depth; i++) {
-		const char *name = pp_profile_synthetic_name(from, s->pcs[i]);
-		pcs[i] = name ? pp_profile_synthetic_pc(to, name) : s->pcs[i];
-	}
-	int rc =
-	    pp_profile_add(to, pcs, s->depth, &value, s->labels, s->nlabels);
-	if (pcs != local)
-		free(pcs);
-	return rc;
-}
-
-/* end - start, without the stacks whose count did not change. */
-int pp_threads_delta(struct pp_profile *end, const struct pp_profile *start,
-                     struct pp_profile **out)
-{
-	struct pp_profile *d =
-	    pp_profile_new(end->types, 1, &end->period_type, end->period);
-	struct pp_profile *sum =
-	    pp_profile_new(end->types, 1, &end->period_type, end->period);
-	int rc = d && sum ? 0 : -ENOMEM;
-	for (const struct pp_sample *s = end->first; s && !rc; s = s->next)
-		rc = copy_sample(sum, end, s, s->values[0]);
-	for (const struct pp_sample *s = start->first; s && !rc; s = s->next)
-		rc = copy_sample(sum, start, s, -s->values[0]);
-	for (const struct pp_sample *s = sum ? sum->first : NULL; s && !rc;
-	     s = s->next)
-		if (s->values[0])
-			rc = copy_sample(d, sum, s, s->values[0]);
-	pp_profile_free(sum);
-	if (rc) {
-		pp_profile_free(d);
-		return rc;
-	}
-	*out = d;
-	return 0;
-}
-
 static int dump_make(struct pp_job *job, struct pp_profile **out)
 {
 	struct dump_job *j = pp_job_data(job);
@@ -349,7 +304,7 @@ static int dump_make(struct pp_job *job, struct pp_profile **out)
 		return rc;
 	}
 	struct pp_profile *d;
-	rc = pp_threads_delta(p, j->start, &d);
+	rc = pp_profile_delta(p, j->start, &d);
 	pp_profile_free(p);
 	if (rc)
 		return rc;

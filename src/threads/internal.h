@@ -25,11 +25,6 @@ void pp_threads_unwind_forget_in_child(void);
 int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
                    const int64_t *values, int detail);
 
-/* end - start for count profiles (one value): stacks whose count did not
- * change are left out; synthetic frames are renamed. 0 or -ENOMEM. */
-int pp_threads_delta(struct pp_profile *end, const struct pp_profile *start,
-                     struct pp_profile **out);
-
 /* The state word of what l found. */
 const char *pp_threads_state(const struct pp_look *l);
 

@@ -366,6 +366,32 @@ unsigned pp_unwind_capture_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 	return n < 0 ? 0 : (unsigned)n;
 }
 
+__attribute__((noinline)) unsigned
+pp_unwind_capture_caller(uintptr_t from, uintptr_t *pcs, unsigned max)
+{
+	uintptr_t all[PP_UNWIND_CALLER_MAX + PP_UNWIND_SKIP_ROOM];
+	unsigned n = 0;
+	if (max > PP_UNWIND_CALLER_MAX)
+		max = PP_UNWIND_CALLER_MAX;
+#if defined(__x86_64__)
+	uintptr_t pc, sp, bp;
+	__asm__ volatile("lea 0(%%rip), %0\n\t"
+	                 "mov %%rsp, %1\n\t"
+	                 "mov %%rbp, %2"
+	                 : "=r"(pc), "=r"(sp), "=r"(bp));
+	n = pp_unwind_capture_regs(pc, sp, bp, all, max + PP_UNWIND_SKIP_ROOM);
+#endif
+	for (unsigned k = 1; k < n && k <= PP_UNWIND_SKIP_ROOM; k++) {
+		if (all[k] != from)
+			continue;
+		unsigned m = n - k < max ? n - k : max;
+		memcpy(pcs, all + k, m * sizeof *pcs);
+		return m;
+	}
+	int why;
+	return pp_unwind_capture_here(from, pcs, max, &why);
+}
+
 enum pp_unwind_mode pp_unwind_mode_parse(const char *name)
 {
 	if (!strcmp(name, "fp"))
