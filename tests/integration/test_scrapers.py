@@ -20,9 +20,10 @@ sample == sample types, mapping/function/location IDs equal to their index
 + 1, sample location IDs non-zero and in range, label keys non-zero.
 
 Both: the CPU window lasts what `seconds` asked; goroutine (on by default in
-both: the thread dump) is accepted like the rest; mutex/block (on by default)
-get a 404 saying how to turn them off. Alloy's fgprof job, which a user turns
-on (/debug/fgprof?seconds=interval-1), gets the wall-clock profile.
+both: the thread dump), mutex and block (on by default in both, cumulative
+since the agent started: Alloy subtracts consecutive ones) are accepted like
+the rest. Alloy's fgprof job, which a user turns on
+(/debug/fgprof?seconds=interval-1), gets the wall-clock profile.
 
 Real timing matters here only as the scrapers' own acceptance rule (an
 answer after the scrape timeout is a failed scrape)."""
@@ -266,7 +267,8 @@ def test_scrapers():
         kinds = {}
         for kind, r, took in sc.results:
             kinds.setdefault(kind, []).append((r, took))
-        for kind in ("process_cpu", "memory", "goroutine", "fgprof"):
+        for kind in ("process_cpu", "memory", "goroutine", "mutex", "block",
+                     "fgprof"):
             if kind not in sc.kinds:
                 continue
             got = kinds.get(kind, [])
@@ -289,29 +291,25 @@ def test_scrapers():
         # Alloy subtracts consecutive allocation profiles: they must be
         # cumulative (non-decreasing totals).
         if sc.name == "alloy":
-            totals = []
-            for r, _ in kinds.get("memory", []):
-                if r.status == 200:
-                    p = Profile(r.body)
-                    vi = [t for t, _ in p.sample_types()].index("alloc_space")
-                    totals.append(sum(s["value"][vi] for s in p.samples))
-            ok(len(totals) >= 2 and all(b >= a for a, b in
-                                        zip(totals, totals[1:])),
-               "alloy: consecutive allocation profiles are cumulative "
-               "(what its delta computer subtracts)", totals)
+            for kind, vtype in (("memory", "alloc_space"), ("mutex", "delay"),
+                                ("block", "delay")):
+                totals = []
+                for r, _ in kinds.get(kind, []):
+                    if r.status == 200:
+                        p = Profile(r.body)
+                        vi = [t for t, _ in p.sample_types()].index(vtype)
+                        totals.append(sum(s["value"][vi] for s in p.samples))
+                ok(len(totals) >= 2 and all(b >= a for a, b in
+                                            zip(totals, totals[1:])),
+                   f"alloy: consecutive {kind} profiles are cumulative "
+                   "(what its delta computer subtracts)", totals)
         for kind in ("mutex", "block"):
-            got = kinds.get(kind, [])
-            ok(got and all(r.status == 404 for r, _ in got),
-               f"{sc.name}: {kind} gets 404 every time ({len(got)} asks)",
-               [r.status for r, _ in got])
-            if got:
-                r = got[0][0]
-                ok(r.headers.get("content-type", "").startswith("text/plain")
-                   and f"profile.{kind} {{ enabled = false }}".encode()
-                   in r.body and f"{kind}: {{enabled: false}}".encode()
-                   in r.body,
-                   f"{sc.name}: the {kind} 404 says how to turn it off in "
-                   "Alloy and Parca", r.body)
+            got = [r for r, _ in kinds.get(kind, []) if r.status == 200]
+            ok(got and Profile(got[-1].body).sample_types() ==
+               [("contentions", "count"), ("delay", "nanoseconds")],
+               f"{sc.name}: {kind} has Go's sample types (what Alloy's "
+               "delta computer and Pyroscope expect)",
+               got and Profile(got[-1].body).sample_types())
 
     eq(person.get("rc"), 0, f"the person's go tool pprof over "
        f"{PERSON_SECONDS} s succeeded meanwhile", )

@@ -590,9 +590,21 @@ def test_threadcreate():
 def test_go_only_404():
     p, port = start(["nap", 5])
     for path, status_ in (("goroutine", 200), ("threadcreate", 200),
-                          ("mutex", 404), ("block", 404)):
+                          ("mutex", 200), ("block", 200), ("trace", 404),
+                          ("delta_mutex", 404)):
         r = curl(url(port, path), timeout=60)
         eq(r.status, status_, f"/{path}: {status_}")
+    p.stop()
+    # With a rate of 0 the profile is off: a 404 that says how to turn it
+    # on (or the scraper's job off).
+    p, port = start(["nap", 5], {"PULLPROF_MUTEX_RATE": "0",
+                                 "PULLPROF_BLOCK_RATE": "0"})
+    for path, setting in (("mutex", "PULLPROF_MUTEX_RATE"),
+                          ("block", "PULLPROF_BLOCK_RATE")):
+        r = curl(url(port, path), timeout=60)
+        eq(r.status, 404, f"/{path} off: 404")
+        ok(setting.encode() in r.body and b"scraper" in r.body,
+           f"/{path} off: names {setting} and the scraper's job", r.body)
     p.stop()
 
 
