@@ -31,8 +31,7 @@ static size_t seq_load(const struct pp_ring *r, size_t i, memory_order mo)
 	return atomic_load_explicit(&slot_at(r, i)->seq, mo) + (i & r->mask);
 }
 
-static void seq_store(struct pp_ring *r, size_t i, size_t seq,
-                      memory_order mo)
+static void seq_store(struct pp_ring *r, size_t i, size_t seq, memory_order mo)
 {
 	atomic_store_explicit(&slot_at(r, i)->seq, seq - (i & r->mask), mo);
 }
@@ -40,8 +39,8 @@ static void seq_store(struct pp_ring *r, size_t i, size_t seq,
 int pp_ring_init(struct pp_ring *r, size_t capacity, unsigned max_depth)
 {
 	int rc = pp_ring_init_size(
-	    r, capacity, sizeof(struct pp_ring_rec) + max_depth * sizeof(uintptr_t),
-	    1);
+	    r, capacity,
+	    sizeof(struct pp_ring_rec) + max_depth * sizeof(uintptr_t), 1);
 	r->max_depth = max_depth;
 	return rc;
 }
@@ -56,10 +55,9 @@ int pp_ring_init_size(struct pp_ring *r, size_t capacity, size_t rec_size,
 	/* mmap, not malloc: the pages are ours alone, and touching them in a
 	 * handler never enters the allocator. MAP_POPULATE: no page faults
 	 * in the handler on first use. */
-	r->slots = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-	                MAP_PRIVATE | MAP_ANONYMOUS |
-	                    (populate ? MAP_POPULATE : 0),
-	                -1, 0);
+	r->slots = mmap(
+	    NULL, bytes, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
 	if (r->slots == MAP_FAILED) {
 		r->slots = NULL;
 		return -ENOMEM;

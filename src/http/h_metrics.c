@@ -19,6 +19,7 @@
 #include "handlers.h"
 #include "heap/heap.h"
 #include "labels/labels.h"
+#include "locks/locks.h"
 #include "lookup.h"
 #include "profile/pb.h"
 #include "prom.h"
@@ -273,6 +274,33 @@ static void heap_metrics(struct pp_buf *b)
 	      h.pending);
 }
 
+static void lock_metrics(struct pp_buf *b)
+{
+	struct pp_locks_stats s;
+	pp_locks_stats(&s);
+	static const char *const names[PP_LK_NKINDS] = {"mutex", "block"};
+	uint64_t rates[PP_LK_NKINDS] = {s.mutex_rate, s.block_rate};
+	pp_prom_family(b, "pullprof_lock_sampling_rate", "gauge",
+	               "The rate each lock profile samples at (mutex: 1 in N "
+	               "contended unlocks; block: one sample per N ns "
+	               "waited); 0: off.");
+	for (int k = 0; k < PP_LK_NKINDS; k++) {
+		struct pp_prom_label l = {"profile", names[k]};
+		pp_prom_u64(b, "pullprof_lock_sampling_rate", &l, 1, rates[k]);
+	}
+	counter_by(b, "pullprof_lock_events_total",
+	           "Sampled lock events recorded, by profile.", "profile",
+	           names, s.events, PP_LK_NKINDS);
+	counter_by(b, "pullprof_lock_events_dropped_total",
+	           "Sampled lock events lost because the event ring was full, "
+	           "by profile.",
+	           "profile", names, s.dropped, PP_LK_NKINDS);
+	gauge(b, "pullprof_lock_waiting_threads",
+	      "Threads waiting for a mutex or rwlock now, as the mutex "
+	      "profile counts them.",
+	      s.waiting);
+}
+
 static void other_metrics(struct pp_buf *b, struct pp_lookups *lookups)
 {
 	struct pp_symtab_stats ss;
@@ -425,6 +453,7 @@ enum MHD_Result pp_h_metrics(struct pp_request *r)
 	http_metrics(&b, &r->srv->stats);
 	cpu_metrics(&b);
 	heap_metrics(&b);
+	lock_metrics(&b);
 	other_metrics(&b, r->srv->lookups);
 	process_metrics(&b);
 	if (!b.failed &&

@@ -76,8 +76,7 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned);
 /* It ended (whatever the call returned: a timed-out wait was blocked
  * too): the block profile may record it. from: the wrapper's return
  * address. */
-void pp_lk_wait_end(struct pp_lk_wait *w, enum pp_lk_call call,
-                    uintptr_t from);
+void pp_lk_wait_end(struct pp_lk_wait *w, enum pp_lk_call call, uintptr_t from);
 
 /* An unlock, before the real one: the waiting the lock's waiters did since
  * it was last charged, in ns (0: none, or not profiled). After the real

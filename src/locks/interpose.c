@@ -189,7 +189,8 @@ const uintptr_t pp_lk_call_pc[PP_LK_NCALLS] = {
     [PP_LK_CLOCKJOIN] = (uintptr_t)pthread_clockjoin_np + 1,
 };
 
-/* ---- mutexes -------------------------------------------------------------- */
+/* ---- mutexes --------------------------------------------------------------
+ */
 
 /* A wait the try could not spare: timed and counted around the real call. */
 #define WAITED(addr, owned, call, from, expr)                                  \
@@ -304,7 +305,8 @@ PULLPROF_API int pthread_mutex_unlock(pthread_mutex_t *m)
 	return mutex_unlock_slow(m, RA());
 }
 
-/* ---- reader-writer locks ---------------------------------------------------- */
+/* ---- reader-writer locks ----------------------------------------------------
+ */
 
 static __attribute__((noinline)) int rw_wait(pthread_rwlock_t *l, int write,
                                              uintptr_t from)
@@ -333,9 +335,10 @@ PULLPROF_API int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 	return rw_wait(l, 1, RA());
 }
 
-static __attribute__((noinline)) int
-rw_timed_wait(pthread_rwlock_t *l, int write, const struct timespec *t,
-              uintptr_t from)
+static __attribute__((noinline)) int rw_timed_wait(pthread_rwlock_t *l,
+                                                   int write,
+                                                   const struct timespec *t,
+                                                   uintptr_t from)
 {
 	return write ? WAITED(l, 1, PP_LK_RWLOCK_TIMEDWRLOCK, from,
 	                      CALL(timedwrlock, l, t))
@@ -367,9 +370,10 @@ PULLPROF_API int pthread_rwlock_timedwrlock(pthread_rwlock_t *l,
 	return rw_timed_wait(l, 1, t, RA());
 }
 
-static __attribute__((noinline)) int
-rw_clock_wait(pthread_rwlock_t *l, int write, clockid_t c,
-              const struct timespec *t, uintptr_t from)
+static __attribute__((noinline)) int rw_clock_wait(pthread_rwlock_t *l,
+                                                   int write, clockid_t c,
+                                                   const struct timespec *t,
+                                                   uintptr_t from)
 {
 	return write ? WAITED(l, 1, PP_LK_RWLOCK_CLOCKWRLOCK, from,
 	                      CALL(clockwrlock, l, c, t))
@@ -416,27 +420,27 @@ PULLPROF_API int pthread_rwlock_unlock(pthread_rwlock_t *l)
 	return rw_unlock_slow(l, RA());
 }
 
-/* ---- condition variables ---------------------------------------------------- */
+/* ---- condition variables ----------------------------------------------------
+ */
 
-static __attribute__((noinline)) int cond_wait(pthread_cond_t *c,
-                                               pthread_mutex_t *m,
-                                               uintptr_t from)
+static __attribute__((noinline)) int
+cond_wait(pthread_cond_t *c, pthread_mutex_t *m, uintptr_t from)
 {
 	return WAITED(c, 0, PP_LK_COND_WAIT, from, CALL(cond_wait, c, m));
 }
 
 PULLPROF_API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-	if (LIKELY(!pp_lk_on() ||
-	           !atomic_load_explicit(&pp_lk.block_rate,
-	                                 memory_order_relaxed)))
+	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
+	                                                memory_order_relaxed)))
 		return CALL(cond_wait, c, m);
 	return cond_wait(c, m, RA());
 }
 
-static __attribute__((noinline)) int
-cond_timed_wait(pthread_cond_t *c, pthread_mutex_t *m,
-                const struct timespec *t, uintptr_t from)
+static __attribute__((noinline)) int cond_timed_wait(pthread_cond_t *c,
+                                                     pthread_mutex_t *m,
+                                                     const struct timespec *t,
+                                                     uintptr_t from)
 {
 	return WAITED(c, 0, PP_LK_COND_TIMEDWAIT, from,
 	              CALL(cond_timedwait, c, m, t));
@@ -445,9 +449,8 @@ cond_timed_wait(pthread_cond_t *c, pthread_mutex_t *m,
 PULLPROF_API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on() ||
-	           !atomic_load_explicit(&pp_lk.block_rate,
-	                                 memory_order_relaxed)))
+	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
+	                                                memory_order_relaxed)))
 		return CALL(cond_timedwait, c, m, t);
 	return cond_timed_wait(c, m, t, RA());
 }
@@ -463,14 +466,14 @@ cond_clock_wait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k,
 PULLPROF_API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         clockid_t k, const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on() ||
-	           !atomic_load_explicit(&pp_lk.block_rate,
-	                                 memory_order_relaxed)))
+	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
+	                                                memory_order_relaxed)))
 		return CALL(cond_clockwait, c, m, k, t);
 	return cond_clock_wait(c, m, k, t, RA());
 }
 
-/* ---- semaphores --------------------------------------------------------------- */
+/* ---- semaphores
+ * --------------------------------------------------------------- */
 
 static int block_on(void)
 {
@@ -514,9 +517,8 @@ PULLPROF_API int sem_timedwait(sem_t *s, const struct timespec *t)
 	return sem_timed_wait(s, t, RA());
 }
 
-static __attribute__((noinline)) int sem_clock_wait(sem_t *s, clockid_t c,
-                                                    const struct timespec *t,
-                                                    uintptr_t from)
+static __attribute__((noinline)) int
+sem_clock_wait(sem_t *s, clockid_t c, const struct timespec *t, uintptr_t from)
 {
 	return WAITED(s, 0, PP_LK_SEM_CLOCKWAIT, from,
 	              CALL(sem_clockwait, s, c, t));
@@ -529,7 +531,8 @@ PULLPROF_API int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *t)
 	return sem_clock_wait(s, c, t, RA());
 }
 
-/* ---- joins ---------------------------------------------------------------------- */
+/* ---- joins
+ * ---------------------------------------------------------------------- */
 
 static __attribute__((noinline)) int join_wait(pthread_t t, void **ret,
                                                uintptr_t from)
@@ -544,9 +547,9 @@ PULLPROF_API int pthread_join(pthread_t t, void **ret)
 	return join_wait(t, ret, RA());
 }
 
-static __attribute__((noinline)) int
-join_timed_wait(pthread_t t, void **ret, const struct timespec *d,
-                uintptr_t from)
+static __attribute__((noinline)) int join_timed_wait(pthread_t t, void **ret,
+                                                     const struct timespec *d,
+                                                     uintptr_t from)
 {
 	return WAITED((void *)t, 0, PP_LK_TIMEDJOIN, from,
 	              CALL(timedjoin, t, ret, d));
@@ -560,9 +563,10 @@ PULLPROF_API int pthread_timedjoin_np(pthread_t t, void **ret,
 	return join_timed_wait(t, ret, d, RA());
 }
 
-static __attribute__((noinline)) int
-join_clock_wait(pthread_t t, void **ret, clockid_t c,
-                const struct timespec *d, uintptr_t from)
+static __attribute__((noinline)) int join_clock_wait(pthread_t t, void **ret,
+                                                     clockid_t c,
+                                                     const struct timespec *d,
+                                                     uintptr_t from)
 {
 	return WAITED((void *)t, 0, PP_LK_CLOCKJOIN, from,
 	              CALL(clockjoin, t, ret, c, d));

@@ -90,7 +90,8 @@ static void estimate(enum pp_lk_kind kind, uint64_t delay, uint64_t rate,
 	}
 }
 
-/* ---- host side ------------------------------------------------------------ */
+/* ---- host side ------------------------------------------------------------
+ */
 
 void pp_lk_put(enum pp_lk_kind kind, const uintptr_t *pcs, unsigned depth,
                int truncated, uint64_t delay, uint64_t rate,
@@ -114,7 +115,7 @@ void pp_lk_put(enum pp_lk_kind kind, const uintptr_t *pcs, unsigned depth,
 		return;
 	}
 	e->kind = (uint8_t)kind;
-	e->truncated = (uint8_t)!!truncated;
+	e->truncated = (uint8_t) !!truncated;
 	e->depth = (uint16_t)depth;
 	e->labels = labels;
 	e->delay = delay;
@@ -125,7 +126,8 @@ void pp_lk_put(enum pp_lk_kind kind, const uintptr_t *pcs, unsigned depth,
 	pp_ring_publish(&lk.ring, pos);
 }
 
-/* ---- tables (lk.mu held) -------------------------------------------------- */
+/* ---- tables (lk.mu held) --------------------------------------------------
+ */
 
 static uint64_t event_hash(const struct lk_event *e)
 {
@@ -139,11 +141,10 @@ static uint64_t event_hash(const struct lk_event *e)
 	return h ? h : 1;
 }
 
-static int same(const struct lk_entry *x, const struct lk_event *e,
-                uint64_t h)
+static int same(const struct lk_entry *x, const struct lk_event *e, uint64_t h)
 {
-	return x->hash == h && x->depth == e->depth &&
-	       x->labels == e->labels && x->truncated == e->truncated &&
+	return x->hash == h && x->depth == e->depth && x->labels == e->labels &&
+	       x->truncated == e->truncated &&
 	       strncmp(x->name, e->name, sizeof x->name) == 0 &&
 	       memcmp(x->pcs, e->pcs, e->depth * sizeof *e->pcs) == 0;
 }
@@ -232,8 +233,7 @@ static void drain_locked(void)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-int pp_locks_start(const struct pp_locks_settings *s, char *err,
-                   size_t errlen)
+int pp_locks_start(const struct pp_locks_settings *s, char *err, size_t errlen)
 {
 	lk.cfg = *s;
 	pp_mutex_producer.max_open = s->max_open;
@@ -326,8 +326,8 @@ static int add_entry(struct pp_profile *p, const struct lk_entry *x)
 	uintptr_t pcs[PP_LK_MAX_DEPTH + 1];
 	size_t depth = x->depth;
 	memcpy(pcs, x->pcs, depth * sizeof *pcs);
-	if (x->truncated && !(pcs[depth++] = synthetic(
-	                          p, "[pullprof: stack truncated]")))
+	if (x->truncated &&
+	    !(pcs[depth++] = synthetic(p, "[pullprof: stack truncated]")))
 		return -ENOMEM;
 	int64_t v[2] = {llround(x->count), llround(x->delay)};
 	struct pp_label labels[15] = {
@@ -388,8 +388,8 @@ struct lk_job {
 
 static int kind_on(enum pp_lk_kind kind)
 {
-	return pp_lk_on() && (kind == PP_LK_MUTEX ? lk.cfg.mutex_rate
-	                                          : lk.cfg.block_rate);
+	return pp_lk_on() &&
+	       (kind == PP_LK_MUTEX ? lk.cfg.mutex_rate : lk.cfg.block_rate);
 }
 
 static int lk_start(struct pp_job *job, const void *query, char *err,
@@ -397,20 +397,21 @@ static int lk_start(struct pp_job *job, const void *query, char *err,
 {
 	const struct pp_dump_query *q = query;
 	if (!kind_on(kind)) {
-		snprintf(err, errlen,
-		         kind == PP_LK_MUTEX
-		             ? "mutex profiling is off in this process "
-		               "(PULLPROF_MUTEX_RATE=0): start the program with "
-		               "PULLPROF_MUTEX_RATE=N to record 1 in N contended "
-		               "unlocks (default %u), or turn the scraper's "
-		               "mutex job off"
-		             : "block profiling is off in this process "
-		               "(PULLPROF_BLOCK_RATE=0): start the program with "
-		               "PULLPROF_BLOCK_RATE=NS for one sample per NS "
-		               "nanoseconds blocked (default %u), or turn the "
-		               "scraper's block job off",
-		         kind == PP_LK_MUTEX ? PP_LOCKS_MUTEX_RATE
-		                             : PP_LOCKS_BLOCK_RATE);
+		snprintf(
+		    err, errlen,
+		    kind == PP_LK_MUTEX
+		        ? "mutex profiling is off in this process "
+		          "(PULLPROF_MUTEX_RATE=0): start the program with "
+		          "PULLPROF_MUTEX_RATE=N to record 1 in N contended "
+		          "unlocks (default %u), or turn the scraper's "
+		          "mutex job off"
+		        : "block profiling is off in this process "
+		          "(PULLPROF_BLOCK_RATE=0): start the program with "
+		          "PULLPROF_BLOCK_RATE=NS for one sample per NS "
+		          "nanoseconds blocked (default %u), or turn the "
+		          "scraper's block job off",
+		    kind == PP_LK_MUTEX ? PP_LOCKS_MUTEX_RATE
+		                        : PP_LOCKS_BLOCK_RATE);
 		return -ENOTSUP;
 	}
 	struct lk_job *j = calloc(1, sizeof *j);

@@ -34,8 +34,7 @@ struct pp_locks_settings {
 
 /* At agent start: with either rate on, the ring and tables are set up and
  * the wrappers start recording. 0 or a negative errno with a sentence. */
-int pp_locks_start(const struct pp_locks_settings *s, char *err,
-                   size_t errlen);
+int pp_locks_start(const struct pp_locks_settings *s, char *err, size_t errlen);
 /* At agent stop, after the pipeline's shutdown: the wrappers pass straight
  * through again; what was recorded is dropped. */
 void pp_locks_stop(void);

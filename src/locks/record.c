@@ -92,7 +92,8 @@ static struct slot *slot_of(const void *addr)
 static void slot_lock(struct slot *s)
 {
 	for (unsigned spins = 0;; spins++) {
-		if (!atomic_exchange_explicit(&s->flag, 1, memory_order_acquire))
+		if (!atomic_exchange_explicit(&s->flag, 1,
+		                              memory_order_acquire))
 			return;
 		while (atomic_load_explicit(&s->flag, memory_order_relaxed)) {
 			if (spins++ > 100)
@@ -108,7 +109,8 @@ static void slot_unlock(struct slot *s)
 	atomic_store_explicit(&s->flag, 0, memory_order_release);
 }
 
-/* ---- recording ------------------------------------------------------------ */
+/* ---- recording ------------------------------------------------------------
+ */
 
 /* The event's stack: the call's own frame (our wrapper), then its caller
  * and outwards. Captured before a ring slot is claimed: a claimed slot holds
@@ -138,8 +140,8 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 	w->addr = addr;
 	w->slot = NULL;
 	w->t0 = now_ns();
-	if (!owned || !atomic_load_explicit(&pp_lk.mutex_rate,
-	                                    memory_order_relaxed))
+	if (!owned ||
+	    !atomic_load_explicit(&pp_lk.mutex_rate, memory_order_relaxed))
 		return 1;
 	struct slot *s = slot_of(addr);
 	slot_lock(s);
@@ -158,7 +160,8 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 		s->last = 0;
 	}
 	atomic_store_explicit(
-	    &s->nwait, atomic_load_explicit(&s->nwait, memory_order_relaxed) + 1,
+	    &s->nwait,
+	    atomic_load_explicit(&s->nwait, memory_order_relaxed) + 1,
 	    memory_order_relaxed);
 	s->sum += w->t0;
 	slot_unlock(s);
@@ -167,8 +170,7 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 	return 1;
 }
 
-void pp_lk_wait_end(struct pp_lk_wait *w, enum pp_lk_call call,
-                    uintptr_t from)
+void pp_lk_wait_end(struct pp_lk_wait *w, enum pp_lk_call call, uintptr_t from)
 {
 	int saved = errno;
 	uint64_t t1 = now_ns();
@@ -242,7 +244,8 @@ void pp_lk_released(uint64_t delay_ns, enum pp_lk_call call, uintptr_t from)
 	errno = saved;
 }
 
-/* ---- agent side ------------------------------------------------------------ */
+/* ---- agent side ------------------------------------------------------------
+ */
 
 uint64_t pp_lk_collisions(void)
 {

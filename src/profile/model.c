@@ -302,8 +302,8 @@ int pp_profile_delta(const struct pp_profile *end,
 		return -EINVAL;
 	struct pp_profile *d = pp_profile_new(end->types, end->ntypes,
 	                                      &end->period_type, end->period);
-	struct pp_profile *sum = pp_profile_new(
-	    end->types, end->ntypes, &end->period_type, end->period);
+	struct pp_profile *sum = pp_profile_new(end->types, end->ntypes,
+	                                        &end->period_type, end->period);
 	int rc = d && sum ? 0 : -ENOMEM;
 	for (const struct pp_sample *s = end->first; s && !rc; s = s->next)
 		rc = copy_sample(sum, end, s, 1);

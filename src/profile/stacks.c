@@ -177,8 +177,8 @@ int pp_threads_write(const struct pp_view *v, struct pp_buf *out)
  * "delay count @ addresses" and its frames. */
 int pp_contention_write(const struct pp_view *v, struct pp_buf *out)
 {
-	const char *title = v->p->legacy_title ? v->p->legacy_title
-	                                       : "contention";
+	const char *title =
+	    v->p->legacy_title ? v->p->legacy_title : "contention";
 	pp_buf_printf(out, "--- %s:\ncycles/second=1000000000\n", title);
 	if (strcmp(title, "mutex") == 0)
 		pp_buf_puts(out, "sampling period=1\n");
@@ -199,8 +199,8 @@ int pp_contention_write(const struct pp_view *v, struct pp_buf *out)
 		pp_buf_puts(out, "\n");
 		for (uint32_t j = 0; j < s->nlabels; j++) {
 			const struct pp_label *l = &s->labels[j];
-			pp_buf_printf(out, "%s%s=", j ? ", " : "# labels: ",
-			              l->key);
+			pp_buf_printf(out,
+			              "%s%s=", j ? ", " : "# labels: ", l->key);
 			if (l->str)
 				pp_buf_printf(out, "%s", l->str);
 			else

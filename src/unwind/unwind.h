@@ -63,8 +63,7 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
  * libunwind only where they cannot (about fifteen). pcs must have room for
  * max + PP_UNWIND_SKIP_ROOM; at most PP_UNWIND_CALLER_MAX frames. */
 #define PP_UNWIND_CALLER_MAX 128
-unsigned pp_unwind_capture_caller(uintptr_t from, uintptr_t *pcs,
-                                  unsigned max);
+unsigned pp_unwind_capture_caller(uintptr_t from, uintptr_t *pcs, unsigned max);
 /* Agent context: may captures use libunwind's cached fast trace? */
 void pp_unwind_allow_trace(int yes);
 /* Captures that took the fast trace, and calls of libunwind's to

@@ -450,7 +450,8 @@ def stop_with_requests(h, port, what, hz=1000, check_fds=True):
             background(f"{base}/profile?seconds=20", timeout=120),
             background(f"{base}/heap?seconds=30", timeout=120),
             background(f"{base}/wall?seconds=30&hz=250", timeout=120),
-            background(f"{base}/goroutine?seconds=30", timeout=120)]
+            background(f"{base}/goroutine?seconds=30", timeout=120),
+            background(f"{base}/mutex?seconds=30", timeout=120)]
     slow = []
     for data in (b"", b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\n",
                  b"GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\n\r\n"):
@@ -465,7 +466,7 @@ def stop_with_requests(h, port, what, hz=1000, check_fds=True):
         h.drain()
         why = (f"answer {said!r}, exit status {h.p.poll()}\n" +
                "\n".join(h.stderr_text().splitlines()[-60:]))
-    ok(said == "ok", f"{what}: stop with 5 requests in flight and 3 slow "
+    ok(said == "ok", f"{what}: stop with 6 requests in flight and 3 slow "
        "clients", why)
     # The windows had 28.5 s and 18.5 s left when the stop was asked: one
     # that ended before a slow stop reached it is answered in full.

@@ -9,7 +9,7 @@ The mix (one cycle of MIX, repeated; the foreground loop is sequential):
   - /symbol: GET "num_symbols", GET and POST address lists;
   - thread dumps: /goroutine as pprof, debug=1, debug=2 and folded, and
     /threadcreate (every thread read from outside, perf events opened and
-    closed);
+    closed); /mutex and /block (pprof, debug=1, folded);
   - pages: the index, /ui/ and its assets, the /ui redirect;
   - bad requests, each with its 4xx: malformed query values, an unknown
     path, a path outside the prefix, a wrong method, a traversal in /ui,
@@ -92,6 +92,12 @@ MIX = [
     ("GET", "/goroutine?format=folded", None, 200),
     ("GET", "/threadcreate?debug=1", None, 200),
     ("GET", "/goroutine?debug=3", None, 400),
+    # the lock profiles (the host's own lock calls go through the
+    # interposed wrappers meanwhile)
+    ("GET", "/mutex", None, 200),
+    ("GET", "/mutex?debug=1", None, 200),
+    ("GET", "/block?format=folded", None, 200),
+    ("GET", "/block?debug=2", None, 400),
     ("GET", "/wall?hz=0", None, 400),
 ]
 for t in HEAP_TYPES:

@@ -172,7 +172,8 @@ static void run(int n)
 	       (unsigned long long)(wb.count + wc.count));
 }
 
-/* ---- condition variable, semaphore, join ----------------------------------- */
+/* ---- condition variable, semaphore, join -----------------------------------
+ */
 
 static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;

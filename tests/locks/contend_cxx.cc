@@ -93,7 +93,8 @@ static void run()
 	});
 	ts.emplace_back([&] {
 		for (int k = 0; k < 200; k++) {
-			std::this_thread::sleep_for(std::chrono::milliseconds(2));
+			std::this_thread::sleep_for(
+			    std::chrono::milliseconds(2));
 			queue.push(k);
 		}
 	});
@@ -123,7 +124,8 @@ int main()
 	setvbuf(stdout, nullptr, _IOLBF, 0);
 	int rc = pullprof_start(nullptr);
 	if (rc) {
-		std::fprintf(stderr, "contend_cxx: %s\n", pullprof_strerror(rc));
+		std::fprintf(stderr, "contend_cxx: %s\n",
+		             pullprof_strerror(rc));
 		return 1;
 	}
 	std::printf("port %d\n", pullprof_port());
