@@ -33,33 +33,17 @@ static inline int pp_lk_anyone_waiting(void)
 	return atomic_load_explicit(&pp_lk.waiting, memory_order_relaxed) != 0;
 }
 
-/* What was waited on: the leaf frame a sample gets (the call itself). */
-enum pp_lk_call {
-	PP_LK_MUTEX_LOCK,
-	PP_LK_MUTEX_TIMEDLOCK,
-	PP_LK_MUTEX_CLOCKLOCK,
-	PP_LK_MUTEX_UNLOCK,
-	PP_LK_RWLOCK_RDLOCK,
-	PP_LK_RWLOCK_WRLOCK,
-	PP_LK_RWLOCK_TIMEDRDLOCK,
-	PP_LK_RWLOCK_TIMEDWRLOCK,
-	PP_LK_RWLOCK_CLOCKRDLOCK,
-	PP_LK_RWLOCK_CLOCKWRLOCK,
-	PP_LK_RWLOCK_UNLOCK,
-	PP_LK_COND_WAIT,
-	PP_LK_COND_TIMEDWAIT,
-	PP_LK_COND_CLOCKWAIT,
-	PP_LK_SEM_WAIT,
-	PP_LK_SEM_TIMEDWAIT,
-	PP_LK_SEM_CLOCKWAIT,
-	PP_LK_JOIN,
-	PP_LK_TIMEDJOIN,
-	PP_LK_CLOCKJOIN,
-	PP_LK_NCALLS
-};
-/* The address of our wrapper of each call (interpose.c): the leaf pc of
- * its samples, symbolized as the call's name. */
-extern const uintptr_t pp_lk_call_pc[PP_LK_NCALLS];
+/* A sample's leaf frame is the call that waited or unlocked: an address
+ * inside our wrapper of it, taken there (PP_LK_SELF). Its address as the
+ * program resolves the name would be a sanitizer's interceptor of the same
+ * name when one is loaded. +1: a frame is looked up at pc - 1, as a return
+ * address is. */
+#define PP_LK_SELF()                                                           \
+	__extension__({                                                        \
+		__label__ here_;                                               \
+	here_:;                                                                \
+		(uintptr_t) && here_ + 1;                                      \
+	})
 
 /* One wait, from its start to its end, on the waiting thread's stack. */
 struct pp_lk_wait {
@@ -75,13 +59,13 @@ struct pp_lk_wait {
 int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned);
 /* It ended (whatever the call returned: a timed-out wait was blocked
  * too): the block profile may record it. from: the wrapper's return
- * address. */
-void pp_lk_wait_end(struct pp_lk_wait *w, enum pp_lk_call call, uintptr_t from);
+ * address; self: PP_LK_SELF() in the wrapper. */
+void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from);
 
 /* An unlock, before the real one: the waiting the lock's waiters did since
  * it was last charged, in ns (0: none, or not profiled). After the real
  * unlock succeeded, pp_lk_released records it for the mutex profile. */
 uint64_t pp_lk_release(const void *addr);
-void pp_lk_released(uint64_t delay_ns, enum pp_lk_call call, uintptr_t from);
+void pp_lk_released(uint64_t delay_ns, uintptr_t self, uintptr_t from);
 
 #endif

@@ -164,36 +164,11 @@ static int deadline_ok(const struct timespec *t)
 	return t && t->tv_nsec >= 0 && t->tv_nsec < 1000000000;
 }
 
-/* The leaf frames of the samples: each wrapper's own address (+1: a frame
- * is looked up at pc - 1, as a return address is). */
-const uintptr_t pp_lk_call_pc[PP_LK_NCALLS] = {
-    [PP_LK_MUTEX_LOCK] = (uintptr_t)pthread_mutex_lock + 1,
-    [PP_LK_MUTEX_TIMEDLOCK] = (uintptr_t)pthread_mutex_timedlock + 1,
-    [PP_LK_MUTEX_CLOCKLOCK] = (uintptr_t)pthread_mutex_clocklock + 1,
-    [PP_LK_MUTEX_UNLOCK] = (uintptr_t)pthread_mutex_unlock + 1,
-    [PP_LK_RWLOCK_RDLOCK] = (uintptr_t)pthread_rwlock_rdlock + 1,
-    [PP_LK_RWLOCK_WRLOCK] = (uintptr_t)pthread_rwlock_wrlock + 1,
-    [PP_LK_RWLOCK_TIMEDRDLOCK] = (uintptr_t)pthread_rwlock_timedrdlock + 1,
-    [PP_LK_RWLOCK_TIMEDWRLOCK] = (uintptr_t)pthread_rwlock_timedwrlock + 1,
-    [PP_LK_RWLOCK_CLOCKRDLOCK] = (uintptr_t)pthread_rwlock_clockrdlock + 1,
-    [PP_LK_RWLOCK_CLOCKWRLOCK] = (uintptr_t)pthread_rwlock_clockwrlock + 1,
-    [PP_LK_RWLOCK_UNLOCK] = (uintptr_t)pthread_rwlock_unlock + 1,
-    [PP_LK_COND_WAIT] = (uintptr_t)pthread_cond_wait + 1,
-    [PP_LK_COND_TIMEDWAIT] = (uintptr_t)pthread_cond_timedwait + 1,
-    [PP_LK_COND_CLOCKWAIT] = (uintptr_t)pthread_cond_clockwait + 1,
-    [PP_LK_SEM_WAIT] = (uintptr_t)sem_wait + 1,
-    [PP_LK_SEM_TIMEDWAIT] = (uintptr_t)sem_timedwait + 1,
-    [PP_LK_SEM_CLOCKWAIT] = (uintptr_t)sem_clockwait + 1,
-    [PP_LK_JOIN] = (uintptr_t)pthread_join + 1,
-    [PP_LK_TIMEDJOIN] = (uintptr_t)pthread_timedjoin_np + 1,
-    [PP_LK_CLOCKJOIN] = (uintptr_t)pthread_clockjoin_np + 1,
-};
-
 /* ---- mutexes --------------------------------------------------------------
  */
 
 /* A wait the try could not spare: timed and counted around the real call. */
-#define WAITED(addr, owned, call, from, expr)                                  \
+#define WAITED(addr, owned, self, from, expr)                                  \
 	({                                                                     \
 		struct pp_lk_wait w_;                                          \
 		int r_;                                                        \
@@ -201,15 +176,15 @@ const uintptr_t pp_lk_call_pc[PP_LK_NCALLS] = {
 			r_ = (expr);                                           \
 		} else {                                                       \
 			r_ = (expr);                                           \
-			pp_lk_wait_end(&w_, (call), (from));                   \
+			pp_lk_wait_end(&w_, (self), (from));                   \
 		}                                                              \
 		r_;                                                            \
 	})
 
 static __attribute__((noinline)) int mutex_wait(pthread_mutex_t *m,
-                                                uintptr_t from)
+                                                uintptr_t from, uintptr_t self)
 {
-	return WAITED(m, 1, PP_LK_MUTEX_LOCK, from, CALL(mutex_lock, m));
+	return WAITED(m, 1, self, from, CALL(mutex_lock, m));
 }
 
 PULLPROF_API int pthread_mutex_lock(pthread_mutex_t *m)
@@ -222,14 +197,15 @@ PULLPROF_API int pthread_mutex_lock(pthread_mutex_t *m)
 	int rc = CALL(mutex_trylock, m);
 	if (LIKELY(rc != EBUSY))
 		return rc; /* taken, or refused as lock would refuse it */
-	return mutex_wait(m, RA());
+	return mutex_wait(m, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int
-mutex_timed_wait(pthread_mutex_t *m, const struct timespec *t, uintptr_t from)
+static __attribute__((noinline)) int mutex_timed_wait(pthread_mutex_t *m,
+                                                      const struct timespec *t,
+                                                      uintptr_t from,
+                                                      uintptr_t self)
 {
-	return WAITED(m, 1, PP_LK_MUTEX_TIMEDLOCK, from,
-	              CALL(mutex_timedlock, m, t));
+	return WAITED(m, 1, self, from, CALL(mutex_timedlock, m, t));
 }
 
 PULLPROF_API int pthread_mutex_timedlock(pthread_mutex_t *m,
@@ -240,16 +216,14 @@ PULLPROF_API int pthread_mutex_timedlock(pthread_mutex_t *m,
 	int rc = CALL(mutex_trylock, m);
 	if (rc != EBUSY)
 		return rc;
-	return mutex_timed_wait(m, t, RA());
+	return mutex_timed_wait(m, t, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int mutex_clock_wait(pthread_mutex_t *m,
-                                                      clockid_t c,
-                                                      const struct timespec *t,
-                                                      uintptr_t from)
+static __attribute__((noinline)) int
+mutex_clock_wait(pthread_mutex_t *m, clockid_t c, const struct timespec *t,
+                 uintptr_t from, uintptr_t self)
 {
-	return WAITED(m, 1, PP_LK_MUTEX_CLOCKLOCK, from,
-	              CALL(mutex_clocklock, m, c, t));
+	return WAITED(m, 1, self, from, CALL(mutex_clocklock, m, c, t));
 }
 
 PULLPROF_API int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t c,
@@ -260,7 +234,7 @@ PULLPROF_API int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t c,
 	int rc = CALL(mutex_trylock, m);
 	if (rc != EBUSY)
 		return rc;
-	return mutex_clock_wait(m, c, t, RA());
+	return mutex_clock_wait(m, c, t, RA(), PP_LK_SELF());
 }
 
 /*
@@ -285,13 +259,13 @@ static int may_wake(pthread_mutex_t *m)
 	return __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) > 1;
 }
 
-static __attribute__((noinline)) int mutex_unlock_slow(pthread_mutex_t *m,
-                                                       uintptr_t from)
+static __attribute__((noinline)) int
+mutex_unlock_slow(pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 {
 	uint64_t charge = may_wake(m) ? pp_lk_release(m) : 0;
 	int rc = CALL(mutex_unlock, m);
 	if (charge && rc == 0)
-		pp_lk_released(charge, PP_LK_MUTEX_UNLOCK, from);
+		pp_lk_released(charge, self, from);
 	return rc;
 }
 
@@ -302,17 +276,17 @@ PULLPROF_API int pthread_mutex_unlock(pthread_mutex_t *m)
 		return pp_glibc_mutex_unlock(m);
 	if (LIKELY(!pp_lk_anyone_waiting()))
 		return CALL(mutex_unlock, m);
-	return mutex_unlock_slow(m, RA());
+	return mutex_unlock_slow(m, RA(), PP_LK_SELF());
 }
 
 /* ---- reader-writer locks ----------------------------------------------------
  */
 
 static __attribute__((noinline)) int rw_wait(pthread_rwlock_t *l, int write,
-                                             uintptr_t from)
+                                             uintptr_t from, uintptr_t self)
 {
-	return write ? WAITED(l, 1, PP_LK_RWLOCK_WRLOCK, from, CALL(wrlock, l))
-	             : WAITED(l, 1, PP_LK_RWLOCK_RDLOCK, from, CALL(rdlock, l));
+	return write ? WAITED(l, 1, self, from, CALL(wrlock, l))
+	             : WAITED(l, 1, self, from, CALL(rdlock, l));
 }
 
 PULLPROF_API int pthread_rwlock_rdlock(pthread_rwlock_t *l)
@@ -322,7 +296,7 @@ PULLPROF_API int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_wait(l, 0, RA());
+	return rw_wait(l, 0, RA(), PP_LK_SELF());
 }
 
 PULLPROF_API int pthread_rwlock_wrlock(pthread_rwlock_t *l)
@@ -332,18 +306,15 @@ PULLPROF_API int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_wait(l, 1, RA());
+	return rw_wait(l, 1, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int rw_timed_wait(pthread_rwlock_t *l,
-                                                   int write,
-                                                   const struct timespec *t,
-                                                   uintptr_t from)
+static __attribute__((noinline)) int
+rw_timed_wait(pthread_rwlock_t *l, int write, const struct timespec *t,
+              uintptr_t from, uintptr_t self)
 {
-	return write ? WAITED(l, 1, PP_LK_RWLOCK_TIMEDWRLOCK, from,
-	                      CALL(timedwrlock, l, t))
-	             : WAITED(l, 1, PP_LK_RWLOCK_TIMEDRDLOCK, from,
-	                      CALL(timedrdlock, l, t));
+	return write ? WAITED(l, 1, self, from, CALL(timedwrlock, l, t))
+	             : WAITED(l, 1, self, from, CALL(timedrdlock, l, t));
 }
 
 /* The C library checks a reader-writer lock's deadline before it tries
@@ -356,7 +327,7 @@ PULLPROF_API int pthread_rwlock_timedrdlock(pthread_rwlock_t *l,
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_timed_wait(l, 0, t, RA());
+	return rw_timed_wait(l, 0, t, RA(), PP_LK_SELF());
 }
 
 PULLPROF_API int pthread_rwlock_timedwrlock(pthread_rwlock_t *l,
@@ -367,18 +338,15 @@ PULLPROF_API int pthread_rwlock_timedwrlock(pthread_rwlock_t *l,
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_timed_wait(l, 1, t, RA());
+	return rw_timed_wait(l, 1, t, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int rw_clock_wait(pthread_rwlock_t *l,
-                                                   int write, clockid_t c,
-                                                   const struct timespec *t,
-                                                   uintptr_t from)
+static __attribute__((noinline)) int
+rw_clock_wait(pthread_rwlock_t *l, int write, clockid_t c,
+              const struct timespec *t, uintptr_t from, uintptr_t self)
 {
-	return write ? WAITED(l, 1, PP_LK_RWLOCK_CLOCKWRLOCK, from,
-	                      CALL(clockwrlock, l, c, t))
-	             : WAITED(l, 1, PP_LK_RWLOCK_CLOCKRDLOCK, from,
-	                      CALL(clockrdlock, l, c, t));
+	return write ? WAITED(l, 1, self, from, CALL(clockwrlock, l, c, t))
+	             : WAITED(l, 1, self, from, CALL(clockrdlock, l, c, t));
 }
 
 PULLPROF_API int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c,
@@ -389,7 +357,7 @@ PULLPROF_API int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c,
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_clock_wait(l, 0, c, t, RA());
+	return rw_clock_wait(l, 0, c, t, RA(), PP_LK_SELF());
 }
 
 PULLPROF_API int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c,
@@ -400,16 +368,16 @@ PULLPROF_API int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c,
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_clock_wait(l, 1, c, t, RA());
+	return rw_clock_wait(l, 1, c, t, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int rw_unlock_slow(pthread_rwlock_t *l,
-                                                    uintptr_t from)
+static __attribute__((noinline)) int
+rw_unlock_slow(pthread_rwlock_t *l, uintptr_t from, uintptr_t self)
 {
 	uint64_t charge = pp_lk_release(l);
 	int rc = CALL(rwunlock, l);
 	if (charge && rc == 0)
-		pp_lk_released(charge, PP_LK_RWLOCK_UNLOCK, from);
+		pp_lk_released(charge, self, from);
 	return rc;
 }
 
@@ -417,16 +385,16 @@ PULLPROF_API int pthread_rwlock_unlock(pthread_rwlock_t *l)
 {
 	if (LIKELY(!pp_lk_anyone_waiting()))
 		return CALL(rwunlock, l);
-	return rw_unlock_slow(l, RA());
+	return rw_unlock_slow(l, RA(), PP_LK_SELF());
 }
 
 /* ---- condition variables ----------------------------------------------------
  */
 
 static __attribute__((noinline)) int
-cond_wait(pthread_cond_t *c, pthread_mutex_t *m, uintptr_t from)
+cond_wait(pthread_cond_t *c, pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 {
-	return WAITED(c, 0, PP_LK_COND_WAIT, from, CALL(cond_wait, c, m));
+	return WAITED(c, 0, self, from, CALL(cond_wait, c, m));
 }
 
 PULLPROF_API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
@@ -434,16 +402,14 @@ PULLPROF_API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
 	                                                memory_order_relaxed)))
 		return CALL(cond_wait, c, m);
-	return cond_wait(c, m, RA());
+	return cond_wait(c, m, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int cond_timed_wait(pthread_cond_t *c,
-                                                     pthread_mutex_t *m,
-                                                     const struct timespec *t,
-                                                     uintptr_t from)
+static __attribute__((noinline)) int
+cond_timed_wait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t,
+                uintptr_t from, uintptr_t self)
 {
-	return WAITED(c, 0, PP_LK_COND_TIMEDWAIT, from,
-	              CALL(cond_timedwait, c, m, t));
+	return WAITED(c, 0, self, from, CALL(cond_timedwait, c, m, t));
 }
 
 PULLPROF_API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
@@ -452,15 +418,14 @@ PULLPROF_API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
 	                                                memory_order_relaxed)))
 		return CALL(cond_timedwait, c, m, t);
-	return cond_timed_wait(c, m, t, RA());
+	return cond_timed_wait(c, m, t, RA(), PP_LK_SELF());
 }
 
 static __attribute__((noinline)) int
 cond_clock_wait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k,
-                const struct timespec *t, uintptr_t from)
+                const struct timespec *t, uintptr_t from, uintptr_t self)
 {
-	return WAITED(c, 0, PP_LK_COND_CLOCKWAIT, from,
-	              CALL(cond_clockwait, c, m, k, t));
+	return WAITED(c, 0, self, from, CALL(cond_clockwait, c, m, k, t));
 }
 
 PULLPROF_API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
@@ -469,7 +434,7 @@ PULLPROF_API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
 	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
 	                                                memory_order_relaxed)))
 		return CALL(cond_clockwait, c, m, k, t);
-	return cond_clock_wait(c, m, k, t, RA());
+	return cond_clock_wait(c, m, k, t, RA(), PP_LK_SELF());
 }
 
 /* ---- semaphores
@@ -481,7 +446,8 @@ static int block_on(void)
 	       atomic_load_explicit(&pp_lk.block_rate, memory_order_relaxed);
 }
 
-static __attribute__((noinline)) int sem_wait_slow(sem_t *s, uintptr_t from)
+static __attribute__((noinline)) int sem_wait_slow(sem_t *s, uintptr_t from,
+                                                   uintptr_t self)
 {
 	/* sem_wait is a cancellation point even when it need not wait: the
 	 * C library acts on a pending request before it takes the count, and
@@ -493,66 +459,68 @@ static __attribute__((noinline)) int sem_wait_slow(sem_t *s, uintptr_t from)
 	if (errno != EAGAIN)
 		return -1; /* EINVAL: as sem_wait would say */
 	errno = e;
-	return WAITED(s, 0, PP_LK_SEM_WAIT, from, CALL(sem_wait, s));
+	return WAITED(s, 0, self, from, CALL(sem_wait, s));
 }
 
 PULLPROF_API int sem_wait(sem_t *s)
 {
 	if (LIKELY(!block_on()))
 		return CALL(sem_wait, s);
-	return sem_wait_slow(s, RA());
+	return sem_wait_slow(s, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int
-sem_timed_wait(sem_t *s, const struct timespec *t, uintptr_t from)
+static __attribute__((noinline)) int sem_timed_wait(sem_t *s,
+                                                    const struct timespec *t,
+                                                    uintptr_t from,
+                                                    uintptr_t self)
 {
-	return WAITED(s, 0, PP_LK_SEM_TIMEDWAIT, from,
-	              CALL(sem_timedwait, s, t));
+	return WAITED(s, 0, self, from, CALL(sem_timedwait, s, t));
 }
 
 PULLPROF_API int sem_timedwait(sem_t *s, const struct timespec *t)
 {
 	if (LIKELY(!block_on()))
 		return CALL(sem_timedwait, s, t);
-	return sem_timed_wait(s, t, RA());
+	return sem_timed_wait(s, t, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int
-sem_clock_wait(sem_t *s, clockid_t c, const struct timespec *t, uintptr_t from)
+static __attribute__((noinline)) int sem_clock_wait(sem_t *s, clockid_t c,
+                                                    const struct timespec *t,
+                                                    uintptr_t from,
+                                                    uintptr_t self)
 {
-	return WAITED(s, 0, PP_LK_SEM_CLOCKWAIT, from,
-	              CALL(sem_clockwait, s, c, t));
+	return WAITED(s, 0, self, from, CALL(sem_clockwait, s, c, t));
 }
 
 PULLPROF_API int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *t)
 {
 	if (LIKELY(!block_on()))
 		return CALL(sem_clockwait, s, c, t);
-	return sem_clock_wait(s, c, t, RA());
+	return sem_clock_wait(s, c, t, RA(), PP_LK_SELF());
 }
 
 /* ---- joins
  * ---------------------------------------------------------------------- */
 
 static __attribute__((noinline)) int join_wait(pthread_t t, void **ret,
-                                               uintptr_t from)
+                                               uintptr_t from, uintptr_t self)
 {
-	return WAITED((void *)t, 0, PP_LK_JOIN, from, CALL(join, t, ret));
+	return WAITED((void *)t, 0, self, from, CALL(join, t, ret));
 }
 
 PULLPROF_API int pthread_join(pthread_t t, void **ret)
 {
 	if (LIKELY(!block_on()))
 		return CALL(join, t, ret);
-	return join_wait(t, ret, RA());
+	return join_wait(t, ret, RA(), PP_LK_SELF());
 }
 
 static __attribute__((noinline)) int join_timed_wait(pthread_t t, void **ret,
                                                      const struct timespec *d,
-                                                     uintptr_t from)
+                                                     uintptr_t from,
+                                                     uintptr_t self)
 {
-	return WAITED((void *)t, 0, PP_LK_TIMEDJOIN, from,
-	              CALL(timedjoin, t, ret, d));
+	return WAITED((void *)t, 0, self, from, CALL(timedjoin, t, ret, d));
 }
 
 PULLPROF_API int pthread_timedjoin_np(pthread_t t, void **ret,
@@ -560,16 +528,14 @@ PULLPROF_API int pthread_timedjoin_np(pthread_t t, void **ret,
 {
 	if (LIKELY(!block_on()))
 		return CALL(timedjoin, t, ret, d);
-	return join_timed_wait(t, ret, d, RA());
+	return join_timed_wait(t, ret, d, RA(), PP_LK_SELF());
 }
 
-static __attribute__((noinline)) int join_clock_wait(pthread_t t, void **ret,
-                                                     clockid_t c,
-                                                     const struct timespec *d,
-                                                     uintptr_t from)
+static __attribute__((noinline)) int
+join_clock_wait(pthread_t t, void **ret, clockid_t c, const struct timespec *d,
+                uintptr_t from, uintptr_t self)
 {
-	return WAITED((void *)t, 0, PP_LK_CLOCKJOIN, from,
-	              CALL(clockjoin, t, ret, c, d));
+	return WAITED((void *)t, 0, self, from, CALL(clockjoin, t, ret, c, d));
 }
 
 PULLPROF_API int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t c,
@@ -577,5 +543,5 @@ PULLPROF_API int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t c,
 {
 	if (LIKELY(!block_on()))
 		return CALL(clockjoin, t, ret, c, d);
-	return join_clock_wait(t, ret, c, d, RA());
+	return join_clock_wait(t, ret, c, d, RA(), PP_LK_SELF());
 }

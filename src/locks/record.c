@@ -115,7 +115,7 @@ static void slot_unlock(struct slot *s)
 /* The event's stack: the call's own frame (our wrapper), then its caller
  * and outwards. Captured before a ring slot is claimed: a claimed slot holds
  * the reader up until it is published. */
-static void record(enum pp_lk_kind kind, enum pp_lk_call call, uintptr_t from,
+static void record(enum pp_lk_kind kind, uintptr_t self, uintptr_t from,
                    uint64_t delay, uint64_t rate)
 {
 	uintptr_t pcs[PP_LK_MAX_DEPTH + PP_UNWIND_SKIP_ROOM];
@@ -124,7 +124,7 @@ static void record(enum pp_lk_kind kind, enum pp_lk_call call, uintptr_t from,
 		max = PP_LK_MAX_DEPTH;
 	if (max < 2)
 		max = 2;
-	pcs[0] = pp_lk_call_pc[call];
+	pcs[0] = self;
 	unsigned n = 1 + pp_unwind_capture_caller(from, pcs + 1, max - 1);
 	int truncated = n >= max;
 	char name[16] = {0};
@@ -170,7 +170,7 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 	return 1;
 }
 
-void pp_lk_wait_end(struct pp_lk_wait *w, enum pp_lk_call call, uintptr_t from)
+void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from)
 {
 	int saved = errno;
 	uint64_t t1 = now_ns();
@@ -197,7 +197,7 @@ void pp_lk_wait_end(struct pp_lk_wait *w, enum pp_lk_call call, uintptr_t from)
 		 * scaled back when the profile is made). */
 		if (d >= rate || rnd() % rate < d) {
 			tls.busy = 1;
-			record(PP_LK_BLOCK, call, from, d, rate);
+			record(PP_LK_BLOCK, self, from, d, rate);
 			tls.busy = 0;
 		}
 	}
@@ -229,7 +229,7 @@ uint64_t pp_lk_release(const void *addr)
 	return (int64_t)charge > 0 ? charge : 0;
 }
 
-void pp_lk_released(uint64_t delay_ns, enum pp_lk_call call, uintptr_t from)
+void pp_lk_released(uint64_t delay_ns, uintptr_t self, uintptr_t from)
 {
 	if (tls.busy || pp_on_agent_thread() || !pp_lk_on())
 		return;
@@ -239,7 +239,7 @@ void pp_lk_released(uint64_t delay_ns, enum pp_lk_call call, uintptr_t from)
 		return;
 	int saved = errno;
 	tls.busy = 1;
-	record(PP_LK_MUTEX, call, from, delay_ns, rate);
+	record(PP_LK_MUTEX, self, from, delay_ns, rate);
 	tls.busy = 0;
 	errno = saved;
 }

@@ -222,6 +222,9 @@ static void make(struct pp_job *j)
 	render(j);
 }
 
+/* pp_jobs_tick_soon was called: the ticks run at the next turn. */
+static _Atomic int tick_asked;
+
 static void *pipeline_thread(void *unused)
 {
 	uint64_t last_hangup = 0, last_tick = 0;
@@ -287,7 +290,8 @@ static void *pipeline_thread(void *unused)
 				continue;
 			}
 		}
-		if (now - last_tick >= PP_JOB_TICK_NS) {
+		if (now - last_tick >= PP_JOB_TICK_NS ||
+		    atomic_exchange(&tick_asked, 0)) {
 			last_tick = now;
 			struct pp_producer *tickers[MAX_TICKERS];
 			size_t n = pipeline.ntickers;
@@ -471,6 +475,12 @@ unsigned pp_jobs_open(const struct pp_producer *p)
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
+
+void pp_jobs_tick_soon(void)
+{
+	if (!atomic_exchange(&tick_asked, 1))
+		pthread_cond_signal(&pipeline.wake);
+}
 
 void pp_jobs_add_ticker(struct pp_producer *p)
 {

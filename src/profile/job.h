@@ -125,6 +125,11 @@ unsigned pp_jobs_open(const struct pp_producer *p);
 
 /* A producer with a tick asks for it (any time; once is enough). */
 void pp_jobs_add_ticker(struct pp_producer *p);
+/* Run the ticks soon, not at the next PP_JOB_TICK_NS (a buffer filling
+ * up). Any thread, host context too: an atomic flag and a signal of the
+ * pipeline's condition variable, never a wait; a call that comes as the
+ * thread goes to sleep is seen at the next tick. */
+void pp_jobs_tick_soon(void);
 
 /* The agent starts and stops the pipeline. Start runs the thread; 0 or a
  * negative errno with a sentence in err. Shutdown cancels every job (their
