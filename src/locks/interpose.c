@@ -34,6 +34,24 @@
 #include "locks/hot.h"
 #include "pullprof.h"
 
+/* Under ThreadSanitizer its interceptors of these calls come first and call
+ * ours as the "real" ones (some not at all: it asks for the condition
+ * variable calls by version, which ours do not carry), and instrumented
+ * code run from inside its blocking interceptors breaks its model (a
+ * sem_wait that never returned, synchronization it did not see). There
+ * every wrapper goes straight to the C library: the lock profiles are
+ * served, empty. */
+#if defined(__SANITIZE_THREAD__)
+#define RECORDING 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RECORDING 0
+#endif
+#endif
+#ifndef RECORDING
+#define RECORDING 1
+#endif
+
 #define RA() ((uintptr_t)__builtin_return_address(0))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -86,6 +104,16 @@ extern int pp_glibc_mutex_lock(pthread_mutex_t *);
 extern int pp_glibc_mutex_unlock(pthread_mutex_t *);
 __asm__(".symver pp_glibc_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5");
 __asm__(".symver pp_glibc_mutex_unlock, __pthread_mutex_unlock@GLIBC_2.2.5");
+
+static int recording(void)
+{
+	return RECORDING && pp_lk_on();
+}
+
+static int anyone_waiting(void)
+{
+	return RECORDING && pp_lk_anyone_waiting();
+}
 
 static void *next(const char *name, const char *version)
 {
@@ -192,7 +220,7 @@ PULLPROF_API int pthread_mutex_lock(pthread_mutex_t *m)
 	if (UNLIKELY(!atomic_load_explicit(&resolved, memory_order_acquire)) &&
 	    resolving)
 		return pp_glibc_mutex_lock(m);
-	if (LIKELY(!pp_lk_on()))
+	if (LIKELY(!recording()))
 		return CALL(mutex_lock, m);
 	int rc = CALL(mutex_trylock, m);
 	if (LIKELY(rc != EBUSY))
@@ -211,7 +239,7 @@ static __attribute__((noinline)) int mutex_timed_wait(pthread_mutex_t *m,
 PULLPROF_API int pthread_mutex_timedlock(pthread_mutex_t *m,
                                          const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on()))
+	if (LIKELY(!recording()))
 		return CALL(mutex_timedlock, m, t);
 	int rc = CALL(mutex_trylock, m);
 	if (rc != EBUSY)
@@ -229,7 +257,7 @@ mutex_clock_wait(pthread_mutex_t *m, clockid_t c, const struct timespec *t,
 PULLPROF_API int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t c,
                                          const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on()) || !clock_ok(c))
+	if (LIKELY(!recording()) || !clock_ok(c))
 		return CALL(mutex_clocklock, m, c, t);
 	int rc = CALL(mutex_trylock, m);
 	if (rc != EBUSY)
@@ -274,7 +302,7 @@ PULLPROF_API int pthread_mutex_unlock(pthread_mutex_t *m)
 	if (UNLIKELY(!atomic_load_explicit(&resolved, memory_order_acquire)) &&
 	    resolving)
 		return pp_glibc_mutex_unlock(m);
-	if (LIKELY(!pp_lk_anyone_waiting()))
+	if (LIKELY(!anyone_waiting()))
 		return CALL(mutex_unlock, m);
 	return mutex_unlock_slow(m, RA(), PP_LK_SELF());
 }
@@ -291,7 +319,7 @@ static __attribute__((noinline)) int rw_wait(pthread_rwlock_t *l, int write,
 
 PULLPROF_API int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 {
-	if (LIKELY(!pp_lk_on()))
+	if (LIKELY(!recording()))
 		return CALL(rdlock, l);
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
@@ -301,7 +329,7 @@ PULLPROF_API int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 
 PULLPROF_API int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
-	if (LIKELY(!pp_lk_on()))
+	if (LIKELY(!recording()))
 		return CALL(wrlock, l);
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
@@ -322,7 +350,7 @@ rw_timed_wait(pthread_rwlock_t *l, int write, const struct timespec *t,
 PULLPROF_API int pthread_rwlock_timedrdlock(pthread_rwlock_t *l,
                                             const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on()) || !deadline_ok(t))
+	if (LIKELY(!recording()) || !deadline_ok(t))
 		return CALL(timedrdlock, l, t);
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
@@ -333,7 +361,7 @@ PULLPROF_API int pthread_rwlock_timedrdlock(pthread_rwlock_t *l,
 PULLPROF_API int pthread_rwlock_timedwrlock(pthread_rwlock_t *l,
                                             const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on()) || !deadline_ok(t))
+	if (LIKELY(!recording()) || !deadline_ok(t))
 		return CALL(timedwrlock, l, t);
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
@@ -352,7 +380,7 @@ rw_clock_wait(pthread_rwlock_t *l, int write, clockid_t c,
 PULLPROF_API int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c,
                                             const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on()) || !clock_ok(c) || !deadline_ok(t))
+	if (LIKELY(!recording()) || !clock_ok(c) || !deadline_ok(t))
 		return CALL(clockrdlock, l, c, t);
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
@@ -363,7 +391,7 @@ PULLPROF_API int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c,
 PULLPROF_API int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c,
                                             const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on()) || !clock_ok(c) || !deadline_ok(t))
+	if (LIKELY(!recording()) || !clock_ok(c) || !deadline_ok(t))
 		return CALL(clockwrlock, l, c, t);
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
@@ -383,7 +411,7 @@ rw_unlock_slow(pthread_rwlock_t *l, uintptr_t from, uintptr_t self)
 
 PULLPROF_API int pthread_rwlock_unlock(pthread_rwlock_t *l)
 {
-	if (LIKELY(!pp_lk_anyone_waiting()))
+	if (LIKELY(!anyone_waiting()))
 		return CALL(rwunlock, l);
 	return rw_unlock_slow(l, RA(), PP_LK_SELF());
 }
@@ -399,8 +427,8 @@ cond_wait(pthread_cond_t *c, pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 
 PULLPROF_API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
-	                                                memory_order_relaxed)))
+	if (LIKELY(!recording() || !atomic_load_explicit(&pp_lk.block_rate,
+	                                                 memory_order_relaxed)))
 		return CALL(cond_wait, c, m);
 	return cond_wait(c, m, RA(), PP_LK_SELF());
 }
@@ -415,8 +443,8 @@ cond_timed_wait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t,
 PULLPROF_API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
-	                                                memory_order_relaxed)))
+	if (LIKELY(!recording() || !atomic_load_explicit(&pp_lk.block_rate,
+	                                                 memory_order_relaxed)))
 		return CALL(cond_timedwait, c, m, t);
 	return cond_timed_wait(c, m, t, RA(), PP_LK_SELF());
 }
@@ -431,8 +459,8 @@ cond_clock_wait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k,
 PULLPROF_API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         clockid_t k, const struct timespec *t)
 {
-	if (LIKELY(!pp_lk_on() || !atomic_load_explicit(&pp_lk.block_rate,
-	                                                memory_order_relaxed)))
+	if (LIKELY(!recording() || !atomic_load_explicit(&pp_lk.block_rate,
+	                                                 memory_order_relaxed)))
 		return CALL(cond_clockwait, c, m, k, t);
 	return cond_clock_wait(c, m, k, t, RA(), PP_LK_SELF());
 }
@@ -442,7 +470,7 @@ PULLPROF_API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
 
 static int block_on(void)
 {
-	return pp_lk_on() &&
+	return recording() &&
 	       atomic_load_explicit(&pp_lk.block_rate, memory_order_relaxed);
 }
 

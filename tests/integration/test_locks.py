@@ -373,4 +373,10 @@ if SANITIZER == "tsan":
              "makes on purpose (an unlock by another thread, a thread that "
              "exits holding a robust mutex)")
         ALL.remove(t)
+    for t in (test_mutex_block_accuracy, test_sampled_rates, test_rwlock,
+              test_waits, test_cxx, test_preloaded_python):
+        skip(t.__name__, "under ThreadSanitizer the lock wrappers go "
+             "straight to the C library (its interceptors come first): the "
+             "profiles are served empty (src/locks/interpose.c)")
+        ALL.remove(t)
 run(ALL)
