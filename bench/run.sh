@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels \
-	bench/threadswork
+	bench/threadswork bench/lockswork
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
 # jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods;
 # gdb dumps threads (stopping them) beside pullprof's thread dumps.
@@ -64,3 +64,7 @@ echo
 echo "## Thread dumps and wall-clock profiles (bench/bench_threads.py)"
 echo
 python3 bench/bench_threads.py
+echo
+echo "## Lock contention (bench/bench_locks.py)"
+echo
+python3 bench/bench_locks.py
