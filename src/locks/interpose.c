@@ -96,7 +96,6 @@ static struct {
 	join_timed_fn timedjoin;
 	join_clock_fn clockjoin;
 } real;
-static _Atomic int resolved;
 
 /* What a first call may use while dlsym runs (should dlsym itself lock):
  * the C library's own older names of the mutex calls, bound directly. */
@@ -159,7 +158,6 @@ static void resolve(void)
 	FIND(join, "pthread_join", NULL);
 	FIND(timedjoin, "pthread_timedjoin_np", NULL);
 	FIND(clockjoin, "pthread_clockjoin_np", NULL);
-	atomic_store_explicit(&resolved, 1, memory_order_release);
 	resolving = 0;
 }
 
@@ -168,11 +166,19 @@ __attribute__((constructor(101))) static void resolve_at_load(void)
 	resolve();
 }
 
-/* The next definition of a call; NULL only when the C library lacks it. */
+/* The next definition of a call (one load once resolved); NULL only when
+ * the C library lacks it. */
 #define REAL(field)                                                            \
-	(LIKELY(atomic_load_explicit(&resolved, memory_order_acquire))         \
-	     ? real.field                                                      \
-	     : (resolve(), __atomic_load_n(&real.field, __ATOMIC_RELAXED)))
+	__extension__({                                                        \
+		__typeof__(real.field) next_f_ =                               \
+		    __atomic_load_n(&real.field, __ATOMIC_RELAXED);            \
+		if (UNLIKELY(!next_f_)) {                                      \
+			resolve();                                             \
+			next_f_ =                                              \
+			    __atomic_load_n(&real.field, __ATOMIC_RELAXED);    \
+		}                                                              \
+		next_f_;                                                       \
+	})
 
 #define CALL(field, ...)                                                       \
 	({                                                                     \
@@ -217,7 +223,7 @@ static __attribute__((noinline)) int mutex_wait(pthread_mutex_t *m,
 
 PULLPROF_API int pthread_mutex_lock(pthread_mutex_t *m)
 {
-	if (UNLIKELY(!atomic_load_explicit(&resolved, memory_order_acquire)) &&
+	if (UNLIKELY(!__atomic_load_n(&real.mutex_lock, __ATOMIC_RELAXED)) &&
 	    resolving)
 		return pp_glibc_mutex_lock(m);
 	if (LIKELY(!recording()))
@@ -299,7 +305,7 @@ mutex_unlock_slow(pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 
 PULLPROF_API int pthread_mutex_unlock(pthread_mutex_t *m)
 {
-	if (UNLIKELY(!atomic_load_explicit(&resolved, memory_order_acquire)) &&
+	if (UNLIKELY(!__atomic_load_n(&real.mutex_unlock, __ATOMIC_RELAXED)) &&
 	    resolving)
 		return pp_glibc_mutex_unlock(m);
 	if (LIKELY(!anyone_waiting()))

@@ -82,6 +82,9 @@ struct slot {
 
 static struct slot slots[SLOTS];
 static _Atomic uint64_t collisions;
+/* Was any slot ever written? A fork child of a process that never counted
+ * a wait leaves the table's pages alone. */
+static _Atomic int slots_used;
 
 static struct slot *slot_of(const void *addr)
 {
@@ -165,6 +168,8 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 	    memory_order_relaxed);
 	s->sum += w->t0;
 	slot_unlock(s);
+	if (!atomic_load_explicit(&slots_used, memory_order_relaxed))
+		atomic_store_explicit(&slots_used, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&pp_lk.waiting, 1, memory_order_relaxed);
 	w->slot = s;
 	return 1;
@@ -257,7 +262,11 @@ void pp_lk_slots_forget_in_child(void)
 	/* Only the forking thread lives on: no wait is in progress, but a
 	 * thread that is gone may have held a slot's flag or been counted.
 	 * Only such slots are written (the others' pages stay shared). */
-	atomic_store_explicit(&pp_lk.waiting, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&pp_lk.waiting, memory_order_relaxed))
+		atomic_store_explicit(&pp_lk.waiting, 0, memory_order_relaxed);
+	tls.busy = 0;
+	if (!atomic_load_explicit(&slots_used, memory_order_relaxed))
+		return;
 	for (size_t i = 0; i < SLOTS; i++) {
 		struct slot *s = &slots[i];
 		if (atomic_load_explicit(&s->flag, memory_order_relaxed) ||
@@ -270,5 +279,4 @@ void pp_lk_slots_forget_in_child(void)
 			                      memory_order_relaxed);
 		}
 	}
-	tls.busy = 0;
 }
