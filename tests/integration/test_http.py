@@ -72,7 +72,8 @@ def test_status_fields():
                      "max_profile_mb": 64, "max_heap_profiles": 16,
                      "max_lookups": 4, "max_body_bytes": 4194304,
                      "metrics_path": None, "max_thread_dumps": 4,
-                     "max_wall_profiles": 2, "wall_threads": 16},
+                     "max_wall_profiles": 2, "wall_threads": 16,
+                     "mutex_rate": 10, "block_rate": 10000},
        "status.config is the effective configuration")
 
     def parse(ts):
