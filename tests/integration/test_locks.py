@@ -174,6 +174,11 @@ def test_mutex_block_accuracy():
     names = {prof.labels(s).get("thread_name") for s in prof.samples}
     ok({"waiter-b", "waiter-c"} <= names, "block samples carry thread_name",
        names)
+    roles = {(prof.labels(s).get("thread_name"), prof.labels(s).get("role"))
+             for s in prof.samples
+             if prof.labels(s).get("thread_name") in ("waiter-b", "waiter-c")}
+    eq(roles, {("waiter-b", "reader"), ("waiter-c", None)},
+       "the user's labels too: waiter_b's samples carry role=reader")
     # debug=1: Go's contention text, which pprof's legacy parser reads.
     r = h.get("mutex?debug=1")
     t = r.body.decode()

@@ -6,7 +6,8 @@
  *   run N [rw]   thread A takes the lock N times in holder(), holding it
  *                about 1 ms each time (spinning), while threads B and C
  *                take it in waiter_b() and waiter_c() as often as they can,
- *                holding it a moment. With "rw" the lock is a
+ *                holding it a moment (B under the profile label
+ *                role=reader). With "rw" the lock is a
  *                pthread_rwlock_t (A and C write, B reads). When A is done:
  *                "done B_WAIT C_WAIT B_UNTIL C_UNTIL A_WAIT COUNT" in ns:
  *                the time B and C waited in their lock calls (measured
@@ -110,12 +111,14 @@ static __attribute__((noinline)) void holder(int n)
 
 static __attribute__((noinline)) void waiter_b(void)
 {
+	pullprof_label_push("role", "reader");
 	while (!atomic_load(&a_done)) {
 		take(0, &wb);
 		spin_ns(20000);
 		give();
 		usleep(200);
 	}
+	pullprof_label_pop();
 }
 
 static __attribute__((noinline)) void waiter_c(void)
