@@ -143,8 +143,13 @@ def check_contention(rate_env, n, what, rw=False):
     ok(within(total, until), f"{what}: the mutex profile's delay "
        f"{total / 1e6:.1f} ms is the waiters' own {until / 1e6:.1f} ms until "
        "the unlock that let them in (+-10%)", delay)
-    ok(delay["holder"] >= 0.85 * total, f"{what}: holder() caused "
-       f"{100.0 * delay['holder'] / max(total, 1):.0f}% of it", delay)
+    # B and C hold the lock a moment too, and charge each other's waits
+    # then: holder() comes first by far.
+    ok(delay["holder"] >= 0.7 * total and
+       delay["holder"] >= 5 * max(delay["waiter_b"], delay["waiter_c"]),
+       f"{what}: holder() caused "
+       f"{100.0 * delay['holder'] / max(total, 1):.0f}% of it, five times "
+       "either waiter's unlocks at least", delay)
     r = h.get("block")
     eq(r.status, 200, f"{what}: /block 200")
     prof = Profile(r.body)
