@@ -27,7 +27,6 @@
 #include "locks/hot.h"
 #include "locks/locks.h"
 #include "threads/internal.h"
-#include "unwind/unwind.h"
 #include "util/clock.h"
 
 #define RING_EVENTS 4096u /* a power of two */
@@ -494,8 +493,8 @@ static void lk_free(void *data)
 	free(j);
 }
 
-/* Drain the ring while it has room; libraries loaded later get their
- * unwind tables (cheap when nothing was loaded). */
+/* Drain the ring while it has room. (Libraries loaded later get their
+ * unwind tables from threadcreate's tick, on the same thread.) */
 static void lk_tick(void)
 {
 	if (!pp_lk_on())
@@ -503,7 +502,6 @@ static void lk_tick(void)
 	pthread_mutex_lock(&lk.mu);
 	drain_locked();
 	pthread_mutex_unlock(&lk.mu);
-	pp_unwind_refresh();
 }
 
 struct pp_producer pp_mutex_producer = {
