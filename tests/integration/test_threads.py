@@ -334,10 +334,12 @@ def test_wall_accuracy():
        "on an idle machine)", by_fn)
     # A nap's end waits for a CPU on a busy machine: runnable, still in
     # nap(), and shown so.
-    ok(by_state[("nap", "sleeping")] >= 0.75 * by_fn["nap"] and
+    # (Under load the wake-ups wait longer: a ThreadSanitizer run on a
+    # busy machine saw 27% of nap() runnable.)
+    ok(by_state[("nap", "sleeping")] > 0.5 * by_fn["nap"] and
        by_state[("burn", "running")] >= 0.95 * by_fn["burn"],
-       "state labels split them: nap sleeping (running only while its "
-       "wake-up waits for a CPU), burn running", by_state)
+       "state labels split them: nap mostly sleeping (running only while "
+       "its wake-up waits for a CPU), burn running", by_state)
     total = sum(int(s["value"][1]) for s in prof.samples)
     # Every thread but the window's sampler (gone now) was looked at.
     threads = len(tids(p.pid))
