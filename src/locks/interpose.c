@@ -422,6 +422,12 @@ PULLPROF_API int pthread_rwlock_unlock(pthread_rwlock_t *l)
 	return rw_unlock_slow(l, RA(), PP_LK_SELF());
 }
 
+static int block_on(void)
+{
+	return recording() &&
+	       atomic_load_explicit(&pp_lk.block_rate, memory_order_relaxed);
+}
+
 /* ---- condition variables ----------------------------------------------------
  */
 
@@ -433,8 +439,7 @@ cond_wait(pthread_cond_t *c, pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 
 PULLPROF_API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-	if (LIKELY(!recording() || !atomic_load_explicit(&pp_lk.block_rate,
-	                                                 memory_order_relaxed)))
+	if (LIKELY(!block_on()))
 		return CALL(cond_wait, c, m);
 	return cond_wait(c, m, RA(), PP_LK_SELF());
 }
@@ -449,8 +454,7 @@ cond_timed_wait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t,
 PULLPROF_API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         const struct timespec *t)
 {
-	if (LIKELY(!recording() || !atomic_load_explicit(&pp_lk.block_rate,
-	                                                 memory_order_relaxed)))
+	if (LIKELY(!block_on()))
 		return CALL(cond_timedwait, c, m, t);
 	return cond_timed_wait(c, m, t, RA(), PP_LK_SELF());
 }
@@ -465,20 +469,13 @@ cond_clock_wait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k,
 PULLPROF_API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         clockid_t k, const struct timespec *t)
 {
-	if (LIKELY(!recording() || !atomic_load_explicit(&pp_lk.block_rate,
-	                                                 memory_order_relaxed)))
+	if (LIKELY(!block_on()))
 		return CALL(cond_clockwait, c, m, k, t);
 	return cond_clock_wait(c, m, k, t, RA(), PP_LK_SELF());
 }
 
 /* ---- semaphores
  * --------------------------------------------------------------- */
-
-static int block_on(void)
-{
-	return recording() &&
-	       atomic_load_explicit(&pp_lk.block_rate, memory_order_relaxed);
-}
 
 static __attribute__((noinline)) int sem_wait_slow(sem_t *s, uintptr_t from,
                                                    uintptr_t self)

@@ -472,13 +472,9 @@ static int lk_make(struct pp_job *job, struct pp_profile **out)
 		return 0;
 	}
 	struct pp_profile *d;
-	rc = pp_profile_delta(p, j->start, &d);
-	pp_profile_free(p);
+	rc = pp_job_window_delta(job, p, j->start, &d);
 	if (rc)
 		return rc;
-	pp_profile_set_time(
-	    d, pp_job_opened_real_ns(job),
-	    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) - pp_job_opened_ns(job)));
 	pp_profile_add_comment(d, note);
 	*out = d;
 	return 0;

@@ -476,6 +476,19 @@ unsigned pp_jobs_open(const struct pp_producer *p)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
+int pp_job_window_delta(const struct pp_job *j, struct pp_profile *end,
+                        const struct pp_profile *start, struct pp_profile **out)
+{
+	int rc = pp_profile_delta(end, start, out);
+	pp_profile_free(end);
+	if (rc)
+		return rc;
+	pp_profile_set_time(
+	    *out, pp_job_opened_real_ns(j),
+	    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) - pp_job_opened_ns(j)));
+	return 0;
+}
+
 void pp_jobs_tick_soon(void)
 {
 	if (!atomic_exchange(&tick_asked, 1))

@@ -120,6 +120,13 @@ void pp_job_unref(struct pp_job *j);
  * job cancelled meanwhile frees it. Any agent thread; never blocks long. */
 void pp_job_deliver(struct pp_job *j, struct pp_profile *p, int rc);
 
+/* For a `make` producer's ?seconds=N: end - start (pp_profile_delta),
+ * timed as the job's window (its open to now). end is freed either way.
+ * 0 or a negative errno. */
+int pp_job_window_delta(const struct pp_job *j, struct pp_profile *end,
+                        const struct pp_profile *start,
+                        struct pp_profile **out);
+
 /* Jobs of this producer not yet done (for /status). */
 unsigned pp_jobs_open(const struct pp_producer *p);
 

@@ -48,6 +48,18 @@ static void frames_hashed(struct pp_buf *b, const struct pp_view_loc *l)
 	}
 }
 
+/* " 0xPC 0xPC ...\n": a stack's addresses as Go's texts list them after
+ * "@" (0 for a synthetic frame). */
+static void addresses(struct pp_buf *b, const struct pp_view *v,
+                      const uint32_t *st, size_t depth)
+{
+	for (size_t d = 0; d < depth; d++)
+		pp_buf_printf(b, " 0x%" PRIxPTR,
+		              v->locs[st[d]].synthetic ? (uintptr_t)0
+		                                       : v->locs[st[d]].pc);
+	pp_buf_puts(b, "\n");
+}
+
 struct group {
 	size_t sample;
 	int64_t count;
@@ -87,12 +99,7 @@ int pp_stacks_write(const struct pp_view *v, struct pp_buf *out)
 		const uint32_t *st = v->stacks + v->stack_at[i];
 		size_t depth = v->stack_at[i + 1] - v->stack_at[i];
 		pp_buf_printf(out, "\n%" PRId64 " @", g[k].count);
-		for (size_t d = 0; d < depth; d++)
-			pp_buf_printf(out, " 0x%" PRIxPTR,
-			              v->locs[st[d]].synthetic
-			                  ? (uintptr_t)0
-			                  : v->locs[st[d]].pc);
-		pp_buf_puts(out, "\n");
+		addresses(out, v, st, depth);
 		if (s->nlabels)
 			pp_buf_puts(out, "# labels: {");
 		for (uint32_t j = 0; j < s->nlabels; j++) {
@@ -191,12 +198,7 @@ int pp_contention_write(const struct pp_view *v, struct pp_buf *out)
 		pp_buf_printf(out, "%" PRId64 " %" PRId64 " @",
 		              v->p->ntypes > 1 ? s->values[1] : 0,
 		              s->values[0]);
-		for (size_t d = 0; d < depth; d++)
-			pp_buf_printf(out, " 0x%" PRIxPTR,
-			              v->locs[st[d]].synthetic
-			                  ? (uintptr_t)0
-			                  : v->locs[st[d]].pc);
-		pp_buf_puts(out, "\n");
+		addresses(out, v, st, depth);
 		for (uint32_t j = 0; j < s->nlabels; j++) {
 			const struct pp_label *l = &s->labels[j];
 			pp_buf_printf(out,

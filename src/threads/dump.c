@@ -304,13 +304,9 @@ static int dump_make(struct pp_job *job, struct pp_profile **out)
 		return rc;
 	}
 	struct pp_profile *d;
-	rc = pp_profile_delta(p, j->start, &d);
-	pp_profile_free(p);
+	rc = pp_job_window_delta(job, p, j->start, &d);
 	if (rc)
 		return rc;
-	pp_profile_set_time(
-	    d, pp_job_opened_real_ns(job),
-	    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) - pp_job_opened_ns(job)));
 	pp_profile_add_comment(d, "pullprof: the change in the number of "
 	                          "threads at each stack over the window");
 	*out = d;
