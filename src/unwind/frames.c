@@ -246,7 +246,8 @@ typedef int (*walk_find_bp_fn)(void *src, uintptr_t at, uintptr_t sp,
 static inline __attribute__((always_inline)) int
 walk_core(uintptr_t pc, uintptr_t sp, uintptr_t bp, int bp_known,
           uintptr_t *pcs, unsigned max, int *why, void *src, walk_load_fn ld,
-          walk_stack_fn other_stack, walk_find_bp_fn find_bp)
+          walk_load_fn ld_code, walk_stack_fn other_stack,
+          walk_find_bp_fn find_bp)
 {
 	/* Is pc exact (the interrupted instruction) or a return address? */
 	int exact = 1;
@@ -272,6 +273,18 @@ walk_core(uintptr_t pc, uintptr_t sp, uintptr_t bp, int bp_known,
 			return (int)n;
 		}
 		uint32_t rule = pp_frames_rule(t, at);
+		if (ld_code && exact && PP_FRAME_KIND(rule) == PP_FRAME_END) {
+			/* A thread stopped in a system call stands just past
+			 * its syscall instruction, which may end its function's
+			 * rows: a signal trampoline (rt_sigreturn), a wrapper
+			 * that never returns. The instruction's own row holds.
+			 * (The hot walk never stands there: a signal is taken
+			 * after the call, and it reads no code.) */
+			uintptr_t w;
+			if (pc >= 8 && !ld_code(src, pc - 8, &w) &&
+			    (w >> 48) == 0x050f)
+				rule = pp_frames_rule(t, pc - 1);
+		}
 		uintptr_t cfa, ra;
 		switch (PP_FRAME_KIND(rule)) {
 		case PP_FRAME_OUTERMOST: return (int)n;
@@ -355,7 +368,7 @@ int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 	rd.may_check = checks;
 	rd.wanted_check = 0;
 	reader_start(&rd, &checked, sp);
-	int n = walk_core(pc, sp, bp, 1, pcs, max, why, &rd, hot_load,
+	int n = walk_core(pc, sp, bp, 1, pcs, max, why, &rd, hot_load, NULL,
 	                  hot_other_stack, NULL);
 	if (*why == WHY_NO_TABLE)
 		return -1; /* libunwind does it all again */
@@ -386,6 +399,15 @@ static int after_call(uintptr_t ra)
  * be at a? The return address must follow a call in code with unwind
  * rows, and with `check_caller`, the caller's own return address found
  * by its row must too (two frames agreeing are seldom an accident). */
+/* Can a frame return to ra (in t's image)? After a call, or to a signal
+ * trampoline: the kernel pushes its address as a handler's return address
+ * and no call precedes it. */
+static int returns_to(const struct pp_frame_table *t, uintptr_t ra)
+{
+	return after_call(ra) ||
+	       PP_FRAME_KIND(pp_frames_rule(t, ra - 1)) == PP_FRAME_SIGNAL;
+}
+
 static int frame_record_at(void *src, uintptr_t a, int check_caller)
 {
 	uintptr_t saved, ra, ra2;
@@ -396,7 +418,7 @@ static int frame_record_at(void *src, uintptr_t a, int check_caller)
 		return 0;
 	int covered;
 	const struct pp_frame_table *t = pp_registry_table(ra - 1, &covered);
-	if (!t || !after_call(ra))
+	if (!t || !returns_to(t, ra))
 		return 0;
 	uint32_t rule = pp_frames_rule(t, ra - 1);
 	uintptr_t sp = a + 16, cfa;
@@ -417,7 +439,7 @@ static int frame_record_at(void *src, uintptr_t a, int check_caller)
 	if (!ra2)
 		return 1;
 	t = pp_registry_table(ra2 - 1, &covered);
-	return t && after_call(ra2);
+	return t && returns_to(t, ra2);
 }
 
 /* Where the call just before return address ra went, through a PLT stub
@@ -480,6 +502,7 @@ static uintptr_t function_of(uintptr_t pc)
 #define FIND_BP_DEPTH 256
 
 static int mem_load(void *src, uintptr_t addr, uintptr_t *out);
+static int mem_load_code(void *src, uintptr_t addr, uintptr_t *out);
 static void mem_other_stack(void *src, uintptr_t sp);
 
 static int mem_find_bp(void *src, uintptr_t at, uintptr_t sp, uintptr_t *bp)
@@ -507,7 +530,8 @@ static int mem_find_bp(void *src, uintptr_t at, uintptr_t sp, uintptr_t *bp)
 		tried++;
 		int why;
 		int n = walk_core(ra, a + 16, saved, 1, pcs, FIND_BP_DEPTH,
-		                  &why, src, mem_load, mem_other_stack, NULL);
+		                  &why, src, mem_load, mem_load_code,
+		                  mem_other_stack, NULL);
 		if (why == PP_UNWIND_OK && n > best_depth) {
 			best_depth = n;
 			best = a;
@@ -524,6 +548,13 @@ static int mem_load(void *src, uintptr_t addr, uintptr_t *out)
 	return pp_frames_mem_load(src, addr, out);
 }
 
+/* A word of code (copied: the image may be unmapped meanwhile). */
+static int mem_load_code(void *src, uintptr_t addr, uintptr_t *out)
+{
+	(void)src;
+	return copy_remote(addr, out, 8) == 8 ? 0 : -1;
+}
+
 static void mem_other_stack(void *src, uintptr_t sp)
 {
 	(void)src;
@@ -535,7 +566,7 @@ int pp_frames_walk_mem(struct pp_frames_mem *m, uintptr_t pc, uintptr_t sp,
                        int *why)
 {
 	return walk_core(pc, sp, bp, bp_known, pcs, max, why, m, mem_load,
-	                 mem_other_stack, mem_find_bp);
+	                 mem_load_code, mem_other_stack, mem_find_bp);
 }
 
 int pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
@@ -1013,7 +1044,18 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 				c->p += len;
 				continue;
 			}
-			case 0x10: /* expression */
+			case 0x10: /* expression: a register saved at an address
+			            * a DWARF expression computes (a signal
+			            * trampoline's, a realigned frame's rbp) */
+				reg = uleb(c);
+				{
+					uint64_t len = uleb(c);
+					if (!need(c, len))
+						return 0;
+					c->p += len;
+				}
+				set_reg(s, reg, R_OTHER, 0, cie->ra_reg);
+				continue;
 			case 0x11: /* offset_extended_sf */
 				reg = uleb(c);
 				set_reg(s, reg, R_OFFSET,

@@ -92,6 +92,8 @@ def test_dump_every_thread():
     for k in KINDS:
         m = p.wait_line(p.out_lines, rf"^line {k} (\d+)", timeout=60)
         lines[k] = int(m.group(1))
+    m = p.wait_line(p.out_lines, r"^line in_handler (\d+)", timeout=60)
+    handler_line = int(m.group(1))
     p.wait_line(p.out_lines, r"^ready", timeout=60)
     # A CPU window runs meanwhile: the dump does not wait for it.
     cpu = {}
@@ -139,12 +141,26 @@ def test_dump_every_thread():
     ok(len(spin) == 1 and spin[0]["state"] == "running",
        "the spinning thread: running, in spin_forever (sampled, not "
        "signalled)", [(t["state"], t["stack"][:3]) for t in spin])
+    # Through the kernel's signal frame: the handler's caller is the code
+    # the signal interrupted, and the walk goes on to the thread's start.
+    inh = [t for t in dump if any(f[0] == "in_handler" for f in t["stack"])]
+    names = [f[0] for f in inh[0]["stack"]] if len(inh) == 1 else []
+    at = [f for f in inh[0]["stack"] if f[0] == "in_handler"] if inh else []
+    ok(len(inh) == 1 and inh[0]["state"] == "sleeping" and
+       at[0][1].endswith("waiters.c") and at[0][2] == handler_line and
+       "interrupted" in names and
+       names.index("interrupted") > names.index("in_handler") and
+       names[-1] in ("__clone3", "_start"),
+       "a thread blocked in a signal handler: the handler at its line, "
+       "then through the signal frame to the interrupted function and the "
+       "thread's start", [(t["state"], t["stack"]) for t in inh])
     agents = sorted(t["name"] for t in dump if t["agent"])
     ok("pullprof-http" in agents and "pullprof-jobs" in agents,
        "the agent's threads are marked", agents)
-    outer = sum(1 for t in dump if t["stack"] and
-                t["stack"][-1][0] in ("__clone3", "_start"))
-    eq(outer, len(dump), "every stack reaches its thread's outermost frame")
+    short = [(t["tid"], t["name"], t["state"], t["stack"][:4]) for t in dump
+             if not t["stack"] or
+             t["stack"][-1][0] not in ("__clone3", "_start")]
+    eq(short, [], "every stack reaches its thread's outermost frame")
     bg.join()
     eq(cpu["r"].status, 200, "a CPU window alongside: 200")
 

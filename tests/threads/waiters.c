@@ -6,7 +6,9 @@
  *   waiters dump N      about N threads, each blocked in one of seven
  *                       functions (wait_condvar, wait_epoll, wait_pipe,
  *                       wait_nanosleep, wait_sem, wait_join, wait_mutex)
- *                       and one spinning in spin_forever; prints "line F L"
+ *                       and one spinning in spin_forever, and one blocked
+ *                       in a signal handler (in_handler) that interrupted
+ *                       interrupted(); prints "line F L"
  *                       for each (F blocks at line L of this file), then
  *                       "ready".
  *   waiters eintr       threads looping on the calls signal(7) says a
@@ -173,6 +175,39 @@ KEEP void spin_forever(void)
 {
 	for (;;)
 		sink++;
+}
+
+/* A thread blocked inside a signal handler: its stack runs through the
+ * kernel's signal frame (the rt_sigreturn trampoline) back to the code the
+ * signal interrupted. */
+static int handler_fds[2] = {-1, -1};
+static atomic_int line_in_handler;
+
+KEEP void in_handler(int sig)
+{
+	char c;
+	(void)sig;
+	arrive();
+	line_in_handler = __LINE__ + 2;
+	for (;;)
+		if (read(handler_fds[0], &c, 1) <= 0)
+			break;
+}
+
+static atomic_int in_interrupted;
+
+KEEP void interrupted(void)
+{
+	atomic_store(&in_interrupted, 1);
+	for (;;)
+		pause();
+}
+
+static void *interrupted_main(void *arg)
+{
+	(void)arg;
+	interrupted();
+	return NULL;
 }
 
 static void *waiter_main(void *arg)
@@ -627,12 +662,28 @@ int main(int argc, char **argv)
 		start(waiter_main, (void *)(intptr_t)7);
 		/* Each joiner's joined thread arrives in wait_condvar. */
 		wait_arrived(n + joins);
+		/* One thread waits in a SIGUSR1 handler, which found it in
+		 * interrupted() (in pause(), or on its way there). */
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = in_handler;
+		sigaction(SIGUSR1, &sa, NULL);
+		pthread_t it;
+		if (pipe(handler_fds) ||
+		    pthread_create(&it, NULL, interrupted_main, NULL)) {
+			perror("interrupted thread");
+			return 1;
+		}
+		while (!atomic_load(&in_interrupted))
+			usleep(1000);
+		pthread_kill(it, SIGUSR1);
+		wait_arrived(n + joins + 1);
 		printf("line wait_condvar %d\nline wait_epoll %d\n"
 		       "line wait_pipe %d\nline wait_nanosleep %d\n"
 		       "line wait_sem %d\nline wait_join %d\n"
-		       "line wait_mutex %d\nready\n",
+		       "line wait_mutex %d\nline in_handler %d\nready\n",
 		       line_condvar, line_epoll, line_pipe, line_nanosleep,
-		       line_sem, line_join, line_mutex);
+		       line_sem, line_join, line_mutex, line_in_handler);
 		char line[64];
 		while (fgets(line, sizeof line, stdin)) {
 			int more = 0;
