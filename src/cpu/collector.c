@@ -69,7 +69,8 @@ static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec)
 	};
 	size_t nlabels = 2 + pp_labels_to_profile(rec->labels, labels + 2,
 	                                          PP_LABEL_MAX_EXPANDED);
-	pp_profile_add(p, pcs, depth, v, labels, nlabels);
+	pp_profile_add_at(p, pcs, depth, v, labels, nlabels, rec->time_ns,
+	                  rec->tid);
 	if (!w->min_period || rec->period_ns < w->min_period)
 		w->min_period = rec->period_ns;
 	if (rec->period_ns > w->max_period)
@@ -108,8 +109,11 @@ static void finish_model(struct pp_cpu_window *w)
 		uintptr_t pc = pp_profile_synthetic_pc(
 		    p, "[pullprof: lost samples (ring full)]");
 		int64_t v[2] = {(int64_t)lost, (int64_t)lost * period};
+		/* On the timeline: the process's, at the window's end (when
+		 * they were dropped is not known). */
 		if (pc)
-			pp_profile_add(p, &pc, 1, v, NULL, 0);
+			pp_profile_add_at(p, &pc, 1, v, NULL, 0, w->end_ns - 1,
+			                  0);
 	}
 	p->period = period;
 	pp_profile_set_time(p, w->start_real_ns,

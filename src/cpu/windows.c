@@ -79,12 +79,20 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 	if (rc)
 		goto out;
 	w->model->max_bytes = pp_cpu.settings.max_profile_bytes;
+	/* Every window keeps its timeline, so any one (?id=) renders as a
+	 * trace: up to half as much again as the profile's bound. */
+	w->model->max_events = (pp_cpu.settings.max_profile_bytes
+	                            ? pp_cpu.settings.max_profile_bytes
+	                            : PP_CPU_TIMELINE_DEFAULT_BYTES) /
+	                       2 / PP_EVENT_BYTES;
 	w->job = j;
 	pp_job_ref(j); /* the list's */
 	w->listed = 1;
 	w->hz = q->hz;
 	w->start_ns = pp_job_opened_ns(j);
 	w->end_ns = w->start_ns + (uint64_t)q->seconds * PP_NS_PER_SEC;
+	w->model->mono_start_ns = w->start_ns;
+	w->model->mono_end_ns = w->end_ns;
 	w->start_real_ns = pp_job_opened_real_ns(j);
 	w->lost_at_open = pp_cpu_lost_now();
 	w->next = pp_cpu.windows;

@@ -39,6 +39,9 @@ struct pp_cpu_state {
 
 extern struct pp_cpu_state pp_cpu;
 
+/* A window's timeline bound when profiles have none: 32 MiB of events. */
+#define PP_CPU_TIMELINE_DEFAULT_BYTES (64u << 20)
+
 /* Lock held: set up the ring and the unwinder and start the collector
  * thread, unless they are up. 0 or a negative errno with err set. */
 int pp_collector_start(char *err, size_t errlen);

@@ -57,6 +57,9 @@ void pp_profile_free(struct pp_profile *p)
 	free(p->comments);
 	free(p->synthetic);
 	free(p->table);
+	free(p->events);
+	pp_profile_free(p->wall);
+	pp_profile_free(p->heap);
 	free(p);
 }
 
@@ -191,14 +194,19 @@ size_t pp_profile_bytes(const struct pp_profile *p)
 
 /* Past the memory bound no new stack is kept: its values go to one
  * synthetic frame, so the totals stay right and the reader sees why. */
-static int add_over_limit(struct pp_profile *p, const int64_t *values)
+static int add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
+               const int64_t *values, const struct pp_label *labels,
+               size_t nlabels, struct pp_sample **out);
+
+static int add_over_limit(struct pp_profile *p, const int64_t *values,
+                          struct pp_sample **out)
 {
 	uintptr_t pc = pp_profile_synthetic_pc(p, PP_PROFILE_LIMIT_FRAME);
 	if (!pc)
 		return -ENOMEM;
 	p->over_limit++;
 	p->adding_limit_frame = 1;
-	int rc = pp_profile_add(p, &pc, 1, values, NULL, 0);
+	int rc = add(p, &pc, 1, values, NULL, 0, out);
 	p->adding_limit_frame = 0;
 	return rc;
 }
@@ -206,6 +214,43 @@ static int add_over_limit(struct pp_profile *p, const int64_t *values)
 int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
                    const int64_t *values, const struct pp_label *labels,
                    size_t nlabels)
+{
+	struct pp_sample *s;
+	return add(p, pcs, depth, values, labels, nlabels, &s);
+}
+
+int pp_profile_add_at(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
+                      const int64_t *values, const struct pp_label *labels,
+                      size_t nlabels, uint64_t time_ns, uint32_t tid)
+{
+	struct pp_sample *s;
+	int rc = add(p, pcs, depth, values, labels, nlabels, &s);
+	if (rc || !p->max_events)
+		return rc;
+	if (p->nevents == p->events_cap) {
+		size_t cap = p->events_cap ? p->events_cap * 2 : 1024;
+		if (cap > p->max_events)
+			cap = p->max_events;
+		struct pp_event *e = cap > p->events_cap
+		                         ? realloc(p->events, cap * sizeof *e)
+		                         : NULL;
+		if (!e) {
+			/* Full (or no memory): the totals keep it. */
+			p->events_over++;
+			return 0;
+		}
+		p->events = e;
+		p->events_cap = cap;
+	}
+	p->events[p->nevents++] =
+	    (struct pp_event){time_ns, s, tid, (uint32_t)values[0],
+	                      p->ntypes > 1 ? values[1] : 0};
+	return 0;
+}
+
+static int add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
+               const int64_t *values, const struct pp_label *labels,
+               size_t nlabels, struct pp_sample **out)
 {
 	struct pp_label ilabels[16];
 
@@ -231,7 +276,7 @@ int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
 	struct pp_sample *s = p->table[i];
 	if (!s && p->max_bytes && !p->adding_limit_frame &&
 	    pp_profile_bytes(p) >= p->max_bytes)
-		return add_over_limit(p, values);
+		return add_over_limit(p, values, out);
 	if (!s) {
 		s = pp_arena_alloc(&p->arena,
 		                   sizeof *s + p->ntypes * sizeof(int64_t));
@@ -252,10 +297,11 @@ int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
 			p->first = s;
 		p->last = s;
 		p->table[i] = s;
-		p->nsamples++;
+		s->index = (uint32_t)p->nsamples++;
 	}
 	for (size_t k = 0; k < p->ntypes; k++)
 		s->values[k] += values[k];
+	*out = s;
 	return 0;
 }
 

@@ -31,9 +31,21 @@ struct pp_sample {
 	struct pp_sample *next; /* in order of first appearance */
 	uint64_t hash;
 	uint32_t depth, nlabels;
+	uint32_t index;          /* its place in that order, from 0 */
 	uintptr_t *pcs;          /* leaf first; pcs[1..] are return addresses */
 	struct pp_label *labels; /* strings interned in the profile */
 	int64_t values[];        /* one per sample type */
+};
+
+/* One sample as it was taken, on a profile's timeline (CPU and wall
+ * windows keep one for traces): when, on which thread, and the aggregated
+ * sample (stack and labels) it went to, with its two values. */
+struct pp_event {
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+	const struct pp_sample *sample;
+	uint32_t tid;   /* 0: the process (lost samples) */
+	uint32_t count; /* its first value (CPU: 1 + timer overruns) */
+	int64_t value;  /* its second (nanoseconds of CPU or wall time) */
 };
 
 struct pp_profile {
@@ -64,7 +76,20 @@ struct pp_profile {
 	size_t max_bytes;
 	uint64_t over_limit;
 	int adding_limit_frame;
+	/* The timeline (pp_profile_add_at), kept when max_events > 0; past
+	 * max_events samples count in the totals only, and in events_over. */
+	struct pp_event *events;
+	size_t nevents, events_cap, max_events;
+	uint64_t events_over;
+	/* The window on CLOCK_MONOTONIC (the events' clock), when kept. */
+	uint64_t mono_start_ns, mono_end_ns;
+	/* Profiles shown beside this one in a trace (/trace?wall=1&heap=1):
+	 * owned, freed with it. */
+	struct pp_profile *wall, *heap;
 };
+
+/* Bytes of one event: a timeline may hold max_bytes / 2 of them. */
+#define PP_EVENT_BYTES sizeof(struct pp_event)
 
 #define PP_PROFILE_LIMIT_FRAME                                                 \
 	"[pullprof: profile size limit reached (PULLPROF_MAX_PROFILE_MB)]"
@@ -101,6 +126,12 @@ size_t pp_profile_bytes(const struct pp_profile *p);
 int pp_profile_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
                    const int64_t *values, const struct pp_label *labels,
                    size_t nlabels);
+
+/* pp_profile_add, and the sample on the timeline at time_ns (monotonic)
+ * on thread tid, when p keeps one. */
+int pp_profile_add_at(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
+                      const int64_t *values, const struct pp_label *labels,
+                      size_t nlabels, uint64_t time_ns, uint32_t tid);
 
 /* end - start, stack by stack (same labels), every value; the stacks whose
  * values did not change are left out. Both must have the same sample

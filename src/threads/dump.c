@@ -136,7 +136,7 @@ static void call_text(const struct pp_look *l, char *out, size_t len)
 }
 
 int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
-                   const int64_t *values, int detail)
+                   const int64_t *values, int detail, uint64_t time_ns)
 {
 	uintptr_t extra[1];
 	const uintptr_t *pcs = l->pcs;
@@ -197,7 +197,8 @@ int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
 		labels[n++] =
 		    (struct pp_label){.key = "stack", .str = how_text(l)};
 	}
-	int rc = pp_profile_add(p, pcs, depth, values, labels, n);
+	int rc = pp_profile_add_at(p, pcs, depth, values, labels, n, time_ns,
+	                           (uint32_t)l->tid);
 	free(all);
 	return rc;
 }
@@ -239,7 +240,7 @@ static int dump(int detail, struct pp_profile **out)
 		/* A running thread gets 50 ms to be caught on a CPU. */
 		pp_look_threads(lk, looks, k, 50);
 		for (size_t i = 0; i < k && !rc; i++)
-			rc = pp_threads_add(p, &looks[i], &one, detail);
+			rc = pp_threads_add(p, &looks[i], &one, detail, 0);
 	}
 	atomic_fetch_add(&pp_threads_dumps, 1);
 out:

@@ -21,9 +21,10 @@ void pp_threads_unwind_forget_in_child(void);
  * synthetic frame that says why there is none), labels thread_name and
  * state (and agent on the agent's threads); with detail, the dump's
  * per-thread labels (tid, call, wchan, cpu_user, cpu_system, stack). A
- * thread gone meanwhile is left out. 0 or -ENOMEM. */
+ * thread gone meanwhile is left out. On p's timeline (when it keeps one)
+ * at time_ns. 0 or -ENOMEM. */
 int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
-                   const int64_t *values, int detail);
+                   const int64_t *values, int detail, uint64_t time_ns);
 
 /* The state word of what l found. */
 const char *pp_threads_state(const struct pp_look *l);

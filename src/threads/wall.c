@@ -102,10 +102,16 @@ static int sample(struct window *w, struct pp_profile **out)
 		goto out;
 	}
 	p->max_bytes = pp_threads_cfg.max_profile_bytes;
+	/* The timeline, for traces (/trace?wall=1): as for CPU windows, up
+	 * to half as much again as the profile's bound. */
+	p->max_events =
+	    (p->max_bytes ? p->max_bytes : 64u << 20) / 2 / PP_EVENT_BYTES;
 	if (!w->q.fgprof)
 		pp_profile_set_default_type(p, "wall");
 	uint64_t opened = pp_job_opened_ns(w->job);
 	uint64_t end = opened + (uint64_t)w->q.seconds * 1000000000u;
+	p->mono_start_ns = opened;
+	p->mono_end_ns = end;
 	uint64_t last = opened, listed = 0, next = opened + interval;
 	uint64_t ticks = 0, late = 0;
 	while (!rc) {
@@ -138,7 +144,7 @@ static int sample(struct window *w, struct pp_profile **out)
 		last = now;
 		for (size_t i = 0; i < k && !rc; i++) {
 			values[1] = (int64_t)(span * n / k);
-			rc = pp_threads_add(p, &looks[i], values, 0);
+			rc = pp_threads_add(p, &looks[i], values, 0, now);
 			atomic_fetch_add(&pp_threads_wall_samples, 1);
 		}
 		ticks++;
