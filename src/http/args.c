@@ -144,11 +144,21 @@ int pp_args_render(const struct pp_args *a, const char *types, int flags,
 	    pp_args_uint(a, "top", 50, 0, 1000000, &top, err, errlen))
 		return -EINVAL;
 	int legacy = flags & PP_RENDER_LEGACY;
+	const char *here = flags & PP_RENDER_TIMELINE
+	                       ? "pprof|text|folded|json|perfetto"
+	                       : "pprof|text|folded|json";
 	if (format == PP_FORMAT_LEGACY && !legacy) {
-		snprintf(
-		    err, errlen,
-		    "format: legacy (gperftools) is a CPU profile format, "
-		    "served by /profile only; here: pprof|text|folded|json");
+		snprintf(err, errlen,
+		         "format: legacy (gperftools) is a CPU profile format, "
+		         "served by /profile only; here: %s",
+		         here);
+		return -EINVAL;
+	}
+	if (format == PP_FORMAT_PERFETTO && !(flags & PP_RENDER_TIMELINE)) {
+		snprintf(err, errlen,
+		         "format: perfetto is a timeline of samples, served "
+		         "for /profile, /wall and /trace only; here: %s",
+		         here);
 		return -EINVAL;
 	}
 	if (debug && pp_args_given(a, "format") && format != PP_FORMAT_TEXT) {

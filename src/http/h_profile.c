@@ -22,9 +22,41 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 	                  cfg->v.max_seconds, &q.seconds, err, sizeof err) ||
 	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &q.hz, err,
 	                  sizeof err) ||
-	    pp_query_render(r, "samples|cpu", 1, &rq.render, err, sizeof err) ||
+	    pp_query_render(r, "samples|cpu",
+	                    PP_RENDER_LEGACY | PP_RENDER_TIMELINE, &rq.render,
+	                    err, sizeof err) ||
 	    pp_query_id(r, "seconds|hz", &rq.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	rq.seconds = q.seconds;
+	return pp_respond_job(r, &rq);
+}
+
+/* /trace: the CPU window as a Perfetto trace (profile/perfetto.c); kept
+ * under the same ids as /profile's, so ?id= renders either way. */
+enum MHD_Result pp_h_trace(struct pp_request *r)
+{
+	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	struct pp_cpu_query q;
+	struct pp_job_request rq = {
+	    .producer = &pp_cpu_producer, .query = &q, .keep = 1};
+	char err[300];
+	unsigned format = PP_FORMAT_PERFETTO;
+
+	if (pp_query_uint(r, "seconds", 1, 1, cfg->v.max_seconds, &q.seconds,
+	                  err, sizeof err) ||
+	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &q.hz, err,
+	                  sizeof err) ||
+	    pp_query_choice(r, "format", "perfetto", &format, err,
+	                    sizeof err) ||
+	    pp_query_refuse(r, "debug|top|sample_index",
+	                    "/trace answers a Perfetto trace; the same window "
+	                    "in other formats: /profile?id=N",
+	                    err, sizeof err) ||
+	    pp_query_render(r, "samples|cpu", PP_RENDER_TIMELINE, &rq.render,
+	                    err, sizeof err) ||
+	    pp_query_id(r, "seconds|hz", &rq.id, err, sizeof err))
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	rq.render.format = PP_FORMAT_PERFETTO;
 	rq.seconds = q.seconds;
 	return pp_respond_job(r, &rq);
 }

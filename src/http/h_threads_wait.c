@@ -98,8 +98,8 @@ static enum MHD_Result wall(struct pp_request *r, int fgprof)
 	                  cfg->v.max_seconds, &q.seconds, err, sizeof err) ||
 	    pp_query_uint(r, "hz", PP_WALL_HZ, 1, PP_WALL_MAX_HZ, &q.hz, err,
 	                  sizeof err) ||
-	    pp_query_render(r, fgprof ? "samples|time" : "samples|wall", 0,
-	                    &rq.render, err, sizeof err) ||
+	    pp_query_render(r, fgprof ? "samples|time" : "samples|wall",
+	                    PP_RENDER_TIMELINE, &rq.render, err, sizeof err) ||
 	    pp_query_id(r, "seconds|hz", &rq.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
 	rq.seconds = q.seconds;

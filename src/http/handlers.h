@@ -13,6 +13,7 @@ enum MHD_Result pp_h_threads(struct pp_request *r);
 enum MHD_Result pp_h_symbol(struct pp_request *r);
 enum MHD_Result pp_h_maps(struct pp_request *r);
 enum MHD_Result pp_h_profile(struct pp_request *r);
+enum MHD_Result pp_h_trace(struct pp_request *r);
 enum MHD_Result pp_h_goroutine(struct pp_request *r);
 enum MHD_Result pp_h_wall(struct pp_request *r);
 enum MHD_Result pp_h_threadcreate(struct pp_request *r);

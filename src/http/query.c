@@ -4,6 +4,10 @@
  */
 #include "query.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "args.h"
 
 struct each_ctx {
@@ -61,4 +65,23 @@ int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
 {
 	struct pp_args a = args_of(r);
 	return pp_args_id(&a, sampling, id, err, errlen);
+}
+
+int pp_query_refuse(struct pp_request *r, const char *names, const char *why,
+                    char *err, size_t errlen)
+{
+	struct pp_args a = args_of(r);
+	for (const char *c = names; *c;) {
+		size_t n = strcspn(c, "|");
+		char name[32];
+		snprintf(name, sizeof name, "%.*s", (int)n, c);
+		if (pp_args_given(&a, name)) {
+			snprintf(err, errlen, "%s does not apply here: %s",
+			         name, why);
+			return -EINVAL;
+		}
+		c += n;
+		c += *c == '|';
+	}
+	return 0;
 }

@@ -36,4 +36,9 @@ int pp_query_render(struct pp_request *r, const char *types, int flags,
 int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
                 char *err, size_t errlen);
 
+/* -EINVAL, with "NAME does not apply here: why" in err, when any of the
+ * parameters names ("a|b|c") is given. */
+int pp_query_refuse(struct pp_request *r, const char *names, const char *why,
+                    char *err, size_t errlen);
+
 #endif

@@ -196,12 +196,13 @@ static enum MHD_Result job_answer(struct pp_request *r)
 	const char *encoding = pp_format_encoding(&r->render);
 	if (encoding)
 		add_header(r, "Content-Encoding", encoding);
+	if (r->render.format != PP_FORMAT_PPROF &&
+	    r->render.format != PP_FORMAT_LEGACY)
+		add_header(r, "Vary", "Accept-Encoding");
 	/* Binary formats are files to save (named after the route); text and
 	 * JSON are shown. */
 	const char *suffix = pp_format_attachment(r->render.format);
-	if (!suffix) {
-		add_header(r, "Vary", "Accept-Encoding");
-	} else {
+	if (suffix) {
 		snprintf(disposition, sizeof disposition,
 		         "attachment; filename=\"%s%s\"", r->route->name,
 		         suffix);

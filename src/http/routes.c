@@ -87,6 +87,18 @@ const struct pp_route pp_routes[] = {
                 "(default 100), gzipped pprof: go tool pprof reads it",
     },
     {
+        .path = "/trace",
+        .name = "trace",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_PROFILE,
+        .handler = pp_h_trace,
+        .link = "trace?seconds=5",
+        .help = "a Perfetto trace of the next seconds (default 1, as Go's): "
+                "every CPU sample at its time on its thread's track "
+                "(wall=1 adds every thread's state, heap=1 a heap "
+                "snapshot); opens in ui.perfetto.dev",
+    },
+    {
         .path = "/heap",
         .name = "heap",
         .methods = GET_HEAD,
@@ -293,7 +305,6 @@ static size_t max_body(const struct pp_request *r)
 static const struct {
 	const char *path, *why;
 } go_only[] = {
-    {"/trace", "execution traces are Go runtime traces"},
     {"/delta_heap", "godeltaprof's delta profiles are Go-only; ask /allocs "
                     "and let the scraper compute deltas"},
     {"/delta_mutex", "godeltaprof's delta profiles are Go-only; ask /mutex "

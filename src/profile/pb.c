@@ -6,7 +6,7 @@
 
 #define FLUSH_AT (64 * 1024)
 
-enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
+enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_LEN = 2 };
 
 int pp_pb_init(struct pp_pb *pb, struct pp_buf *out, int level)
 {
@@ -137,6 +137,17 @@ void pp_pb_uint64(struct pp_pb *pb, int tag, uint64_t v)
 	pp_pb_varint(pb, v);
 }
 
+void pp_pb_double(struct pp_pb *pb, int tag, double v)
+{
+	uint64_t bits;
+	unsigned char le[8];
+	memcpy(&bits, &v, sizeof bits);
+	for (int i = 0; i < 8; i++)
+		le[i] = (unsigned char)(bits >> (8 * i));
+	key(pb, tag, WIRE_FIXED64);
+	pp_buf_append(&pb->data, le, sizeof le);
+}
+
 void pp_pb_uint64_opt(struct pp_pb *pb, int tag, uint64_t v)
 {
 	if (v)
@@ -193,6 +204,13 @@ size_t pp_pb_start(struct pp_pb *pb)
 {
 	pb->nest++;
 	return pb->data.len;
+}
+
+void pp_pb_drop(struct pp_pb *pb, size_t mark)
+{
+	pb->nest--;
+	if (!pb->data.failed && mark <= pb->data.len)
+		pb->data.len = mark;
 }
 
 void pp_pb_end(struct pp_pb *pb, int tag, size_t mark)

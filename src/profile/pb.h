@@ -36,6 +36,7 @@ void pp_pb_uint64_opt(struct pp_pb *pb, int tag, uint64_t v); /* skips 0 */
 void pp_pb_int64(struct pp_pb *pb, int tag, int64_t v);
 void pp_pb_int64_opt(struct pp_pb *pb, int tag, int64_t v); /* skips 0 */
 void pp_pb_bool(struct pp_pb *pb, int tag, int v); /* writes only true */
+void pp_pb_double(struct pp_pb *pb, int tag, double v);
 void pp_pb_bytes(struct pp_pb *pb, int tag, const void *p, size_t len);
 void pp_pb_uint64s(struct pp_pb *pb, int tag, const uint64_t *v, size_t n);
 void pp_pb_int64s(struct pp_pb *pb, int tag, const int64_t *v, size_t n);
@@ -47,6 +48,8 @@ void pp_pb_raw(struct pp_pb *pb, const void *p, size_t len);
  * written since with its tag and length. */
 size_t pp_pb_start(struct pp_pb *pb);
 void pp_pb_end(struct pp_pb *pb, int tag, size_t mark);
+/* Or drop what was written since start (an empty optional message). */
+void pp_pb_drop(struct pp_pb *pb, size_t mark);
 /* Compress what is pending if enough piled up (only outside messages). */
 void pp_pb_flush(struct pp_pb *pb);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "pb.h"
+#include "perfetto.h"
 #include "pprof.h"
 #include "symbols/symbols.h"
 
@@ -26,15 +27,37 @@ const char *pp_format_attachment(enum pp_format f)
 	switch (f) {
 	case PP_FORMAT_PPROF: return "";
 	case PP_FORMAT_LEGACY: return ".prof";
+	case PP_FORMAT_PERFETTO: return ".pftrace";
 	default: return NULL;
 	}
 }
 
 const char *pp_format_encoding(const struct pp_render_opts *o)
 {
+	/* pprof and legacy are files in their own right (pprof gzipped by
+	 * its format); text, JSON and traces are compressed in transit. */
 	int text =
 	    o->format != PP_FORMAT_PPROF && o->format != PP_FORMAT_LEGACY;
 	return text && o->gzip ? "gzip" : NULL;
+}
+
+/* The trace of v's timeline, with the wall profile beside it (its own
+ * view). Gzipped (as a file, not an encoding) when the client takes it. */
+static int perfetto(const struct pp_view *v, struct pp_symtab *st, int gzip,
+                    struct pp_buf *out)
+{
+	const struct pp_profile *p = v->p;
+	struct pp_view wall;
+	if (!p->max_events)
+		return -ENOTSUP;
+	if (!p->wall)
+		return pp_perfetto_write(v, NULL, out, gzip ? 6 : 0);
+	int rc = pp_view_build(&wall, p->wall, st);
+	if (rc)
+		return rc;
+	rc = pp_perfetto_write(v, &wall, out, gzip ? 6 : 0);
+	pp_view_free(&wall);
+	return rc;
 }
 
 int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
@@ -74,6 +97,9 @@ int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
 			case PP_FORMAT_CONTENTION:
 				rc = pp_contention_write(&v, &out);
 				break;
+			case PP_FORMAT_PERFETTO:
+				rc = perfetto(&v, st, o->gzip, &out);
+				break;
 			default: rc = pp_pprof_write(&v, 1, &out); break;
 			}
 			pp_view_free(&v);
@@ -83,7 +109,8 @@ int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
 	}
 	if (!rc && out.failed)
 		rc = -ENOMEM;
-	if (!rc && pp_format_encoding(o)) {
+	if (!rc && pp_format_encoding(o) && o->format != PP_FORMAT_PERFETTO) {
+		/* (A trace is compressed as it is written.) */
 		/* Folded stacks and JSON shrink ten-fold or more. */
 		struct pp_buf z = {0};
 		struct pp_pb pb;

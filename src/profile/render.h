@@ -13,11 +13,12 @@
 #include "view.h"
 
 enum pp_format {
-	PP_FORMAT_PPROF,  /* gzipped profile.proto */
-	PP_FORMAT_TEXT,   /* ?debug=1: header and top functions */
-	PP_FORMAT_FOLDED, /* collapsed stacks: root;...;leaf value */
-	PP_FORMAT_JSON,   /* the model as JSON, for the viewer */
-	PP_FORMAT_LEGACY, /* gperftools CPU profile (count profiles only) */
+	PP_FORMAT_PPROF,    /* gzipped profile.proto */
+	PP_FORMAT_TEXT,     /* ?debug=1: header and top functions */
+	PP_FORMAT_FOLDED,   /* collapsed stacks: root;...;leaf value */
+	PP_FORMAT_JSON,     /* the model as JSON, for the viewer */
+	PP_FORMAT_LEGACY,   /* gperftools CPU profile (count profiles only) */
+	PP_FORMAT_PERFETTO, /* a Perfetto trace of the timeline (CPU, wall) */
 	/* Not names of ?format=: the thread dump's ?debug=1 and ?debug=2. */
 	PP_FORMAT_STACKS,  /* stacks grouped with a count, as Go's goroutine
 	                    * profile at debug=1 */
@@ -28,7 +29,7 @@ enum pp_format {
 };
 
 /* The names ?format= accepts, in enum order. */
-#define PP_FORMAT_NAMES "pprof|text|folded|json|legacy"
+#define PP_FORMAT_NAMES "pprof|text|folded|json|legacy|perfetto"
 
 /* What a request may ask of an endpoint's renderers (the flags of
  * pp_args_render): the legacy format; debug=1 and 2 as the thread dump's
@@ -36,6 +37,8 @@ enum pp_format {
 #define PP_RENDER_LEGACY 1
 #define PP_RENDER_DUMP 2
 #define PP_RENDER_CONTENTION 4
+/* format=perfetto: the profile keeps a timeline (CPU and wall windows). */
+#define PP_RENDER_TIMELINE 8
 
 struct pp_render_opts {
 	enum pp_format format;

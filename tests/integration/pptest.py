@@ -414,8 +414,13 @@ def _parse_text_format(text):
                 "latin-1").decode("utf-8", "replace")
         elif value in ("true", "false"):
             v = value == "true"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            v = value  # an enum's name
         else:
-            v = int(value)
+            try:
+                v = int(value)
+            except ValueError:
+                v = float(value)
         stack[-1].setdefault(name, []).append(v)
     return root
 

@@ -608,7 +608,7 @@ def test_threadcreate():
 def test_go_only_404():
     p, port = start(["nap", 5])
     for path, status_ in (("goroutine", 200), ("threadcreate", 200),
-                          ("mutex", 200), ("block", 200), ("trace", 404),
+                          ("mutex", 200), ("block", 200), ("trace", 200),
                           ("delta_mutex", 404)):
         r = curl(url(port, path), timeout=60)
         eq(r.status, status_, f"/{path}: {status_}")

@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""/trace and ?format=perfetto: CPU samples on a per-thread timeline as a
+Perfetto trace, against a host that burns at known times
+(tests/trace/phases), over real HTTP. Every trace is decoded with protoc
+against Perfetto's own protos (../shared/perfetto-protos, or
+PP_PERFETTO_PROTOS) and checked against the rules Perfetto's trace
+processor relies on, and against the pprof of the same window (?id=)."""
+import gzip
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pptest import (BUILD, SRC, Proc, Profile, _parse_text_format, curl, eq,  # noqa: E402
+                    ok, run, skip)
+
+PHASES = os.path.join(BUILD, "tests", "trace", "phases")
+PROTOS = os.environ.get("PP_PERFETTO_PROTOS") or os.path.join(
+    os.path.dirname(SRC), "shared", "perfetto-protos")
+NO_PROTOS = (f"Perfetto's protos are not here ({PROTOS}; set "
+             "PP_PERFETTO_PROTOS): the trace is not decoded")
+BUILTIN_MONOTONIC = 3
+BUILTIN_BOOTTIME = 6
+
+
+def have_protos():
+    return os.path.exists(os.path.join(PROTOS, "protos", "perfetto", "trace",
+                                       "trace.proto"))
+
+
+def decode_trace(data):
+    """protoc --decode=perfetto.protos.Trace against Perfetto's protos: the
+    packets, as dicts (every field a list)."""
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    p = subprocess.run(
+        ["protoc", f"--proto_path={PROTOS}", "--decode=perfetto.protos.Trace",
+         "protos/perfetto/trace/trace.proto"], input=data,
+        capture_output=True, timeout=300)
+    if p.returncode != 0:
+        raise ValueError("protoc could not decode: " + p.stderr.decode())
+    return _parse_text_format(p.stdout.decode("utf-8", "replace")).get(
+        "packet", [])
+
+
+def one(d, key, default=None):
+    v = d.get(key)
+    return v[0] if v else default
+
+
+class Trace:
+    """A decoded trace, checked as it is read: interned data resolved per
+    sequence, in stream order."""
+
+    def __init__(self, packets):
+        self.packets = packets
+        self.problems = []
+        self.seq_first = {}
+        self.tracks = {}
+        self.events = []  # (packet index, seq, ts, clock, track_event, ctx)
+        self.snapshots = []
+        interned = {}
+        for i, pk in enumerate(packets):
+            seq = one(pk, "trusted_packet_sequence_id", 0)
+            if seq not in self.seq_first:
+                self.seq_first[seq] = pk
+                if not one(pk, "first_packet_on_sequence") or not (
+                        one(pk, "sequence_flags", 0) & 1):
+                    self.problems.append(
+                        f"sequence {seq}: its first packet does not clear "
+                        "incremental state")
+                interned[seq] = defaultdict(dict)
+            elif one(pk, "sequence_flags", 0) & 1:
+                interned[seq] = defaultdict(dict)
+            it = interned[seq]
+            for idata in pk.get("interned_data", []):
+                for kind, entries in idata.items():
+                    for e in entries:
+                        it[kind][one(e, "iid")] = e
+            if "clock_snapshot" in pk:
+                self.snapshots.append(pk["clock_snapshot"][0])
+            for td in pk.get("track_descriptor", []):
+                self.tracks[one(td, "uuid")] = td
+            for te in pk.get("track_event", []):
+                ctx = self.resolve(seq, it, te)
+                self.events.append((i, seq, one(pk, "timestamp"),
+                                    one(pk, "timestamp_clock_id"), te, ctx))
+
+    def need(self, seq, it, kind, iid, what):
+        e = it[kind].get(iid)
+        if e is None:
+            self.problems.append(
+                f"sequence {seq}: {what} uses {kind} {iid}, not defined "
+                "before it")
+        return e
+
+    def resolve(self, seq, it, te):
+        """The event's name and callstack (function names, root first)."""
+        ctx = {"name": one(te, "name"), "stack": None}
+        if one(te, "name_iid"):
+            e = self.need(seq, it, "event_names", one(te, "name_iid"),
+                          "an event")
+            ctx["name"] = one(e, "name") if e else None
+        cs = one(te, "callstack_iid")
+        if not cs:
+            return ctx
+        c = self.need(seq, it, "callstacks", cs, "an event")
+        if not c:
+            return ctx
+        names = []
+        for fid in c.get("frame_ids", []):
+            f = self.need(seq, it, "frames", fid, f"callstack {cs}")
+            if not f:
+                continue
+            fn = one(f, "function_name_id")
+            name = None
+            if fn:
+                s = self.need(seq, it, "function_names", fn, f"frame {fid}")
+                name = one(s, "str") if s else None
+            for k, kind in (("mapping_id", "mappings"),
+                            ("source_path_iid", "source_paths")):
+                if one(f, k):
+                    self.need(seq, it, kind, one(f, k), f"frame {fid}")
+            if one(f, "mapping_id"):
+                m = it["mappings"].get(one(f, "mapping_id"))
+                for pid in (m or {}).get("path_string_ids", []):
+                    self.need(seq, it, "mapping_paths", pid, "a mapping")
+                if m and one(m, "build_id"):
+                    self.need(seq, it, "build_ids", one(m, "build_id"),
+                              "a mapping")
+            names.append(name)
+        ctx["stack"] = names
+        return ctx
+
+    def thread_of(self, uuid):
+        td = self.tracks.get(uuid)
+        return one(td, "thread") if td else None
+
+    def cpu_events(self):
+        return [e for e in self.events if e[5]["name"] == "cpu"]
+
+
+def window_bounds(tr, what="CPU window"):
+    begin = end = None
+    for i, seq, ts, clock, te, ctx in tr.events:
+        if ctx["name"] == what and one(te, "type") == "TYPE_SLICE_BEGIN":
+            begin = ts
+            track = one(te, "track_uuid")
+        elif (begin is not None and end is None and
+              one(te, "type") == "TYPE_SLICE_END" and
+              one(te, "track_uuid") == track):
+            end = ts
+    return begin, end
+
+
+def start_phases():
+    p = Proc([PHASES], env={"PULLPROF_LISTEN": "127.0.0.1:0"},
+             stdout_lines=True)
+    port = int(p.wait_line(p.out_lines, r"^port (\d+)", timeout=30).group(1))
+    p.wait_line(p.out_lines, r"^ready", timeout=30)
+    return p, port
+
+
+def url(port, path):
+    return f"http://127.0.0.1:{port}/debug/pprof/{path}"
+
+
+def status(port):
+    return curl(url(port, "status")).json()
+
+
+def wait_window(port):
+    deadline = time.time() + 60
+    while status(port)["cpu"]["windows_open"] < 1:
+        if time.time() > deadline:
+            raise TimeoutError("no CPU window opened")
+        time.sleep(0.02)
+
+
+def send(p, line):
+    p.p.stdin.write((line + "\n").encode())
+    p.p.stdin.flush()
+
+
+def in_background(fn):
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("r", fn()))
+    t.start()
+    return t, box
+
+
+def leaf_counts_pprof(prof):
+    c = Counter()
+    for s in prof.samples:
+        st = prof.stack(s)
+        leaf = st[0][0][0] if st and st[0] else "?"
+        c[leaf] += int(s["value"][0])
+    return c
+
+
+def test_trace_of_known_phases():
+    p, port = start_phases()
+    try:
+        t, box = in_background(lambda: curl(
+            url(port, "trace?seconds=4&hz=250"), timeout=120))
+        wait_window(port)
+        send(p, "go 800")
+        m = p.wait_line(p.out_lines, r"^phases (\d+) (\d+) (\d+) (\d+)",
+                        timeout=60)
+        a0, a1, b0, b1 = (int(x) for x in m.groups())
+        t.join()
+        r = box["r"]
+        eq(r.status, 200, "trace: 200")
+        eq(r.headers.get("content-type"), "application/octet-stream",
+           "trace: application/octet-stream")
+        eq(r.headers.get("content-disposition"),
+           'attachment; filename="trace.pftrace"',
+           "trace: a file to save, trace.pftrace")
+        tid_text = r.headers.get("x-pullprof-profile-id", "")
+        ok(tid_text.isdigit(), "trace: kept under an id (?id=)", tid_text)
+        ok(r.body[:2] != b"\x1f\x8b", "trace: not gzipped for a client "
+           "that did not ask")
+        if not have_protos():
+            skip("trace: decoded with Perfetto's protos", NO_PROTOS)
+            return
+        tr = Trace(decode_trace(r.body))
+        eq(tr.problems, [], "trace: every sequence starts cleared, every "
+           "interned id is defined before its use in the same sequence")
+
+        # Clocks: a snapshot relating MONOTONIC to BOOTTIME; every
+        # timestamp says it is MONOTONIC.
+        clocks = {one(c, "clock_id") for s in tr.snapshots
+                  for c in s.get("clocks", [])}
+        ok({BUILTIN_MONOTONIC, BUILTIN_BOOTTIME} <= clocks,
+           "trace: the clock domain is declared (a snapshot with "
+           "MONOTONIC and BOOTTIME)", clocks)
+        bad_clock = [e[0] for e in tr.events if e[2] is not None and
+                     e[3] != BUILTIN_MONOTONIC]
+        eq(bad_clock, [], "trace: every timestamp is on CLOCK_MONOTONIC")
+
+        begin, end = window_bounds(tr)
+        ok(begin and end and 3.9e9 <= end - begin <= 4.1e9,
+           "trace: the window's bounds, 4 s apart", (begin, end))
+        cpu = tr.cpu_events()
+        outside = [e[2] for e in cpu if not begin <= e[2] <= end]
+        eq(outside, [], "trace: every CPU sample lies within the window")
+        last = {}
+        unordered = 0
+        for e in cpu:
+            u = one(e[4], "track_uuid")
+            if e[2] < last.get(u, 0):
+                unordered += 1
+            last[u] = e[2]
+        eq(unordered, 0, "trace: timestamps ordered per thread")
+
+        # Each sample on its thread's track, named as /threads names it.
+        threads = {t["tid"]: t["name"] for t in
+                   curl(url(port, "threads")).json()["threads"]}
+        wrong = []
+        for e in cpu:
+            th = tr.thread_of(one(e[4], "track_uuid"))
+            if not th or one(th, "tid") not in threads or \
+                    one(th, "thread_name") != threads[one(th, "tid")] or \
+                    one(th, "pid") != p.pid:
+                wrong.append(th)
+        eq(wrong[:3], [], "trace: every sample on a thread track whose "
+           "pid, tid and name match /threads")
+
+        # When: phase_a_work only while phase-a burnt, on phase-a;
+        # phase_b_work likewise. One period of slack either side (a sample
+        # is stamped when the timer fires, up to a period after).
+        slack = 2 * 1000000000 // 250
+        seen = Counter()
+        misplaced = []
+        for e in cpu:
+            stack = e[5]["stack"] or []
+            leaf = stack[-1] if stack else None
+            th = tr.thread_of(one(e[4], "track_uuid"))
+            name = one(th, "thread_name") if th else None
+            for fn, lo, hi, tname in (("phase_a_work", a0, a1, "phase-a"),
+                                      ("phase_b_work", b0, b1, "phase-b")):
+                if leaf == fn:
+                    seen[fn] += 1
+                    if not (lo - slack <= e[2] <= hi + slack) or \
+                            name != tname:
+                        misplaced.append((fn, name, (e[2] - lo) / 1e6))
+        ok(seen["phase_a_work"] >= 40 and seen["phase_b_work"] >= 40,
+           "trace: both phases sampled (0.8 s each at 250 Hz)", seen)
+        eq(misplaced[:5], [], "trace: phase_a_work's samples all fall in "
+           "phase-a's burn and phase_b_work's in phase-b's, on their threads")
+        roots = Counter((e[5]["stack"] or ["?"])[0] for e in cpu
+                        if (e[5]["stack"] or [None])[-1] == "phase_a_work")
+        ok(set(roots) <= {"__clone3", "clone", "start_thread"},
+           "trace: callstacks run root first (thread start ... leaf)", roots)
+
+        # The same facts as the pprof of the same window.
+        r2 = curl(url(port, f"profile?id={tid_text}"))
+        eq(r2.status, 200, "the trace's window as pprof: /profile?id=")
+        prof = Profile(r2.body)
+        total = sum(int(s["value"][0]) for s in prof.samples)
+        total_ns = sum(int(s["value"][1]) for s in prof.samples)
+        counts = [one({k: v for k, v in ((one(d, "name"), d) for d in
+                  e[4].get("debug_annotations", []))}.get("samples", {}),
+                  "int_value", 1) for e in cpu]
+        lost = sum(one(d, "int_value", 0) for e in tr.events
+                   for d in e[4].get("debug_annotations", [])
+                   if one(d, "name") == "lost_samples")
+        period = prof.raw.get("period", [0])[0]
+        eq(sum(counts) + lost, total,
+           "trace: sample counts (with overruns and lost ones) add up to "
+           "the pprof's")
+        weight = sum(one(e[4], "callstack_weight", 0) for e in cpu)
+        eq(int(weight) + lost * period, total_ns,
+           "trace: total weight equals the pprof's CPU nanoseconds")
+        per_fn = Counter()
+        for e, c in zip(cpu, counts):
+            per_fn[(e[5]["stack"] or ["?"])[-1]] += c
+        want = leaf_counts_pprof(prof)
+        want.pop("[pullprof: lost samples (ring full)]", None)
+        eq(dict(per_fn), dict(want), "trace: per-function sample counts "
+           "rebuilt from the trace equal the pprof's")
+
+        # The kept window again, as a trace: the same samples.
+        r3 = curl(url(port, f"profile?id={tid_text}&format=perfetto"))
+        eq(r3.status, 200, "/profile?id=N&format=perfetto: 200")
+        eq(r3.headers.get("content-disposition"),
+           'attachment; filename="profile.pftrace"',
+           "/profile?id=N&format=perfetto: a file to save")
+        tr3 = Trace(decode_trace(r3.body))
+        eq(tr3.problems, [], "?id=N&format=perfetto: a valid trace")
+        eq([(e[2], e[5]["stack"]) for e in tr3.cpu_events()],
+           [(e[2], e[5]["stack"]) for e in cpu],
+           "?id=N&format=perfetto: the same samples at the same times")
+    finally:
+        p.stop()
+
+
+def test_formats_and_gzip():
+    p, port = start_phases()
+    try:
+        # A /profile window rendered straight as a trace.
+        t, box = in_background(lambda: curl(
+            url(port, "profile?seconds=1&hz=200&format=perfetto"),
+            timeout=60))
+        wait_window(port)
+        send(p, "go 300")
+        p.wait_line(p.out_lines, r"^phases", timeout=60)
+        t.join()
+        eq(box["r"].status, 200, "/profile?format=perfetto: 200")
+        eq(box["r"].headers.get("content-disposition"),
+           'attachment; filename="profile.pftrace"',
+           "/profile?format=perfetto: profile.pftrace")
+        # gzip in transit when the client takes it.
+        r = curl(url(port, "trace?seconds=1"), "-H",
+                 "Accept-Encoding: gzip", timeout=60)
+        eq(r.status, 200, "trace, gzip accepted: 200")
+        eq(r.headers.get("content-encoding"), "gzip",
+           "trace, gzip accepted: Content-Encoding gzip")
+        ok(r.body[:2] == b"\x1f\x8b", "trace, gzip accepted: the body is "
+           "gzip")
+        ok("accept-encoding" in r.headers.get("vary", "").lower(),
+           "trace: Vary: Accept-Encoding")
+        if have_protos():
+            tr = Trace(decode_trace(gzip.decompress(r.body)))
+            eq(tr.problems, [], "trace, gzipped: a valid trace inside")
+            b, e = window_bounds(tr)
+            ok(b and e and 0.9e9 <= e - b <= 1.1e9,
+               "trace: seconds defaults to what was asked (1 s)", (b, e))
+        else:
+            skip("trace, gzipped: decoded", NO_PROTOS)
+    finally:
+        p.stop()
+
+
+def test_bad_input():
+    p, port = start_phases()
+    try:
+        for q, want in (
+                ("trace?seconds=0", "seconds"),
+                ("trace?seconds=99999", "seconds"),
+                ("trace?hz=0", "hz"),
+                ("trace?hz=5000", "hz"),
+                ("trace?format=pprof", "format"),
+                ("trace?debug=1", "debug"),
+                ("trace?top=5", "top"),
+                ("trace?id=999999", None),
+                ("trace?id=1&seconds=2", "seconds"),
+                ("heap?format=perfetto", "perfetto"),
+                ("goroutine?format=perfetto", "perfetto"),
+                ("mutex?format=perfetto", "perfetto"),
+        ):
+            r = curl(url(port, q))
+            code = 404 if want is None else 400
+            eq(r.status, code, f"{q}: {code}")
+            if want:
+                ok(want in r.body.decode("utf-8", "replace"),
+                   f"{q}: the answer names {want}", r.body[:200])
+        ok(status(port)["cpu"]["windows_open"] == 0,
+           "bad requests opened no window")
+        eq(curl(url(port, "healthz")).status, 200, "the agent still answers")
+    finally:
+        p.stop()
+
+
+if __name__ == "__main__":
+    run([test_trace_of_known_phases, test_formats_and_gzip, test_bad_input])
