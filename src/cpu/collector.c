@@ -22,6 +22,7 @@
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "cpu/windows.h"
+#include "heap/heap.h"
 #include "labels/labels.h"
 #include "util/clock.h"
 
@@ -162,14 +163,66 @@ static struct pp_cpu_window *take_finished(uint64_t now)
 	return done;
 }
 
+/* Finished windows waiting for the wall window beside them (collector
+ * only). */
+static struct pp_cpu_window *waiting;
+
+/* How long past its end a window waits for its wall window's model. */
+#define WALL_WAIT_NS 5000000000ull
+
+/* What /trace asked beside the CPU samples: the wall window's model (1
+ * while it is still coming) and a heap snapshot. */
+static int attach(struct pp_cpu_window *w, uint64_t now)
+{
+	struct pp_profile *p = w->model;
+	if (w->wall) {
+		struct pp_profile *wall = NULL;
+		int rc = 0;
+		if (!pp_wall_companion_take(w->wall, &wall, &rc) &&
+		    now < w->end_ns + WALL_WAIT_NS)
+			return 1;
+		pp_cpu_window_drop_wall(w);
+		p->wall = wall;
+		if (!wall)
+			pp_profile_add_comment(
+			    p,
+			    rc ? "the wall-clock window failed: no wall "
+			         "samples here"
+			       : "the wall-clock window did not end in time: "
+			         "no wall samples here");
+	}
+	if (w->heap) {
+		struct pp_profile *peak = NULL;
+		if (pp_heap_trace_models(&p->heap, &peak) == 0)
+			p->heap->heap = peak; /* the peak, beside it */
+		else
+			pp_profile_add_comment(p, "the heap snapshot failed");
+	}
+	return 0;
+}
+
 /* Unlocked: each finished window's model goes to its job. */
 static void deliver(struct pp_cpu_window *list)
 {
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	struct pp_cpu_window **tail = &list;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = waiting;
+	waiting = NULL;
 	while (list) {
 		struct pp_cpu_window *w = list;
 		list = w->next;
 		w->next = NULL;
-		finish_model(w);
+		if (!w->finished) {
+			finish_model(w);
+			w->finished = 1;
+		}
+		if (attach(w, now)) {
+			w->next = waiting;
+			waiting = w;
+			continue;
+		}
 		struct pp_profile *p = w->model;
 		w->model = NULL;
 		struct pp_job *j = w->job;
@@ -187,7 +240,7 @@ static void *collector(void *unused)
 	pp_agent_thread_enter(PP_AGENT_UNSAMPLED);
 	pthread_mutex_lock(&pp_cpu.mu);
 	while (!pp_cpu.stopping) {
-		if (!pp_cpu.windows && !pp_timers_hz()) {
+		if (!pp_cpu.windows && !pp_timers_hz() && !waiting) {
 			pthread_cond_wait(&pp_cpu.wake, &pp_cpu.mu);
 		} else {
 			struct timespec until =
@@ -233,6 +286,15 @@ static void *collector(void *unused)
 		pthread_mutex_lock(&pp_cpu.mu);
 	}
 	pthread_mutex_unlock(&pp_cpu.mu);
+	/* Stopping: windows still waiting for a wall window end here. */
+	while (waiting) {
+		struct pp_cpu_window *w = waiting;
+		waiting = w->next;
+		w->next = NULL;
+		pp_cpu_window_drop_wall(w);
+		pp_job_deliver(w->job, NULL, -ECANCELED);
+		pp_job_unref(w->job);
+	}
 	if (pp_timers_hz())
 		pp_timers_stop();
 	pp_agent_thread_leave();

@@ -34,6 +34,10 @@ struct pp_cpu_query {
 	/* The rate, at least: a faster window running at the same time
 	 * raises it for both. */
 	unsigned hz;
+	/* /trace: a wall window over the same span (at hz, at most
+	 * PP_WALL_MAX_HZ), and a heap snapshot at its end, beside the model
+	 * (model.h: wall, heap). */
+	int wall, heap;
 };
 
 /* Stop sampling and join the collector thread (the job pipeline cancelled

@@ -13,6 +13,7 @@
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "cpu/windows.h"
+#include "heap/heap.h"
 #include "util/clock.h"
 
 struct pp_cpu_state pp_cpu = {
@@ -78,6 +79,22 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 	rc = pp_collector_start(err, errlen);
 	if (rc)
 		goto out;
+	if (q->heap && !pp_heap_running()) {
+		snprintf(err, errlen,
+		         "heap=1: heap profiling is off in this process (start "
+		         "it with PULLPROF_HEAP_RATE greater than 0)");
+		rc = -ENOTSUP;
+		goto out;
+	}
+	if (q->wall) {
+		rc = pp_wall_companion_start(
+		    j, q->seconds,
+		    q->hz < PP_WALL_MAX_HZ ? q->hz : PP_WALL_MAX_HZ, &w->wall,
+		    err, errlen);
+		if (rc)
+			goto out;
+	}
+	w->heap = q->heap;
 	w->model->max_bytes = pp_cpu.settings.max_profile_bytes;
 	/* Every window keeps its timeline, so any one (?id=) renders as a
 	 * trace: up to half as much again as the profile's bound. */
@@ -102,6 +119,16 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 out:
 	pthread_mutex_unlock(&pp_cpu.mu);
 	return rc;
+}
+
+/* The wall window beside w, if still there: stopped and let go (by the
+ * collector once it took the model, by a cancel, by the job's free). */
+void pp_cpu_window_drop_wall(struct pp_cpu_window *w)
+{
+	struct pp_wall_companion *c =
+	    __atomic_exchange_n(&w->wall, NULL, __ATOMIC_ACQ_REL);
+	if (c)
+		pp_wall_companion_cancel(c);
 }
 
 /* Off the list, if still there (lock held); returns whether it was. */
@@ -130,13 +157,16 @@ static void window_cancel(struct pp_job *j)
 	if (was)
 		pthread_cond_signal(&pp_cpu.wake); /* the rate may drop */
 	pthread_mutex_unlock(&pp_cpu.mu);
-	if (was)
+	if (was) {
+		pp_cpu_window_drop_wall(w);
 		pp_job_unref(j); /* the list's */
+	}
 }
 
 static void window_free(void *data)
 {
 	struct pp_cpu_window *w = data;
+	pp_cpu_window_drop_wall(w);
 	pp_profile_free(w->model);
 	free(w);
 }

@@ -12,6 +12,7 @@
 #include "cpu/cpu.h"
 #include "profile/job.h"
 #include "profile/model.h"
+#include "threads/threads.h"
 
 /* One per CPU job: the span it samples and the model samples go into. */
 struct pp_cpu_window {
@@ -23,6 +24,9 @@ struct pp_cpu_window {
 	struct pp_profile *model; /* the collector's while listed */
 	uint64_t lost_at_open;
 	uint32_t min_period, max_period;
+	struct pp_wall_companion *wall; /* /trace?wall=1 */
+	int heap;                       /* /trace?heap=1 */
+	int finished; /* finish_model done (the collector's) */
 	struct pp_cpu_window *next;
 };
 
@@ -47,6 +51,9 @@ extern struct pp_cpu_state pp_cpu;
 int pp_collector_start(char *err, size_t errlen);
 /* Lock held on entry and exit: stop the collector and join it. */
 void pp_collector_stop(void);
+
+/* Stop the wall window beside w (if any) and let it go. */
+void pp_cpu_window_drop_wall(struct pp_cpu_window *w);
 
 /* Samples dropped so far because the ring was full. */
 uint64_t pp_cpu_lost_now(void);

@@ -99,9 +99,38 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 	return rc;
 }
 
+static int make_model(struct pp_job *job, const struct heap_job *j,
+                      struct pp_profile **out);
+static int heap_running(void);
+
 static int heap_make(struct pp_job *job, struct pp_profile **out)
 {
-	struct heap_job *j = pp_job_data(job);
+	return make_model(job, pp_job_data(job), out);
+}
+
+int pp_heap_trace_models(struct pp_profile **now, struct pp_profile **peak)
+{
+	struct heap_job j = {.q = {.view = PP_HEAP_INUSE}};
+	*now = *peak = NULL;
+	if (!heap_running())
+		return -ENOTSUP;
+	int rc = make_model(NULL, &j, now);
+	if (rc)
+		return rc;
+	j.q.peak = 1;
+	rc = make_model(NULL, &j, peak);
+	if (rc) {
+		pp_profile_free(*now);
+		*now = NULL;
+	}
+	return rc;
+}
+
+/* The model j asks for; job (for a delta's times) may be NULL when
+ * j->q.seconds is 0. */
+static int make_model(struct pp_job *job, const struct heap_job *j,
+                      struct pp_profile **out)
+{
 	struct pp_heap_snapshot end;
 	char note[240];
 	int rc;
@@ -170,6 +199,11 @@ static int heap_running(void)
 	int running = heap.running;
 	pthread_mutex_unlock(&heap.mu);
 	return running;
+}
+
+int pp_heap_running(void)
+{
+	return heap_running();
 }
 
 static int heap_start(struct pp_job *job, const void *query, char *err,

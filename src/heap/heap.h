@@ -76,4 +76,11 @@ struct pp_heap_stats {
 };
 void pp_heap_stats(struct pp_heap_stats *out);
 
+/* Agent context: the heap as a trace shows it (/trace?heap=1): what is in
+ * use and was allocated now, and what was in use at the peak (two models,
+ * both the caller's). -ENOTSUP when heap profiling is off. */
+int pp_heap_trace_models(struct pp_profile **now, struct pp_profile **peak);
+/* Is heap profiling on? */
+int pp_heap_running(void);
+
 #endif

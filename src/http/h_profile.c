@@ -12,7 +12,7 @@
 enum MHD_Result pp_h_profile(struct pp_request *r)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
-	struct pp_cpu_query q;
+	struct pp_cpu_query q = {0};
 	struct pp_job_request rq = {
 	    .producer = &pp_cpu_producer, .query = &q, .keep = 1};
 	char err[300];
@@ -36,16 +36,18 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 enum MHD_Result pp_h_trace(struct pp_request *r)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
-	struct pp_cpu_query q;
+	struct pp_cpu_query q = {0};
 	struct pp_job_request rq = {
 	    .producer = &pp_cpu_producer, .query = &q, .keep = 1};
 	char err[300];
-	unsigned format = PP_FORMAT_PERFETTO;
+	unsigned format = PP_FORMAT_PERFETTO, wall = 0, heap = 0;
 
 	if (pp_query_uint(r, "seconds", 1, 1, cfg->v.max_seconds, &q.seconds,
 	                  err, sizeof err) ||
 	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &q.hz, err,
 	                  sizeof err) ||
+	    pp_query_uint(r, "wall", 0, 0, 1, &wall, err, sizeof err) ||
+	    pp_query_uint(r, "heap", 0, 0, 1, &heap, err, sizeof err) ||
 	    pp_query_choice(r, "format", "perfetto", &format, err,
 	                    sizeof err) ||
 	    pp_query_refuse(r, "debug|top|sample_index",
@@ -54,8 +56,10 @@ enum MHD_Result pp_h_trace(struct pp_request *r)
 	                    err, sizeof err) ||
 	    pp_query_render(r, "samples|cpu", PP_RENDER_TIMELINE, &rq.render,
 	                    err, sizeof err) ||
-	    pp_query_id(r, "seconds|hz", &rq.id, err, sizeof err))
+	    pp_query_id(r, "seconds|hz|wall|heap", &rq.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	q.wall = (int)wall;
+	q.heap = (int)heap;
 	rq.render.format = PP_FORMAT_PERFETTO;
 	rq.seconds = q.seconds;
 	return pp_respond_job(r, &rq);

@@ -135,7 +135,22 @@ enum {
 	HS_ALLOC_COUNT = 5,
 	HS_FREE_COUNT = 6,
 	HS_MAX = 8,
+	HS_MAX_COUNT = 9,
 };
+
+/* Where interned entries go: InternedData's fields, or a ProfilePacket's
+ * own (whose one string table holds every kind of string; no source
+ * paths). */
+struct tags {
+	int function_names, mapping_paths, build_ids, source_paths, mappings,
+	    frames, callstacks;
+};
+static const struct tags INTERNED_TAGS = {
+    ID_FUNCTION_NAMES, ID_MAPPING_PATHS, ID_BUILD_IDS, ID_SOURCE_PATHS,
+    ID_MAPPINGS,       ID_FRAMES,        ID_CALLSTACKS};
+static const struct tags PROFILE_PACKET_TAGS = {
+    PP_STRINGS,  PP_STRINGS, PP_STRINGS,   0,
+    PP_MAPPINGS, PP_FRAMES,  PP_CALLSTACKS};
 
 enum { SEQ_META = 1, SEQ_CPU = 2, SEQ_WALL = 3, SEQ_HEAP = 4 };
 
@@ -155,6 +170,8 @@ struct thread {
  * indices). */
 struct interning {
 	const struct pp_view *v;
+	const struct tags *tags;
+	int shared_strings;   /* one iid space for all strings (components) */
 	uint32_t *frame_base; /* by location: iid of its first frame - 1 */
 	unsigned char *func_done, *frame_done, *stack_done, *map_done;
 	struct pp_strtab sources, components, names;
@@ -427,6 +444,7 @@ static int interning_init(struct interning *in, const struct pp_view *v)
 	size_t nframes = 0;
 	memset(in, 0, sizeof *in);
 	in->v = v;
+	in->tags = &INTERNED_TAGS;
 	in->frame_base = malloc((v->nlocs + 1) * sizeof *in->frame_base);
 	if (!in->frame_base)
 		return -ENOMEM;
@@ -548,30 +566,41 @@ static void mapping(struct writer *w, struct interning *in, size_t mi)
 		    intern_str(w, &in->components, &in->component_done,
 		               &in->component_cap, c, len, &fresh);
 		if (fresh)
-			interned_string(w, ID_MAPPING_PATHS, comps[ncomps], c,
-			                len);
+			interned_string(w, in->tags->mapping_paths,
+			                comps[ncomps], c, len);
 		ncomps++;
 		c += len;
 	}
 	size_t idlen = strlen(mp->build_id) / 2;
+	uint64_t id_iid = 0;
 	if (idlen && idlen <= 64) {
 		unsigned char id[64];
 		for (size_t i = 0; i < idlen; i++)
 			id[i] =
 			    (unsigned char)(hexdigit(mp->build_id[2 * i]) << 4 |
 			                    hexdigit(mp->build_id[2 * i + 1]));
-		interned_string(w, ID_BUILD_IDS, mp->id, id, idlen);
+		if (in->shared_strings) {
+			id_iid = intern_str(
+			    w, &in->components, &in->component_done,
+			    &in->component_cap, (char *)id, idlen, &fresh);
+			if (fresh)
+				interned_string(w, in->tags->build_ids, id_iid,
+				                id, idlen);
+		} else {
+			id_iid = mp->id;
+			interned_string(w, in->tags->build_ids, id_iid, id,
+			                idlen);
+		}
 	}
 	size_t m = pp_pb_start(&w->pb);
 	pp_pb_uint64(&w->pb, MAP_IID, mp->id);
-	if (idlen && idlen <= 64)
-		pp_pb_uint64(&w->pb, MAP_BUILD_ID, mp->id);
+	pp_pb_uint64_opt(&w->pb, MAP_BUILD_ID, id_iid);
 	pp_pb_uint64(&w->pb, MAP_START_OFFSET, 0);
 	pp_pb_uint64(&w->pb, MAP_START, mp->start);
 	pp_pb_uint64(&w->pb, MAP_END, mp->limit);
 	pp_pb_uint64s(&w->pb, MAP_PATHS, comps, ncomps);
 	pp_pb_uint64(&w->pb, MAP_EXACT_OFFSET, mp->offset);
-	pp_pb_end(&w->pb, ID_MAPPINGS, m);
+	pp_pb_end(&w->pb, in->tags->mappings, m);
 }
 
 /* Location li's frames (one per function, inlined ones too), written when
@@ -593,19 +622,28 @@ static void location(struct writer *w, struct interning *in, uint32_t li)
 		const struct pp_frame *f = l->nframes ? &l->frames[k] : NULL;
 		uint64_t fn = 0, src = 0;
 		int fresh;
-		if (f) {
+		if (f && in->shared_strings) {
+			fn = intern_str(w, &in->components, &in->component_done,
+			                &in->component_cap, f->name,
+			                strlen(f->name), &fresh);
+			if (fresh)
+				interned_string(w, in->tags->function_names, fn,
+				                f->name, strlen(f->name));
+		} else if (f) {
 			uint32_t fi = v->func_of[l->first_func + k];
 			fn = (uint64_t)fi + 1;
 			if (!in->func_done[fi]) {
 				in->func_done[fi] = 1;
-				interned_string(w, ID_FUNCTION_NAMES, fn,
+				interned_string(w, in->tags->function_names, fn,
 				                f->name, strlen(f->name));
 			}
+		}
+		if (f && in->tags->source_paths) {
 			src = intern_str(w, &in->sources, &in->source_done,
 			                 &in->source_cap, f->file,
 			                 strlen(f->file), &fresh);
 			if (fresh)
-				interned_string(w, ID_SOURCE_PATHS, src,
+				interned_string(w, in->tags->source_paths, src,
 				                f->file, strlen(f->file));
 		}
 		size_t m = pp_pb_start(&w->pb);
@@ -618,9 +656,9 @@ static void location(struct writer *w, struct interning *in, uint32_t li)
 			                 l->mapping->offset);
 		}
 		pp_pb_uint64_opt(&w->pb, FR_SOURCE, src);
-		if (f && f->line > 0)
+		if (f && f->line > 0 && in->tags->source_paths)
 			pp_pb_uint64(&w->pb, FR_LINE, (uint64_t)f->line);
-		pp_pb_end(&w->pb, ID_FRAMES, m);
+		pp_pb_end(&w->pb, in->tags->frames, m);
 	}
 	in->frame_done[base] = 1;
 }
@@ -661,7 +699,7 @@ static uint64_t callstack(struct writer *w, struct interning *in, size_t si,
 	size_t m = pp_pb_start(&w->pb);
 	pp_pb_uint64(&w->pb, CSK_IID, si + 1);
 	pp_pb_uint64s(&w->pb, CSK_FRAMES, *frames, n);
-	pp_pb_end(&w->pb, ID_CALLSTACKS, m);
+	pp_pb_end(&w->pb, in->tags->callstacks, m);
 	in->stack_done[si] = 1;
 	return si + 1;
 }
@@ -814,9 +852,168 @@ static int wall_samples(struct writer *w, const struct pp_view *v)
 	return w->err;
 }
 
+/* ---- the heap, as heapprofd dumps it ------------------------------------- */
+
+static uint64_t pcs_hash(const struct pp_sample *s)
+{
+	uint64_t h = 1469598103934665603ull ^ s->depth;
+	for (uint32_t i = 0; i < s->depth; i++) {
+		h ^= (uint64_t)s->pcs[i];
+		h *= 1099511628211ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+static int type_index(const struct pp_profile *p, const char *type)
+{
+	for (size_t i = 0; i < p->ntypes; i++)
+		if (strcmp(p->types[i].type, type) == 0)
+			return (int)i;
+	return -1;
+}
+
+struct stack_key {
+	uint64_t hash;
+	uint32_t sample; /* index in the view */
+};
+
+static int by_key(const void *a, const void *b)
+{
+	const struct stack_key *x = a, *y = b;
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	return x->sample < y->sample ? -1 : x->sample > y->sample;
+}
+
+static int same_pcs(const struct pp_sample *a, const struct pp_sample *b)
+{
+	return a->depth == b->depth &&
+	       memcmp(a->pcs, b->pcs, a->depth * sizeof *a->pcs) == 0;
+}
+
+/* Keys of v's samples, sorted: samples with the same stack (other labels)
+ * sit together. */
+static struct stack_key *stack_keys(const struct pp_view *v)
+{
+	struct stack_key *k = malloc((v->nsamples + 1) * sizeof *k);
+	if (!k)
+		return NULL;
+	for (size_t i = 0; i < v->nsamples; i++)
+		k[i] = (struct stack_key){pcs_hash(v->samples[i]), (uint32_t)i};
+	qsort(k, v->nsamples, sizeof *k, by_key);
+	return k;
+}
+
+/* A ProfilePacket in the shape heapprofd writes: its own strings,
+ * mappings, frames and callstacks, then one process dump with a sample per
+ * stack: allocated and freed bytes and counts now (self_freed is what was
+ * allocated and is no longer in use), and self_max, what the stack held
+ * when the process's in-use total was highest. Values are the unsampled
+ * estimates pprof shows. */
+static int heap_dump(struct writer *w, const struct pp_view *v,
+                     const struct pp_view *peak, uint64_t mono_to_boot)
+{
+	const struct pp_profile *p = v->p;
+	int ao = type_index(p, "alloc_objects"),
+	    as = type_index(p, "alloc_space"),
+	    io = type_index(p, "inuse_objects"),
+	    is = type_index(p, "inuse_space");
+	if (ao < 0 || as < 0 || io < 0 || is < 0)
+		return -EINVAL;
+	struct stack_key *keys = stack_keys(v);
+	struct stack_key *pkeys = peak ? stack_keys(peak) : NULL;
+	struct interning in;
+	uint64_t *frames = NULL;
+	size_t cap = 0;
+	int rc = keys && (!peak || pkeys) ? interning_init(&in, v) : -ENOMEM;
+	if (rc) {
+		free(keys);
+		free(pkeys);
+		return rc;
+	}
+	int pis = peak ? type_index(peak->p, "inuse_space") : -1;
+	int pio = peak ? type_index(peak->p, "inuse_objects") : -1;
+	uint64_t ts = clock_now(CLOCK_MONOTONIC);
+
+	/* The packet's own interning: the same encoders write into
+	 * ProfilePacket's fields (strings 1, frames 2, callstacks 3,
+	 * mappings 4) in place of InternedData's. A ProfilePacket names every
+	 * string (function names, path components, build IDs) in one
+	 * table. */
+	size_t m = packet(w, SEQ_HEAP, ts, SEQ_CLEARED);
+	pp_pb_bool(&w->pb, TP_FIRST_ON_SEQUENCE, 1);
+	size_t pkt = pp_pb_start(&w->pb);
+	in.shared_strings = 1;
+	in.tags = &PROFILE_PACKET_TAGS;
+	for (size_t i = 0; i < v->nsamples && !w->err; i++) {
+		if (i && same_pcs(v->samples[keys[i].sample],
+		                  v->samples[keys[i - 1].sample]))
+			continue;
+		callstack(w, &in, keys[i].sample, &frames, &cap);
+	}
+	size_t dump = pp_pb_start(&w->pb);
+	pp_pb_uint64(&w->pb, PHS_PID, (uint64_t)w->pid);
+	pp_pb_uint64(&w->pb, PHS_TIMESTAMP, ts + mono_to_boot);
+	pp_pb_uint64_opt(&w->pb, PHS_INTERVAL, (uint64_t)p->period);
+	size_t pj = 0;
+	for (size_t i = 0; i < v->nsamples && !w->err;) {
+		const struct pp_sample *first = v->samples[keys[i].sample];
+		int64_t sum[4] = {0, 0, 0, 0};
+		size_t k = i;
+		for (; k < v->nsamples &&
+		       same_pcs(v->samples[keys[k].sample], first);
+		     k++) {
+			const struct pp_sample *s = v->samples[keys[k].sample];
+			sum[0] += s->values[ao];
+			sum[1] += s->values[as];
+			sum[2] += s->values[io];
+			sum[3] += s->values[is];
+		}
+		int64_t max_bytes = 0, max_count = 0;
+		while (peak && pj < peak->nsamples &&
+		       pkeys[pj].hash < keys[i].hash)
+			pj++;
+		for (size_t q = pj; peak && q < peak->nsamples &&
+		                    pkeys[q].hash == keys[i].hash;
+		     q++) {
+			const struct pp_sample *s =
+			    peak->samples[pkeys[q].sample];
+			if (!same_pcs(s, first))
+				continue;
+			max_bytes += pis >= 0 ? s->values[pis] : 0;
+			max_count += pio >= 0 ? s->values[pio] : 0;
+		}
+		size_t hs = pp_pb_start(&w->pb);
+		pp_pb_uint64(&w->pb, HS_CALLSTACK,
+		             (uint64_t)keys[i].sample + 1);
+		pp_pb_uint64_opt(&w->pb, HS_ALLOCATED, (uint64_t)sum[1]);
+		pp_pb_uint64_opt(&w->pb, HS_FREED, (uint64_t)(sum[1] - sum[3]));
+		pp_pb_uint64_opt(&w->pb, HS_ALLOC_COUNT, (uint64_t)sum[0]);
+		pp_pb_uint64_opt(&w->pb, HS_FREE_COUNT,
+		                 (uint64_t)(sum[0] - sum[2]));
+		if (peak) {
+			pp_pb_uint64_opt(&w->pb, HS_MAX, (uint64_t)max_bytes);
+			pp_pb_uint64_opt(&w->pb, HS_MAX_COUNT,
+			                 (uint64_t)max_count);
+		}
+		pp_pb_end(&w->pb, PHS_SAMPLES, hs);
+		i = k;
+	}
+	pp_pb_end(&w->pb, PP_DUMPS, dump);
+	pp_pb_end(&w->pb, TP_PROFILE_PACKET, pkt);
+	packet_end(w, m);
+	free(frames);
+	free(keys);
+	free(pkeys);
+	interning_free(&in);
+	return w->err;
+}
+
 /* ---- the whole trace ----------------------------------------------------- */
 
 int pp_perfetto_write(const struct pp_view *cpu, const struct pp_view *wall,
+                      const struct pp_view *heap, const struct pp_view *peak,
                       struct pp_buf *out, int gzip_level)
 {
 	struct writer w;
@@ -838,6 +1035,10 @@ int pp_perfetto_write(const struct pp_view *cpu, const struct pp_view *wall,
 		cpu_samples(&w, cpu);
 	if (wall && !w.err)
 		wall_samples(&w, wall);
+	if (heap && !w.err)
+		fail(&w, heap_dump(&w, heap, peak,
+		                   clock_now(CLOCK_BOOTTIME) -
+		                       clock_now(CLOCK_MONOTONIC)));
 	free(w.threads);
 	if (w.err) {
 		pp_pb_abort(&w.pb);

@@ -41,22 +41,30 @@ const char *pp_format_encoding(const struct pp_render_opts *o)
 	return text && o->gzip ? "gzip" : NULL;
 }
 
-/* The trace of v's timeline, with the wall profile beside it (its own
- * view). Gzipped (as a file, not an encoding) when the client takes it. */
+/* The trace of v's timeline, with the wall and heap profiles beside it
+ * (each its own view). Gzipped (in transit) when the client takes it. */
 static int perfetto(const struct pp_view *v, struct pp_symtab *st, int gzip,
                     struct pp_buf *out)
 {
 	const struct pp_profile *p = v->p;
-	struct pp_view wall;
+	const struct pp_profile *side[3] = {p->wall, p->heap,
+	                                    p->heap ? p->heap->heap : NULL};
+	struct pp_view views[3];
+	int built[3] = {0, 0, 0}, rc = 0;
 	if (!p->max_events)
 		return -ENOTSUP;
-	if (!p->wall)
-		return pp_perfetto_write(v, NULL, out, gzip ? 6 : 0);
-	int rc = pp_view_build(&wall, p->wall, st);
-	if (rc)
-		return rc;
-	rc = pp_perfetto_write(v, &wall, out, gzip ? 6 : 0);
-	pp_view_free(&wall);
+	for (int i = 0; i < 3 && !rc; i++)
+		if (side[i]) {
+			rc = pp_view_build(&views[i], side[i], st);
+			built[i] = !rc;
+		}
+	if (!rc)
+		rc = pp_perfetto_write(
+		    v, built[0] ? &views[0] : NULL, built[1] ? &views[1] : NULL,
+		    built[2] ? &views[2] : NULL, out, gzip ? 6 : 0);
+	for (int i = 0; i < 3; i++)
+		if (built[i])
+			pp_view_free(&views[i]);
 	return rc;
 }
 

@@ -56,6 +56,20 @@ struct pp_wall_query {
 };
 extern struct pp_producer pp_wall_producer;
 
+/* A wall window beside another job's window (/trace?wall=1): sampled over
+ * job's span from its open for `seconds` at hz, its model handed to the
+ * caller rather than answered. take: 1 once it ended (*out the model, or
+ * NULL with *rc), 0 before. cancel: stop it and let go; release: let go
+ * after take. */
+struct pp_wall_companion;
+int pp_wall_companion_start(struct pp_job *job, unsigned seconds, unsigned hz,
+                            struct pp_wall_companion **out, char *err,
+                            size_t errlen);
+int pp_wall_companion_take(struct pp_wall_companion *c, struct pp_profile **out,
+                           int *rc);
+void pp_wall_companion_cancel(struct pp_wall_companion *c);
+void pp_wall_companion_release(struct pp_wall_companion *c);
+
 /* The default and highest rates of a wall-clock window. */
 #define PP_WALL_HZ 99
 #define PP_WALL_MAX_HZ 1000

@@ -22,9 +22,19 @@
 #include "threads/internal.h"
 #include "util/clock.h"
 
+/* A wall window beside a CPU window (/trace?wall=1): the model goes here,
+ * not to a job. Shared by the sampler thread and the CPU window (refs). */
+struct pp_wall_companion {
+	pthread_mutex_t mu;
+	int refs, done, rc;
+	_Atomic int stop;
+	struct pp_profile *model;
+};
+
 struct window {
 	struct window *next;
-	struct pp_job *job;
+	struct pp_job *job; /* its times; answered unless comp is set */
+	struct pp_wall_companion *comp;
 	struct pp_wall_query q;
 	pthread_t thread;
 	_Atomic int stop; /* cancelled, or the agent stops */
@@ -51,7 +61,8 @@ static const struct pp_value_type fgprof_period = {"wallclock", "nanoseconds"};
 static int sleep_until(struct window *w, uint64_t until)
 {
 	for (;;) {
-		if (atomic_load(&w->stop))
+		if (atomic_load(&w->stop) ||
+		    (w->comp && atomic_load(&w->comp->stop)))
 			return 1;
 		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 		if (now >= until)
@@ -200,7 +211,17 @@ static void *sampler_main(void *arg)
 		p = NULL;
 		rc = -ECANCELED;
 	}
-	pp_job_deliver(w->job, p, rc);
+	if (w->comp) {
+		struct pp_wall_companion *c = w->comp;
+		pthread_mutex_lock(&c->mu);
+		c->model = p;
+		c->rc = rc;
+		c->done = 1;
+		pthread_mutex_unlock(&c->mu);
+		pp_wall_companion_release(c);
+	} else {
+		pp_job_deliver(w->job, p, rc);
+	}
 	pp_job_unref(w->job);
 	pp_agent_thread_leave();
 	atomic_store(&w->done, 1);
@@ -225,6 +246,92 @@ static void reap_locked(int all)
 	}
 }
 
+void pp_wall_companion_release(struct pp_wall_companion *c)
+{
+	pthread_mutex_lock(&c->mu);
+	int last = --c->refs == 0;
+	pthread_mutex_unlock(&c->mu);
+	if (last) {
+		pp_profile_free(c->model);
+		pthread_mutex_destroy(&c->mu);
+		free(c);
+	}
+}
+
+int pp_wall_companion_take(struct pp_wall_companion *c, struct pp_profile **out,
+                           int *rc)
+{
+	pthread_mutex_lock(&c->mu);
+	int done = c->done;
+	if (done) {
+		*out = c->model;
+		*rc = c->rc;
+		c->model = NULL;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return done;
+}
+
+void pp_wall_companion_cancel(struct pp_wall_companion *c)
+{
+	atomic_store(&c->stop, 1);
+	pp_wall_companion_release(c);
+}
+
+static int start_window(struct window *w, char *err, size_t errlen);
+
+int pp_wall_companion_start(struct pp_job *job, unsigned seconds, unsigned hz,
+                            struct pp_wall_companion **out, char *err,
+                            size_t errlen)
+{
+	int rc = pp_threads_unwind_ready(err, errlen);
+	if (rc)
+		return rc;
+	struct pp_wall_companion *c = calloc(1, sizeof *c);
+	struct window *w = calloc(1, sizeof *w);
+	if (!c || !w) {
+		free(c);
+		free(w);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	c->refs = 2; /* the sampler's and the caller's */
+	w->q = (struct pp_wall_query){seconds, hz, 0};
+	w->job = job;
+	w->comp = c;
+	pp_job_ref(job);
+	rc = start_window(w, err, errlen);
+	if (rc) {
+		pp_job_unref(job);
+		pthread_mutex_destroy(&c->mu);
+		free(c);
+		free(w);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Start w's sampler thread and list it. */
+static int start_window(struct window *w, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&wall.mu);
+	reap_locked(0);
+	int rc = pp_agent_thread_create(&w->thread, "pullprof-wall",
+	                                sampler_main, w);
+	if (rc) {
+		pthread_mutex_unlock(&wall.mu);
+		snprintf(err, errlen, "cannot start the sampler thread: %s",
+		         strerror(-rc));
+		return rc;
+	}
+	w->next = wall.list;
+	wall.list = w;
+	pthread_mutex_unlock(&wall.mu);
+	return 0;
+}
+
 static int wall_start(struct pp_job *job, const void *query, char *err,
                       size_t errlen)
 {
@@ -240,22 +347,13 @@ static int wall_start(struct pp_job *job, const void *query, char *err,
 	w->job = job;
 	pp_job_set_data(job, w);
 	pp_job_ref(job);
-	pthread_mutex_lock(&wall.mu);
-	reap_locked(0);
-	rc = pp_agent_thread_create(&w->thread, "pullprof-wall", sampler_main,
-	                            w);
+	rc = start_window(w, err, errlen);
 	if (rc) {
-		pthread_mutex_unlock(&wall.mu);
 		pp_job_set_data(job, NULL);
 		pp_job_unref(job);
 		free(w);
-		snprintf(err, errlen, "cannot start the sampler thread: %s",
-		         strerror(-rc));
 		return rc;
 	}
-	w->next = wall.list;
-	wall.list = w;
-	pthread_mutex_unlock(&wall.mu);
 	return 0;
 }
 

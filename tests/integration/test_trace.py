@@ -15,8 +15,8 @@ import time
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pptest import (BUILD, SRC, Proc, Profile, _parse_text_format, curl, eq,  # noqa: E402
-                    ok, run, skip)
+from pptest import (BUILD, SRC, Proc, Profile, Work, _parse_text_format,  # noqa: E402
+                    curl, eq, ok, run, sanitized, skip)
 
 PHASES = os.path.join(BUILD, "tests", "trace", "phases")
 PROTOS = os.environ.get("PP_PERFETTO_PROTOS") or os.path.join(
@@ -389,6 +389,9 @@ def test_bad_input():
                 ("trace?top=5", "top"),
                 ("trace?id=999999", None),
                 ("trace?id=1&seconds=2", "seconds"),
+                ("trace?wall=2", "wall"),
+                ("trace?heap=yes", "heap"),
+                ("trace?id=1&wall=1", "wall"),
                 ("heap?format=perfetto", "perfetto"),
                 ("goroutine?format=perfetto", "perfetto"),
                 ("mutex?format=perfetto", "perfetto"),
@@ -401,10 +404,189 @@ def test_bad_input():
                    f"{q}: the answer names {want}", r.body[:200])
         ok(status(port)["cpu"]["windows_open"] == 0,
            "bad requests opened no window")
+        # Heap profiling off: heap=1 says so, and opens nothing.
+        q = Proc([PHASES], env={"PULLPROF_LISTEN": "127.0.0.1:0",
+                                "PULLPROF_HEAP_RATE": "0"},
+                 stdout_lines=True)
+        qport = int(q.wait_line(q.out_lines, r"^port (\d+)",
+                                timeout=30).group(1))
+        r = curl(url(qport, "trace?seconds=1&heap=1"))
+        eq(r.status, 404, "trace?heap=1 with heap profiling off: 404")
+        ok(b"PULLPROF_HEAP_RATE" in r.body, "... naming PULLPROF_HEAP_RATE",
+           r.body[:200])
+        eq(status(qport)["cpu"]["windows_open"], 0, "... and no window "
+           "stays open")
+        q.stop()
         eq(curl(url(port, "healthz")).status, 200, "the agent still answers")
     finally:
         p.stop()
 
 
+def test_wall_beside():
+    p, port = start_phases()
+    try:
+        t, box = in_background(lambda: curl(
+            url(port, "trace?seconds=3&hz=100&wall=1"), timeout=120))
+        wait_window(port)
+        send(p, "go 600")
+        m = p.wait_line(p.out_lines, r"^phases (\d+) (\d+) (\d+) (\d+)",
+                        timeout=60)
+        a0, a1 = int(m.group(1)), int(m.group(2))
+        t.join()
+        r = box["r"]
+        eq(r.status, 200, "trace?wall=1: 200")
+        if not have_protos():
+            skip("trace?wall=1: decoded", NO_PROTOS)
+            return
+        tr = Trace(decode_trace(r.body))
+        eq(tr.problems, [], "trace?wall=1: sequence and interning rules "
+           "hold on every sequence")
+        begin, end = window_bounds(tr, "wall-clock window")
+        ok(begin and end, "trace?wall=1: the wall window's bounds",
+           (begin, end))
+        # Wall slices: on a child track of each thread's track, named by
+        # the state, over the time each look stands for.
+        slices = defaultdict(list)  # thread name -> [(ts, state, stack)]
+        open_ = {}
+        wrong_parent = []
+        for i, seq, ts, clock, te, ctx in tr.events:
+            u = one(te, "track_uuid")
+            td = tr.tracks.get(u)
+            if not td or one(td, "name") != "wall-clock state":
+                continue
+            parent = tr.thread_of(one(td, "parent_uuid"))
+            if not parent:
+                wrong_parent.append(u)
+                continue
+            name = one(parent, "thread_name")
+            if one(te, "type") == "TYPE_SLICE_BEGIN":
+                open_[u] = (ts, ctx["name"], ctx["stack"] or [])
+            elif one(te, "type") == "TYPE_SLICE_END" and u in open_:
+                b, state, stack = open_.pop(u)
+                slices[name].append((b, ts, state, stack))
+        eq(wrong_parent, [], "trace?wall=1: every wall track is a child of "
+           "a thread's track")
+        idle = slices.get("idle", [])
+        ok(idle and all(st == "sleeping" and "idle_wait" in stack
+                        for _, _, st, stack in idle),
+           "trace?wall=1: the idle thread is sleeping in idle_wait at "
+           "every look", idle[:3])
+        covered = sum(e - b for b, e, _, _ in idle)
+        ok(begin and end and abs(covered - (end - begin)) <= 0.15 * (
+            end - begin), "trace?wall=1: the idle thread's slices cover "
+           "the window's wall time (within 15%)",
+           (covered / 1e9, (end - begin) / 1e9 if begin else None))
+        burning = [(b, st) for b, e, st, stack in slices.get("phase-a", [])
+                   if "phase_a_work" in stack]
+        ok(len(burning) >= 20 and all(st == "running" for _, st in burning),
+           "trace?wall=1: phase-a looked at while it burnt: running, in "
+           "phase_a_work", burning[:5])
+        slack = 30 * 1000000
+        eq([b for b, _ in burning if not a0 - slack <= b <= a1 + slack], [],
+           "trace?wall=1: ... and only while it burnt")
+        cpu = tr.cpu_events()
+        ok(any((e[5]["stack"] or [None])[-1] == "phase_a_work" for e in cpu),
+           "trace?wall=1: the CPU samples are there too")
+    finally:
+        p.stop()
+
+
+def heap_dumps(packets):
+    """The ProfilePackets' dumps, checked: every id a packet uses is defined
+    in it. [(problems, [(leaf function, sample dict)])]"""
+    out = []
+    for pk in packets:
+        for pp in pk.get("profile_packet", []):
+            problems = []
+            strings = {one(x, "iid"): one(x, "str") for x in
+                       pp.get("strings", [])}
+            maps = {one(x, "iid"): x for x in pp.get("mappings", [])}
+            frames = {one(x, "iid"): x for x in pp.get("frames", [])}
+            stacks = {one(x, "iid"): x for x in pp.get("callstacks", [])}
+            for f in frames.values():
+                if one(f, "function_name_id") not in strings:
+                    problems.append(f"frame {one(f, 'iid')}: no name")
+                if one(f, "mapping_id") and one(f, "mapping_id") not in maps:
+                    problems.append(f"frame {one(f, 'iid')}: no mapping")
+            for m in maps.values():
+                for sid in m.get("path_string_ids", []) + m.get("build_id",
+                                                                []):
+                    if sid not in strings:
+                        problems.append(f"mapping {one(m, 'iid')}: {sid}")
+            rows = []
+            for d in pp.get("process_dumps", []):
+                for smp in d.get("samples", []):
+                    cs = stacks.get(one(smp, "callstack_id"))
+                    if not cs:
+                        problems.append("a sample without its callstack")
+                        continue
+                    fids = cs.get("frame_ids", [])
+                    if any(f not in frames for f in fids):
+                        problems.append("a callstack without its frames")
+                        continue
+                    leaf = strings.get(one(frames[fids[-1]],
+                                           "function_name_id"))
+                    rows.append((leaf, smp, d))
+            out.append((problems, rows))
+    return out
+
+
+def test_heap_beside():
+    if sanitized():
+        skip("trace?heap=1", "the sanitizer's allocator replaces the "
+             "agent's malloc interposition")
+        return
+    w = Work({"PULLPROF_HEAP_RATE": "4096"})
+    try:
+        MiB = 1 << 20
+        eq(w.cmd(f"peak {64 * MiB}", timeout=120), "peaked",
+           "heapwork: 64 MiB allocated, then freed")
+        eq(w.cmd(f"delta {16 * MiB}", timeout=120), "allocated",
+           "heapwork: 16 MiB kept")
+        r = w.get("trace?seconds=1&heap=1")
+        eq(r.status, 200, "trace?heap=1: 200")
+        if not have_protos():
+            skip("trace?heap=1: decoded", NO_PROTOS)
+            return
+        packets = decode_trace(r.body)
+        tr = Trace(packets)
+        eq(tr.problems, [], "trace?heap=1: sequence rules hold")
+        dumps = heap_dumps(packets)
+        eq(len(dumps), 1, "trace?heap=1: one heap dump (a ProfilePacket)")
+        if len(dumps) != 1:
+            return
+        problems, rows = dumps[0]
+        eq(problems, [], "trace?heap=1: every string, mapping, frame and "
+           "callstack the dump uses is in its packet")
+        d = rows[0][2] if rows else {}
+        eq(one(d, "pid"), w.pid, "trace?heap=1: the dump names the process")
+        eq(one(d, "sampling_interval_bytes"), 4096,
+           "trace?heap=1: the sampling interval")
+        by = defaultdict(lambda: Counter())
+        for leaf, smp, _ in rows:
+            for k in ("self_allocated", "self_freed", "self_max"):
+                by[leaf][k] += one(smp, k, 0)
+        # The leaf of a heap stack is the allocating function.
+        peak = by.get("hw_peak_builder")
+        ok(peak is not None and abs(peak["self_max"] - 64 * MiB) <= 0.1 *
+           64 * MiB and abs(peak["self_allocated"] - peak["self_freed"]) <=
+           MiB, "trace?heap=1: hw_peak_builder: 64 MiB at the peak "
+           "(self_max), all of it freed now", dict(peak or {}))
+        prof = Profile(w.get("heap").body)
+        want = 0
+        for smp in prof.samples:
+            st = prof.stack(smp)
+            if any(f[0] == "hw_delta_work" for fs in st for f in fs):
+                want += int(smp["value"][3])
+        got = sum(v["self_allocated"] - v["self_freed"]
+                  for k, v in by.items() if k == "hw_delta_work")
+        ok(want > 0 and abs(got - want) <= 0.01 * want,
+           "trace?heap=1: hw_delta_work's bytes in use (allocated - freed) "
+           "equal /heap's inuse_space", (got, want))
+    finally:
+        w.quit()
+
+
 if __name__ == "__main__":
-    run([test_trace_of_known_phases, test_formats_and_gzip, test_bad_input])
+    run([test_trace_of_known_phases, test_formats_and_gzip, test_wall_beside,
+         test_heap_beside, test_bad_input])
