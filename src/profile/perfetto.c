@@ -16,7 +16,8 @@
  *    nanoseconds it stands for (1 + timer overruns periods);
  *  - with the wall profile beside it, each wall sample as a slice on a
  *    child track of its thread named by the thread's state ("sleeping",
- *    "running", ...) over the time it stands for, with its callstack;
+ *    "running", ...), ending at the look and as long as the time the look
+ *    stands for (since the thread's last look), with its callstack;
  *  - with a heap profile beside it, heapprofd's ProfilePacket.
  *
  * Interning follows Perfetto's sequence rules: each kind of data has a
@@ -87,11 +88,17 @@ enum {
 	TYPE_SLICE_BEGIN = 1,
 	TYPE_SLICE_END = 2,
 	TYPE_INSTANT = 3,
+	DA_NAME_IID = 1,
 	DA_INT = 4,
 	DA_STRING = 6,
 	DA_NAME = 10,
+	DA_STRING_IID = 17,
+	DAN_IID = 1,
+	DAN_NAME = 2,
 	/* InternedData */
 	ID_EVENT_NAMES = 2,
+	ID_DEBUG_NAMES = 3,
+	ID_DEBUG_STRINGS = 29,
 	ID_FUNCTION_NAMES = 5,
 	ID_FRAMES = 6,
 	ID_CALLSTACKS = 7,
@@ -174,6 +181,8 @@ struct interning {
 	int shared_strings;   /* one iid space for all strings (components) */
 	uint32_t *frame_base; /* by location: iid of its first frame - 1 */
 	unsigned char *func_done, *frame_done, *stack_done, *map_done;
+	unsigned char *leaf_done; /* by function: its name as an argument */
+	unsigned debug_names;     /* debug annotation names written */
 	struct pp_strtab sources, components, names;
 	unsigned char *source_done, *component_done, *name_done;
 	size_t source_cap, component_cap, name_cap;
@@ -453,11 +462,12 @@ static int interning_init(struct interning *in, const struct pp_view *v)
 		nframes += v->locs[i].nframes ? v->locs[i].nframes : 1;
 	}
 	in->func_done = calloc(v->nfuncs + 1, 1);
+	in->leaf_done = calloc(v->nfuncs + 2, 1);
 	in->frame_done = calloc(nframes + 1, 1);
 	in->stack_done = calloc(v->nsamples + 1, 1);
 	in->map_done = calloc((v->maps ? v->maps->n : 0) + 1, 1);
 	if (!in->func_done || !in->frame_done || !in->stack_done ||
-	    !in->map_done || pp_strtab_init(&in->sources) ||
+	    !in->map_done || !in->leaf_done || pp_strtab_init(&in->sources) ||
 	    pp_strtab_init(&in->components) || pp_strtab_init(&in->names))
 		return -ENOMEM;
 	return 0;
@@ -467,6 +477,7 @@ static void interning_free(struct interning *in)
 {
 	free(in->frame_base);
 	free(in->func_done);
+	free(in->leaf_done);
 	free(in->frame_done);
 	free(in->stack_done);
 	free(in->map_done);
@@ -704,6 +715,54 @@ static uint64_t callstack(struct writer *w, struct interning *in, size_t si,
 	return si + 1;
 }
 
+/* Debug annotation names of the CPU samples (debug.function,
+ * debug.cpu_ns, debug.samples in the trace processor's args). */
+enum { DBG_FUNCTION = 1, DBG_CPU_NS, DBG_SAMPLES, DBG_NAMES };
+static const char *const debug_names[DBG_NAMES] = {NULL, "function", "cpu_ns",
+                                                   "samples"};
+
+static void debug_names_once(struct writer *w, struct interning *in)
+{
+	if (in->debug_names)
+		return;
+	in->debug_names = 1;
+	for (int i = 1; i < DBG_NAMES; i++) {
+		size_t m = pp_pb_start(&w->pb);
+		pp_pb_uint64(&w->pb, DAN_IID, (uint64_t)i);
+		str(&w->pb, DAN_NAME, debug_names[i]);
+		pp_pb_end(&w->pb, ID_DEBUG_NAMES, m);
+	}
+}
+
+/* The iid of sample si's leaf function name (innermost frame of its
+ * innermost location), written when new. */
+static uint64_t leaf_function(struct writer *w, struct interning *in, size_t si)
+{
+	const struct pp_view *v = in->v;
+	size_t depth = v->stack_at[si + 1] - v->stack_at[si];
+	const struct pp_view_loc *l =
+	    depth ? &v->locs[v->stacks[v->stack_at[si]]] : NULL;
+	uint64_t iid = v->nfuncs + 1; /* an address no symbol covers */
+	const char *name = "[unknown]";
+	if (l && l->nframes) {
+		iid = (uint64_t)v->func_of[l->first_func] + 1;
+		name = l->frames[0].name;
+	}
+	if (!in->leaf_done[iid]) {
+		in->leaf_done[iid] = 1;
+		interned_string(w, ID_DEBUG_STRINGS, iid, name, strlen(name));
+	}
+	return iid;
+}
+
+static void debug_int(struct writer *w, int name, int64_t v)
+{
+	size_t da = pp_pb_start(&w->pb);
+	pp_pb_uint64(&w->pb, DA_NAME_IID, (uint64_t)name);
+	pp_pb_int64(&w->pb, DA_INT, v);
+	pp_pb_end(&w->pb, TE_DEBUG, da);
+}
+
 /* ---- the samples --------------------------------------------------------- */
 
 static const struct pp_event *sort_base;
@@ -766,6 +825,8 @@ static int cpu_samples(struct writer *w, const struct pp_view *v)
 		uint64_t name = event_name(w, &in, "cpu");
 		uint64_t cs =
 		    callstack(w, &in, e->sample->index, &frames, &cap);
+		debug_names_once(w, &in);
+		uint64_t leaf = leaf_function(w, &in, e->sample->index);
 		if (w->pb.data.len != before)
 			pp_pb_end(&w->pb, TP_INTERNED_DATA, id);
 		else
@@ -776,13 +837,14 @@ static int cpu_samples(struct writer *w, const struct pp_view *v)
 		pp_pb_uint64(&w->pb, TE_NAME_IID, name);
 		pp_pb_uint64(&w->pb, TE_CALLSTACK_IID, cs);
 		pp_pb_double(&w->pb, TE_CALLSTACK_WEIGHT, (double)e->value);
-		if (e->count > 1) {
-			/* Timer overruns: one record for several periods. */
-			size_t da = pp_pb_start(&w->pb);
-			str(&w->pb, DA_NAME, "samples");
-			pp_pb_int64(&w->pb, DA_INT, e->count);
-			pp_pb_end(&w->pb, TE_DEBUG, da);
-		}
+		/* For SQL: the leaf function, the CPU time, and the periods
+		 * (more than one after timer overruns). */
+		size_t da = pp_pb_start(&w->pb);
+		pp_pb_uint64(&w->pb, DA_NAME_IID, DBG_FUNCTION);
+		pp_pb_uint64(&w->pb, DA_STRING_IID, leaf);
+		pp_pb_end(&w->pb, TE_DEBUG, da);
+		debug_int(w, DBG_CPU_NS, e->value);
+		debug_int(w, DBG_SAMPLES, e->count);
 		pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
 		packet_end(w, m);
 	}
@@ -807,20 +869,21 @@ static int wall_samples(struct writer *w, const struct pp_view *v)
 	sequence_start(w, SEQ_WALL);
 	for (size_t i = 0; i < n && !w->err; i++) {
 		const struct pp_event *e = &p->events[order[i]];
-		/* Over the time the look stands for, up to the thread's next
-		 * look and the window's end. */
-		uint64_t end =
-		    e->time_ns + (uint64_t)(e->value > 0 ? e->value : 1);
-		if (i + 1 < n && p->events[order[i + 1]].tid == e->tid &&
-		    p->events[order[i + 1]].time_ns < end)
-			end = p->events[order[i + 1]].time_ns;
-		if (p->mono_end_ns && end > p->mono_end_ns &&
-		    e->time_ns < p->mono_end_ns)
-			end = p->mono_end_ns;
-		if (end <= e->time_ns)
-			end = e->time_ns + 1;
+		/* A look stands for the time since the thread's last look
+		 * (its weight): the slice ends at the look and starts that
+		 * long before, not before the last look nor the window. */
+		uint64_t end = e->time_ns, begin = end;
+		if (e->value > 0 && (uint64_t)e->value < end)
+			begin = end - (uint64_t)e->value;
+		if (i > 0 && p->events[order[i - 1]].tid == e->tid &&
+		    begin < p->events[order[i - 1]].time_ns)
+			begin = p->events[order[i - 1]].time_ns;
+		if (begin < p->mono_start_ns)
+			begin = p->mono_start_ns;
+		if (begin >= end)
+			begin = end - 1;
 		const char *state = label(e->sample, "state");
-		size_t m = packet(w, SEQ_WALL, e->time_ns, SEQ_NEEDS);
+		size_t m = packet(w, SEQ_WALL, begin, SEQ_NEEDS);
 		size_t id = pp_pb_start(&w->pb);
 		size_t before = w->pb.data.len;
 		uint64_t name = event_name(w, &in, state ? state : "unknown");

@@ -100,11 +100,23 @@ class Trace:
 
     def resolve(self, seq, it, te):
         """The event's name and callstack (function names, root first)."""
-        ctx = {"name": one(te, "name"), "stack": None}
+        ctx = {"name": one(te, "name"), "stack": None, "args": {}}
         if one(te, "name_iid"):
             e = self.need(seq, it, "event_names", one(te, "name_iid"),
                           "an event")
             ctx["name"] = one(e, "name") if e else None
+        for d in te.get("debug_annotations", []):
+            name = one(d, "name")
+            if one(d, "name_iid"):
+                e = self.need(seq, it, "debug_annotation_names",
+                              one(d, "name_iid"), "an argument")
+                name = one(e, "name") if e else None
+            value = one(d, "int_value", one(d, "string_value"))
+            if one(d, "string_value_iid"):
+                e = self.need(seq, it, "debug_annotation_string_values",
+                              one(d, "string_value_iid"), "an argument")
+                value = one(e, "str") if e else None
+            ctx["args"][name] = value
         cs = one(te, "callstack_iid")
         if not cs:
             return ctx
@@ -303,12 +315,14 @@ def test_trace_of_known_phases():
         prof = Profile(r2.body)
         total = sum(int(s["value"][0]) for s in prof.samples)
         total_ns = sum(int(s["value"][1]) for s in prof.samples)
-        counts = [one({k: v for k, v in ((one(d, "name"), d) for d in
-                  e[4].get("debug_annotations", []))}.get("samples", {}),
-                  "int_value", 1) for e in cpu]
-        lost = sum(one(d, "int_value", 0) for e in tr.events
-                   for d in e[4].get("debug_annotations", [])
-                   if one(d, "name") == "lost_samples")
+        counts = [e[5]["args"].get("samples") for e in cpu]
+        lost = sum(e[5]["args"].get("lost_samples", 0) for e in tr.events)
+        eq([(e[5]["args"].get("function"), e[5]["args"].get("cpu_ns"))
+            for e in cpu if e[5]["args"].get("function") !=
+            (e[5]["stack"] or ["?"])[-1] or e[5]["args"].get("cpu_ns") !=
+            one(e[4], "callstack_weight")][:3], [],
+           "trace: each sample's arguments for SQL (debug.function, "
+           "debug.cpu_ns) match its leaf and weight")
         period = prof.raw.get("period", [0])[0]
         eq(sum(counts) + lost, total,
            "trace: sample counts (with overruns and lost ones) add up to "
@@ -476,13 +490,14 @@ def test_wall_beside():
             end - begin), "trace?wall=1: the idle thread's slices cover "
            "the window's wall time (within 15%)",
            (covered / 1e9, (end - begin) / 1e9 if begin else None))
-        burning = [(b, st) for b, e, st, stack in slices.get("phase-a", [])
+        # A slice ends at its look.
+        burning = [(e, st) for b, e, st, stack in slices.get("phase-a", [])
                    if "phase_a_work" in stack]
         ok(len(burning) >= 20 and all(st == "running" for _, st in burning),
            "trace?wall=1: phase-a looked at while it burnt: running, in "
            "phase_a_work", burning[:5])
         slack = 30 * 1000000
-        eq([b for b, _ in burning if not a0 - slack <= b <= a1 + slack], [],
+        eq([e for e, _ in burning if not a0 - slack <= e <= a1 + slack], [],
            "trace?wall=1: ... and only while it burnt")
         cpu = tr.cpu_events()
         ok(any((e[5]["stack"] or [None])[-1] == "phase_a_work" for e in cpu),
