@@ -80,6 +80,8 @@ struct pp_profile {
 	 * max_events samples count in the totals only, and in events_over. */
 	struct pp_event *events;
 	size_t nevents, events_cap, max_events;
+	int wall_timeline; /* its events are wall-clock looks, not CPU samples
+	                    */
 	uint64_t events_over;
 	/* The window on CLOCK_MONOTONIC (the events' clock), when kept. */
 	uint64_t mono_start_ns, mono_end_ns;

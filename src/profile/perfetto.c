@@ -1085,16 +1085,18 @@ int pp_perfetto_write(const struct pp_view *cpu, const struct pp_view *wall,
 	int rc = pp_pb_init(&w.pb, out, gzip_level);
 	if (rc)
 		return rc;
-	collect_threads(&w, cpu->p, 0);
+	if (cpu)
+		collect_threads(&w, cpu->p, 0);
 	if (wall)
 		collect_threads(&w, wall->p, 1);
 	clock_snapshot(&w);
 	process_track(&w);
 	thread_tracks(&w);
-	window_marks(&w, cpu->p, "CPU");
+	if (cpu)
+		window_marks(&w, cpu->p, "CPU");
 	if (wall)
 		window_marks(&w, wall->p, "wall-clock");
-	if (!w.err)
+	if (cpu && !w.err)
 		cpu_samples(&w, cpu);
 	if (wall && !w.err)
 		wall_samples(&w, wall);

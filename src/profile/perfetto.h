@@ -8,7 +8,8 @@
 #include "util/buf.h"
 #include "view.h"
 
-/* The trace of cpu's timeline, with wall's beside it, and heap (a heap
+/* The trace of cpu's timeline (NULL for a wall window alone), with wall's
+ * beside it, and heap (a heap
  * profile now) with peak (what was in use at the peak) as a heap dump; any
  * of the last three may be NULL. Into out; gzip_level 0 for none. 0 or a
  * negative errno (out freed). */

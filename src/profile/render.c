@@ -58,7 +58,9 @@ static int perfetto(const struct pp_view *v, struct pp_symtab *st, int gzip,
 			rc = pp_view_build(&views[i], side[i], st);
 			built[i] = !rc;
 		}
-	if (!rc)
+	if (!rc && p->wall_timeline) /* a /wall window */
+		rc = pp_perfetto_write(NULL, v, NULL, NULL, out, gzip ? 6 : 0);
+	else if (!rc)
 		rc = pp_perfetto_write(
 		    v, built[0] ? &views[0] : NULL, built[1] ? &views[1] : NULL,
 		    built[2] ? &views[2] : NULL, out, gzip ? 6 : 0);

@@ -117,6 +117,7 @@ static int sample(struct window *w, struct pp_profile **out)
 	 * to half as much again as the profile's bound. */
 	p->max_events =
 	    (p->max_bytes ? p->max_bytes : 64u << 20) / 2 / PP_EVENT_BYTES;
+	p->wall_timeline = 1;
 	if (!w->q.fgprof)
 		pp_profile_set_default_type(p, "wall");
 	uint64_t opened = pp_job_opened_ns(w->job);

@@ -503,6 +503,18 @@ def test_wall_beside():
         cpu = tr.cpu_events()
         ok(any((e[5]["stack"] or [None])[-1] == "phase_a_work" for e in cpu),
            "trace?wall=1: the CPU samples are there too")
+        # A /wall window alone, as a trace: wall slices, no CPU samples.
+        r = curl(url(port, "wall?seconds=1&hz=50&format=perfetto"),
+                 timeout=60)
+        eq(r.status, 200, "/wall?format=perfetto: 200")
+        tw = Trace(decode_trace(r.body))
+        eq(tw.problems, [], "/wall?format=perfetto: a valid trace")
+        states = Counter(e[5]["name"] for e in tw.events
+                         if one(e[4], "type") == "TYPE_SLICE_BEGIN" and
+                         e[5]["stack"])
+        ok(states.get("sleeping", 0) > 0 and not tw.cpu_events(),
+           "/wall?format=perfetto: the looks as state slices with stacks, "
+           "no CPU samples", states)
     finally:
         p.stop()
 
