@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels \
-	bench/threadswork bench/lockswork
+	bench/threadswork bench/lockswork bench/tracework
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
 # jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods;
 # gdb dumps threads (stopping them) beside pullprof's thread dumps.
