@@ -28,6 +28,7 @@
  * that first uses it, never after. Callstacks list frames root first, one
  * Frame per function of a location (inlined ones too).
  */
+#define _GNU_SOURCE 1 /* qsort_r */
 #include "perfetto.h"
 
 #include <errno.h>
@@ -39,6 +40,7 @@
 
 #include "pb.h"
 #include "util/strtab.h"
+#include "util/u64map.h"
 
 /* Field numbers of Perfetto's trace protos (protos/perfetto/trace/...). */
 enum {
@@ -194,6 +196,7 @@ struct writer {
 	pid_t pid;
 	struct thread *threads;
 	size_t nthreads, threads_cap;
+	struct pp_u64map thread_at; /* tid -> index in threads */
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -220,9 +223,15 @@ static const char *label(const struct pp_sample *s, const char *key)
 
 static struct thread *thread_of(struct writer *w, uint32_t tid)
 {
-	for (size_t i = 0; i < w->nthreads; i++)
-		if (w->threads[i].tid == tid)
-			return &w->threads[i];
+	int inserted;
+	uint64_t *at = pp_u64map_put(&w->thread_at, tid, &inserted);
+	if (!at) {
+		fail(w, -ENOMEM);
+		return NULL;
+	}
+	if (!inserted)
+		return &w->threads[*at];
+	*at = w->nthreads;
 	if (w->nthreads == w->threads_cap) {
 		size_t cap = w->threads_cap ? w->threads_cap * 2 : 64;
 		struct thread *t = realloc(w->threads, cap * sizeof *t);
@@ -765,24 +774,26 @@ static void debug_int(struct writer *w, int name, int64_t v)
 
 /* ---- the samples --------------------------------------------------------- */
 
-static const struct pp_event *sort_base;
-
-static int by_time(const void *a, const void *b)
+static int by_time(const void *a, const void *b, void *events)
 {
-	const struct pp_event *x = &sort_base[*(const uint32_t *)a];
-	const struct pp_event *y = &sort_base[*(const uint32_t *)b];
+	const struct pp_event *x =
+	    &((const struct pp_event *)events)[*(const uint32_t *)a];
+	const struct pp_event *y =
+	    &((const struct pp_event *)events)[*(const uint32_t *)b];
 	if (x->time_ns != y->time_ns)
 		return x->time_ns < y->time_ns ? -1 : 1;
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-static int by_thread_time(const void *a, const void *b)
+static int by_thread_time(const void *a, const void *b, void *events)
 {
-	const struct pp_event *x = &sort_base[*(const uint32_t *)a];
-	const struct pp_event *y = &sort_base[*(const uint32_t *)b];
+	const struct pp_event *x =
+	    &((const struct pp_event *)events)[*(const uint32_t *)a];
+	const struct pp_event *y =
+	    &((const struct pp_event *)events)[*(const uint32_t *)b];
 	if (x->tid != y->tid)
 		return x->tid < y->tid ? -1 : 1;
-	return by_time(a, b);
+	return by_time(a, b, events);
 }
 
 /* The events of p's timeline on threads (not the process's), sorted. */
@@ -795,10 +806,8 @@ static uint32_t *sorted(const struct pp_profile *p, int per_thread, size_t *n)
 	for (size_t i = 0; i < p->nevents; i++)
 		if (p->events[i].tid)
 			order[(*n)++] = (uint32_t)i;
-	/* qsort is not reentrant with a context: renders run on the one
-	 * pipeline thread. */
-	sort_base = p->events;
-	qsort(order, *n, sizeof *order, per_thread ? by_thread_time : by_time);
+	qsort_r(order, *n, sizeof *order, per_thread ? by_thread_time : by_time,
+	        p->events);
 	return order;
 }
 
@@ -1105,6 +1114,7 @@ int pp_perfetto_write(const struct pp_view *cpu, const struct pp_view *wall,
 		                   clock_now(CLOCK_BOOTTIME) -
 		                       clock_now(CLOCK_MONOTONIC)));
 	free(w.threads);
+	pp_u64map_free(&w.thread_at);
 	if (w.err) {
 		pp_pb_abort(&w.pb);
 		pp_buf_free(out);
