@@ -20,8 +20,22 @@ from pptest import (BUILD, NO_CPU_TRUTH_WHY, SANITIZER, SRC, Proc,  # noqa: E402
                     sanitized, skip)
 
 PHASES = os.path.join(BUILD, "tests", "trace", "phases")
-PROTOS = os.environ.get("PP_PERFETTO_PROTOS") or os.path.join(
-    os.path.dirname(SRC), "shared", "perfetto-protos")
+
+
+def find_protos():
+    """$PP_PERFETTO_PROTOS, or shared/perfetto-protos beside the source tree
+    or beside any directory above it (distcheck builds deep inside)."""
+    if os.environ.get("PP_PERFETTO_PROTOS"):
+        return os.environ["PP_PERFETTO_PROTOS"]
+    d = os.path.abspath(SRC)
+    while True:
+        cand = os.path.join(os.path.dirname(d), "shared", "perfetto-protos")
+        if os.path.isdir(cand) or os.path.dirname(d) == d:
+            return cand
+        d = os.path.dirname(d)
+
+
+PROTOS = find_protos()
 NO_PROTOS = (f"Perfetto's protos are not here ({PROTOS}; set "
              "PP_PERFETTO_PROTOS): the trace is not decoded")
 BUILTIN_MONOTONIC = 3
