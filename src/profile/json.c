@@ -3,7 +3,9 @@
  * Keys in a fixed order (the README documents the layout).
  * Indices are 0-based into the arrays; a sample's locations are leaf first,
  * a location's lines innermost first; addresses are hex strings (a JSON
- * number cannot hold 64 bits). Agent context.
+ * number cannot hold 64 bits). A profile that keeps a timeline (CPU and
+ * wall windows) ends with it: its events as arrays of five integers.
+ * Agent context.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -175,6 +177,52 @@ static void samples(struct pp_buf *b, const struct pp_view *v, int64_t *totals)
 	pp_buf_puts(b, "]");
 }
 
+/* The timeline: {"start_ns", "end_ns", "over", "events"}, each event
+ * [t, tid, sample, count, value] with t in nanoseconds from start_ns and
+ * sample its index in the samples written above (the view's order, which
+ * is the model's: pp_sample.index). A wall window's last tick can come just
+ * after the window's end: end_ns is then that tick's time, so every t lies
+ * within [0, end_ns - start_ns]. */
+static void timeline(struct pp_buf *b, const struct pp_view *v)
+{
+	const struct pp_profile *p = v->p;
+	uint64_t start = p->mono_start_ns, end = p->mono_end_ns;
+	for (size_t i = 0; i < p->nevents; i++)
+		if (p->events[i].time_ns > end)
+			end = p->events[i].time_ns;
+	if (end < start)
+		end = start;
+	pp_buf_puts(b, ",\"timeline\":{\"start_ns\":");
+	num(b, (int64_t)start);
+	pp_buf_puts(b, ",\"end_ns\":");
+	num(b, (int64_t)end);
+	pp_buf_puts(b, ",\"over\":");
+	num(b, (int64_t)p->events_over);
+	pp_buf_puts(b, ",\"events\":[");
+	int first = 1;
+	for (size_t i = 0; i < p->nevents; i++) {
+		const struct pp_event *e = &p->events[i];
+		/* Every event's sample is one of the view's; checked rather
+		 * than trusted, as a bad index would mislead the reader. */
+		if (!e->sample || e->sample->index >= v->nsamples ||
+		    v->samples[e->sample->index] != e->sample)
+			continue;
+		pp_buf_puts(b, first ? "[" : ",[");
+		first = 0;
+		num(b, e->time_ns > start ? (int64_t)(e->time_ns - start) : 0);
+		pp_buf_puts(b, ",");
+		num(b, e->tid);
+		pp_buf_puts(b, ",");
+		num(b, e->sample->index);
+		pp_buf_puts(b, ",");
+		num(b, e->count);
+		pp_buf_puts(b, ",");
+		num(b, e->value);
+		pp_buf_puts(b, "]");
+	}
+	pp_buf_puts(b, "]}");
+}
+
 int pp_json_write(const struct pp_view *v, struct pp_buf *out)
 {
 	const struct pp_profile *p = v->p;
@@ -218,7 +266,10 @@ int pp_json_write(const struct pp_view *v, struct pp_buf *out)
 			pp_buf_puts(out, ",");
 		num(out, totals[i]);
 	}
-	pp_buf_puts(out, "]}\n");
+	pp_buf_puts(out, "]");
+	if (p->max_events)
+		timeline(out, v);
+	pp_buf_puts(out, "}\n");
 	free(totals);
 	return out->failed ? -ENOMEM : 0;
 }
