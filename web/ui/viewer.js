@@ -9,6 +9,12 @@
  * third of a pixel wide are drawn, and hit-testing uses the rectangles of
  * the last drawing.
  *
+ * CPU and wall-clock profiles carry a timeline (each sample's time, thread,
+ * and the sample it went to): it is drawn above the flame graph, one lane
+ * per thread, on a canvas too (a hundred thousand samples would be as many
+ * DOM nodes otherwise). Dragging across it builds the flame graph, the
+ * table and the totals again from the samples of that time range only.
+ *
  * window.pullprofViewer exposes the state for tests and the console.
  */
 "use strict";
@@ -30,6 +36,9 @@
     back: $("back"), reset: $("reset"), crumbs: $("crumbs"),
     wrap: $("graph-wrap"), canvas: $("graph"), tip: $("tip"), announce: $("announce"),
     top: $("top"), topCaption: $("top-caption"),
+    timeline: $("timeline"), rangeNote: $("range-note"), wholeWindow: $("whole-window"),
+    colorBy: $("color-by"), stateLegend: $("state-legend"), lanesWrap: $("lanes-wrap"),
+    lanesScroll: $("lanes-scroll"), lanes: $("lanes"), axis: $("axis"), tlTip: $("tl-tip"),
   };
 
   const state = {
@@ -46,8 +55,11 @@
     rows: [], // per drawn row: [{x, w, node}] sorted by x
     ancestors: [], // nodes drawn full width above the focus
     selected: null, // the frame chosen with the keyboard
-    timings: { buildMs: 0, renderMs: 0, searchMs: 0 },
+    timings: { buildMs: 0, renderMs: 0, searchMs: 0, timelineMs: 0, laneDrawMs: 0 },
     controller: null,
+    tl: null, // the profile's timeline, prepared (prepareTimeline), or null
+    range: null, // [from, to] in ns from the window's start, or null: all of it
+    drag: null, // a brush being dragged: {from, to} in plot pixels
   };
 
   // ---- formatting ---------------------------------------------------------
@@ -124,7 +136,9 @@
     };
   }
 
-  function build(p, vi) {
+  /* The merged tree of value vi; weights (one per sample), when given,
+   * stand for the samples' values: a time range's share of each. */
+  function build(p, vi, weights) {
     const frames = locationFrames(p);
     const root = newNode("all", null, null);
     const funcs = new Map(); // name -> {name, file, line, flat, cum, mark}
@@ -152,7 +166,7 @@
     };
 
     p.samples.forEach((s, si) => {
-      const v = Number(s.values[vi]) || 0;
+      const v = weights ? weights[si] : Number(s.values[vi]) || 0;
       if (v <= 0) {
         if (v < 0) skipped++;
         return;
@@ -232,18 +246,40 @@
     return h >>> 0;
   }
 
+  const SYNTHETIC_COLOR = "hsl(0, 0%, 68%)";
+  const UNKNOWN_COLOR = "hsl(210, 20%, 70%)";
   const colorCache = new Map();
-  function frameColor(n) {
-    if (n.synthetic) return "hsl(0, 0%, 68%)";
-    if (n.state) return n.state === "running" ? "hsl(4, 75%, 62%)" : "hsl(212, 60%, 68%)";
-    if (n.unknown) return "hsl(210, 20%, 70%)";
-    let c = colorCache.get(n.name);
+  /* A function's colour: warm, from a hash of its name, so it is the same
+   * in every drawing (flame graph and timeline) and every profile. */
+  function nameColor(name, unknown) {
+    if (name.startsWith("[pullprof:")) return SYNTHETIC_COLOR;
+    if (unknown) return UNKNOWN_COLOR;
+    let c = colorCache.get(name);
     if (!c) {
-      const h = hash(n.name);
+      const h = hash(name);
       c = `hsl(${10 + (h % 40)}, ${70 + ((h >>> 8) % 20)}%, ${58 + ((h >>> 16) % 14)}%)`;
-      colorCache.set(n.name, c);
+      colorCache.set(name, c);
     }
     return c;
+  }
+
+  /* A thread state's colour (the states of /proc's task state, as the
+   * agent names them): running red, sleeping blue, waiting on a disk
+   * purple, the rare others in greens. */
+  const STATE_COLORS = {
+    running: "hsl(4, 75%, 62%)",
+    sleeping: "hsl(212, 60%, 68%)",
+    "disk-sleep": "hsl(280, 45%, 64%)",
+    idle: "hsl(200, 25%, 72%)",
+  };
+  function stateColor(st) {
+    return STATE_COLORS[st] || `hsl(${120 + (hash(st) % 60)}, 40%, 58%)`;
+  }
+
+  function frameColor(n) {
+    if (n.synthetic) return SYNTHETIC_COLOR;
+    if (n.state) return stateColor(n.state);
+    return nameColor(n.name, n.unknown);
   }
 
   function cssVar(name) {
@@ -353,6 +389,533 @@
       else return b.node;
     }
     return null;
+  }
+
+  // ---- the timeline -----------------------------------------------------------
+
+  const LANE = 14; // CSS pixels per thread's lane
+  const LANE_GAP = 2;
+  const GUTTER = 190; // the lanes' names, left of the plot
+  const PLOT_END = 10; // margin right of the plot
+  const AXIS_H = 20;
+
+  function labelOf(s, key) {
+    for (const l of s.labels || []) if (l.key === key && typeof l.str === "string") return l.str;
+    return null;
+  }
+
+  const secs = (ns) => (ns / 1e9).toFixed(2) + " s";
+
+  /* The profile's timeline, ready to draw and to filter by, or null when it
+   * has none: the events in typed arrays; one lane per thread (the busiest
+   * first; the process's lost samples, tid 0, last); each sample's colour
+   * as an index into a palette, by its leaf function and by its thread
+   * state. An event the profile cannot back (a sample index out of range)
+   * is left out and counted. */
+  function prepareTimeline(p) {
+    const tl = p.timeline;
+    if (!tl || typeof tl !== "object" || !Array.isArray(tl.events)) return null;
+    const t0 = performance.now();
+    const span = Math.max(1, Number(tl.end_ns) - Number(tl.start_ns) || 0);
+    const ns = p.samples.length;
+    const frames = locationFrames(p);
+    const palette = [];
+    const paletteIndex = new Map();
+    const colorIndex = (c) => {
+      let i = paletteIndex.get(c);
+      if (i === undefined) {
+        i = palette.length;
+        palette.push(c);
+        paletteIndex.set(c, i);
+      }
+      return i;
+    };
+    const byFunc = new Int32Array(ns);
+    const byState = new Int32Array(ns);
+    const leafNames = new Array(ns);
+    const threadNames = new Array(ns);
+    const stateNames = new Array(ns);
+    const stateIndex = new Map();
+    const none = colorIndex(SYNTHETIC_COLOR);
+    p.samples.forEach((s, i) => {
+      const locs = s.locations || [];
+      const chain = locs.length ? frames[locs[0]] : null;
+      const leaf = chain && chain.length ? chain[chain.length - 1] : null;
+      leafNames[i] = leaf ? leaf.name : "(no stack)";
+      byFunc[i] = leaf ? colorIndex(nameColor(leaf.name, leaf.unknown)) : none;
+      threadNames[i] = labelOf(s, "thread_name");
+      const st = labelOf(s, "state");
+      stateNames[i] = st;
+      if (st && !stateIndex.has(st)) stateIndex.set(st, colorIndex(stateColor(st)));
+      byState[i] = st ? stateIndex.get(st) : none;
+    });
+
+    const evs = tl.events;
+    const n = evs.length;
+    const time = new Float64Array(n);
+    const dur = new Float64Array(n);
+    const sample = new Int32Array(n);
+    const count = new Float64Array(n);
+    const value = new Float64Array(n);
+    const byTid = new Map();
+    const period = Number(p.period) || 0;
+    let kept = 0;
+    let bad = 0;
+    let samples = 0;
+    for (let i = 0; i < n; i++) {
+      const e = evs[i];
+      const si = Array.isArray(e) ? e[2] : -1;
+      if (!Number.isInteger(si) || si < 0 || si >= ns) {
+        bad++;
+        continue;
+      }
+      const tid = Number(e[1]) || 0;
+      let L = byTid.get(tid);
+      if (!L) {
+        L = { tid, weight: 0, list: [] };
+        byTid.set(tid, L);
+      }
+      const t = Math.min(Math.max(Number(e[0]) || 0, 0), span);
+      const c = Number(e[3]) || 0;
+      const v = Number(e[4]) || 0;
+      time[kept] = t;
+      // A sample stands for the time before it: its CPU (or wall) time.
+      // The process's lost samples were dropped at no known time (the
+      // agent puts them at the window's end): a mark, not a span.
+      dur[kept] = tid ? Math.min(v > 0 ? v : period, span) : 0;
+      sample[kept] = si;
+      count[kept] = c;
+      value[kept] = v;
+      samples += c;
+      L.weight += v > 0 ? v : c;
+      L.list.push(kept);
+      kept++;
+    }
+    const lanes = Array.from(byTid.values());
+    lanes.sort((a, b) => (!a.tid) - (!b.tid) || b.weight - a.weight || a.tid - b.tid);
+    for (const L of lanes) {
+      L.order = Int32Array.from(L.list).sort((a, b) => time[a] - time[b] || a - b);
+      L.list = null;
+      // A thread is named by its last sample: threads often name
+      // themselves after they start, and the agent reads a thread's name
+      // again only now and then, so its first samples may carry its
+      // creator's. The names it had before are kept for its tooltip.
+      const seen = [];
+      for (let k = L.order.length - 1; k >= 0; k--) {
+        const name = threadNames[sample[L.order[k]]];
+        if (name && !seen.includes(name)) seen.push(name);
+      }
+      L.name = L.tid ? seen[0] || "thread" : "process";
+      L.earlier = seen.slice(1);
+      L.label = L.tid ? `${L.name} (${L.tid})` : "process (lost samples)";
+    }
+    const order = ["running", "sleeping", "disk-sleep"];
+    const states = Array.from(stateIndex.keys()).sort((a, b) => {
+      const ia = order.indexOf(a) < 0 ? order.length : order.indexOf(a);
+      const ib = order.indexOf(b) < 0 ? order.length : order.indexOf(b);
+      return ia - ib || (a < b ? -1 : a > b ? 1 : 0);
+    });
+    state.timings.timelineMs = performance.now() - t0;
+    return {
+      span, over: Number(tl.over) || 0, n: kept, bad, samples,
+      time, dur, sample, count, value, lanes,
+      palette, byFunc, byState, leafNames, stateNames, states,
+      colorBy: states.length ? "state" : "function",
+      rangeEvents: 0, rangeSamples: 0,
+      base: null, width: 0, height: 0, plotW: 1,
+    };
+  }
+
+  /* The weight of each sample in the chosen time range, in value vi (the
+   * first value is an event's count, the second its nanoseconds), or null
+   * for the whole window. Counts the range's events and samples. */
+  function rangeWeights(vi) {
+    const tl = state.tl;
+    const r = state.range;
+    if (!tl || !r) return null;
+    const w = new Float64Array(state.profile.samples.length);
+    const src = vi === 0 ? tl.count : tl.value;
+    let events = 0;
+    let samples = 0;
+    for (let i = 0; i < tl.n; i++) {
+      const t = tl.time[i];
+      if (t < r[0] || t > r[1]) continue;
+      w[tl.sample[i]] += src[i];
+      events++;
+      samples += tl.count[i];
+    }
+    tl.rangeEvents = events;
+    tl.rangeSamples = samples;
+    return w;
+  }
+
+  function updateRangeNote() {
+    const tl = state.tl;
+    if (!tl) return;
+    let text;
+    if (state.range) {
+      text = `${secs(state.range[0])} – ${secs(state.range[1])} of ${secs(tl.span)}, ` +
+        `${intFmt.format(tl.rangeSamples)} sample${tl.rangeSamples === 1 ? "" : "s"}`;
+    } else {
+      const threads = tl.lanes.filter((L) => L.tid).length;
+      text = `Whole window: ${secs(tl.span)}, ${intFmt.format(tl.samples)} samples on ` +
+        `${intFmt.format(threads)} thread${threads === 1 ? "" : "s"}`;
+    }
+    if (tl.over)
+      text += ` (${intFmt.format(tl.over)} more samples, past the timeline's bound, are in the whole window's totals only)`;
+    if (tl.bad)
+      text += ` (${intFmt.format(tl.bad)} event${tl.bad === 1 ? "" : "s"} naming no sample of the profile left out)`;
+    el.rangeNote.textContent = text;
+    el.rangeNote.classList.toggle("ranged", !!state.range);
+    el.wholeWindow.disabled = !state.range;
+  }
+
+  function updateLegend() {
+    const tl = state.tl;
+    el.stateLegend.replaceChildren();
+    el.stateLegend.hidden = !tl || tl.colorBy !== "state";
+    if (el.stateLegend.hidden) return;
+    for (const st of tl.states) {
+      const item = document.createElement("span");
+      item.dataset.state = st;
+      const sw = document.createElement("span");
+      sw.className = "swatch";
+      sw.style.background = stateColor(st);
+      item.append(sw, st);
+      el.stateLegend.append(item);
+    }
+  }
+
+  /* Text cut to fit width pixels, with an ellipsis. */
+  function fitText(ctx, text, width) {
+    if (ctx.measureText(text).width <= width) return text;
+    let lo = 0;
+    let hi = text.length;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (ctx.measureText(text.slice(0, mid) + "…").width <= width) lo = mid;
+      else hi = mid - 1;
+    }
+    return text.slice(0, lo) + "…";
+  }
+
+  /* The lanes, drawn once into an offscreen canvas (again on a resize, a
+   * colour change or a colour scheme change); brushing only composes it
+   * with the range on top. Each pixel column of a lane takes the colour
+   * most of its samples have (a majority vote), so a hundred thousand
+   * samples come down to at most one rectangle per column and lane, drawn
+   * colour by colour. */
+  function drawLanes() {
+    const tl = state.tl;
+    if (!tl || el.timeline.hidden) return;
+    const t0 = performance.now();
+    const width = Math.max(GUTTER + 100, el.lanesWrap.clientWidth);
+    const plotW = Math.max(1, Math.floor(width - GUTTER - PLOT_END));
+    const height = Math.max(tl.lanes.length, 1) * (LANE + LANE_GAP) + LANE_GAP;
+    const dpr = window.devicePixelRatio || 1;
+    const base = tl.base || (tl.base = document.createElement("canvas"));
+    base.width = Math.round(width * dpr);
+    base.height = Math.round(height * dpr);
+    tl.width = width;
+    tl.height = height;
+    tl.plotW = plotW;
+    const ctx = base.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.font = "12px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    const panel = cssVar("--panel");
+    const fg = cssVar("--fg");
+    const muted = cssVar("--muted");
+    tl.lanes.forEach((L, i) => {
+      const y = LANE_GAP + i * (LANE + LANE_GAP);
+      ctx.fillStyle = panel;
+      ctx.fillRect(GUTTER, y, plotW, LANE);
+      ctx.fillStyle = L.tid ? fg : muted;
+      ctx.fillText(fitText(ctx, L.label, GUTTER - 12), 6, y + LANE / 2);
+    });
+    if (!tl.lanes.length) {
+      ctx.fillStyle = muted;
+      ctx.fillText("no samples on the timeline in this window", GUTTER, LANE_GAP + LANE / 2);
+    }
+    const colors = tl.colorBy === "state" ? tl.byState : tl.byFunc;
+    const scale = plotW / tl.span;
+    const runs = tl.palette.map(() => []);
+    const col = new Int32Array(plotW);
+    const votes = new Float64Array(plotW);
+    tl.lanes.forEach((L, li) => {
+      col.fill(-1);
+      votes.fill(0);
+      const order = L.order;
+      for (let k = 0; k < order.length; k++) {
+        const i = order[k];
+        const c = colors[tl.sample[i]];
+        const x1 = Math.min(plotW - 1, Math.floor(tl.time[i] * scale));
+        const x0 = Math.max(0, Math.min(x1, Math.floor((tl.time[i] - tl.dur[i]) * scale)));
+        for (let x = x0; x <= x1; x++) {
+          if (col[x] === c) votes[x]++;
+          else if (votes[x] > 0) votes[x]--;
+          else {
+            col[x] = c;
+            votes[x] = 1;
+          }
+        }
+      }
+      const y = LANE_GAP + li * (LANE + LANE_GAP);
+      for (let x = 0; x < plotW;) {
+        const c = col[x];
+        let e = x + 1;
+        while (e < plotW && col[e] === c) e++;
+        if (c >= 0) runs[c].push(GUTTER + x, y, e - x);
+        x = e;
+      }
+    });
+    runs.forEach((list, c) => {
+      if (!list.length) return;
+      ctx.fillStyle = tl.palette[c];
+      for (let k = 0; k < list.length; k += 3) ctx.fillRect(list[k], list[k + 1], list[k + 2], LANE);
+    });
+    state.timings.laneDrawMs = performance.now() - t0;
+    el.lanes.dataset.lanes = String(tl.lanes.length);
+  }
+
+  /* The range (or the brush being dragged) over a drawing of height h. */
+  function shade(ctx, h) {
+    const tl = state.tl;
+    let a;
+    let b;
+    if (state.drag) {
+      a = Math.min(state.drag.from, state.drag.to);
+      b = Math.max(state.drag.from, state.drag.to);
+    } else if (state.range) {
+      a = (state.range[0] / tl.span) * tl.plotW;
+      b = (state.range[1] / tl.span) * tl.plotW;
+    } else {
+      return;
+    }
+    const accent = cssVar("--accent");
+    if (state.drag) {
+      ctx.globalAlpha = 0.25;
+      ctx.fillStyle = accent;
+      ctx.fillRect(GUTTER + a, 0, Math.max(b - a, 1), h);
+    } else {
+      ctx.globalAlpha = 0.65;
+      ctx.fillStyle = cssVar("--bg");
+      ctx.fillRect(GUTTER, 0, a, h);
+      ctx.fillRect(GUTTER + b, 0, tl.plotW - b, h);
+    }
+    ctx.globalAlpha = 1;
+    ctx.fillStyle = accent;
+    ctx.fillRect(GUTTER + a - 1, 0, 2, h);
+    ctx.fillRect(GUTTER + b - 1, 0, 2, h);
+  }
+
+  function tickLabel(t, step) {
+    if (step >= 1e9) return (t / 1e9).toFixed(0) + " s";
+    if (step >= 1e8) return (t / 1e9).toFixed(1) + " s";
+    if (step >= 1e7) return (t / 1e9).toFixed(2) + " s";
+    return (t / 1e6).toFixed(0) + " ms";
+  }
+
+  function composeTimeline() {
+    const tl = state.tl;
+    if (!tl || !tl.base || el.timeline.hidden) return;
+    const dpr = window.devicePixelRatio || 1;
+    const cv = el.lanes;
+    if (cv.width !== tl.base.width || cv.height !== tl.base.height) {
+      cv.width = tl.base.width;
+      cv.height = tl.base.height;
+    }
+    cv.style.width = tl.width + "px";
+    cv.style.height = tl.height + "px";
+    const ctx = cv.getContext("2d");
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, cv.width, cv.height);
+    ctx.drawImage(tl.base, 0, 0);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    shade(ctx, tl.height);
+
+    const ax = el.axis;
+    ax.width = Math.round(tl.width * dpr);
+    ax.height = Math.round(AXIS_H * dpr);
+    ax.style.width = tl.width + "px";
+    ax.style.height = AXIS_H + "px";
+    const a = ax.getContext("2d");
+    a.setTransform(dpr, 0, 0, dpr, 0, 0);
+    a.clearRect(0, 0, tl.width, AXIS_H);
+    a.font = "11px system-ui, sans-serif";
+    a.textBaseline = "middle";
+    a.fillStyle = cssVar("--muted");
+    a.fillText("time in the window", 6, AXIS_H / 2);
+    const scale = tl.plotW / tl.span;
+    const steps = [1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9, 2e9, 5e9, 1e10, 2e10, 3e10, 6e10, 12e10, 3e11, 6e11];
+    const step = steps.find((s) => s * scale >= 70) || steps[steps.length - 1];
+    for (let t = 0; t <= tl.span; t += step) {
+      const x = GUTTER + t * scale;
+      a.fillRect(Math.round(x), 0, 1, 5);
+      const label = tickLabel(t, step);
+      const w = a.measureText(label).width;
+      a.fillText(label, Math.min(x + 3, tl.width - w - 2), AXIS_H / 2 + 2);
+    }
+    shade(a, AXIS_H);
+    el.lanes.dataset.range = state.range ? state.range.join("-") : "";
+  }
+
+  let timelinePending = 0;
+  function scheduleCompose() {
+    if (!timelinePending) timelinePending = requestAnimationFrame(() => { timelinePending = 0; composeTimeline(); });
+  }
+
+  function showTimeline() {
+    const tl = state.tl;
+    el.timeline.hidden = !tl;
+    el.tlTip.hidden = true;
+    if (!tl) return;
+    el.colorBy.hidden = !tl.states.length;
+    for (const input of el.colorBy.querySelectorAll("input")) input.checked = input.value === tl.colorBy;
+    updateLegend();
+    updateRangeNote();
+    drawLanes();
+    composeTimeline();
+  }
+
+  function setRange(r) {
+    if (!state.tl || (!r && !state.range)) return;
+    state.range = r;
+    el.tlTip.hidden = true;
+    useValue(state.valueIndex);
+    composeTimeline();
+    el.announce.textContent = el.rangeNote.textContent;
+  }
+
+  function setColorBy(how) {
+    const tl = state.tl;
+    if (!tl || tl.colorBy === how) return;
+    tl.colorBy = how;
+    updateLegend();
+    drawLanes();
+    composeTimeline();
+  }
+
+  /* Plot pixels from the left of the plot, for a mouse event. */
+  function plotX(ev, canvas) {
+    return ev.clientX - canvas.getBoundingClientRect().left - GUTTER;
+  }
+
+  const clampPlot = (x) => Math.max(0, Math.min(state.tl.plotW, x));
+
+  function brushStart(ev) {
+    if (!state.tl || ev.button !== 0) return;
+    const canvas = ev.currentTarget;
+    const x = plotX(ev, canvas);
+    if (x < -8) return; // on the lanes' names
+    ev.preventDefault(); // no text selection
+    if (canvas === el.lanes) canvas.focus({ preventScroll: true });
+    el.tlTip.hidden = true;
+    state.drag = { from: clampPlot(x), to: clampPlot(x), canvas };
+    window.addEventListener("mousemove", brushMove);
+    window.addEventListener("mouseup", brushEnd);
+    scheduleCompose();
+  }
+
+  function brushMove(ev) {
+    if (!state.drag) return;
+    state.drag.to = clampPlot(plotX(ev, state.drag.canvas));
+    scheduleCompose();
+  }
+
+  function brushEnd(ev) {
+    window.removeEventListener("mousemove", brushMove);
+    window.removeEventListener("mouseup", brushEnd);
+    const d = state.drag;
+    if (!d) return;
+    d.to = clampPlot(plotX(ev, d.canvas));
+    state.drag = null;
+    // A click is not a range: it keeps the one there is.
+    if (Math.abs(d.to - d.from) < 3) {
+      composeTimeline();
+      return;
+    }
+    const tl = state.tl;
+    const ns = (x) => (x / tl.plotW) * tl.span;
+    setRange([ns(Math.min(d.from, d.to)), ns(Math.max(d.from, d.to))]);
+  }
+
+  /* The event of lane L drawn at time t (its span covers t), else the
+   * nearest within slack nanoseconds, or -1. */
+  function eventAt(L, t, slack) {
+    const tl = state.tl;
+    const o = L.order;
+    let lo = 0;
+    let hi = o.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (tl.time[o[mid]] < t) lo = mid + 1;
+      else hi = mid;
+    }
+    let best = -1;
+    let bestD = slack;
+    for (const k of [lo, lo - 1]) {
+      if (k < 0 || k >= o.length) continue;
+      const i = o[k];
+      const d = tl.time[i] - tl.dur[i] <= t && t <= tl.time[i] ? 0 : Math.abs(tl.time[i] - t);
+      if (d <= bestD) {
+        best = i;
+        bestD = d;
+      }
+    }
+    return best;
+  }
+
+  function timelineHover(ev) {
+    const tl = state.tl;
+    if (!tl || state.drag) return;
+    const cv = ev.currentTarget;
+    const r = cv.getBoundingClientRect();
+    const x = ev.clientX - r.left - GUTTER;
+    const tip = el.tlTip;
+    if (x < 0 || x > tl.plotW) {
+      tip.hidden = true;
+      return;
+    }
+    const t = (x / tl.plotW) * tl.span;
+    tip.replaceChildren();
+    const line = (text, bold) => {
+      const d = document.createElement(bold ? "b" : "div");
+      d.textContent = text;
+      tip.append(d);
+      if (bold) tip.append(document.createElement("br"));
+    };
+    if (cv === el.lanes) {
+      const L = tl.lanes[Math.floor((ev.clientY - r.top - LANE_GAP / 2) / (LANE + LANE_GAP))];
+      if (!L) {
+        tip.hidden = true;
+        return;
+      }
+      line(L.label + (L.earlier.length ? ` (earlier: ${L.earlier.join(", ")})` : ""), false);
+      const i = eventAt(L, t, (3 * tl.span) / tl.plotW);
+      if (i >= 0) {
+        const si = tl.sample[i];
+        line(tl.leafNames[si], true);
+        const parts = [secs(tl.time[i])];
+        if (tl.stateNames[si]) parts.push(tl.stateNames[si]);
+        if (tl.value[i]) parts.push(formatValue(tl.value[i], "nanoseconds"));
+        if (tl.count[i] !== 1) parts.push(`${intFmt.format(tl.count[i])} samples`);
+        line(parts.join(" · "), false);
+      } else {
+        line(secs(t) + " · no sample", false);
+      }
+    } else {
+      line(secs(t), false);
+    }
+    line("Drag to show a time range", false);
+    tip.lastChild.className = "where";
+    tip.hidden = false;
+    const wr = el.lanesWrap.getBoundingClientRect();
+    let left = ev.clientX - wr.left + 14;
+    if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
+    tip.style.left = left + "px";
+    tip.style.top = ev.clientY - wr.top + 16 + "px";
   }
 
   // ---- interaction ------------------------------------------------------------
@@ -543,7 +1106,9 @@
     const t = p.sample_types[state.valueIndex];
     parts.push(`${t.type} (${t.unit}) total ${formatValue(m.total, unit)}`);
     const counted = p.sample_types.findIndex((st) => st.type === "samples" && st.unit === "count");
-    if (counted >= 0 && Array.isArray(p.totals) && p.totals[counted] != null)
+    if (state.range && state.tl)
+      parts.push(`${intFmt.format(state.tl.rangeSamples)} samples in the time range ${secs(state.range[0])} – ${secs(state.range[1])}`);
+    else if (counted >= 0 && Array.isArray(p.totals) && p.totals[counted] != null)
       parts.push(`${intFmt.format(p.totals[counted])} samples taken`);
     else
       parts.push(`${intFmt.format(p.samples.length)} sample records`);
@@ -589,12 +1154,13 @@
   function useValue(i) {
     const t0 = performance.now();
     state.valueIndex = i;
-    state.model = build(state.profile, i);
+    state.model = build(state.profile, i, rangeWeights(i));
     state.timings.buildMs = performance.now() - t0;
     state.focus = state.model.root;
     state.history = [];
     state.selected = null;
     el.result.hidden = false;
+    updateRangeNote();
     describe();
     fillTable();
     updateZoomControls();
@@ -611,7 +1177,12 @@
     if (vi < 0) vi = Number.isInteger(p.default_sample_type) && p.sample_types[p.default_sample_type] ? p.default_sample_type : p.sample_types.length - 1;
     fillValueTypes();
     el.valueType.value = String(vi);
+    state.range = null;
+    state.drag = null;
+    state.tl = prepareTimeline(p);
+    el.timeline.hidden = !state.tl;
     useValue(vi);
+    showTimeline();
     setStatus("ready");
   }
 
@@ -867,8 +1438,35 @@
       .catch(() => { /* an old or unreachable agent: keep the defaults */ });
   }
 
+  for (const cv of [el.lanes, el.axis]) {
+    cv.addEventListener("mousedown", brushStart);
+    cv.addEventListener("dblclick", () => setRange(null));
+    cv.addEventListener("mousemove", timelineHover);
+    cv.addEventListener("mouseleave", () => { el.tlTip.hidden = true; });
+  }
+  el.lanes.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && state.range) {
+      ev.preventDefault();
+      setRange(null);
+    }
+  });
+  el.lanes.addEventListener("blur", () => { el.tlTip.hidden = true; });
+  el.lanesScroll.addEventListener("scroll", () => { el.tlTip.hidden = true; });
+  el.wholeWindow.addEventListener("click", () => setRange(null));
+  el.colorBy.addEventListener("change", (ev) => setColorBy(ev.target.value));
+
   new ResizeObserver(scheduleRender).observe(el.wrap);
+  new ResizeObserver(() => {
+    if (state.tl && el.lanesWrap.clientWidth !== state.tl.width) {
+      drawLanes();
+      composeTimeline();
+    }
+  }).observe(el.lanesWrap);
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", scheduleRender);
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
+    drawLanes();
+    composeTimeline();
+  });
   syncForm();
   readAgentSettings();
 
@@ -899,6 +1497,38 @@
       return Array.from(out);
     },
     load(p) { load(p, { file: "(script)" }); },
+    /* The timeline as drawn: its span (ns), lanes, colouring, the range
+     * chosen (ns from the window's start) and the note; null without one. */
+    get timeline() {
+      const tl = state.tl;
+      if (!tl) return null;
+      return {
+        span: tl.span, over: tl.over, events: tl.n, bad: tl.bad, samples: tl.samples,
+        colorBy: tl.colorBy, states: tl.states.slice(),
+        lanes: tl.lanes.map((L) => ({
+          tid: L.tid, name: L.name, earlier: L.earlier.slice(), label: L.label, events: L.order.length,
+        })),
+        range: state.range ? state.range.slice() : null,
+        rangeEvents: state.range ? tl.rangeEvents : tl.n,
+        rangeSamples: state.range ? tl.rangeSamples : tl.samples,
+        note: el.rangeNote.textContent,
+      };
+    },
+    /* The viewport x of time ns (from the window's start) on the timeline. */
+    timeX(ns) {
+      const tl = state.tl;
+      return el.lanes.getBoundingClientRect().left + GUTTER + (ns / tl.span) * tl.plotW;
+    },
+    /* The viewport y of lane i's middle, scrolled into view first. */
+    laneY(i) {
+      const top = LANE_GAP + i * (LANE + LANE_GAP);
+      const sc = el.lanesScroll;
+      if (top < sc.scrollTop || top + LANE > sc.scrollTop + sc.clientHeight)
+        sc.scrollTop = Math.max(0, top - sc.clientHeight / 2);
+      el.lanesWrap.scrollIntoView({ block: "nearest" });
+      return el.lanes.getBoundingClientRect().top + top + LANE / 2;
+    },
+    drawTimeline() { drawLanes(); composeTimeline(); return state.timings.laneDrawMs; },
     render() { render(); return state.timings.renderMs; },
     /* Build the tree again from the loaded profile: {buildMs, renderMs}. */
     rebuild() { useValue(state.valueIndex); render(); return Object.assign({}, state.timings); },
