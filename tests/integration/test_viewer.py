@@ -1,9 +1,11 @@
 """The viewer (<prefix>/ui/) and the index page's live status, in a real
 headless Chromium driven over the DevTools protocol (tests/integration/cdp.py)
 against real processes: tests/cpu/burn for a CPU flame graph with a known hot
-function, tests/heap/heapwork for the heap views. Clicks, hovers and keys are
-real input events; every console error or uncaught exception in the pages
-fails the test. Screenshots go to tests/integration/artifacts/ in the build
+function, tests/heap/heapwork for the heap views, tests/threads/waiters for
+wall-clock time, tests/capture/capturework for a CPU timeline whose threads
+burn in different functions at different times. Clicks, hovers, keys and
+the timeline's brushing are real input events; every console error or
+uncaught exception in the pages fails the test. Screenshots go to tests/integration/artifacts/ in the build
 tree. The ui routing (redirect, assets, traversal) is checked with curl.
 
 Chromium is required: without it the test fails (CI installs it with
@@ -18,13 +20,14 @@ import threading
 import time
 import traceback
 
-from pptest import (BUILD, NO_HEAP_WHY, Host, Proc, curl, eq, ok, sanitized,
-                    skip)
+from pptest import (BUILD, NO_CPU_TRUTH_WHY, NO_HEAP_WHY, SANITIZER, Host, Proc,
+                    curl, eq, ok, sanitized, skip)
 
 from cdp import Browser, CDPError, find_chromium
 
 BURN = os.path.join(BUILD, "tests", "cpu", "burn")
 WORK = os.path.join(BUILD, "tests", "heap", "heapwork")
+CAPTUREWORK = os.path.join(BUILD, "tests", "capture", "capturework")
 ART = os.path.join(BUILD, "tests", "integration", "artifacts")
 PREFIX = "/debug/pprof"
 
@@ -367,6 +370,8 @@ def test_heap_flame_graph():
             return
         eq(js("document.getElementById('value-type').selectedOptions[0]"
               ".textContent"), "inuse_space (bytes)", "heap: inuse_space shown")
+        ok(js("document.getElementById('timeline').hidden"),
+           "heap: no timeline")
         if sanitized():
             skip("heap flame graph contents", NO_HEAP_WHY)
             return
@@ -445,6 +450,7 @@ def test_wall_flame_graph():
            re.search(r"\d+(\.\d+)? (ms|s) · \d+(\.\d+)?% of the total", tip),
            "hover: the state's wall time and share", tip)
         shot("wall")
+        check_wall_timeline()
         browser.click("input[name=kind][value=goroutine]")
         ok(js("document.getElementById('cpu-options').hidden"),
            "threads now: nothing to choose")
@@ -453,6 +459,8 @@ def test_wall_flame_graph():
             names = js("pullprofViewer.names()")
             ok("state: sleeping" in names and "_IO_fgets" in names,
                "threads now: the dump's stacks under their state", names)
+            ok(js("document.getElementById('timeline').hidden"),
+               "threads now: no timeline")
             shot("threads")
     finally:
         p.stop()
@@ -556,6 +564,9 @@ def test_model_from_file():
                 return
         eq(js("document.getElementById('value-type').value"), "1",
            "default_sample_type is shown first")
+        ok(js("document.getElementById('timeline').hidden") and
+           js("pullprofViewer.timeline") is None,
+           "a profile without a timeline shows none")
         eq(js("pullprofViewer.total"), 140000000,
            "the total leaves the negative sample out")
         ok("1 sample with a negative value left out" in
@@ -741,6 +752,596 @@ def test_large_profile():
         h.quit()
 
 
+# ---- the timeline ------------------------------------------------------------------
+
+def label_of(sample, key):
+    for lab in sample.get("labels") or []:
+        if lab["key"] == key:
+            return lab.get("str", lab.get("num"))
+    return None
+
+
+def check_timeline_json(prof, what, seconds):
+    """The timeline of a CPU or wall window's JSON, against its samples."""
+    tl = prof.get("timeline")
+    if not ok(isinstance(tl, dict), f"{what}: the JSON has a timeline", list(prof)):
+        return None
+    eq(sorted(tl), ["end_ns", "events", "over", "start_ns"],
+       f"{what}: the timeline's members")
+    span = tl["end_ns"] - tl["start_ns"]
+    ok(seconds * 1e9 <= span < seconds * 1e9 + 0.5e9,
+       f"{what}: the timeline spans the {seconds} s window", span)
+    ev = tl["events"]
+    ok(ev and all(isinstance(e, list) and len(e) == 5 and
+                  all(isinstance(x, int) for x in e) for e in ev),
+       f"{what}: events are arrays of five integers", ev[:3])
+    n = len(prof["samples"])
+    eq([e for e in ev if not 0 <= e[2] < n], [],
+       f"{what}: every event's sample index is one of the samples")
+    eq([e for e in ev if not 0 <= e[0] <= span], [],
+       f"{what}: every event's time is within [0, end_ns - start_ns]")
+    times = [e[0] for e in ev] or [0]
+    ok(min(times) < span / 4 and max(times) > span * 3 / 4,
+       f"{what}: times are from the window's start, over all of it",
+       (min(times), max(times), span))
+    eq(tl["over"], 0, f"{what}: no sample past the timeline's bound")
+    # Every record is an event: a sample's values are the sums of its
+    # events' count (a weight: 1, or more for a CPU timer's overruns) and
+    # nanoseconds.
+    sums = [[0, 0] for _ in range(n)]
+    for _, _, si, count, value in ev:
+        sums[si][0] += count
+        sums[si][1] += value
+    eq([i for i, s in enumerate(prof["samples"]) if s["values"][:2] != sums[i]],
+       [], f"{what}: each sample's count and time are the sums of its events'")
+    eq(sum(e[3] for e in ev), prof["totals"][0],
+       f"{what}: the events' counts add up to the samples taken")
+    return tl
+
+
+def test_timeline_json():
+    """format=json's timeline on burn's agent (no browser): CPU and wall
+    windows have one, the heap and the thread dump none."""
+    base = f"http://127.0.0.1:{burn_port}{PREFIX}"
+    r = curl(base + "/profile?seconds=1&hz=200&format=json")
+    if ok(r.status == 200, "profile?format=json: 200", r):
+        prof = r.json()
+        tl = check_timeline_json(prof, "profile", 1)
+        if tl:
+            ev = tl["events"]
+            ok(len(ev) <= prof["totals"][0],
+               "profile: one event per record, a record weighing 1 or more",
+               (len(ev), prof["totals"][0]))
+            eq([e for e in ev if e[1] and
+                label_of(prof["samples"][e[2]], "thread_id") != e[1]], [],
+               "profile: each event's tid is its sample's thread_id")
+            names = {label_of(prof["samples"][e[2]], "thread_name")
+                     for e in ev if e[1]}
+            ok({"burn-0"} <= names, "profile: the burner is on the timeline",
+               names)
+            lost = {prof["functions"][prof["locations"][l]["lines"][0]["function"]]["name"]
+                    for e in ev if not e[1]
+                    for l in prof["samples"][e[2]]["locations"]}
+            ok(lost <= {"[pullprof: lost samples (ring full)]"},
+               "profile: the process's events (tid 0) are lost samples", lost)
+    r = curl(base + "/wall?seconds=1&hz=100&format=json")
+    if ok(r.status == 200, "wall?format=json: 200", r):
+        prof = r.json()
+        tl = check_timeline_json(prof, "wall", 1)
+        if tl:
+            ev = tl["events"]
+            eq(len(ev), prof["totals"][0], "wall: one event per look at a thread")
+            ok(all(e[1] and label_of(prof["samples"][e[2]], "thread_name") and
+                   label_of(prof["samples"][e[2]], "state") for e in ev),
+               "wall: every event is a thread's, with its name and state")
+    for kind in ("heap", "goroutine"):
+        r = curl(f"{base}/{kind}?format=json")
+        if ok(r.status == 200, f"{kind}?format=json: 200", r):
+            ok("timeline" not in r.json(), f"{kind}: no timeline in the JSON")
+
+
+def drag(x0, x1, y, steps=12):
+    """A real mouse drag, the left button held, from (x0, y) to (x1, y)."""
+    browser.mouse("mouseMoved", x0, y)
+    browser.mouse("mousePressed", x0, y, "left", 1)
+    for k in range(1, steps + 1):
+        browser.send("Input.dispatchMouseEvent", {
+            "type": "mouseMoved", "x": x0 + (x1 - x0) * k / steps, "y": y,
+            "button": "left", "buttons": 1})
+    browser.mouse("mouseReleased", x1, y, "left", 1)
+
+
+def lane_y(i):
+    """The viewport y of timeline lane i, scrolled to; after the scroll's
+    events (a scroll hides the tooltip)."""
+    y = js(f"pullprofViewer.laneY({i})")
+    browser.evaluate("new Promise(r => requestAnimationFrame(() =>"
+                     " requestAnimationFrame(() => r(1))))")
+    return y
+
+
+def double_click(x, y):
+    browser.mouse("mouseMoved", x, y)
+    for clicks in (1, 2):
+        browser.mouse("mousePressed", x, y, "left", clicks)
+        browser.mouse("mouseReleased", x, y, "left", clicks)
+
+
+def range_weights(prof, a, b, vi):
+    """Each sample's share of value vi in the events timed within [a, b]."""
+    w = [0] * len(prof["samples"])
+    for t, _, si, count, value in prof["timeline"]["events"]:
+        if a <= t <= b:
+            w[si] += count if vi == 0 else value
+    return w
+
+
+def sample_names(prof, weights):
+    """The frames' names of the samples with a weight, as the viewer names
+    them (an unsymbolized location by its address; a state frame)."""
+    names = set()
+    for s, w in zip(prof["samples"], weights):
+        if w <= 0:
+            continue
+        for li in s["locations"]:
+            loc = prof["locations"][li]
+            if not loc["lines"]:
+                names.add(loc["address"] or "(unknown)")
+            for line in loc["lines"]:
+                f = prof["functions"][line["function"]]
+                names.add(f["name"] or f["system_name"] or "(unnamed)")
+        st = label_of(s, "state")
+        if st:
+            names.add("state: " + st)
+    return names
+
+
+RANGE_NOTE = re.compile(r"^(\d+\.\d\d) s – (\d+\.\d\d) s of (\d+\.\d\d) s, "
+                        r"([\d,]+) samples?$")
+
+
+def test_timeline_cpu():
+    """A CPU window's timeline in the page. capturework burns in
+    cw_burn_heavy and cw_burn_light on one thread (cw-burn-0) for the first
+    1.6 s of a 4 s window, then in cw_churn (malloc and free) on its main
+    thread until the window ends. Brushing the first part with the mouse
+    leaves only what ran there in the flame graph; the whole window comes
+    back with the button, a double-click or Escape."""
+    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0"}, exe=CAPTUREWORK)
+    try:
+        line = w.cmd("start")
+        m = re.match(r"ok (\d+)$", line)
+        if not ok(m, "capturework starts the agent", line):
+            return
+        port = int(m.group(1))
+        base = f"http://127.0.0.1:{port}{PREFIX}"
+        viewer(port)
+        browser.click("input[name=kind][value=profile]")
+        browser.type_into("#seconds", "4")
+        browser.type_into("#hz", "200")
+        browser.click("#fetch")
+        deadline = time.time() + 10
+        while time.time() < deadline and \
+                curl(base + "/status").json()["cpu"]["windows_open"] < 1:
+            time.sleep(0.02)
+        opened = time.time()
+        eq(w.cmd("burn 1"), "burning 1", "phase 1: one burner thread")
+        time.sleep(max(0, 1.6 - (time.time() - opened)))
+        eq(w.cmd("calm"), "calm", "phase 1 ends: the burner has stopped")
+        churns = 0
+        while time.time() - opened < 4.3:
+            w.cmd("churn 2000000000", timeout=60)
+            churns += 1
+        ok(churns > 0, "phase 2: the main thread churned until the window ended",
+           churns)
+        if not wait_loaded("CPU timeline"):
+            shot("timeline-failed")
+            return
+        ok(js("!document.getElementById('timeline').hidden"),
+           "a CPU profile shows its timeline above the flame graph")
+        ok(js("document.getElementById('timeline').getBoundingClientRect().bottom"
+              " <= document.getElementById('graph').getBoundingClientRect().top"),
+           "the timeline is above the flame graph")
+        ok(js("document.getElementById('color-by').hidden"),
+           "no colour-by-state choice without thread states")
+        tl = js("pullprofViewer.timeline")
+        hrefs = js("Array.from(document.querySelectorAll('#downloads a'))"
+                   ".map(a => a.getAttribute('href'))") or []
+        href = next((h for h in hrefs if "format=json" in h), None)
+        if not ok(href, "a JSON download link", hrefs):
+            return
+        prof = curl(f"{base}/ui/{href}").json()
+        ptl = check_timeline_json(prof, "the page's CPU profile", 4)
+        if not ptl:
+            return
+        events = ptl["events"]
+        eq(tl["events"], len(events), "the page drew every event of the JSON")
+        # One lane per thread sampled, named by its last sample's
+        # thread_name (the agent reads a new thread's name at its first
+        # sample, then once a second at most: the burner's first samples
+        # may carry the name of the thread that started it).
+        last = {}
+        for t, tid, si, _, _ in sorted(events):
+            if tid:
+                last[tid] = label_of(prof["samples"][si], "thread_name")
+        want = sorted(last.items())
+        got = sorted((lane["tid"], lane["name"]) for lane in tl["lanes"]
+                     if lane["tid"])
+        eq(got, want, "one lane per sampled thread, with its name and tid")
+        eq(len(tl["lanes"]), len(want) + any(not e[1] for e in events),
+           "and a process lane only for lost samples")
+        eq(js("document.getElementById('lanes').dataset.lanes"),
+           str(len(tl["lanes"])), "the canvas drew every lane")
+        lanes = {lane["name"]: lane for lane in tl["lanes"]}
+        ok("cw-burn-0" in lanes and "capturework" in lanes,
+           "lanes for the burner (cw-burn-0) and the main thread (capturework)",
+           list(lanes))
+        for lane in tl["lanes"]:
+            eq(lane["events"], sum(1 for e in events if e[1] == lane["tid"]),
+               f"lane {lane['label']}: its events")
+        ok(re.match(r"^Whole window: 4\.\d\d s, [\d,]+ samples on \d+ threads?$",
+                    tl["note"]), "the note describes the whole window", tl["note"])
+        whole = set(js("pullprofViewer.names()"))
+        total = js("pullprofViewer.total")
+        eq(total, prof["totals"][1], "the whole window's total is the profile's")
+        truth = SANITIZER != "tsan"
+        if truth:
+            ok({"cw_burn_heavy", "cw_burn_light", "cw_churn"} <= whole,
+               "the whole window's flame graph has both phases' functions",
+               whole)
+        else:
+            skip("both phases in the flame graph", NO_CPU_TRUTH_WHY)
+        if "cw-burn-0" not in lanes:
+            return
+        shot("timeline")
+
+        # Hover: the lane's thread and the sample under the pointer (at one
+        # of the burner's samples: a busy machine leaves gaps between them).
+        span = tl["span"]
+        idx = [lane["name"] for lane in tl["lanes"]].index("cw-burn-0")
+        tid = lanes["cw-burn-0"]["tid"]
+        at = min((e[0] for e in events if e[1] == tid),
+                 key=lambda t: abs(t - span * 0.2))
+        y = lane_y(idx)
+        x = js(f"pullprofViewer.timeX({at})")
+        browser.mouse("mouseMoved", x, y)
+        tip = browser.wait("!document.getElementById('tl-tip').hidden && "
+                           "document.getElementById('tl-tip').innerText", 5) or ""
+        ok(tip.startswith(f"cw-burn-0 ({tid})"),
+           "hover: the tooltip names the lane's thread", tip)
+        if truth:
+            ok(re.search(r"cw_burn_(heavy|light)", tip),
+               "hover: and the sample's leaf function", tip)
+
+        # Brush the first part (2% to 30% of the window) with the mouse.
+        a, b = span * 0.02, span * 0.30
+        x0, x1 = js(f"pullprofViewer.timeX({a})"), js(f"pullprofViewer.timeX({b})")
+        pixel = span / (js(f"pullprofViewer.timeX({span})") -
+                        js("pullprofViewer.timeX(0)"))  # ns per pixel
+        drag(x0, x1, y)
+        got = browser.wait("pullprofViewer.timeline.range", 5)
+        ok(got and abs(got[0] - a) <= 2 * pixel and abs(got[1] - b) <= 2 * pixel,
+           "a drag chooses a time range", (got, a, b))
+        if not got:
+            return
+        ra, rb = got
+        weights = range_weights(prof, ra, rb, 1)
+        in_range = [e for e in events if ra <= e[0] <= rb]
+        eq(js("pullprofViewer.total"), sum(weights),
+           "the range's total is the sum of its events' CPU time")
+        note = js("document.getElementById('range-note').textContent")
+        m = RANGE_NOTE.match(note)
+        ok(m and (m.group(1), m.group(2), m.group(3)) ==
+           (f"{ra / 1e9:.2f}", f"{rb / 1e9:.2f}", f"{span / 1e9:.2f}") and
+           int(m.group(4).replace(",", "")) == sum(e[3] for e in in_range),
+           "the note says the range and its samples", note)
+        ok("samples in the time range" in
+           js("document.getElementById('meta').textContent"),
+           "the summary counts the range's samples")
+        ok(not js("document.getElementById('whole-window').disabled"),
+           "Whole window is offered")
+        ranged = set(js("pullprofViewer.names()"))
+        ok(ranged <= sample_names(prof, weights) | {"all"},
+           "the flame graph draws only the functions of the range's samples",
+           ranged - sample_names(prof, weights))
+        if truth:
+            ok("cw_burn_heavy" in ranged and "cw_churn" not in ranged,
+               "the first part: the burner's functions, not the main "
+               "thread's later churn", ranged)
+            rows = js("Array.from(document.querySelectorAll('#top tbody tr'))"
+                      ".map(r => r.dataset.name)")
+            ok(rows and rows[0] == "cw_burn_heavy" and "cw_churn" not in rows,
+               "the table too", rows[:5])
+        shot("timeline-range")
+
+        # Whole window: the button.
+        browser.click("#whole-window")
+        ok(browser.wait("pullprofViewer.timeline.range === null", 5),
+           "Whole window clears the range")
+        eq(js("pullprofViewer.total"), total, "the whole total is back")
+        eq(set(js("pullprofViewer.names()")), whole,
+           "the whole flame graph is back")
+        ok(js("document.getElementById('whole-window').disabled"),
+           "Whole window is disabled without a range")
+
+        # The last part (60% to 95%), dragged on the time axis.
+        ax = browser.box("#axis")
+        a, b = span * 0.60, span * 0.95
+        drag(js(f"pullprofViewer.timeX({a})"), js(f"pullprofViewer.timeX({b})"),
+             ax["y"])
+        got = browser.wait("pullprofViewer.timeline.range", 5)
+        ok(got, "a drag on the time axis chooses a range too", got)
+        if got:
+            weights = range_weights(prof, got[0], got[1], 1)
+            eq(js("pullprofViewer.total"), sum(weights),
+               "the last part's total is its events'")
+            late = set(js("pullprofViewer.names()"))
+            if truth:
+                ok("cw_churn" in late and not
+                   late & {"cw_burn_heavy", "cw_burn_light"},
+                   "the last part: the main thread's churn, not the burner",
+                   late)
+        shot("timeline-range-late")
+        # A double-click on the lanes clears it.
+        double_click(js(f"pullprofViewer.timeX({span * 0.5})"),
+                     lane_y(idx))
+        ok(browser.wait("pullprofViewer.timeline.range === null", 5),
+           "a double-click on the timeline clears the range")
+        eq(set(js("pullprofViewer.names()")), whole, "the whole flame graph again")
+        # Escape on the timeline (focused by the drag) clears it too.
+        y = lane_y(idx)
+        drag(js(f"pullprofViewer.timeX({span * 0.1})"),
+             js(f"pullprofViewer.timeX({span * 0.2})"), y)
+        ok(browser.wait("pullprofViewer.timeline.range", 5), "another range")
+        browser.key("Escape", "Escape", 27)
+        ok(browser.wait("pullprofViewer.timeline.range === null", 5),
+           "Escape on the timeline clears the range")
+        # A click alone chooses nothing.
+        browser.click_at(js(f"pullprofViewer.timeX({span * 0.4})"), y)
+        eq(js("pullprofViewer.timeline.range"), None, "a click is not a range")
+    finally:
+        w.quit()
+
+
+# The colours of the wall profile's states in the legend, and how many
+# pixels of the lanes have each.
+STATE_SWATCHES = """(() => {
+  const out = {};
+  for (const item of document.querySelectorAll('#state-legend [data-state]')) {
+    const m = getComputedStyle(item.querySelector('.swatch')).backgroundColor
+      .match(/\\d+/g);
+    out[item.dataset.state] = m.slice(0, 3).map(Number);
+  }
+  return out;
+})()"""
+
+
+def state_pixels(colors):
+    return js(f"""(() => {{
+  const want = {json.dumps(colors)};
+  const c = document.getElementById('lanes');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const out = {{}};
+  for (const k in want) out[k] = 0;
+  for (let i = 0; i < d.length; i += 4)
+    for (const k in want) {{
+      const w = want[k];
+      if (Math.abs(d[i] - w[0]) <= 2 && Math.abs(d[i + 1] - w[1]) <= 2 &&
+          Math.abs(d[i + 2] - w[2]) <= 2) out[k]++;
+    }}
+  return out;
+}})()""")
+
+
+def check_wall_timeline():
+    """The wall profile's timeline: coloured by state first, by function on
+    the toggle (a real click), and back."""
+    tl = js("pullprofViewer.timeline")
+    ok(tl and not js("document.getElementById('timeline').hidden"),
+       "wall: the timeline is shown")
+    if not tl:
+        return
+    ok(len([lane for lane in tl["lanes"] if lane["tid"]]) >= 2,
+       "wall: a lane per thread", tl["lanes"])
+    ok(js("!document.getElementById('color-by').hidden"),
+       "wall: colour by function or state is offered")
+    eq(tl["colorBy"], "state", "wall: coloured by thread state first")
+    ok({"running", "sleeping"} <= set(tl["states"]),
+       "wall: the states seen", tl["states"])
+    colors = js(STATE_SWATCHES)
+    eq(sorted(colors), sorted(tl["states"]), "wall: a legend of the states")
+    before = state_pixels(colors)
+    ok(before.get("running", 0) > 20 and before.get("sleeping", 0) > 20,
+       "wall: the lanes are drawn in the states' colours", before)
+    shot("wall-timeline-state")
+    browser.click("input[name=color-by][value=function]")
+    ok(browser.wait("pullprofViewer.timeline.colorBy === 'function'", 5),
+       "wall: a click colours by function")
+    after = state_pixels(colors)
+    eq(after, {k: 0 for k in colors},
+       "wall: by function, no lane pixel has a state's colour")
+    ok(js("document.getElementById('state-legend').hidden"),
+       "wall: no state legend when coloured by function")
+    shot("wall-timeline-function")
+    browser.click("input[name=color-by][value=state]")
+    ok(browser.wait("pullprofViewer.timeline.colorBy === 'state'", 5),
+       "wall: and back to the states")
+    again = state_pixels(colors)
+    ok(again.get("running", 0) > 20 and again.get("sleeping", 0) > 20,
+       "wall: the states' colours are back", again)
+
+
+def large_timeline(path, threads=100, per_thread=1000, seed=11):
+    """A CPU profile with a timeline of threads * per_thread events over
+    10 s (each thread in one of 40 functions at a time, running or
+    sleeping), and 3 events of lost samples on the process's lane."""
+    rnd = random.Random(seed)
+    nfn = 40
+    functions = [{"name": f"work::step_{i}", "system_name": f"s{i}",
+                  "file": "/src/work.cc", "start_line": 10 * i}
+                 for i in range(nfn)]
+    functions.append({"name": "worker_main", "system_name": "worker_main",
+                      "file": "/src/work.cc", "start_line": 1})
+    functions.append({"name": "[pullprof: lost samples (ring full)]",
+                      "system_name": "", "file": "", "start_line": 0})
+    locations = [{"address": hex(0x401000 + 16 * i), "mapping": 0,
+                  "lines": [{"function": i, "line": 10 * i + 2}]}
+                 for i in range(nfn + 1)]
+    locations.append({"address": "", "mapping": -1,
+                      "lines": [{"function": nfn + 1, "line": 0}]})
+    span = 10 * 10 ** 9
+    period = span // per_thread
+    samples, index, events = [], {}, []
+
+    def sample_of(key, locs, labels):
+        if key not in index:
+            index[key] = len(samples)
+            samples.append({"locations": locs, "values": [0, 0],
+                            "labels": labels})
+        return index[key]
+
+    for k in range(threads):
+        tid = 1000 + k
+        fn = rnd.randrange(nfn)
+        for j in range(per_thread):
+            if rnd.random() < 0.02:
+                fn = rnd.randrange(nfn)
+            st = "running" if (j // 50 + k) % 3 else "sleeping"
+            si = sample_of((tid, fn, st), [fn, nfn],
+                           [{"key": "thread_name", "str": f"worker-{k:02d}"},
+                            {"key": "state", "str": st}])
+            t = (j + 1) * period - rnd.randrange(period // 2)
+            events.append([t, tid, si, 1, period])
+    for t in (span // 3, span // 2, span - 1):
+        si = sample_of("lost", [nfn + 1], [])
+        events.append([t, 0, si, 2, 2 * period])
+    rnd.shuffle(events)
+    for _, _, si, c, v in events:
+        samples[si]["values"][0] += c
+        samples[si]["values"][1] += v
+    prof = {
+        "sample_types": [{"type": "samples", "unit": "count"},
+                         {"type": "cpu", "unit": "nanoseconds"}],
+        "default_sample_type": 1,
+        "period_type": {"type": "cpu", "unit": "nanoseconds"},
+        "period": period, "time_nanos": 1763712000000000000,
+        "duration_nanos": span, "comments": ["synthetic: test_viewer.py"],
+        "functions": functions,
+        "mappings": [{"start": "0x400000", "limit": "0x500000",
+                      "offset": "0x0", "path": "/usr/bin/work",
+                      "build_id": "ab12"}],
+        "locations": locations, "samples": samples,
+        "totals": [sum(s["values"][0] for s in samples),
+                   sum(s["values"][1] for s in samples)],
+        "timeline": {"start_ns": 5 * 10 ** 12, "end_ns": 5 * 10 ** 12 + span,
+                     "over": 0, "events": events},
+    }
+    with open(path, "w") as f:
+        json.dump(prof, f)
+    return prof
+
+
+def test_timeline_large():
+    """A hundred threads and a hundred thousand events, from a file: the
+    lanes scroll, a lane far down is reached and hovered, and a range
+    brushed on the time axis sums its events. Times are printed, not
+    asserted."""
+    h = Host()
+    port = h.start("127.0.0.1:0")
+    try:
+        viewer(port)
+        with tempfile.TemporaryDirectory() as d:
+            # Small ones first: an event naming no sample is left out and
+            # said so; a window with no event draws an empty timeline.
+            odd = dict(SMALL, timeline={
+                "start_ns": 10 ** 9, "end_ns": 6 * 10 ** 9, "over": 4,
+                "events": [[10 ** 9, 7, 0, 6, 60000000],
+                           [2 * 10 ** 9, 7, 99, 1, 10000000]]})
+            path = os.path.join(d, "odd.json")
+            with open(path, "w") as f:
+                json.dump(odd, f)
+            browser.set_files("#file", [path])
+            if wait_loaded("a timeline with an event naming no sample"):
+                tl = js("pullprofViewer.timeline")
+                eq((tl["events"], tl["bad"], [lane["label"] for lane in tl["lanes"]]),
+                   (1, 1, ["thread (7)"]),
+                   "an event naming no sample is left out")
+                ok("1 event naming no sample" in tl["note"] and
+                   "4 more samples, past the timeline's bound" in tl["note"],
+                   "the note says so, and counts the samples past the bound",
+                   tl["note"])
+            odd["timeline"]["events"] = []
+            path = os.path.join(d, "empty.json")
+            with open(path, "w") as f:
+                json.dump(odd, f)
+            browser.set_files("#file", [path])
+            if wait_loaded("a timeline with no events"):
+                tl = js("pullprofViewer.timeline")
+                ok(tl and tl["events"] == 0 and tl["lanes"] == [] and
+                   tl["note"].startswith("Whole window: 5.00 s, 0 samples on 0 threads"),
+                   "an empty timeline is drawn, and says so", tl)
+            path = os.path.join(d, "timeline.json")
+            prof = large_timeline(path)
+            size = os.path.getsize(path)
+            t0 = time.time()
+            browser.set_files("#file", [path])
+            loaded = wait_loaded("100k events", timeout=120)
+            wall = time.time() - t0
+        if not loaded:
+            return
+        tl = js("pullprofViewer.timeline")
+        events = prof["timeline"]["events"]
+        eq(tl["events"], len(events), "100k events: all of them kept")
+        eq(len(tl["lanes"]), 101, "100 threads' lanes and the process's")
+        eq(tl["lanes"][-1]["label"], "process (lost samples)",
+           "lost samples on the process's lane, last")
+        eq(sorted(lane["name"] for lane in tl["lanes"][:-1]),
+           [f"worker-{k:02d}" for k in range(100)], "each thread's name")
+        sc = js("(() => { const s = document.getElementById('lanes-scroll');"
+                " return {client: s.clientHeight, scroll: s.scrollHeight}; })()")
+        ok(sc["client"] < 320 and sc["scroll"] > 4 * sc["client"],
+           "the lanes scroll in a box of capped height", sc)
+        # The last thread's lane, scrolled to and hovered with the mouse.
+        k = len(tl["lanes"]) - 2
+        y = lane_y(k)
+        x = js(f"pullprofViewer.timeX({tl['span'] * 0.5})")
+        ok(js("document.getElementById('lanes-scroll').scrollTop") > 0,
+           "a lane far down is scrolled to")
+        browser.mouse("mouseMoved", x, y)
+        tip = browser.wait("!document.getElementById('tl-tip').hidden && "
+                           "document.getElementById('tl-tip').innerText", 5) or ""
+        ok(tip.startswith(tl["lanes"][k]["label"]) and "work::step_" in tip,
+           "hover far down: that thread's sample", tip)
+        draw = sorted(js("(() => { const t = []; for (let i = 0; i < 5; i++)"
+                         " t.push(pullprofViewer.drawTimeline()); return t; })()"))
+        timings = js("pullprofViewer.timings")
+        ax = browser.box("#axis")
+        a, b = tl["span"] * 0.1, tl["span"] * 0.2
+        t1 = time.time()
+        drag(js(f"pullprofViewer.timeX({a})"), js(f"pullprofViewer.timeX({b})"),
+             ax["y"])
+        got = browser.wait("pullprofViewer.timeline.range", 10)
+        brush = time.time() - t1
+        ok(got, "100k events: a drag on the axis chooses a range")
+        if got:
+            inside = [e for e in events if got[0] <= e[0] <= got[1]]
+            eq(js("pullprofViewer.timeline.rangeEvents"), len(inside),
+               "the range holds the events timed in it")
+            eq(js("pullprofViewer.total"), sum(e[4] for e in inside),
+               "the flame graph sums their time")
+            range_build = js("pullprofViewer.timings.buildMs")
+        shot("timeline-large")
+        print(f"# timeline: {len(events)} events, 101 lanes, JSON "
+              f"{size / 1e6:.1f} MB; file chosen -> drawn {wall * 1000:.0f} ms; "
+              f"timeline prepared in {timings['timelineMs']:.1f} ms; lanes "
+              f"drawn in {draw[2]:.1f} ms (median of 5, min {draw[0]:.1f}); "
+              f"a brush (12 moves, the range's tree and redraw, CDP round "
+              f"trips included) {brush * 1000:.0f} ms, of which the tree "
+              f"{range_build if got else float('nan'):.1f} ms", flush=True)
+    finally:
+        h.quit()
+
+
 def test_no_console_errors():
     browser.pump()
     eq(browser.errors, [], "no console errors or exceptions in any page")
@@ -756,8 +1357,9 @@ def teardown():
 def main():
     import pptest
     tests = [test_routing, test_browser, test_cpu_flame_graph, test_errors_shown,
-             test_heap_flame_graph, test_wall_flame_graph,
-             test_model_from_file, test_large_profile,
+             test_timeline_json,
+             test_heap_flame_graph, test_wall_flame_graph, test_timeline_cpu,
+             test_model_from_file, test_large_profile, test_timeline_large,
              test_index_live_status,
              test_no_console_errors]
     try:
