@@ -163,11 +163,13 @@ static const struct tags PROFILE_PACKET_TAGS = {
 
 enum { SEQ_META = 1, SEQ_CPU = 2, SEQ_WALL = 3, SEQ_HEAP = 4 };
 
-/* Track uuids: a kind in the top byte, a pid or tid below. */
-#define UUID_PROCESS (1ull << 56)
-#define UUID_THREAD (2ull << 56)
-#define UUID_WALL (3ull << 56)
-#define UUID_PULLPROF (4ull << 56)
+/* Track uuids: a pid or tid with a kind in the low 3 bits (small varints:
+ * every sample names its track). */
+#define UUID(kind, id) ((uint64_t)(id) << 3 | (kind))
+#define UUID_PROCESS 1u
+#define UUID_THREAD 2u
+#define UUID_WALL 3u
+#define UUID_PULLPROF 4u
 
 struct thread {
 	uint32_t tid;
@@ -329,7 +331,7 @@ static void process_track(struct writer *w)
 
 	size_t m = packet(w, SEQ_META, 0, 0);
 	size_t td = pp_pb_start(&w->pb);
-	pp_pb_uint64(&w->pb, TD_UUID, UUID_PROCESS | (uint64_t)w->pid);
+	pp_pb_uint64(&w->pb, TD_UUID, UUID(UUID_PROCESS, w->pid));
 	size_t pd = pp_pb_start(&w->pb);
 	pp_pb_uint64(&w->pb, PD_PID, (uint64_t)w->pid);
 	for (size_t at = 0; at < n; at += strlen(cmdline + at) + 1)
@@ -342,8 +344,8 @@ static void process_track(struct writer *w)
 	/* The agent's own track: the window and what the timeline lacks. */
 	m = packet(w, SEQ_META, 0, 0);
 	td = pp_pb_start(&w->pb);
-	pp_pb_uint64(&w->pb, TD_UUID, UUID_PULLPROF | (uint64_t)w->pid);
-	pp_pb_uint64(&w->pb, TD_PARENT, UUID_PROCESS | (uint64_t)w->pid);
+	pp_pb_uint64(&w->pb, TD_UUID, UUID(UUID_PULLPROF, w->pid));
+	pp_pb_uint64(&w->pb, TD_PARENT, UUID(UUID_PROCESS, w->pid));
 	str(&w->pb, TD_NAME, "pullprof");
 	str(&w->pb, TD_DESCRIPTION,
 	    "the sampling windows, and samples the timeline does not show "
@@ -374,7 +376,7 @@ static void thread_tracks(struct writer *w)
 		const struct thread *t = &w->threads[i];
 		size_t m = packet(w, SEQ_META, 0, 0);
 		size_t td = pp_pb_start(&w->pb);
-		pp_pb_uint64(&w->pb, TD_UUID, UUID_THREAD | t->tid);
+		pp_pb_uint64(&w->pb, TD_UUID, UUID(UUID_THREAD, t->tid));
 		size_t th = pp_pb_start(&w->pb);
 		pp_pb_uint64(&w->pb, THD_PID, (uint64_t)w->pid);
 		pp_pb_uint64(&w->pb, THD_TID, t->tid);
@@ -386,8 +388,8 @@ static void thread_tracks(struct writer *w)
 			continue;
 		m = packet(w, SEQ_META, 0, 0);
 		td = pp_pb_start(&w->pb);
-		pp_pb_uint64(&w->pb, TD_UUID, UUID_WALL | t->tid);
-		pp_pb_uint64(&w->pb, TD_PARENT, UUID_THREAD | t->tid);
+		pp_pb_uint64(&w->pb, TD_UUID, UUID(UUID_WALL, t->tid));
+		pp_pb_uint64(&w->pb, TD_PARENT, UUID(UUID_THREAD, t->tid));
 		str(&w->pb, TD_NAME, "wall-clock state");
 		str(&w->pb, TD_DESCRIPTION,
 		    "the thread's state at each wall-clock look, over the "
@@ -405,7 +407,7 @@ static void pullprof_event(struct writer *w, int type, uint64_t ts,
 	size_t m = packet(w, SEQ_META, ts, 0);
 	size_t te = pp_pb_start(&w->pb);
 	pp_pb_uint64(&w->pb, TE_TYPE, (uint64_t)type);
-	pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID_PULLPROF | (uint64_t)w->pid);
+	pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID(UUID_PULLPROF, w->pid));
 	str(&w->pb, TE_NAME, name);
 	if (key) {
 		size_t da = pp_pb_start(&w->pb);
@@ -842,18 +844,19 @@ static int cpu_samples(struct writer *w, const struct pp_view *v)
 			pp_pb_drop(&w->pb, id); /* nothing new */
 		size_t te = pp_pb_start(&w->pb);
 		pp_pb_uint64(&w->pb, TE_TYPE, TYPE_INSTANT);
-		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID_THREAD | e->tid);
+		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID(UUID_THREAD, e->tid));
 		pp_pb_uint64(&w->pb, TE_NAME_IID, name);
 		pp_pb_uint64(&w->pb, TE_CALLSTACK_IID, cs);
 		pp_pb_double(&w->pb, TE_CALLSTACK_WEIGHT, (double)e->value);
 		/* For SQL: the leaf function, the CPU time, and the periods
-		 * (more than one after timer overruns). */
+		 * when more than one (timer overruns). */
 		size_t da = pp_pb_start(&w->pb);
 		pp_pb_uint64(&w->pb, DA_NAME_IID, DBG_FUNCTION);
 		pp_pb_uint64(&w->pb, DA_STRING_IID, leaf);
 		pp_pb_end(&w->pb, TE_DEBUG, da);
 		debug_int(w, DBG_CPU_NS, e->value);
-		debug_int(w, DBG_SAMPLES, e->count);
+		if (e->count > 1) /* timer overruns */
+			debug_int(w, DBG_SAMPLES, e->count);
 		pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
 		packet_end(w, m);
 	}
@@ -904,7 +907,7 @@ static int wall_samples(struct writer *w, const struct pp_view *v)
 			pp_pb_drop(&w->pb, id);
 		size_t te = pp_pb_start(&w->pb);
 		pp_pb_uint64(&w->pb, TE_TYPE, TYPE_SLICE_BEGIN);
-		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID_WALL | e->tid);
+		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID(UUID_WALL, e->tid));
 		pp_pb_uint64(&w->pb, TE_NAME_IID, name);
 		pp_pb_uint64(&w->pb, TE_CALLSTACK_IID, cs);
 		pp_pb_double(&w->pb, TE_CALLSTACK_WEIGHT, (double)e->value);
@@ -914,7 +917,7 @@ static int wall_samples(struct writer *w, const struct pp_view *v)
 		m = packet(w, SEQ_WALL, end, SEQ_NEEDS);
 		te = pp_pb_start(&w->pb);
 		pp_pb_uint64(&w->pb, TE_TYPE, TYPE_SLICE_END);
-		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID_WALL | e->tid);
+		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID(UUID_WALL, e->tid));
 		pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
 		packet_end(w, m);
 	}

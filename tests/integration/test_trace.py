@@ -339,7 +339,7 @@ def test_trace_of_known_phases():
         prof = Profile(r2.body)
         total = sum(int(s["value"][0]) for s in prof.samples)
         total_ns = sum(int(s["value"][1]) for s in prof.samples)
-        counts = [e[5]["args"].get("samples") for e in cpu]
+        counts = [e[5]["args"].get("samples", 1) for e in cpu]
         lost = sum(e[5]["args"].get("lost_samples", 0) for e in tr.events)
         eq([(e[5]["args"].get("function"), e[5]["args"].get("cpu_ns"))
             for e in cpu if e[5]["args"].get("function") !=
