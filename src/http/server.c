@@ -269,16 +269,17 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		flags |= MHD_USE_TLS;
 	/* Options past MHD_OPTION_END are not read: without TLS the list
 	 * ends before the certificate. */
+	/* The logger first: libmicrohttpd logs with its own (to stderr)
+	 * until it reads this option, and warns when it comes later. */
 	s->mhd = MHD_start_daemon(
 	    flags, 0, on_accept, s, pp_routes_dispatch, s,
-	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->v.idle_timeout,
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTEN_SOCKET,
+	    (MHD_socket)s->listen_fd, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)cfg->v.idle_timeout, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	    (unsigned)cfg->v.max_client_connections,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->v.max_header_bytes,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 	    MHD_OPTION_NOTIFY_COMPLETED, pp_routes_completed, NULL,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    s->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
 	    s->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, s->tls_key, MHD_OPTION_END);

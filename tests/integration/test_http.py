@@ -28,6 +28,10 @@ def setup():
     port = h.start("127.0.0.1:0")
     ok(isinstance(port, int) and port > 0, "agent starts on port 0", port)
     base = f"http://127.0.0.1:{port}"
+    # Nothing went wrong yet: libmicrohttpd said nothing at its start
+    # (it warns when its logger is not the first option it is given).
+    eq(get("/debug/pprof/status").json()["connections"]["server_errors"], 0,
+       "a fresh agent has counted no server errors")
 
 
 def test_index():
