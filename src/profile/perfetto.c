@@ -199,6 +199,7 @@ struct writer {
 	struct thread *threads;
 	size_t nthreads, threads_cap;
 	struct pp_u64map thread_at; /* tid -> index in threads */
+	uint64_t mono_to_boot; /* BOOTTIME - MONOTONIC, from the snapshot */
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -290,11 +291,12 @@ static uint64_t clock_now(clockid_t c)
 
 static void clock_snapshot(struct writer *w)
 {
-	/* Read in the order boot, mono, real, mono again: the pair closest
-	 * in time is what the snapshot says. */
+	/* Read back to back: the snapshot relates the three clocks as they
+	 * stood within a few hundred nanoseconds of one another. */
 	uint64_t boot = clock_now(CLOCK_BOOTTIME);
 	uint64_t mono = clock_now(CLOCK_MONOTONIC);
 	uint64_t real = clock_now(CLOCK_REALTIME);
+	w->mono_to_boot = boot - mono;
 	size_t m = packet(w, SEQ_META, 0, SEQ_CLEARED);
 	pp_pb_bool(&w->pb, TP_FIRST_ON_SEQUENCE, 1);
 	size_t cs = pp_pb_start(&w->pb);
@@ -685,6 +687,12 @@ static void location(struct writer *w, struct interning *in, uint32_t li)
 	in->frame_done[base] = 1;
 }
 
+/* Scratch for a callstack's frame ids. */
+struct pp_frames_buf {
+	uint64_t *v;
+	size_t cap;
+};
+
 /* Sample si's callstack (its iid is si + 1), written when new. */
 static uint64_t callstack(struct writer *w, struct interning *in, size_t si,
                           uint64_t **frames, size_t *cap)
@@ -813,41 +821,100 @@ static uint32_t *sorted(const struct pp_profile *p, int per_thread, size_t *n)
 	return order;
 }
 
-static int cpu_samples(struct writer *w, const struct pp_view *v)
+/* The open packet's event on track, with sample si's callstack, named
+ * name: what it needs interned goes first, in an InternedData of this
+ * packet when anything is new (with the CPU samples' argument names and
+ * leaf function, *leaf when leaf is not NULL). Returns the TrackEvent's
+ * mark, for the caller's fields and pp_pb_end. */
+static size_t sample_event(struct writer *w, struct interning *in,
+                           const struct pp_event *e, int type, uint64_t track,
+                           const char *name, uint64_t *leaf,
+                           struct pp_frames_buf *fb)
+{
+	size_t id = pp_pb_start(&w->pb);
+	size_t before = w->pb.data.len;
+	uint64_t name_iid = event_name(w, in, name);
+	uint64_t cs = callstack(w, in, e->sample->index, &fb->v, &fb->cap);
+	if (leaf) {
+		debug_names_once(w, in);
+		*leaf = leaf_function(w, in, e->sample->index);
+	}
+	if (w->pb.data.len != before)
+		pp_pb_end(&w->pb, TP_INTERNED_DATA, id);
+	else
+		pp_pb_drop(&w->pb, id); /* nothing new */
+	size_t te = pp_pb_start(&w->pb);
+	pp_pb_uint64(&w->pb, TE_TYPE, (uint64_t)type);
+	pp_pb_uint64(&w->pb, TE_TRACK_UUID, track);
+	pp_pb_uint64(&w->pb, TE_NAME_IID, name_iid);
+	pp_pb_uint64(&w->pb, TE_CALLSTACK_IID, cs);
+	pp_pb_double(&w->pb, TE_CALLSTACK_WEIGHT, (double)e->value);
+	return te;
+}
+
+/* A wall look stands for the time since the thread's last look (its
+ * weight): its slice ends at the look and starts that long before, not
+ * before the last look (prev, of the same thread, or NULL) nor the window. */
+static uint64_t look_begin(const struct pp_profile *p, const struct pp_event *e,
+                           const struct pp_event *prev)
+{
+	uint64_t end = e->time_ns, begin = end;
+	if (e->value > 0 && (uint64_t)e->value < end)
+		begin = end - (uint64_t)e->value;
+	if (prev && begin < prev->time_ns)
+		begin = prev->time_ns;
+	if (begin < p->mono_start_ns)
+		begin = p->mono_start_ns;
+	return begin < end ? begin : end - 1;
+}
+
+/* v's timeline on its sequence: CPU samples as instants on their threads'
+ * tracks, or (wall) looks as slices named by state on the threads' wall
+ * tracks. */
+static int samples(struct writer *w, const struct pp_view *v, int wall)
 {
 	const struct pp_profile *p = v->p;
 	struct interning in;
-	uint64_t *frames = NULL;
-	size_t cap = 0, n;
+	struct pp_frames_buf fb = {NULL, 0};
+	size_t n;
+	int seq = wall ? SEQ_WALL : SEQ_CPU;
 	int rc = interning_init(&in, v);
-	uint32_t *order = rc ? NULL : sorted(p, 0, &n);
+	uint32_t *order = rc ? NULL : sorted(p, wall, &n);
 	if (!order) {
 		interning_free(&in);
 		return -ENOMEM;
 	}
-	sequence_start(w, SEQ_CPU);
+	sequence_start(w, seq);
 	for (size_t i = 0; i < n && !w->err; i++) {
 		const struct pp_event *e = &p->events[order[i]];
-		size_t m = packet(w, SEQ_CPU, e->time_ns, SEQ_NEEDS);
-		/* New interned entries go in this packet, before the event
-		 * that uses them. */
-		size_t id = pp_pb_start(&w->pb);
-		size_t before = w->pb.data.len;
-		uint64_t name = event_name(w, &in, "cpu");
-		uint64_t cs =
-		    callstack(w, &in, e->sample->index, &frames, &cap);
-		debug_names_once(w, &in);
-		uint64_t leaf = leaf_function(w, &in, e->sample->index);
-		if (w->pb.data.len != before)
-			pp_pb_end(&w->pb, TP_INTERNED_DATA, id);
-		else
-			pp_pb_drop(&w->pb, id); /* nothing new */
-		size_t te = pp_pb_start(&w->pb);
-		pp_pb_uint64(&w->pb, TE_TYPE, TYPE_INSTANT);
-		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID(UUID_THREAD, e->tid));
-		pp_pb_uint64(&w->pb, TE_NAME_IID, name);
-		pp_pb_uint64(&w->pb, TE_CALLSTACK_IID, cs);
-		pp_pb_double(&w->pb, TE_CALLSTACK_WEIGHT, (double)e->value);
+		if (wall) {
+			const struct pp_event *prev =
+			    i > 0 && p->events[order[i - 1]].tid == e->tid
+			        ? &p->events[order[i - 1]]
+			        : NULL;
+			const char *state = label(e->sample, "state");
+			size_t m =
+			    packet(w, seq, look_begin(p, e, prev), SEQ_NEEDS);
+			size_t te =
+			    sample_event(w, &in, e, TYPE_SLICE_BEGIN,
+			                 UUID(UUID_WALL, e->tid),
+			                 state ? state : "unknown", NULL, &fb);
+			pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
+			packet_end(w, m);
+			m = packet(w, seq, e->time_ns, SEQ_NEEDS);
+			te = pp_pb_start(&w->pb);
+			pp_pb_uint64(&w->pb, TE_TYPE, TYPE_SLICE_END);
+			pp_pb_uint64(&w->pb, TE_TRACK_UUID,
+			             UUID(UUID_WALL, e->tid));
+			pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
+			packet_end(w, m);
+			continue;
+		}
+		uint64_t leaf;
+		size_t m = packet(w, seq, e->time_ns, SEQ_NEEDS);
+		size_t te =
+		    sample_event(w, &in, e, TYPE_INSTANT,
+		                 UUID(UUID_THREAD, e->tid), "cpu", &leaf, &fb);
 		/* For SQL: the leaf function, the CPU time, and the periods
 		 * when more than one (timer overruns). */
 		size_t da = pp_pb_start(&w->pb);
@@ -855,74 +922,13 @@ static int cpu_samples(struct writer *w, const struct pp_view *v)
 		pp_pb_uint64(&w->pb, DA_STRING_IID, leaf);
 		pp_pb_end(&w->pb, TE_DEBUG, da);
 		debug_int(w, DBG_CPU_NS, e->value);
-		if (e->count > 1) /* timer overruns */
+		if (e->count > 1)
 			debug_int(w, DBG_SAMPLES, e->count);
 		pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
 		packet_end(w, m);
 	}
 	free(order);
-	free(frames);
-	interning_free(&in);
-	return w->err;
-}
-
-static int wall_samples(struct writer *w, const struct pp_view *v)
-{
-	const struct pp_profile *p = v->p;
-	struct interning in;
-	uint64_t *frames = NULL;
-	size_t cap = 0, n;
-	int rc = interning_init(&in, v);
-	uint32_t *order = rc ? NULL : sorted(p, 1, &n);
-	if (!order) {
-		interning_free(&in);
-		return -ENOMEM;
-	}
-	sequence_start(w, SEQ_WALL);
-	for (size_t i = 0; i < n && !w->err; i++) {
-		const struct pp_event *e = &p->events[order[i]];
-		/* A look stands for the time since the thread's last look
-		 * (its weight): the slice ends at the look and starts that
-		 * long before, not before the last look nor the window. */
-		uint64_t end = e->time_ns, begin = end;
-		if (e->value > 0 && (uint64_t)e->value < end)
-			begin = end - (uint64_t)e->value;
-		if (i > 0 && p->events[order[i - 1]].tid == e->tid &&
-		    begin < p->events[order[i - 1]].time_ns)
-			begin = p->events[order[i - 1]].time_ns;
-		if (begin < p->mono_start_ns)
-			begin = p->mono_start_ns;
-		if (begin >= end)
-			begin = end - 1;
-		const char *state = label(e->sample, "state");
-		size_t m = packet(w, SEQ_WALL, begin, SEQ_NEEDS);
-		size_t id = pp_pb_start(&w->pb);
-		size_t before = w->pb.data.len;
-		uint64_t name = event_name(w, &in, state ? state : "unknown");
-		uint64_t cs =
-		    callstack(w, &in, e->sample->index, &frames, &cap);
-		if (w->pb.data.len != before)
-			pp_pb_end(&w->pb, TP_INTERNED_DATA, id);
-		else
-			pp_pb_drop(&w->pb, id);
-		size_t te = pp_pb_start(&w->pb);
-		pp_pb_uint64(&w->pb, TE_TYPE, TYPE_SLICE_BEGIN);
-		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID(UUID_WALL, e->tid));
-		pp_pb_uint64(&w->pb, TE_NAME_IID, name);
-		pp_pb_uint64(&w->pb, TE_CALLSTACK_IID, cs);
-		pp_pb_double(&w->pb, TE_CALLSTACK_WEIGHT, (double)e->value);
-		pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
-		packet_end(w, m);
-
-		m = packet(w, SEQ_WALL, end, SEQ_NEEDS);
-		te = pp_pb_start(&w->pb);
-		pp_pb_uint64(&w->pb, TE_TYPE, TYPE_SLICE_END);
-		pp_pb_uint64(&w->pb, TE_TRACK_UUID, UUID(UUID_WALL, e->tid));
-		pp_pb_end(&w->pb, TP_TRACK_EVENT, te);
-		packet_end(w, m);
-	}
-	free(order);
-	free(frames);
+	free(fb.v);
 	interning_free(&in);
 	return w->err;
 }
@@ -987,7 +993,7 @@ static struct stack_key *stack_keys(const struct pp_view *v)
  * when the process's in-use total was highest. Values are the unsampled
  * estimates pprof shows. */
 static int heap_dump(struct writer *w, const struct pp_view *v,
-                     const struct pp_view *peak, uint64_t mono_to_boot)
+                     const struct pp_view *peak)
 {
 	const struct pp_profile *p = v->p;
 	int ao = type_index(p, "alloc_objects"),
@@ -1029,7 +1035,7 @@ static int heap_dump(struct writer *w, const struct pp_view *v,
 	}
 	size_t dump = pp_pb_start(&w->pb);
 	pp_pb_uint64(&w->pb, PHS_PID, (uint64_t)w->pid);
-	pp_pb_uint64(&w->pb, PHS_TIMESTAMP, ts + mono_to_boot);
+	pp_pb_uint64(&w->pb, PHS_TIMESTAMP, ts + w->mono_to_boot);
 	pp_pb_uint64_opt(&w->pb, PHS_INTERVAL, (uint64_t)p->period);
 	size_t pj = 0;
 	for (size_t i = 0; i < v->nsamples && !w->err;) {
@@ -1109,13 +1115,11 @@ int pp_perfetto_write(const struct pp_view *cpu, const struct pp_view *wall,
 	if (wall)
 		window_marks(&w, wall->p, "wall-clock");
 	if (cpu && !w.err)
-		cpu_samples(&w, cpu);
+		samples(&w, cpu, 0);
 	if (wall && !w.err)
-		wall_samples(&w, wall);
+		samples(&w, wall, 1);
 	if (heap && !w.err)
-		fail(&w, heap_dump(&w, heap, peak,
-		                   clock_now(CLOCK_BOOTTIME) -
-		                       clock_now(CLOCK_MONOTONIC)));
+		fail(&w, heap_dump(&w, heap, peak));
 	free(w.threads);
 	pp_u64map_free(&w.thread_at);
 	if (w.err) {
