@@ -1044,18 +1044,6 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 				c->p += len;
 				continue;
 			}
-			case 0x10: /* expression: a register saved at an address
-			            * a DWARF expression computes (a signal
-			            * trampoline's, a realigned frame's rbp) */
-				reg = uleb(c);
-				{
-					uint64_t len = uleb(c);
-					if (!need(c, len))
-						return 0;
-					c->p += len;
-				}
-				set_reg(s, reg, R_OTHER, 0, cie->ra_reg);
-				continue;
 			case 0x11: /* offset_extended_sf */
 				reg = uleb(c);
 				set_reg(s, reg, R_OFFSET,
@@ -1078,6 +1066,9 @@ static uintptr_t run_cfa(struct cur *c, struct state *s,
 					sleb(c);
 				set_reg(s, reg, R_OTHER, 0, cie->ra_reg);
 				continue;
+			case 0x10: /* expression: a register saved at an address
+			            * a DWARF expression computes (a signal
+			            * trampoline's, a realigned frame's rbp) */
 			case 0x16: /* val_expression */
 				reg = uleb(c);
 				{
