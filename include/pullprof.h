@@ -163,6 +163,24 @@ struct pullprof_config {
 	 * interposed lock calls go straight to the C library.
 	 * PULLPROF_BLOCK_RATE, default 10000. (Since 1.1.) */
 	unsigned block_rate;
+	/* Seconds a client has to send a whole request (its line, headers
+	 * and body), counted from the connection's opening or from the end
+	 * of its previous answer (1..3600); a connection still sending when
+	 * it runs out is closed, however steadily its bytes trickle in.
+	 * PULLPROF_REQUEST_TIMEOUT, default 10. (Since 1.2.) */
+	unsigned request_timeout;
+	/* Host names a request's Host header may carry, comma-separated,
+	 * besides IP addresses, "localhost" and names under ".localhost";
+	 * "*" takes any. Other names get 403: that stops a web page from
+	 * reaching the agent through a DNS name rebound to this machine.
+	 * NULL or "": this machine's own name (gethostname) when no token
+	 * is set, any name when one is (the page cannot send it).
+	 * PULLPROF_HOSTS. (Since 1.2.) */
+	const char *hosts;
+	/* Memory all answers being built or sent may hold together, in MiB
+	 * (1..65536); a request whose answer would take more gets 503 with
+	 * Retry-After. PULLPROF_MAX_ANSWERS_MB, default 256. (Since 1.2.) */
+	unsigned max_answers_mb;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here) and

@@ -229,6 +229,8 @@ static int start_locked(const struct pullprof_config *cfg, int autostarted)
 	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
 	};
 	pp_cpu_configure(&cpu);
+	/* Profiles kept for ?id= hold, together, what one may hold. */
+	pp_recent_set_max_bytes((size_t)agent.cfg.v.max_profile_mb << 20);
 	struct pp_threads_settings threads = {
 	    .max_depth = agent.cfg.v.max_depth,
 	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
@@ -399,8 +401,10 @@ __attribute__((constructor)) static void pp_autostart(void)
 	int rc = start_locked(NULL, 1);
 	if (rc == 0 && !(quiet && strcmp(quiet, "1") == 0)) {
 		if (agent.srv)
-			pp_log("serving http://%s%s/", agent.srv->bound,
-			       agent.cfg.v.prefix);
+			pp_log("serving %s://%s%s/%s",
+			       agent.srv->tls_cert ? "https" : "http",
+			       agent.srv->bound, agent.cfg.v.prefix,
+			       agent.srv->tls_cert ? " (TLS 1.2 and 1.3)" : "");
 		else
 			pp_log("profiling without an HTTP server "
 			       "(PULLPROF_LISTEN=none)");

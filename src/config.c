@@ -111,6 +111,20 @@ const struct pp_setting pp_settings[] = {
      PP_LOCKS_BLOCK_RATE, NULL, 0, 1000000000, NULL, "nanoseconds",
      "the block profile samples one wait per N ns spent waiting, every "
      "wait at least that long (Go's block profile rate); 0: off"},
+    {"request_timeout", "PULLPROF_REQUEST_TIMEOUT", PP_SETTING_UINT,
+     OFF(request_timeout), 10, NULL, 1, 3600, NULL, "seconds",
+     "seconds a client has to send a whole request (line, headers, body) "
+     "from the connection's opening or its previous answer; then the "
+     "connection is closed"},
+    {"hosts", "PULLPROF_HOSTS", PP_SETTING_STRING, OFF(hosts), 0, NULL, 0, 0,
+     NULL, "",
+     "names the Host header may carry besides IP addresses and localhost, "
+     "comma-separated, * for any (others get 403); unset: this machine's "
+     "name without a token, any name with one"},
+    {"max_answers_mb", "PULLPROF_MAX_ANSWERS_MB", PP_SETTING_UINT,
+     OFF(max_answers_mb), 256, NULL, 1, 65536, NULL, "MiB",
+     "memory all answers being built or sent may hold together, in MiB "
+     "(past it: 503 with Retry-After)"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -366,7 +380,8 @@ static int one_of(const char *s, const char *list)
 static int security(struct pullprof_config *m, struct pp_config *out,
                     const char *listen, char *err, size_t errlen)
 {
-	const char **strs[] = {&m->token, &m->tls_cert, &m->tls_key, &m->allow};
+	const char **strs[] = {&m->token, &m->tls_cert, &m->tls_key, &m->allow,
+	                       &m->hosts};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
 		if (*strs[i] && !**strs[i])
 			*strs[i] = NULL;
@@ -400,6 +415,21 @@ static int security(struct pullprof_config *m, struct pp_config *out,
 	if (pp_cidr_parse(m->allow, &out->allow, why, sizeof why)) {
 		snprintf(err, errlen, "PULLPROF_ALLOW: %s", why);
 		return -EINVAL;
+	}
+	if (m->hosts) {
+		const char *p = m->hosts;
+		for (; *p; p++)
+			if (!isalnum((unsigned char)*p) &&
+			    !strchr(".-_*, ", *p))
+				break;
+		if (*p || strlen(m->hosts) > 2000) {
+			snprintf(err, errlen,
+			         "PULLPROF_HOSTS: \"%.64s\" is not a list of "
+			         "host names (letters, digits, '.', '-', '*', "
+			         "separated by commas)",
+			         m->hosts);
+			return -EINVAL;
+		}
 	}
 	if (out->serve &&
 	    !pp_cidr_is_loopback((const struct sockaddr *)&out->addr) &&
@@ -567,8 +597,9 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	out->v.listen = strdup(text);
 	out->v.unwind = strdup(merged.unwind);
 	/* Optional strings: NULL when unset (or ""), else owned copies. */
-	const char **opt[] = {&out->v.token, &out->v.tls_cert, &out->v.tls_key,
-	                      &out->v.allow, &out->v.metrics_path};
+	const char **opt[] = {&out->v.token,        &out->v.tls_cert,
+	                      &out->v.tls_key,      &out->v.allow,
+	                      &out->v.metrics_path, &out->v.hosts};
 	int failed = !out->v.listen || !out->v.unwind;
 	for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
 		if (*opt[i] && !(*opt[i] = strdup(*opt[i])))
@@ -582,9 +613,9 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 
 void pp_config_free(struct pp_config *c)
 {
-	const char **strs[] = {&c->v.listen, &c->v.prefix,      &c->v.unwind,
-	                       &c->v.token,  &c->v.tls_cert,    &c->v.tls_key,
-	                       &c->v.allow,  &c->v.metrics_path};
+	const char **strs[] = {&c->v.listen, &c->v.prefix,       &c->v.unwind,
+	                       &c->v.token,  &c->v.tls_cert,     &c->v.tls_key,
+	                       &c->v.allow,  &c->v.metrics_path, &c->v.hosts};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
 		free((char *)*strs[i]);
 		*strs[i] = NULL;

@@ -7,6 +7,8 @@
  */
 #include "auth.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,6 +74,102 @@ static int token_ok(struct pp_request *r, const char *want, int *presented)
 	return ok;
 }
 
+/* Is name (lower-cased, no port, no trailing dot) one of the
+ * comma-separated list's? An item "*" takes any name, "*.example.com" any
+ * name under example.com. */
+static int listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	while (*list) {
+		while (*list == ',' || *list == ' ')
+			list++;
+		size_t k = strcspn(list, ", ");
+		if (k == 1 && list[0] == '*')
+			return 1;
+		if (k > 2 && list[0] == '*' && list[1] == '.' && n > k - 1 &&
+		    strncasecmp(name + n - (k - 1), list + 1, k - 1) == 0)
+			return 1;
+		if (k == n && strncasecmp(list, name, k) == 0)
+			return 1;
+		list += k;
+	}
+	return 0;
+}
+
+int pp_auth_host_ok(const char *host, const char *hosts, int has_token,
+                    const char *own_name)
+{
+	char name[256];
+	if (!host)
+		return 1; /* HTTP/1.0 without Host: no browser sends that */
+	if (host[0] == '[') {
+		/* An IPv6 literal, with or without a port. */
+		const char *end = strchr(host, ']');
+		unsigned char a[16];
+		size_t n = end ? (size_t)(end - host - 1) : 0;
+		if (!end || n >= sizeof name || (end[1] && end[1] != ':'))
+			return 0;
+		memcpy(name, host + 1, n);
+		name[n] = 0;
+		return inet_pton(AF_INET6, name, a) == 1;
+	}
+	size_t n = strcspn(host, ":");
+	if (n == 0 || n >= sizeof name ||
+	    (host[n] == ':' && strchr(host + n + 1, ':')))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		name[i] = (char)tolower((unsigned char)host[i]);
+	name[n] = 0;
+	if (n > 1 && name[n - 1] == '.')
+		name[--n] = 0;
+	unsigned char a[4];
+	if (inet_pton(AF_INET, name, a) == 1)
+		return 1;
+	if (strcmp(name, "localhost") == 0 ||
+	    (n > 10 && strcmp(name + n - 10, ".localhost") == 0))
+		return 1;
+	if (hosts)
+		return listed(hosts, name);
+	if (has_token)
+		return 1;
+	if (own_name && *own_name) {
+		/* This machine's name, and its first label. */
+		size_t k = strcspn(own_name, ".");
+		if (strcasecmp(name, own_name) == 0 ||
+		    (strlen(name) == k && strncasecmp(name, own_name, k) == 0))
+			return 1;
+	}
+	return 0;
+}
+
+/* A browser says where a request comes from (Sec-Fetch-Site, sent by every
+ * current one): a page of another site may make it send requests here
+ * (an image, a form) even if it cannot read the answers, and a GET here
+ * opens profiling windows or resets the peak. Only same-origin requests
+ * (the index and viewer), typed URLs and links the user followed are
+ * served. Clients that are not browsers send none of these headers. */
+static int cross_site(struct pp_request *r, char *why, size_t whylen)
+{
+	const char *site = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	                                               "Sec-Fetch-Site");
+	if (!site || strcasecmp(site, "same-origin") == 0 ||
+	    strcasecmp(site, "none") == 0)
+		return 0;
+	const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	                                               "Sec-Fetch-Mode");
+	const char *user = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	                                               "Sec-Fetch-User");
+	if (mode && strcasecmp(mode, "navigate") == 0 && user &&
+	    strcmp(user, "?1") == 0)
+		return 0;
+	snprintf(why, whylen,
+	         "a request made by a page of another site (Sec-Fetch-Site: "
+	         "%.32s) is refused; open the URL yourself, or fetch it "
+	         "outside the browser",
+	         site);
+	return 1;
+}
+
 unsigned pp_auth_check(struct pp_request *r, char *why, size_t whylen)
 {
 	const struct pp_config *cfg = r->srv->cfg;
@@ -91,7 +189,25 @@ unsigned pp_auth_check(struct pp_request *r, char *why, size_t whylen)
 			return MHD_HTTP_FORBIDDEN;
 		}
 	}
-	if (!cfg->v.token || (r->route && r->route->open))
+	if (r->route && r->route->open)
+		return 0;
+	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	                                               MHD_HTTP_HEADER_HOST);
+	if (!pp_auth_host_ok(host, cfg->v.hosts, cfg->v.token != NULL,
+	                     r->srv->hostname)) {
+		snprintf(
+		    why, whylen,
+		    "Host \"%.80s\" is not a name of this agent: it answers "
+		    "to IP addresses, localhost%s%s and the names in "
+		    "PULLPROF_HOSTS (a web page could otherwise reach it "
+		    "through a DNS name rebound to this machine)",
+		    host, r->srv->hostname[0] && !cfg->v.hosts ? ", " : "",
+		    cfg->v.hosts ? "" : r->srv->hostname);
+		return MHD_HTTP_FORBIDDEN;
+	}
+	if (cross_site(r, why, whylen))
+		return MHD_HTTP_FORBIDDEN;
+	if (!cfg->v.token)
 		return 0;
 	int presented = 0;
 	if (token_ok(r, cfg->v.token, &presented))

@@ -8,8 +8,17 @@
 #include "routes.h"
 
 /* 0 when r may be served; else the status to answer — 403 (client network
- * not allowed) or 401 (token missing or wrong) — with a sentence in why. */
+ * not allowed, a Host that is not this agent's, a request a page of another
+ * site made) or 401 (token missing or wrong) — with a sentence in why. */
 unsigned pp_auth_check(struct pp_request *r, char *why, size_t whylen);
+
+/* May a request with this Host header (NULL: none) be served? IP literals,
+ * localhost and *.localhost always; then the names of hosts
+ * (PULLPROF_HOSTS: comma-separated, "*" any, "*.domain" under domain) when
+ * set; else any name when a token is set, or own_name (this machine's name,
+ * or its first label). */
+int pp_auth_host_ok(const char *host, const char *hosts, int has_token,
+                    const char *own_name);
 
 /* Compare a presented secret with the expected one in time that depends on
  * the expected one's length only. */

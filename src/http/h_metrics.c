@@ -74,8 +74,9 @@ static void agent_metrics(struct pp_buf *b, const struct pp_agent *a)
 	        a->start_time);
 }
 
-static void http_metrics(struct pp_buf *b, const struct pp_server_stats *st)
+static void http_metrics(struct pp_buf *b, struct pp_server *srv)
 {
+	const struct pp_server_stats *st = &srv->stats;
 	static const char *const classes[PP_STATUS_CLASSES] = {
 	    "1xx", "2xx", "3xx", "4xx", "5xx"};
 	const char *name = "pullprof_http_requests_total";
@@ -109,6 +110,22 @@ static void http_metrics(struct pp_buf *b, const struct pp_server_stats *st)
 	        "HTTP connections closed unanswered: over "
 	        "PULLPROF_MAX_CONNECTIONS or PULLPROF_MAX_CLIENT_CONNECTIONS.",
 	        atomic_load(&st->connections_refused));
+	counter(b, "pullprof_http_connections_timed_out_total",
+	        "HTTP connections closed because their request did not "
+	        "arrive whole within PULLPROF_REQUEST_TIMEOUT.",
+	        atomic_load(&st->connections_timed_out));
+	counter(b, "pullprof_http_connections_evicted_total",
+	        "HTTP connections waiting for a request that were closed to "
+	        "make room for a new one at a connection limit.",
+	        atomic_load(&st->connections_evicted));
+	gauge(b, "pullprof_http_answers_bytes",
+	      "Bytes of answers being sent now (bounded by "
+	      "PULLPROF_MAX_ANSWERS_MB).",
+	      atomic_load(&srv->answers_bytes));
+	counter(b, "pullprof_http_answers_refused_total",
+	        "Requests answered 503 because answers in flight held "
+	        "PULLPROF_MAX_ANSWERS_MB.",
+	        atomic_load(&st->answers_refused));
 	counter(b, "pullprof_http_server_errors_total",
 	        "Problems the HTTP server (libmicrohttpd) reported, mostly "
 	        "clients': resets, malformed requests.",
@@ -450,7 +467,7 @@ enum MHD_Result pp_h_metrics(struct pp_request *r)
 	size_t len = 0;
 
 	agent_metrics(&b, pp_agent_get());
-	http_metrics(&b, &r->srv->stats);
+	http_metrics(&b, r->srv);
 	cpu_metrics(&b);
 	heap_metrics(&b);
 	lock_metrics(&b);

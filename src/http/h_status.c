@@ -337,10 +337,24 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(conn, "refused",
 	                       json_object_new_int64((int64_t)atomic_load(
 	                           &st->connections_refused)));
+	json_object_object_add(conn, "timed_out",
+	                       json_object_new_int64((int64_t)atomic_load(
+	                           &st->connections_timed_out)));
+	json_object_object_add(conn, "evicted",
+	                       json_object_new_int64((int64_t)atomic_load(
+	                           &st->connections_evicted)));
 	json_object_object_add(
 	    conn, "server_errors",
 	    json_object_new_int64((int64_t)atomic_load(&st->server_errors)));
 	json_object_object_add(o, "connections", conn);
+	struct json_object *ans = json_object_new_object();
+	json_object_object_add(ans, "bytes",
+	                       json_object_new_int64((int64_t)atomic_load(
+	                           &r->srv->answers_bytes)));
+	json_object_object_add(
+	    ans, "refused",
+	    json_object_new_int64((int64_t)atomic_load(&st->answers_refused)));
+	json_object_object_add(o, "answers", ans);
 
 	struct pp_symtab_stats ss;
 	pp_symtab_stats(&ss);

@@ -2,6 +2,7 @@
 #include "respond.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,18 +73,98 @@ static enum MHD_Result queue(struct pp_request *r, unsigned status,
 	return ret;
 }
 
+/*
+ * The memory answers hold. A body handed to libmicrohttpd (PP_BODY_FREE) is
+ * counted in srv->answers_bytes until it is sent (or its connection ends)
+ * and freed; past PULLPROF_MAX_ANSWERS_MB a new one is refused (503), unless
+ * nothing else is in flight: an answer alone over the bound still goes out.
+ * Freed answers leave their pages in the C library's arenas, where a host
+ * that allocates little would keep them for ever: after every 16 MiB freed,
+ * and when the last answer in flight ends, the arenas are trimmed, giving
+ * their free pages back to the system.
+ */
+#define PP_TRIM_EVERY (16u << 20)
+#define PP_TRIM_LAST (1u << 20) /* when the last answer in flight ends */
+
+struct held {
+	struct pp_server *srv;
+	void *body;
+	size_t len;
+};
+
+static void release_answer(void *cls)
+{
+	struct held *h = cls;
+	struct pp_server *s = h->srv;
+	size_t len = h->len;
+	free(h->body);
+	free(h);
+	size_t left = atomic_fetch_sub(&s->answers_bytes, len) - len;
+	size_t freed = atomic_fetch_add(&s->answers_freed, len) + len;
+	if (freed >= PP_TRIM_EVERY || (!left && freed >= PP_TRIM_LAST)) {
+		atomic_store(&s->answers_freed, 0);
+#ifdef __GLIBC__
+		malloc_trim(0);
+#endif
+	}
+}
+
+int pp_respond_full(struct pp_request *r)
+{
+	const struct pp_server *s = r->srv;
+	size_t max = (size_t)s->cfg->v.max_answers_mb << 20;
+	return atomic_load(&s->answers_bytes) >= max;
+}
+
+enum MHD_Result pp_respond_busy(struct pp_request *r)
+{
+	const struct pp_server *s = r->srv;
+	atomic_fetch_add_explicit(&r->srv->stats.answers_refused, 1,
+	                          memory_order_relaxed);
+	r->headers[0][0] = "Retry-After";
+	r->headers[0][1] = "1";
+	return pp_respond_error(
+	    r, MHD_HTTP_SERVICE_UNAVAILABLE,
+	    "answers being sent hold %zu MiB, at the bound of %u MiB "
+	    "(PULLPROF_MAX_ANSWERS_MB): try again when they are done",
+	    atomic_load(&s->answers_bytes) >> 20, s->cfg->v.max_answers_mb);
+}
+
 enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
                            const char *content_type, const void *body,
                            size_t len, enum pp_body mode)
 {
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(len, (void *)body, mem_mode(mode));
+	struct MHD_Response *resp;
 
-	if (!resp) {
-		if (mode == PP_BODY_FREE)
+	if (mode == PP_BODY_FREE) {
+		struct pp_server *s = r->srv;
+		size_t max = (size_t)s->cfg->v.max_answers_mb << 20;
+		size_t before = atomic_fetch_add(&s->answers_bytes, len);
+		struct held *h = NULL;
+		if (before && before + len > max) {
+			atomic_fetch_sub(&s->answers_bytes, len);
 			free((void *)body);
-		return MHD_NO;
+			return pp_respond_busy(r);
+		}
+		if (!(h = malloc(sizeof *h))) {
+			atomic_fetch_sub(&s->answers_bytes, len);
+			free((void *)body);
+			return MHD_NO;
+		}
+		*h = (struct held){s, (void *)body, len};
+		resp = MHD_create_response_from_buffer_with_free_callback_cls(
+		    len, (void *)body, release_answer, h);
+		if (!resp) {
+			release_answer(h);
+			return MHD_NO;
+		}
+	} else {
+		resp = MHD_create_response_from_buffer(len, (void *)body,
+		                                       mem_mode(mode));
 	}
+
+	if (!resp)
+		return MHD_NO;
 	if (content_type)
 		MHD_add_response_header(resp, "Content-Type", content_type);
 	return queue(r, status, resp);
@@ -226,6 +307,8 @@ enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq)
 	unsigned retry = 0;
 	struct pp_job *job;
 
+	if (pp_respond_full(r))
+		return pp_respond_busy(r);
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	rq->client_fd = ci ? ci->connect_fd : -1;

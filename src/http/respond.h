@@ -17,6 +17,10 @@ enum pp_body { PP_BODY_STATIC, PP_BODY_COPY, PP_BODY_FREE };
 enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
                            const char *content_type, const void *body,
                            size_t len, enum pp_body mode);
+/* Do the answers in flight hold PULLPROF_MAX_ANSWERS_MB? Then answer with
+ * pp_respond_busy (503, Retry-After) instead of building another. */
+int pp_respond_full(struct pp_request *r);
+enum MHD_Result pp_respond_busy(struct pp_request *r);
 /* One more header (static strings) for r's next answer. */
 void pp_respond_header(struct pp_request *r, const char *name,
                        const char *value);

@@ -397,6 +397,12 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 	struct pp_request *r = *req_cls;
 
 	(void)version;
+	int too_many = 0;
+	if (*req_cls == &pp_server_too_many_params) {
+		/* Set by the URI callback (server.c): a query it hid. */
+		too_many = 1;
+		r = *req_cls = NULL;
+	}
 	if (r && r->resume) {
 		pp_handler resume = r->resume;
 		r->resume = NULL;
@@ -421,7 +427,17 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 			/* Before anything else, body or not: nothing of the
 			 * request is read further. */
 			r->answered = 1;
+			pp_server_answering(s, c);
 			return deny(r, denied, why);
+		}
+		if (too_many) {
+			r->answered = 1;
+			pp_server_answering(s, c);
+			return pp_respond_error(
+			    r, MHD_HTTP_URI_TOO_LONG,
+			    "the query has more than %d parameters; no "
+			    "endpoint takes that many",
+			    PP_MAX_QUERY_PARAMS);
 		}
 		const char *len = MHD_lookup_connection_value(
 		    c, MHD_HEADER_KIND, "Content-Length");
@@ -437,6 +453,7 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 		     r->declared_len <= max_body(r)))
 			return MHD_YES;
 		r->answered = 1;
+		pp_server_answering(s, c);
 		return answer(r);
 	}
 	if (r->answered) {
@@ -459,6 +476,7 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 		return r->body.failed ? MHD_NO : MHD_YES;
 	}
 	r->answered = 1;
+	pp_server_answering(s, c);
 	return answer(r);
 }
 
@@ -515,10 +533,11 @@ void pp_routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
 	struct pp_request *r = *req_cls;
-	(void)cls;
-	(void)c;
 	(void)toe;
-	if (r) {
+	pp_server_answered(cls, c);
+	if (r == (void *)&pp_server_too_many_params) {
+		*req_cls = NULL; /* ended before its headers were complete */
+	} else if (r) {
 		unlink_suspended(r);
 		if (r->cleanup)
 			r->cleanup(r);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -26,7 +27,9 @@
 #include "error.h"
 #include "lookup.h"
 #include "routes.h"
+#include "util/cidr.h"
 #include "util/proc.h"
+#include <time.h>
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -42,6 +45,50 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	                          memory_order_relaxed);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Two client addresses are the same client (v4-mapped IPv6 is its v4). */
+static int same_client(const struct sockaddr_storage *a,
+                       const struct sockaddr *b)
+{
+	return pp_cidr_same_host((const struct sockaddr *)a, b);
+}
+
+/* Close a connection under libmicrohttpd's feet: shutdown() makes its next
+ * read see the end, and it closes the connection the usual way (the
+ * descriptor stays its to close). */
+static void close_conn(struct pp_conn *k)
+{
+	shutdown(k->fd, SHUT_RDWR);
+	k->closing = 1;
+}
+
+/* The oldest connection still waiting for (part of) a request, of client
+ * `who` when given, that has waited at least PP_EVICT_AFTER_NS: the one to
+ * close when a newcomer needs its place. NULL if none. */
+#define PP_EVICT_AFTER_NS 1000000000ull
+static struct pp_conn *evictable(struct pp_server *s,
+                                 const struct sockaddr *who, uint64_t now)
+{
+	struct pp_conn *best = NULL;
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		struct pp_conn *k = &s->conns[i];
+		if (k->fd < 0 || k->closing || k->answering ||
+		    now - k->since < PP_EVICT_AFTER_NS)
+			continue;
+		if (who && !same_client(&k->addr, who))
+			continue;
+		if (!best || k->since < best->since)
+			best = k;
+	}
+	return best;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c,
                           void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
@@ -51,6 +98,8 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
 		    c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ai = MHD_get_connection_info(
+		    c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		atomic_fetch_add_explicit(&s->stats.connections_active, 1,
 		                          memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->stats.connections_total, 1,
@@ -59,41 +108,161 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 		if (!ci)
 			return;
 		for (unsigned i = 0; i < s->conn_slots; i++) {
-			if (s->conn_fds[i] < 0) {
-				s->conn_fds[i] = ci->connect_fd;
-				*socket_ctx = &s->conn_fds[i];
-				break;
-			}
+			struct pp_conn *k = &s->conns[i];
+			if (k->fd >= 0)
+				continue;
+			memset(k, 0, sizeof *k);
+			k->fd = ci->connect_fd;
+			k->since = now_ns();
+			if (ai && ai->client_addr)
+				memcpy(&k->addr, ai->client_addr,
+				       ai->client_addr->sa_family == AF_INET6
+				           ? sizeof(struct sockaddr_in6)
+				           : sizeof(struct sockaddr_in));
+			*socket_ctx = k;
+			return;
 		}
+		/* No slot (cannot happen: accept keeps one free). */
+		shutdown(ci->connect_fd, SHUT_RDWR);
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		atomic_fetch_sub_explicit(&s->stats.connections_active, 1,
 		                          memory_order_relaxed);
 		if (*socket_ctx)
-			*(int *)*socket_ctx = -1;
+			((struct pp_conn *)*socket_ctx)->fd = -1;
+	}
+}
+
+static struct pp_conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+void pp_server_answering(struct pp_server *s, struct MHD_Connection *c)
+{
+	struct pp_conn *k = conn_of(c);
+	(void)s;
+	if (k)
+		k->answering = 1;
+}
+
+void pp_server_answered(struct pp_server *s, struct MHD_Connection *c)
+{
+	struct pp_conn *k = conn_of(c);
+	(void)s;
+	if (k) {
+		k->answering = 0;
+		k->since = now_ns();
 	}
 }
 
 /*
- * The connection limit is enforced here, at accept: a connection over it is
- * closed at once. libmicrohttpd's own limit instead stops accepting, and in
- * external epoll mode (0.9.75) it never resumes once connections close: the
- * backlog fills and the agent goes deaf. Its limit is left at its default
- * (about 1000), above our largest allowed value.
+ * The connection limits are enforced here, at accept, in total
+ * (PULLPROF_MAX_CONNECTIONS) and per client address
+ * (PULLPROF_MAX_CLIENT_CONNECTIONS). At a limit, the oldest connection that
+ * has been waiting over a second for its request (of that client, for the
+ * per-client limit) is closed to make room: connections that send nothing,
+ * or a byte at a time, cannot lock others out, and answers in progress are
+ * never cut. With none to close, the newcomer is closed at once.
+ * libmicrohttpd's own limits are not used: at its total limit it stops
+ * accepting and in external epoll mode (0.9.75) never resumes, and its
+ * per-address limit refuses before this callback can make room.
  */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
                                  socklen_t addrlen)
 {
 	struct pp_server *s = cls;
-	(void)addr;
+	unsigned total = 0, mine = 0, max = s->cfg->v.max_connections,
+	         max_mine = s->cfg->v.max_client_connections;
+	uint64_t now = now_ns();
 	(void)addrlen;
 
-	if (atomic_load_explicit(&s->stats.connections_active,
-	                         memory_order_relaxed) >= s->conn_slots) {
+	unsigned used = 0; /* slots: closing connections hold theirs */
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		struct pp_conn *k = &s->conns[i];
+		if (k->fd < 0)
+			continue;
+		used++;
+		if (k->closing)
+			continue;
+		total++;
+		mine += same_client(&k->addr, addr);
+	}
+	struct pp_conn *victim = NULL;
+	if (mine >= max_mine)
+		victim = evictable(s, addr, now);
+	else if (total >= max)
+		victim = evictable(s, NULL, now);
+	if ((mine >= max_mine || total >= max) && !victim) {
+		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
+		                          memory_order_relaxed);
+		return MHD_NO;
+	}
+	if (victim) {
+		close_conn(victim);
+		atomic_fetch_add_explicit(&s->stats.connections_evicted, 1,
+		                          memory_order_relaxed);
+	}
+	if (used >= s->conn_slots) {
 		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
 		                          memory_order_relaxed);
 		return MHD_NO;
 	}
 	return MHD_YES;
+}
+
+/* Close connections past their request deadline; returns the milliseconds
+ * until the next one falls due (-1: none). */
+static int enforce_deadlines(struct pp_server *s)
+{
+	uint64_t now = now_ns(),
+	         limit = (uint64_t)s->cfg->v.request_timeout * 1000000000u,
+	         next = UINT64_MAX;
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		struct pp_conn *k = &s->conns[i];
+		if (k->fd < 0 || k->closing || k->answering)
+			continue;
+		if (now - k->since >= limit) {
+			close_conn(k);
+			atomic_fetch_add_explicit(
+			    &s->stats.connections_timed_out, 1,
+			    memory_order_relaxed);
+		} else if (k->since + limit < next) {
+			next = k->since + limit;
+		}
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000u) + 1;
+}
+
+/*
+ * Query strings with more parameters than any endpoint takes are refused
+ * before libmicrohttpd parses them: it keeps each parameter in the
+ * connection's memory (PULLPROF_MAX_HEADER_BYTES), and when they fill it
+ * (about 470 short ones) 0.9.75 neither answers nor closes. Called with the
+ * request target before anything of it is parsed; the parameters are then
+ * hidden from libmicrohttpd (the query is cut at its first byte) and the
+ * request is answered 414 (routes.c).
+ */
+char pp_server_too_many_params;
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	(void)cls;
+	(void)c;
+	const char *q = strchr(uri, '?');
+	if (!q)
+		return NULL;
+	unsigned n = 1;
+	for (const char *p = q + 1; *p && *p != ' '; p++)
+		n += *p == '&';
+	if (n <= PP_MAX_QUERY_PARAMS)
+		return NULL;
+	/* libmicrohttpd passes its own buffer here and splits the query at
+	 * the '?' after this returns: the query it then parses is empty. */
+	((char *)q)[1] = 0;
+	return &pp_server_too_many_params;
 }
 
 /* The decoding rule is args.c's, where the fuzz target reaches it. */
@@ -168,9 +337,12 @@ static void *loop(void *arg)
 	pp_agent_thread_enter(0);
 	while (!atomic_load(&s->stopping)) {
 		MHD_UNSIGNED_LONG_LONG to = 0;
-		int timeout = -1;
-		if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
-			timeout = to > 60000 ? 60000 : (int)to;
+		int timeout = enforce_deadlines(s);
+		if (MHD_get_timeout(s->mhd, &to) == MHD_YES &&
+		    (timeout < 0 || to < (MHD_UNSIGNED_LONG_LONG)timeout))
+			timeout = (int)(to > 60000 ? 60000 : to);
+		if (timeout > 60000)
+			timeout = 60000;
 		int n = epoll_wait(s->epoll_fd, ev, 4, timeout);
 		if (n < 0 && errno != EINTR)
 			break;
@@ -189,6 +361,69 @@ static void *loop(void *arg)
 	return NULL;
 }
 
+/*
+ * A TLS file into memory, at start, in the host's thread before its main
+ * perhaps: only a regular file, opened without blocking, so a FIFO cannot
+ * hang the host and /dev/stdin cannot eat its input.
+ */
+static int read_regular(const char *path, size_t max, char **out, char *why,
+                        size_t whylen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(why, whylen, "cannot read %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(why, whylen,
+		         "%s is not a regular file (%s): name a PEM file", path,
+		         S_ISFIFO(st.st_mode)   ? "a FIFO"
+		         : S_ISCHR(st.st_mode)  ? "a character device"
+		         : S_ISDIR(st.st_mode)  ? "a directory"
+		         : S_ISSOCK(st.st_mode) ? "a socket"
+		                                : "not a file");
+		return -EINVAL;
+	}
+	if ((size_t)st.st_size > max) {
+		close(fd);
+		snprintf(why, whylen, "%s is over %zu bytes: not a PEM file",
+		         path, max);
+		return -EINVAL;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	size_t n = 0;
+	if (!buf) {
+		close(fd);
+		snprintf(why, whylen, "cannot read %s: out of memory", path);
+		return -ENOMEM;
+	}
+	while (n < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
+			close(fd);
+			free(buf);
+			snprintf(why, whylen, "cannot read %s: %s", path,
+			         strerror(e));
+			return -e;
+		}
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = 0;
+	*out = buf;
+	return 0;
+}
+
+/* GnuTLS priorities: its defaults, but TLS 1.2 and 1.3 only (1.0 and 1.1
+ * are deprecated by RFC 8996, SSL 3 long gone). */
+#define PP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
 /* PULLPROF_TLS_CERT/KEY into memory (libmicrohttpd takes PEM text). */
 static int read_tls(struct pp_server *s, const struct pp_config *cfg, char *err,
                     size_t errlen)
@@ -205,11 +440,11 @@ static int read_tls(struct pp_server *s, const struct pp_config *cfg, char *err,
 	const char *paths[2] = {cfg->v.tls_cert, cfg->v.tls_key};
 	char **bufs[2] = {&s->tls_cert, &s->tls_key};
 	for (int i = 0; i < 2; i++) {
-		size_t len;
-		int rc = pp_proc_read_file(paths[i], 1u << 20, bufs[i], &len);
+		char why[300];
+		int rc =
+		    read_regular(paths[i], 1u << 20, bufs[i], why, sizeof why);
 		if (rc) {
-			snprintf(err, errlen, "%s: cannot read %s: %s",
-			         names[i], paths[i], strerror(-rc));
+			snprintf(err, errlen, "%s: %s", names[i], why);
 			return rc;
 		}
 		if (!strstr(*bufs[i], "-----BEGIN ")) {
@@ -244,14 +479,16 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		return -ENOMEM;
 	s->cfg = cfg;
 	s->listen_fd = s->epoll_fd = s->wake_fd = s->mhd_epoll_fd = -1;
-	s->conn_slots = cfg->v.max_connections;
-	s->conn_fds = malloc(sizeof(int) * s->conn_slots);
-	if (!s->conn_fds) {
+	s->conn_slots = 2 * cfg->v.max_connections;
+	s->conns = calloc(s->conn_slots, sizeof *s->conns);
+	if (!s->conns) {
 		free(s);
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < s->conn_slots; i++)
-		s->conn_fds[i] = -1;
+		s->conns[i].fd = -1;
+	if (gethostname(s->hostname, sizeof s->hostname - 1) != 0)
+		s->hostname[0] = 0;
 
 	rc = bind_listener(s, err, errlen);
 	if (rc)
@@ -275,14 +512,14 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	    flags, 0, on_accept, s, pp_routes_dispatch, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTEN_SOCKET,
 	    (MHD_socket)s->listen_fd, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)cfg->v.idle_timeout, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-	    (unsigned)cfg->v.max_client_connections,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->v.max_header_bytes,
-	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-	    MHD_OPTION_NOTIFY_COMPLETED, pp_routes_completed, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    (unsigned)cfg->v.idle_timeout, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
+	    s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    (size_t)cfg->v.max_header_bytes, MHD_OPTION_NOTIFY_CONNECTION,
+	    on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, pp_routes_completed,
+	    s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    s->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
-	    s->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, s->tls_key, MHD_OPTION_END);
+	    s->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, s->tls_key,
+	    MHD_OPTION_HTTPS_PRIORITIES, PP_TLS_PRIORITIES, MHD_OPTION_END);
 	if (!s->mhd) {
 		if (s->tls_cert)
 			snprintf(err, errlen,
@@ -353,7 +590,7 @@ fail:
 	if (s->epoll_fd >= 0)
 		close(s->epoll_fd);
 	free_tls(s);
-	free(s->conn_fds);
+	free(s->conns);
 	free(s);
 	return rc;
 }
@@ -384,14 +621,14 @@ void pp_server_stop(struct pp_server *s)
 		    left);
 		close(s->listen_fd);
 		for (unsigned i = 0; i < s->conn_slots; i++)
-			if (s->conn_fds[i] >= 0)
-				close(s->conn_fds[i]);
+			if (s->conns[i].fd >= 0)
+				close(s->conns[i].fd);
 	}
 	pp_lookups_free(s->lookups);
 	close(s->wake_fd);
 	close(s->epoll_fd);
 	free_tls(s);
-	free(s->conn_fds);
+	free(s->conns);
 	free(s);
 }
 
@@ -400,8 +637,8 @@ void pp_server_forget_in_child(struct pp_server *s)
 	if (!s)
 		return;
 	for (unsigned i = 0; i < s->conn_slots; i++)
-		if (s->conn_fds[i] >= 0)
-			close(s->conn_fds[i]);
+		if (s->conns[i].fd >= 0)
+			close(s->conns[i].fd);
 	close(s->mhd_epoll_fd);
 	close(s->listen_fd);
 	close(s->wake_fd);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "config.h"
 
@@ -24,8 +25,21 @@ struct pp_server_stats {
 	atomic_ulong requests[PP_MAX_ROUTES + 1][PP_STATUS_CLASSES];
 	atomic_ulong connections_active;
 	atomic_ulong connections_total;
-	atomic_ulong connections_refused; /* over max_connections */
-	atomic_ulong server_errors;       /* messages libmicrohttpd logged */
+	atomic_ulong connections_refused;   /* over max_connections */
+	atomic_ulong server_errors;         /* messages libmicrohttpd logged */
+	atomic_ulong connections_timed_out; /* past PULLPROF_REQUEST_TIMEOUT */
+	atomic_ulong connections_evicted;   /* closed to make room */
+	atomic_ulong answers_refused;       /* over PULLPROF_MAX_ANSWERS_MB */
+};
+
+/* A connection's slot. Touched by the HTTP thread only (and by a forked
+ * child, which reads fd). */
+struct pp_conn {
+	int fd;         /* -1: a free slot */
+	int answering;  /* its request is complete: being answered */
+	int closing;    /* shut down by us; libmicrohttpd has yet to see it */
+	uint64_t since; /* CLOCK_MONOTONIC ns: opened, or last answered */
+	struct sockaddr_storage addr;
 };
 
 struct pp_server {
@@ -39,16 +53,27 @@ struct pp_server {
 	char bound[80]; /* the address actually bound, "host:port" */
 	pthread_t thread;
 	atomic_int stopping;
-	/* Descriptors of open connections, so a forked child can close its
-	 * copies (see pp_server_forget_in_child). -1 = free slot. */
-	int *conn_fds;
+	/* Open connections: their descriptors (so a forked child can close
+	 * its copies, pp_server_forget_in_child), client addresses and
+	 * deadlines. Twice max_connections slots: a connection closed for
+	 * a newcomer keeps its slot until libmicrohttpd lets it go. */
+	struct pp_conn *conns;
 	unsigned conn_slots;
+	char hostname[256];          /* gethostname(), for the Host check */
+	atomic_size_t answers_bytes; /* answer bodies held (respond.c) */
+	atomic_size_t answers_freed; /* freed since the last trim */
 	struct pp_server_stats stats;
 	struct pp_lookups *lookups;   /* /symbol and /maps (lookup.h) */
 	struct pp_request *suspended; /* requests waiting (routes.h) */
 	char *tls_cert, *tls_key;     /* PEM text, while the daemon runs */
 	char last_log[256];           /* libmicrohttpd's last message */
 };
+
+/* Most query parameters a request may carry (no endpoint takes more than
+ * a dozen); more get 414. */
+#define PP_MAX_QUERY_PARAMS 64
+/* The request context of a request with more (routes.c answers it). */
+extern char pp_server_too_many_params;
 
 /* Bind, start libmicrohttpd and the loop thread. On failure returns a
  * negative errno and one sentence in err. */
@@ -62,6 +87,11 @@ void pp_server_forget_in_child(struct pp_server *s);
 /* Resume a suspended connection (from any thread) and wake the loop to
  * serve it: libmicrohttpd's own wake-up does not reach our epoll loop. */
 void pp_server_resume(struct pp_server *s, struct MHD_Connection *c);
+/* The request on c is complete and being answered: its connection no
+ * longer runs against the request deadline (HTTP thread). */
+void pp_server_answering(struct pp_server *s, struct MHD_Connection *c);
+/* c's answer was sent: the deadline for its next request starts now. */
+void pp_server_answered(struct pp_server *s, struct MHD_Connection *c);
 /* True when called on the server's own thread. */
 int pp_server_is_own_thread(const struct pp_server *s);
 

@@ -14,6 +14,7 @@ struct pp_recent {
 	const char *kind; /* a static string */
 	struct pp_profile *p;
 	uint64_t added_ns;
+	size_t bytes;  /* pp_profile_bytes when kept */
 	unsigned refs; /* the store's (while kept) and each getter's */
 };
 
@@ -21,6 +22,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_recent *kept[PP_RECENT_MAX]; /* oldest first */
 static unsigned nkept;
 static uint64_t last_id;
+static size_t kept_bytes, max_bytes = (size_t)64 << 20;
 
 static void unref_locked(struct pp_recent *r)
 {
@@ -35,6 +37,7 @@ static void drop_locked(unsigned i)
 	struct pp_recent *r = kept[i];
 	memmove(&kept[i], &kept[i + 1], (nkept - i - 1) * sizeof kept[0]);
 	nkept--;
+	kept_bytes -= r->bytes;
 	unref_locked(r);
 }
 
@@ -85,15 +88,27 @@ uint64_t pp_recent_add(const char *kind, struct pp_profile *p)
 	r->p = p;
 	r->refs = 1;
 	r->added_ns = pp_clock_ns(CLOCK_MONOTONIC);
+	r->bytes = pp_profile_bytes(p);
 	pthread_mutex_lock(&mu);
 	expire_locked();
-	if (nkept == PP_RECENT_MAX)
+	/* The newest is kept whatever its size; older ones go while they
+	 * would hold more than the bound together. */
+	while (nkept &&
+	       (nkept == PP_RECENT_MAX || kept_bytes + r->bytes > max_bytes))
 		drop_locked(0);
+	kept_bytes += r->bytes;
 	r->id = ++last_id;
 	kept[nkept++] = r;
 	uint64_t id = r->id;
 	pthread_mutex_unlock(&mu);
 	return id;
+}
+
+void pp_recent_set_max_bytes(size_t bytes)
+{
+	pthread_mutex_lock(&mu);
+	max_bytes = bytes;
+	pthread_mutex_unlock(&mu);
 }
 
 struct pp_recent *pp_recent_get(uint64_t id, const char *kind, char *err,

@@ -2,7 +2,9 @@
  * Profiles recently served, kept a few minutes so that the same data can be
  * fetched again in another format (?id=N): the viewer's "download as
  * pprof", or a text and a binary view of one CPU window. Holds the last
- * PP_RECENT_MAX models for at most PP_RECENT_TTL_S seconds. Agent context.
+ * PP_RECENT_MAX models for at most PP_RECENT_TTL_S seconds, and older ones
+ * only while all together hold at most pp_recent_set_max_bytes (the
+ * newest is kept whatever its size). Agent context.
  */
 #ifndef PP_RECENT_H
 #define PP_RECENT_H
@@ -21,6 +23,8 @@ struct pp_recent;
  * ("profile", "heap"). Returns its id (> 0), or 0 when it could not be kept
  * (p is freed then). */
 uint64_t pp_recent_add(const char *kind, struct pp_profile *p);
+/* The bound on the memory kept models hold together (default 64 MiB). */
+void pp_recent_set_max_bytes(size_t bytes);
 /* The profile id of kind, referenced until pp_recent_unref, or NULL when
  * there is none (never was, expired, or another kind) with a sentence in
  * err saying so. */

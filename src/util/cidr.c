@@ -164,3 +164,9 @@ int pp_cidr_is_loopback(const struct sockaddr *sa)
 	return memcmp(a, one, 16) == 0 ||
 	       (memcmp(a, v4_mapped, 12) == 0 && a[12] == 127);
 }
+
+int pp_cidr_same_host(const struct sockaddr *a, const struct sockaddr *b)
+{
+	uint8_t x[16], y[16];
+	return to128(a, x) && to128(b, y) && memcmp(x, y, 16) == 0;
+}

@@ -29,6 +29,10 @@ int pp_cidr_parse(const char *text, struct pp_cidr_list *out, char *err,
  * list? An empty list matches everything. */
 int pp_cidr_match(const struct pp_cidr_list *l, const struct sockaddr *sa);
 
+/* Are a and b the same host (IPv4-mapped IPv6 addresses as their IPv4)?
+ * Ports are not compared; other families are never the same. */
+int pp_cidr_same_host(const struct sockaddr *a, const struct sockaddr *b);
+
 /* Is the address a loopback one (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104)? */
 int pp_cidr_is_loopback(const struct sockaddr *sa);
 

@@ -77,7 +77,9 @@ def test_status_fields():
                      "max_lookups": 4, "max_body_bytes": 4194304,
                      "metrics_path": None, "max_thread_dumps": 4,
                      "max_wall_profiles": 2, "wall_threads": 16,
-                     "mutex_rate": 10, "block_rate": 10000},
+                     "mutex_rate": 10, "block_rate": 10000,
+                     "request_timeout": 10, "hosts": None,
+                     "max_answers_mb": 256},
        "status.config is the effective configuration")
 
     def parse(ts):
@@ -183,7 +185,7 @@ def raw(request, timeout=5):
 def test_head():
     r = get("/debug/pprof/status", "-I")
     eq(r.status, 200, "HEAD /status: 200")
-    data = raw(b"HEAD /debug/pprof/status HTTP/1.1\r\nHost: x\r\n"
+    data = raw(b"HEAD /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\n"
                b"Connection: close\r\n\r\n")
     head, _, body = data.partition(b"\r\n\r\n")
     ok(head.startswith(b"HTTP/1.1 200"), "raw HEAD answered", data[:200])
@@ -226,10 +228,10 @@ def test_keepalive():
 
 
 def test_malformed():
-    for req in (b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n",
-                b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n"
+    for req in (b"GET /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\nNoColon\r\n\r\n",
+                b"GET /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\n"
                 b"Content-Length: abc\r\n\r\n",
-                b"GET  HTTP/1.1\r\nHost: x\r\n\r\n"):
+                b"GET  HTTP/1.1\r\nHost: localhost\r\n\r\n"):
         data = raw(req)
         ok(data.startswith(b"HTTP/1.1 400"), f"malformed {req[:48]!r}...: 400",
            data[:100])
@@ -238,7 +240,7 @@ def test_malformed():
     ok(data == b"" or data.startswith(b"HTTP/1.1 4"),
        "a garbage request line is refused or dropped", data[:100])
     ok(time.time() - t < 9, "... at once, not after a timeout")
-    data = raw(b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n" +
+    data = raw(b"GET /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\n" +
                b"X-Big: " + b"a" * 100000 + b"\r\n\r\n")
     ok(data == b"" or b" 431 " in data.split(b"\r\n")[0] or
        b" 413 " in data.split(b"\r\n")[0],

@@ -208,7 +208,7 @@ def test_stop_with_clients():
     conns = []
     # An idle keep-alive connection, a half-sent request, a bare connect.
     a = socket.create_connection(("127.0.0.1", port))
-    a.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n\r\n")
+    a.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\n\r\n")
     a.recv(65536)
     b = socket.create_connection(("127.0.0.1", port))
     b.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHos")
@@ -235,7 +235,7 @@ def test_connection_limit():
     time.sleep(0.2)
     c = socket.create_connection(("127.0.0.1", port))
     t = time.time()
-    data = recv_or_closed(c, b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = recv_or_closed(c, b"GET /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\n\r\n")
     eq(data, b"", "a third connection over a limit of 2 is closed unanswered")
     ok(time.time() - t < 2, "... at once")
     c.close()

@@ -48,6 +48,10 @@ FAMILIES = {
     "pullprof_http_connections_total": "counter",
     "pullprof_http_connections_refused_total": "counter",
     "pullprof_http_server_errors_total": "counter",
+    "pullprof_http_connections_timed_out_total": "counter",
+    "pullprof_http_connections_evicted_total": "counter",
+    "pullprof_http_answers_bytes": "gauge",
+    "pullprof_http_answers_refused_total": "counter",
     "pullprof_cpu_windows_open": "gauge",
     "pullprof_cpu_threads_sampled": "gauge",
     "pullprof_cpu_sampling_frequency_hertz": "gauge",
@@ -241,7 +245,7 @@ def test_format():
     # HEAD over a raw socket: the headers, and not one byte after them.
     port = int(base.split(":")[2].split("/")[0])
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"HEAD {PREFIX}/metrics HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(f"HEAD {PREFIX}/metrics HTTP/1.1\r\nHost: localhost\r\n"
                   "Connection: close\r\n\r\n".encode())
         data = b""
         while True:

@@ -4,15 +4,18 @@ certificate (curl, go tool pprof), the client allow-list, connection and
 header limits, slow clients, and the table of bad inputs (docs/security.md) — each row
 is tried against a running agent and must get the answer the table says.
 Real processes: tests/host and tests/cpu/burn."""
+import json
 import os
 import re
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+import warnings
 
 from pptest import (BUILD, SRC, Host, Proc, curl, eq, go_pprof, ipv6_loopback,
-                    ok, run)
+                    ok, preload_env, run)
 
 BURN = os.path.join(BUILD, "tests", "cpu", "burn")
 TOKEN = "t0ken-for-the-tests-123"
@@ -153,6 +156,28 @@ def make_certs(d):
        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext")
 
 
+def tls_handshake(port, version):
+    """Does a TLS handshake of exactly this version succeed?"""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    except ssl.SSLError:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        v = getattr(ssl.TLSVersion, version)
+    ctx.minimum_version = ctx.maximum_version = v
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            with ctx.wrap_socket(s) as t:
+                return t.version() is not None
+    except (ssl.SSLError, OSError):
+        return False
+
+
 def test_tls():
     with tempfile.TemporaryDirectory() as d:
         make_certs(d)
@@ -179,9 +204,36 @@ def test_tls():
             "/debug/pprof/profile?seconds=1")
         ok(code == 0 and "PeriodType: cpu nanoseconds" in out,
            "go tool pprof https+insecure:// with the token", err[-500:])
+        # TLS 1.2 and 1.3 only. The client is made willing to speak 1.0
+        # and 1.1 (Debian's OpenSSL refuses them by default), so a refusal
+        # is the agent's.
+        for ver, want in (("TLSv1", False), ("TLSv1_1", False),
+                          ("TLSv1_2", True), ("TLSv1_3", True)):
+            got = tls_handshake(port, ver)
+            ok(got == want, f"{ver}: {'offered' if want else 'refused'}", got)
         r = curl(base + "/status", "--cacert", ca, "-H", f"Authorization: Bearer {TOKEN}")
         ok(r.status == 200, "the agent still answers after all that", r)
         p.stop()
+        # The line a preloaded host prints says https, and which versions.
+        pre = Proc(["sleep", "30"], env=preload_env(
+            PULLPROF_TLS_CERT=cert, PULLPROF_TLS_KEY=key, PULLPROF_LISTEN="127.0.0.1:0"))
+        line = pre.wait_line(pre.err_lines, r"pullprof\[\d+\]: serving \S+", timeout=15)
+        ok(line and "serving https://127.0.0.1:" in line.group(0) and
+           "(TLS 1.2 and 1.3)" in pre.stderr_text(),
+           "a preloaded HTTPS agent says serving https://, TLS 1.2 and 1.3",
+           pre.stderr_text())
+        pre.stop()
+        # A FIFO, a device or a directory as a TLS file: refused at once,
+        # without reading (a FIFO without a writer would block for ever,
+        # /dev/stdin would eat the host's input).
+        fifo = os.path.join(d, "fifo.pem")
+        os.mkfifo(fifo)
+        for what, path in (("a FIFO", fifo), ("a character device", "/dev/zero"),
+                           ("a directory", d)):
+            t0 = time.time()
+            line, err = start_error({"PULLPROF_TLS_CERT": path, "PULLPROF_TLS_KEY": key})
+            ok(line.startswith("err ") and f"is not a regular file ({what})" in err
+               and time.time() - t0 < 10, f"TLS cert {what}: refused at once", err)
         # Certificate and key swapped: a clear start error.
         line, err = start_error({"PULLPROF_TLS_CERT": key, "PULLPROF_TLS_KEY": cert})
         ok(line.startswith("err ") and "cannot start HTTPS" in err,
@@ -225,21 +277,53 @@ def raw(port, data, timeout=5.0):
     return int(m.group(1)) if m else 0
 
 
+def until(pred, timeout=30):
+    """Poll pred until it holds (True) or timeout seconds pass (False)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def agent_status(port, source="127.0.0.2"):
+    """/status, asked from another loopback address (so as not to count
+    against 127.0.0.1's connections); {} when there is no answer."""
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/status", "--interface", source)
+    return json.loads(r.text) if r.status == 200 else {}
+
+
+def windows_open(port):
+    return agent_status(port).get("cpu", {}).get("windows_open", -1)
+
+
 def test_limits():
     p, port = burn({"PULLPROF_MAX_CLIENT_CONNECTIONS": "3", "PULLPROF_IDLE_TIMEOUT": "2"})
     base = f"http://127.0.0.1:{port}/debug/pprof"
-    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
-    time.sleep(0.3)
+    # Three connections being answered (CPU windows), none of which can
+    # be closed to make room for a fourth.
+    held = []
+    for _ in range(3):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\n"
+                  b"Host: localhost\r\n\r\n")
+        held.append(s)
+    ok(until(lambda: windows_open(port) == 3), "three windows open from 127.0.0.1")
     r = curl(base + "/healthz", timeout=5)
     ok(r.status == 0, "a 4th connection from the same address is closed unanswered", r)
+    r = curl(base + "/healthz", "--interface", "127.0.0.2", timeout=5)
+    eq(r.status, 200, "another address is answered meanwhile")
     for s in held:
         s.close()
-    time.sleep(0.3)
+    ok(until(lambda: agent_status(port).get("connections", {}).get("active") == 1),
+       "the three are gone once closed (the only connection left is the "
+       "one asking)")
     eq(curl(base + "/healthz").status, 200, "answered again once they closed")
     # Slow client: headers that never end are cut at the idle timeout, and
     # the agent answers others meanwhile.
     slow = socket.create_connection(("127.0.0.1", port))
-    slow.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\n")
+    slow.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\n")
     eq(curl(base + "/healthz").status, 200, "answers others while a client dawdles")
     slow.settimeout(10)
     t0 = time.time()
@@ -251,11 +335,11 @@ def test_limits():
        time.time() - t0)
     slow.close()
     # Headers past PULLPROF_MAX_HEADER_BYTES (32 KiB by default).
-    big = raw(port, b"GET /debug/pprof/status HTTP/1.1\r\nHost: x\r\nX-Big: " +
+    big = raw(port, b"GET /debug/pprof/status HTTP/1.1\r\nHost: localhost\r\nX-Big: " +
               b"a" * 40000 + b"\r\n\r\n")
     ok(big in (413, 414, 431), "a 40 KB header: refused with 4xx", big)
     long_url = raw(port, b"GET /debug/pprof/status?" + b"a" * 40000 +
-                   b" HTTP/1.1\r\nHost: x\r\n\r\n")
+                   b" HTTP/1.1\r\nHost: localhost\r\n\r\n")
     ok(long_url in (413, 414, 431), "a 40 KB request line: refused with 4xx", long_url)
     eq(curl(base + "/healthz").status, 200, "and the agent goes on")
     p.stop()
@@ -283,6 +367,12 @@ BAD = [
     ("encoded traversal", "/debug/pprof/ui/%2e%2e/%2e%2e/etc/passwd", "GET", 404),
     ("NUL in the path", "/debug/pprof/ui/index.html%00.js", "GET", 404),
     ("bad symbol body", "/debug/pprof/symbol", "POST:not-an-address", 400),
+    ("too many query parameters",
+     "/debug/pprof/healthz?" + "&".join(f"a{i}=1" for i in range(500)), "GET", 414),
+    ("a Host that is not this agent's", "/debug/pprof/status",
+     "GET:hdr=Host: rebound.example.com:6060", 403),
+    ("a request a page of another site made", "/debug/pprof/heap?peak=reset",
+     "GET:hdr=Sec-Fetch-Site: cross-site", 403),
     ("missing token", "/debug/pprof/status", "GET:token", 401),
     ("wrong token", "/debug/pprof/status", "GET:badtoken", 401),
 ]
@@ -302,6 +392,8 @@ def test_bad_inputs_table():
             args += ["-X", "POST", "--data-binary", method[5:] or "x"]
         elif method == "GET:token":
             target = tport
+        elif method.startswith("GET:hdr="):
+            args += ["-H", method[8:]]
         elif method == "GET:badtoken":
             target = tport
             args += ["-H", "Authorization: Bearer not-the-token"]
@@ -318,5 +410,72 @@ def test_bad_inputs_table():
     tok.stop()
 
 
+def test_slow_clients():
+    """Clients that trickle a byte at a time hold every connection they
+    can get, from two addresses: the request deadline closes them, and a
+    newcomer takes the place of the oldest meanwhile."""
+    v6 = ipv6_loopback()
+    env = {"PULLPROF_REQUEST_TIMEOUT": "3"}
+    if v6:
+        env.update({"PULLPROF_LISTEN": "[::]:0", "PULLPROF_TOKEN": TOKEN})
+    p, port = burn(env)
+    auth = ["-H", f"Authorization: Bearer {TOKEN}"] if v6 else []
+    addrs = [("127.0.0.1", socket.AF_INET)] + ([("::1", socket.AF_INET6)] if v6 else [])
+    per = 16
+    slow = []
+    for host, fam in addrs:
+        for _ in range(per):
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            s.connect((host, port))
+            s.sendall(b"GET /debug/pprof/status HTTP/1.1\r\n")
+            slow.append(s)
+    t0 = time.time()
+    closed = {}
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.is_set():
+            for i, s in enumerate(slow):
+                if i in closed:
+                    continue
+                try:
+                    s.sendall(b"X")
+                except OSError:
+                    closed[i] = time.time() - t0
+            stop.wait(0.5)
+    th = threading.Thread(target=trickle, daemon=True)
+    th.start()
+    time.sleep(1.5)  # the tricklers are over a second old: evictable
+    for host, _ in addrs:
+        url = f"http://{'[::1]' if ':' in host else host}:{port}/debug/pprof"
+        a = time.time()
+        r = curl(url + "/healthz", timeout=10)
+        took = time.time() - a
+        ok(r.status == 200 and took < 3, f"healthz from {host} answered while "
+           f"{len(slow)} connections trickle", (r.status, took))
+        a = time.time()
+        r = curl(url + "/status", *auth, timeout=10)
+        took = time.time() - a
+        ok(r.status == 200 and took < 3, f"/status from {host} answered too",
+           (r.status, took))
+    for i, s in enumerate(slow):
+        s.settimeout(0.2)
+    ok(until(lambda: len(closed) == len(slow), timeout=3 + 10),
+       "every trickling connection is closed", (len(closed), len(slow)))
+    late = max(closed.values()) if closed else None
+    ok(late is not None and late < 3 + 5,
+       "the last within the request deadline (3 s) and a little",
+       late)
+    stop.set()
+    st = json.loads(curl(f"http://127.0.0.1:{port}/debug/pprof/status", *auth).text)
+    c = st["connections"]
+    ok(c["timed_out"] + c["evicted"] >= len(slow) - 2,
+       "status counts them as timed out or evicted", c)
+    for s in slow:
+        s.close()
+    p.stop()
+
+
 run([test_refused_starts, test_token, test_tls, test_allow, test_limits,
+     test_slow_clients,
      test_bad_inputs_table])

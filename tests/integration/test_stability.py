@@ -134,7 +134,7 @@ def oversized(port):
     comes after the headers, without the body being sent."""
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     try:
-        s.sendall(f"POST {PREFIX}/symbol HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(f"POST {PREFIX}/symbol HTTP/1.1\r\nHost: localhost\r\n"
                   f"Content-Length: {5 << 20}\r\n\r\n".encode())
         data = b""
         while b"\r\n" not in data:
