@@ -77,13 +77,16 @@ static enum MHD_Result queue(struct pp_request *r, unsigned status,
  * The memory answers hold. A body handed to libmicrohttpd (PP_BODY_FREE) is
  * counted in srv->answers_bytes until it is sent (or its connection ends)
  * and freed; past PULLPROF_MAX_ANSWERS_MB a new one is refused (503), unless
- * nothing else is in flight: an answer alone over the bound still goes out.
+ * nothing else is in flight (an answer alone over the bound still goes out)
+ * or it is small (/status and errors are answered whatever happens).
  * Freed answers leave their pages in the C library's arenas, where a host
  * that allocates little would keep them for ever: after every 16 MiB freed,
  * and when the last answer in flight ends, the arenas are trimmed, giving
  * their free pages back to the system.
  */
 #define PP_TRIM_EVERY (16u << 20)
+/* Answers this small (status, errors) are counted but never refused. */
+#define PP_ANSWER_SMALL (64u << 10)
 #define PP_TRIM_LAST (1u << 20) /* when the last answer in flight ends */
 
 struct held {
@@ -141,7 +144,7 @@ enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
 		size_t max = (size_t)s->cfg->v.max_answers_mb << 20;
 		size_t before = atomic_fetch_add(&s->answers_bytes, len);
 		struct held *h = NULL;
-		if (before && before + len > max) {
+		if (before && before + len > max && len >= PP_ANSWER_SMALL) {
 			atomic_fetch_sub(&s->answers_bytes, len);
 			free((void *)body);
 			return pp_respond_busy(r);
