@@ -200,7 +200,7 @@ static void register_atfork(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-static int start_locked(const struct pullprof_config *cfg, int autostarted)
+static int start_agent(const struct pullprof_config *cfg, int autostarted)
 {
 	char err[400];
 	int rc;
@@ -291,6 +291,16 @@ fail:
 	return rc;
 }
 
+/* pullprof_start and _stop run on the host's thread: what the agent
+ * allocates there (its tables, the server) is its own, not the host's. */
+static int start_locked(const struct pullprof_config *cfg, int autostarted)
+{
+	int hidden = pp_heap_hide();
+	int rc = start_agent(cfg, autostarted);
+	pp_heap_unhide(hidden);
+	return rc;
+}
+
 PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)
 {
 	pthread_mutex_lock(&lifecycle);
@@ -299,7 +309,7 @@ PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)
 	return rc;
 }
 
-static int stop_locked(void)
+static int stop_agent(void)
 {
 	if (!running)
 		return 0;
@@ -321,6 +331,14 @@ static int stop_locked(void)
 	memset(&agent, 0, sizeof agent);
 	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	return 0;
+}
+
+static int stop_locked(void)
+{
+	int hidden = pp_heap_hide();
+	int rc = stop_agent();
+	pp_heap_unhide(hidden);
+	return rc;
 }
 
 PULLPROF_API int pullprof_stop(void)

@@ -184,12 +184,17 @@ static int capture(int fd, struct capture *c)
 	c->rq.client_fd = -1;
 	c->rq.done = wake;
 	c->rq.arg = &waiter;
+	/* The job and its profile are the agent's memory, not the caller's. */
+	int hidden = pp_heap_hide();
 	rc = pp_agent_locked(open_job, c);
-	if (rc)
+	if (rc) {
+		pp_heap_unhide(hidden);
 		return rc;
+	}
 	wait_for(&waiter);
 	rc = pp_job_take(c->job, &body, &len, &id);
 	pp_job_release(c->job);
+	pp_heap_unhide(hidden);
 	if (rc == 0)
 		rc = write_all(fd, body, len);
 	free(body);

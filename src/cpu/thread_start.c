@@ -28,6 +28,7 @@
 #include "agent.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
+#include "heap/heap.h"
 #include "pullprof.h"
 #include "threads/threads.h"
 #include "unwind/unwind.h"
@@ -181,7 +182,11 @@ static void *prologue(void *p)
 {
 	struct start s = *(struct start *)p;
 	free(p);
+	/* What this allocates (pthread_setspecific may) is the agent's, not
+	 * the starting thread's. */
+	int hidden = pp_heap_hide();
 	thread_begins(s.fn);
+	pp_heap_unhide(hidden);
 	return s.fn(s.arg);
 }
 
@@ -189,8 +194,11 @@ static void *prologue(void *p)
  * stack above `from` (pthread_create's return address). */
 static int created(int rc, int agents, uintptr_t from)
 {
-	if (!rc && !agents && pp_threadcreate_on())
+	if (!rc && !agents && pp_threadcreate_on()) {
+		int hidden = pp_heap_hide(); /* a new stack's entry */
 		pp_threadcreate_record(from);
+		pp_heap_unhide(hidden);
+	}
 	return rc;
 }
 
@@ -204,7 +212,9 @@ PULLPROF_API int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 	if (!START_PROLOGUE || !pp_timers_want_starts() || agents)
 		return created(pp_real_pthread_create(t, attr, fn, arg), agents,
 		               from);
+	int hidden = pp_heap_hide(); /* the agent's block, not the host's */
 	struct start *s = malloc(sizeof *s);
+	pp_heap_unhide(hidden);
 	if (!s)
 		return created(pp_real_pthread_create(t, attr, fn, arg), 0,
 		               from);

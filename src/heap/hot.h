@@ -16,7 +16,8 @@ struct pp_heap_tls {
 	uint64_t armed_rate; /* the rate countdown was drawn for; 0: none */
 	uint64_t rng;
 	uint32_t samples; /* taken by this thread (1 in 8 is timed) */
-	int busy;  /* inside the sampler: nested allocations pass through */
+	int busy;  /* inside the sampler, or pullprof code on a host thread
+	              (pp_heap_hide): allocations pass through unsampled */
 	int agent; /* an agent thread: never sampled */
 };
 extern __thread struct pp_heap_tls pp_heap_tls

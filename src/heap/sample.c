@@ -130,6 +130,21 @@ void pp_heap_exclude_thread(void)
 	pp_heap_tls.countdown = INT64_MAX;
 }
 
+/* busy is what a capture sets for the unwinder's own allocations: an
+ * allocation that uses up the countdown draws the next one and is not
+ * recorded. */
+int pp_heap_hide(void)
+{
+	int prev = pp_heap_tls.busy;
+	pp_heap_tls.busy = 1;
+	return prev;
+}
+
+void pp_heap_unhide(int prev)
+{
+	pp_heap_tls.busy = prev;
+}
+
 void pp_heap_sampling_set(uint64_t rate, unsigned max_depth)
 {
 	atomic_store(&depth_now, max_depth);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heap/heap.h"
 #include "profile/model.h"
 #include "pullprof.h"
 
@@ -152,8 +153,12 @@ PULLPROF_API int pullprof_label_push(const char *key, const char *value)
 	         strnlen(key, PP_LABEL_MAX_KEY + 1) > PP_LABEL_MAX_KEY ||
 	         strnlen(value, PP_LABEL_MAX_VALUE + 1) > PP_LABEL_MAX_VALUE)
 		rc = -EINVAL;
-	else
+	else {
+		/* A new set's node is the agent's memory, not the host's. */
+		int hidden = pp_heap_hide();
 		rc = intern(set, key, value, &set);
+		pp_heap_unhide(hidden);
+	}
 	if (rc) {
 		/* The scope still opens (its pop must balance), with the
 		 * labels of the scope around it. */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heap/heap.h"
 #include "unwind/frames.h"
 #include "unwind/registry.h"
 #include "unwind/unwind.h"
@@ -232,7 +233,18 @@ static int cmp_range(const void *a, const void *b)
 	return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
+static void refresh_images(void);
+
+/* Also run on host threads (the dlclose wrapper, pullprof_start): what it
+ * allocates is the agent's, never charged to the host in heap profiles. */
 static void refresh_locked(void)
+{
+	int hidden = pp_heap_hide();
+	refresh_images();
+	pp_heap_unhide(hidden);
+}
+
+static void refresh_images(void)
 {
 	unsigned long long c[2] = {0, 0};
 	struct scan sc = {0};

@@ -17,7 +17,7 @@
  *   stress THREADS SECONDS  malloc/free/realloc from many threads
  *   fork            fork while threads allocate; the child allocates too
  *   jemalloc        is the next allocator jemalloc? (via its mallctl)
- *   dlcycle PATH    dlopen PATH and dlclose it
+ *   dlcycle PATH [N]  dlopen PATH and dlclose it, N times (1)
  *   quit
  */
 #include <dlfcn.h>
@@ -474,6 +474,20 @@ static void jemalloc_check(void)
 	printf("jemalloc served %llu\n", (unsigned long long)(after - before));
 }
 
+/* A host that loads and unloads a plugin again and again (the dlclose
+ * wrapper refreshes pullprof's unwind registry on this thread each time). */
+static void dlcycle(const char *path, unsigned long long n)
+{
+	for (unsigned long long i = 0; i < n; i++) {
+		void *h = dlopen(path, RTLD_NOW);
+		if (!h || dlclose(h) != 0) {
+			printf("dlcycle %s\n", dlerror());
+			return;
+		}
+	}
+	printf("dlcycle ok\n");
+}
+
 int main(void)
 {
 	char line[256];
@@ -522,11 +536,9 @@ int main(void)
 		else if (!strcmp(cmd, "jemalloc"))
 			jemalloc_check();
 		else if (!strcmp(cmd, "dlcycle") &&
-		         sscanf(line, "%*s %199s", path) == 1) {
-			void *h = dlopen(path, RTLD_NOW);
-			printf("dlcycle %s\n",
-			       h && dlclose(h) == 0 ? "ok" : dlerror());
-		} else if (!strcmp(cmd, "quit"))
+		         sscanf(line, "%*s %199s %llu", path, &a) >= 1)
+			dlcycle(path, a ? a : 1);
+		else if (!strcmp(cmd, "quit"))
 			break;
 		else
 			printf("unknown %s\n", cmd);

@@ -422,6 +422,74 @@ def test_valgrind():
     memcheck_quit(w, "heapwork")
 
 
+# pullprof's own functions that host threads run: what they allocate is the
+# agent's, not the host's.
+AGENT_LEAVES = ("on_image", "refresh_locked", "intern", "created",
+                "thread_begins", "start_locked", "stop_locked", "capture")
+
+
+def agent_samples(p):
+    """Samples charged to pullprof's own code: the allocating function (the
+    leaf) is in libpullprof, or is one of its functions by name."""
+    bad = []
+    for s in p.samples:
+        ids = s.get("location_id", [])
+        if not ids:
+            continue
+        leaf = p.loc_by_id[ids[0]]
+        m = p.map_by_id.get(p.field(leaf, "mapping_id"))
+        path = p.s(p.field(m, "filename")) if m else ""
+        names = [f[0] for f in p.frames(leaf)]
+        if "libpullprof" in os.path.basename(path or "") or any(
+                n.startswith("pp_") or n in AGENT_LEAVES for n in names):
+            bad.append((names, os.path.basename(path or ""), len(ids),
+                        s["value"]))
+    return bad
+
+
+def test_agent_allocations_hidden():
+    """Agent code that runs on a host thread (the dlclose wrapper's unwind
+    registry refresh, pthread_create's wrapper and the threadcreate record,
+    pullprof_start) allocates through the interposed malloc: none of it is
+    charged to the host, while the host's own allocations in between (the
+    loader's, inside the real dlopen and dlclose) still are."""
+    if sanitized():
+        skip("agent allocations hidden", NO_HEAP_WHY)
+        return
+    w = Work({"PULLPROF_HEAP_RATE": "1"})
+    ok(w.port, "heapwork started, every allocation sampled", w.ready)
+    eq(w.cmd(f"dlcycle {DLLIB} 300", timeout=120), "dlcycle ok",
+       "300 dlopen + dlclose of a library")
+    # Threads made while a CPU window samples go through the start
+    # prologue (a block the wrapper allocates for each).
+    got = {}
+    t = threading.Thread(
+        target=lambda: got.update(r=w.get("profile?seconds=2&hz=100")))
+    t.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and \
+            w.get("status").json()["cpu"]["timer_mode"] == "off":
+        time.sleep(0.05)
+    line = w.cmd("stress 4 1", timeout=120)
+    ok(line.startswith("stress ops"), "4 threads made during a CPU window",
+       line)
+    t.join(60)
+    eq(got.get("r") and got["r"].status, 200, "the CPU window answered")
+    ok(w.get("status").json()["cpu"]["thread_starts"]["armed"] >= 4,
+       "the threads went through the start prologue")
+    p = w.profile("allocs")
+    bad = agent_samples(p)
+    eq(bad, [], "no allocation charged to pullprof's own code")
+    names = {f[0] for s in p.samples for loc in p.stack(s) for f in loc}
+    ok("dlcycle" in names and "hw_stress_thread" in names,
+       "the host's allocations under dlopen/dlclose and its threads are "
+       "still there", sorted(n for n in names if n.startswith(("hw_", "dl")))[:20])
+    st = w.get("status").json()["heap"]
+    ok(st["dropped"] == 0, "nothing dropped", st)
+    eq(w.quit(timeout=30), 0, "heapwork exits 0")
+
+
 if __name__ == "__main__":
     run([test_accuracy_and_format, test_default_rate, test_rate_zero,
-         test_stress_and_fork, test_jemalloc_underneath, test_valgrind])
+         test_stress_and_fork, test_jemalloc_underneath,
+         test_agent_allocations_hidden, test_valgrind])
