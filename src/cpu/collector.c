@@ -108,7 +108,7 @@ static void finish_model(struct pp_cpu_window *w)
 		/* Samples the handler had to drop, charged to a frame of their
 		 * own so the totals stay honest. */
 		uintptr_t pc = pp_profile_synthetic_pc(
-		    p, "[pullprof: lost samples (ring full)]");
+		    p, "[pullprof: lost samples, the ring was full]");
 		int64_t v[2] = {(int64_t)lost, (int64_t)lost * period};
 		/* On the timeline: the process's, at the window's end (when
 		 * they were dropped is not known). */

@@ -168,7 +168,8 @@ static void cpu_metrics(struct pp_buf *b)
 		counter_by(b, "pullprof_cpu_samples_dropped_total",
 		           "CPU samples not recorded, by reason (ring_full: "
 		           "the collector fell behind); profiles charge them "
-		           "to a [pullprof: lost samples] frame.",
+		           "to a [pullprof: lost samples, the ring was full] "
+		           "frame.",
 		           "reason", why, n, 1);
 	}
 	{

@@ -94,7 +94,7 @@ struct pp_profile {
 #define PP_EVENT_BYTES sizeof(struct pp_event)
 
 #define PP_PROFILE_LIMIT_FRAME                                                 \
-	"[pullprof: profile size limit reached (PULLPROF_MAX_PROFILE_MB)]"
+	"[pullprof: profile size limit reached, see PULLPROF_MAX_PROFILE_MB]"
 
 /* Synthetic frames stand for what has no code address (lost samples, a
  * truncated stack): PCs 1..PP_SYNTHETIC_MAX, below any mappable address. */

@@ -67,8 +67,38 @@ struct render {
 	struct pp_pb pb;
 	struct pp_strtab strings;
 	const struct pp_view *v;
+	/* The IDs of the two mappings of our own (0: not needed), after the
+	 * process's: synthetic frames, and addresses in no known mapping. */
+	uint64_t synthetic_id, unmapped_id;
 	int err;
 };
+
+/*
+ * Every location has a mapping: Grafana Pyroscope's symbolizer refuses a
+ * whole profile when one location has mapping_id 0, and it looks at every
+ * location as soon as any mapping asks to be symbolized. Synthetic frames
+ * ("[pullprof: stack truncated]", ...: PCs 1..PP_SYNTHETIC_MAX) get a
+ * mapping "[pullprof]" over [0, PP_SYNTHETIC_MAX + 1), a range no real
+ * mapping can hold (the kernel maps nothing below vm.mmap_min_addr); real
+ * addresses outside every known mapping (code unmapped since, JIT code, a
+ * garbage return address) get "[unmapped]", an empty range. Both claim
+ * every has_* flag: there is nothing more to look up. So no symbolizer
+ * works on them: pprof skips a mapping that has functions (unless forced)
+ * and any whose name starts with "[" (like "[vdso]"), locally and with
+ * -symbolize=remote; Pyroscope skips one that has functions (and, in some
+ * versions, file names and line numbers too), and without a build ID it
+ * could not look one up anyway.
+ */
+#define MAPPING_SYNTHETIC "[pullprof]"
+#define MAPPING_UNMAPPED "[unmapped]"
+
+static uint64_t mapping_id_of(const struct render *r,
+                              const struct pp_view_loc *l)
+{
+	if (l->mapping)
+		return l->mapping->id;
+	return l->synthetic ? r->synthetic_id : r->unmapped_id;
+}
 
 /* The index of s in the profile's string table (added on first use). */
 static int64_t str_id(struct render *r, const char *s)
@@ -142,9 +172,7 @@ static void locations(struct render *r)
 		const struct pp_view_loc *l = &v->locs[i];
 		size_t m = pp_pb_start(&r->pb);
 		pp_pb_uint64(&r->pb, LOCATION_ID, i + 1);
-		if (l->mapping)
-			pp_pb_uint64(&r->pb, LOCATION_MAPPING_ID,
-			             l->mapping->id);
+		pp_pb_uint64(&r->pb, LOCATION_MAPPING_ID, mapping_id_of(r, l));
 		/* Synthetic frames ("[pullprof: stack truncated]", ...) keep
 		 * their small made-up PC (1, 2, ...): every location has a
 		 * distinct non-zero address, which Grafana Alloy's delta
@@ -163,14 +191,27 @@ static void locations(struct render *r)
 	}
 }
 
+/* One of our own mappings (see above). */
+static void own_mapping(struct render *r, uint64_t id, uint64_t limit,
+                        const char *name)
+{
+	size_t m = pp_pb_start(&r->pb);
+	pp_pb_uint64(&r->pb, MAPPING_ID, id);
+	pp_pb_uint64_opt(&r->pb, MAPPING_LIMIT, limit);
+	pp_pb_int64_opt(&r->pb, MAPPING_FILENAME, str_id(r, name));
+	pp_pb_bool(&r->pb, MAPPING_HAS_FUNCTIONS, 1);
+	pp_pb_bool(&r->pb, MAPPING_HAS_FILENAMES, 1);
+	pp_pb_bool(&r->pb, MAPPING_HAS_LINE_NUMBERS, 1);
+	pp_pb_bool(&r->pb, MAPPING_HAS_INLINE_FRAMES, 1);
+	pp_pb_end(&r->pb, PROFILE_MAPPING, m);
+}
+
 static void mappings(struct render *r)
 {
 	const struct pp_view *v = r->v;
 	const struct pp_mappings *maps = v->maps;
-	if (!maps)
-		return;
 	/* In ID order: IDs were given so that the main executable is 1. */
-	for (unsigned id = 1; id <= maps->n; id++) {
+	for (unsigned id = 1; maps && id <= maps->n; id++) {
 		for (size_t i = 0; i < maps->n; i++) {
 			const struct pp_mapping *mp = &maps->v[i];
 			if (mp->id != id)
@@ -200,6 +241,12 @@ static void mappings(struct render *r)
 			break;
 		}
 	}
+	/* Ours last: IDs follow the order of the messages. */
+	if (r->synthetic_id)
+		own_mapping(r, r->synthetic_id, PP_SYNTHETIC_MAX + 1,
+		            MAPPING_SYNTHETIC);
+	if (r->unmapped_id)
+		own_mapping(r, r->unmapped_id, 0, MAPPING_UNMAPPED);
 }
 
 static void functions(struct render *r)
@@ -227,6 +274,11 @@ int pp_pprof_write(const struct pp_view *v, int gzip_level, struct pp_buf *out)
 
 	memset(&r, 0, sizeof r);
 	r.v = v;
+	uint64_t next_id = (v->maps ? v->maps->n : 0) + 1;
+	if (v->synthetic_used)
+		r.synthetic_id = next_id++;
+	if (v->unmapped_used)
+		r.unmapped_id = next_id;
 	rc = pp_strtab_init(&r.strings);
 	if (rc)
 		return rc;

@@ -124,6 +124,7 @@ static int symbolize(struct build *b, struct pp_symtab *st)
 			/* No mapping, no address: a function by that name. */
 			sym.frames = &v->synthetic[l->pc - 1];
 			sym.nframes = 1;
+			v->synthetic_used = 1;
 		} else {
 			l->mapping =
 			    v->maps ? pp_mappings_find(v->maps, l->pc) : NULL;
@@ -135,6 +136,8 @@ static int symbolize(struct build *b, struct pp_symtab *st)
 				size_t mi = (size_t)(l->mapping - v->maps->v);
 				v->mapping_flags[mi] &= sym.flags;
 				v->mapping_used[mi] = 1;
+			} else {
+				v->unmapped_used = 1;
 			}
 		}
 		l->frames = sym.frames;

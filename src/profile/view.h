@@ -43,6 +43,9 @@ struct pp_view {
 	    *mapping_flags; /* by mapping index: PP_SYM_* every location had */
 	unsigned char *mapping_used; /* by mapping index */
 	struct pp_frame *synthetic;  /* frames of the model's synthetic PCs */
+	/* Some location is a synthetic frame; some is a real address in no
+	 * known mapping. */
+	int synthetic_used, unmapped_used;
 	int default_type; /* the model's, unless the request named another */
 };
 

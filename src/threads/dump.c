@@ -92,8 +92,8 @@ static const char *miss_frame(enum pp_look_miss m)
 {
 	switch (m) {
 	case PP_MISS_NO_PERF:
-		return "[pullprof: running; its stack needs perf_event_open "
-		       "(kernel.perf_event_paranoid, seccomp)]";
+		return "[pullprof: running; its stack needs perf_event_open, "
+		       "see kernel.perf_event_paranoid and seccomp]";
 	case PP_MISS_NOT_CAUGHT:
 		return "[pullprof: running; not on a CPU long enough to be "
 		       "sampled in time]";

@@ -18,6 +18,8 @@
  *   fork            fork while threads allocate; the child allocates too
  *   jemalloc        is the next allocator jemalloc? (via its mallctl)
  *   dlcycle PATH [N]  dlopen PATH and dlclose it, N times (1)
+ *   stacks N        allocate (and free) 64 bytes from each of N distinct
+ *                   stacks (up to 2^16), under hw_left/hw_right chains
  *   quit
  */
 #include <dlfcn.h>
@@ -474,6 +476,51 @@ static void jemalloc_check(void)
 	printf("jemalloc served %llu\n", (unsigned long long)(after - before));
 }
 
+/* ---- many distinct stacks ----------------------------------------------- */
+
+NOINLINE static void hw_stack_leaf(void)
+{
+	void *p = malloc(64);
+	touch(p, 64);
+	free(p);
+}
+
+NOINLINE static void hw_left(unsigned bits, unsigned depth);
+NOINLINE static void hw_right(unsigned bits, unsigned depth);
+
+/* One chain of hw_left/hw_right calls per value of bits: its bits choose
+ * the caller at each level, so every value is a stack of its own. */
+static void hw_branch(unsigned bits, unsigned depth)
+{
+	if (!depth)
+		hw_stack_leaf();
+	else if (bits & 1)
+		hw_right(bits >> 1, depth - 1);
+	else
+		hw_left(bits >> 1, depth - 1);
+}
+
+NOINLINE static void hw_left(unsigned bits, unsigned depth)
+{
+	hw_branch(bits, depth);
+	__asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
+NOINLINE static void hw_right(unsigned bits, unsigned depth)
+{
+	hw_branch(bits, depth);
+	__asm__ volatile("" ::: "memory");
+}
+
+static void many_stacks(unsigned long long n)
+{
+	if (n > 1u << 16)
+		n = 1u << 16;
+	for (unsigned i = 0; i < n; i++)
+		hw_branch(i, 16);
+	printf("stacks %llu\n", n);
+}
+
 /* A host that loads and unloads a plugin again and again (the dlclose
  * wrapper refreshes pullprof's unwind registry on this thread each time). */
 static void dlcycle(const char *path, unsigned long long n)
@@ -533,6 +580,8 @@ int main(void)
 			stress((unsigned)a, (double)b);
 		else if (!strcmp(cmd, "fork"))
 			fork_test();
+		else if (!strcmp(cmd, "stacks"))
+			many_stacks(a);
 		else if (!strcmp(cmd, "jemalloc"))
 			jemalloc_check();
 		else if (!strcmp(cmd, "dlcycle") &&

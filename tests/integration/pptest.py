@@ -493,6 +493,35 @@ class Profile:
         return out
 
 
+def check_mapped(prof, what):
+    """Every location names a mapping of the table (Grafana Pyroscope's
+    symbolizer refuses a whole profile with one mapping_id 0), and
+    pullprof's synthetic frames ("[pullprof: ...]") are in a mapping of
+    their own, "[pullprof]", which claims its functions (so no symbolizer
+    works on it). Returns the synthetic names found."""
+    bad = [(l["id"][0], prof.field(l, "mapping_id")) for l in prof.locations
+           if prof.field(l, "mapping_id") not in prof.map_by_id]
+    eq(bad[:10], [], f"{what}: every location's mapping_id is in the "
+       "mapping table")
+    ids = [m["id"][0] for m in prof.mappings]
+    eq(ids, list(range(1, len(ids) + 1)), f"{what}: mapping IDs 1..N in order")
+    names, homes = set(), set()
+    for l in prof.locations:
+        fr = prof.frames(l)
+        if len(fr) == 1 and fr[0][0].startswith("[pullprof:"):
+            names.add(fr[0][0])
+            m = prof.map_by_id.get(prof.field(l, "mapping_id"), {})
+            homes.add((prof.s(prof.field(m, "filename")),
+                       prof.field(m, "has_functions", False)))
+    if names:
+        eq(homes, {("[pullprof]", True)}, f"{what}: synthetic frames are in "
+           "the mapping [pullprof], which has its functions")
+    bad = [n for n in names if set(n) & set("()<>")]
+    eq(bad, [], f"{what}: no synthetic name holds what pprof cuts from "
+       "function names (parentheses, angle brackets)")
+    return names
+
+
 def go_pprof(*args, timeout=120):
     """Run `go tool pprof` with a private HOME (it writes ~/pprof) and no
     binaries to find: what it shows comes from the profile alone."""

@@ -125,9 +125,18 @@ def test_stdio():
 def test_missing_binaries():
     maps = ("00400000-00452000 r-xp 00000000 08:02 1 /nonexistent/app\n"
             "00500000-00600000 r-xp 00000000 08:02 1 /bin/true (deleted)\n")
-    code, p, err = convert_file(build(records=[(1, [0x401000, 0x500100])],
+    code, p, err = convert_file(build(records=[(1, [0x401000, 0x500100]),
+                                               (1, [0x700000, 0x401000])],
                                       maps=maps))
     eq(code, 0, "binaries gone: still converts")
+    # 0x700000 is in no mapping: it still gets one, "[unmapped]".
+    pptest.check_mapped(p, "addresses outside every mapping")
+    homes = {p.field(l, "address"): p.s(p.field(
+        p.map_by_id[p.field(l, "mapping_id")], "filename"))
+        for l in p.locations}
+    eq(homes, {0x401000: "/nonexistent/app", 0x500100: "/bin/true",
+               0x700000: "[unmapped]"},
+       "each address in its mapping, the one in none in [unmapped]")
     ok("/nonexistent/app: No such file or directory: its addresses stay "
        "unsymbolized" in err, "warns about the missing binary", err)
     ok("/bin/true was deleted or replaced" in err, "warns about the deleted one", err)

@@ -89,6 +89,7 @@ def test_accuracy_and_format():
     eq(p.field(p.raw, "default_sample_type"), 0,
        "/heap: no default sample type (tools pick inuse_space)")
 
+    pptest.check_mapped(p, "/heap")
     inuse = by_function(p, "inuse_space")
     alloc = by_function(p, "alloc_space")
     for fn, (a, i) in sorted(truth.items()):
@@ -489,7 +490,64 @@ def test_agent_allocations_hidden():
     eq(w.quit(timeout=30), 0, "heapwork exits 0")
 
 
+LIMIT_FRAME = ("[pullprof: profile size limit reached, "
+               "see PULLPROF_MAX_PROFILE_MB]")
+
+
+def top_row(out, name):
+    """Is name a row of `go tool pprof -top` (not only in a comment)?"""
+    return any(re.search(r"%\s+" + re.escape(name) + r"$", l)
+               for l in out.splitlines())
+
+
+def test_size_limit():
+    """Past PULLPROF_MAX_PROFILE_MB the new stacks go to one synthetic
+    frame, which like every location has a mapping (its own, [pullprof]),
+    and whose name pprof shows whole, the setting included."""
+    if sanitized():
+        skip("heap profile size limit", NO_HEAP_WHY)
+        return
+    w = Work({"PULLPROF_HEAP_RATE": "1", "PULLPROF_MAX_PROFILE_MB": "1"})
+    ok(w.port, "heapwork started: every allocation sampled, 1 MiB profiles",
+       w.ready)
+    eq(w.cmd("stacks 16384", timeout=120), "stacks 16384",
+       "64 bytes allocated from each of 16384 stacks")
+    r = w.get("allocs")
+    eq(r.status, 200, "/allocs: 200")
+    p = Profile(r.body)
+    names = pptest.check_mapped(p, "/allocs past the size limit")
+    ok(LIMIT_FRAME in names, "the stacks past the limit are under "
+       "the size-limit frame", sorted(names))
+    over = sum(s["value"][0] for s in p.samples
+               if p.stack(s) and p.stack(s)[0][0][0] == LIMIT_FRAME)
+    ok(over > 1000, "thousands of allocations charged to it", over)
+    comments = [p.s(i) for i in p.raw.get("comment", [])]
+    ok(any(LIMIT_FRAME in c for c in comments),
+       "a comment names the frame", comments)
+    with open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                           f"pp-limit-{os.getpid()}.pb.gz"), "wb") as fh:
+        fh.write(r.body)
+        path = fh.name
+    code, out, err = go_pprof("-top", "-nodecount=1000", path)
+    os.unlink(path)
+    ok(code == 0, "go tool pprof -top reads it", err)
+    ok(top_row(out, LIMIT_FRAME), "go tool pprof -top shows the frame's "
+       "whole name, PULLPROF_MAX_PROFILE_MB included",
+       [l for l in out.splitlines() if "pullprof" in l])
+    ok("symbolization failed" not in err.lower() and
+       "[pullprof]" not in err, "pprof does not try to symbolize it", err)
+    # Over HTTP with -symbolize=remote: pprof asks /symbol for what it
+    # may symbolize, and skips the synthetic mapping.
+    code, out, err = go_pprof("-symbolize=remote", "-top", "-nodecount=1000",
+                              w.url("allocs"))
+    ok(code == 0 and top_row(out, LIMIT_FRAME),
+       "go tool pprof -symbolize=remote over HTTP: the same whole name",
+       err + out[-1500:])
+    ok("[pullprof]" not in err, "and no complaint about the mapping", err)
+    eq(w.quit(timeout=30), 0, "heapwork exits 0")
+
+
 if __name__ == "__main__":
     run([test_accuracy_and_format, test_default_rate, test_rate_zero,
          test_stress_and_fork, test_jemalloc_underneath,
-         test_agent_allocations_hidden, test_valgrind])
+         test_agent_allocations_hidden, test_size_limit, test_valgrind])

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 
+import pptest
 from pptest import (BUILD, SANITIZER, Proc, Profile, curl, eq, go_pprof, ok,
                     preload_env, run, skip)
 
@@ -134,6 +135,7 @@ def check_contention(rate_env, n, what, rw=False):
     eq(prof.sample_types(), [("contentions", "count"),
                              ("delay", "nanoseconds")],
        f"{what}: Go's mutex sample types")
+    pptest.check_mapped(prof, f"{what}: /mutex")
     delay, total = by_function(prof, 1, ["holder", "waiter_b", "waiter_c"])
     unlock = "pthread_rwlock_unlock" if rw else "pthread_mutex_unlock"
     leaves = {prof.stack(s)[0][0][0] for s in prof.samples

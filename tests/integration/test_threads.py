@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 
+import pptest
 from pptest import (BUILD, SRC, Proc, Profile, curl, eq, free_port, go_pprof,
                     ok, preload_env, run, sanitized, skip)
 
@@ -170,6 +171,7 @@ def test_dump_every_thread():
     prof = Profile(r.body)
     eq(prof.sample_types(), [("goroutine", "count")],
        "pprof: Go's goroutine sample type")
+    pptest.check_mapped(prof, "thread dump")
     total = sum(int(s["value"][0]) for s in prof.samples)
     eq(total, len(tids(p.pid)), "pprof: the counts add up to the threads")
     per = Counter()
@@ -341,6 +343,7 @@ def test_wall_accuracy():
     prof = Profile(r.body)
     eq(prof.sample_types(), [("samples", "count"), ("wall", "nanoseconds")],
        "wall: samples and wall nanoseconds")
+    pptest.check_mapped(prof, "wall")
     by_fn, by_state = shares(prof, 1, ["nap", "burn"])
     tot = by_fn["nap"] + by_fn["burn"]
     nap = 100.0 * by_fn["nap"] / tot if tot else 0

@@ -358,7 +358,7 @@ def test_trace_of_known_phases():
         for e, c in zip(cpu, counts):
             per_fn[(e[5]["stack"] or ["?"])[-1]] += c
         want = leaf_counts_pprof(prof)
-        want.pop("[pullprof: lost samples (ring full)]", None)
+        want.pop("[pullprof: lost samples, the ring was full]", None)
         eq(dict(per_fn), dict(want), "trace: per-function sample counts "
            "rebuilt from the trace equal the pprof's")
 

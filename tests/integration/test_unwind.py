@@ -105,7 +105,11 @@ def test_deep_stacks():
 
 def test_truncated_at_max_depth():
     r, st = deep_profile("dwarf", 150, max_depth=64)
-    stacks = worker_stacks(Profile(r.body))
+    prof = Profile(r.body)
+    names = pptest.check_mapped(prof, "CPU, truncated stacks")
+    ok("[pullprof: stack truncated]" in names,
+       "the truncation frame is there, in its mapping", sorted(names))
+    stacks = worker_stacks(prof)
     total = sum(stacks.values())
     cut = sum(n for s, n in stacks.items()
               if s[-1] == "[pullprof: stack truncated]" and len(s) == 65)

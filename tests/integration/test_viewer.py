@@ -509,7 +509,7 @@ SMALL = {
         {"name": "inlined_helper", "system_name": "inlined_helper",
          "file": "/src/h.h", "start_line": 3},
         {"name": "rec", "system_name": "rec", "file": "/src/r.c", "start_line": 5},
-        {"name": "[pullprof: lost samples (ring full)]", "system_name": "",
+        {"name": "[pullprof: lost samples, the ring was full]", "system_name": "",
          "file": "", "start_line": 0},
         {"name": "<b>html</b>", "system_name": "x", "file": "", "start_line": 0},
     ],
@@ -574,7 +574,7 @@ def test_model_from_file():
            "and says so")
         names = set(js("pullprofViewer.names()"))
         want = {"all", "main", "outer", "inlined_helper", "rec", "0x7f00dead",
-                "[pullprof: lost samples (ring full)]", "<b>html</b>"}
+                "[pullprof: lost samples, the ring was full]", "<b>html</b>"}
         eq(sorted(names), sorted(want), "every kind of frame is drawn")
         ok(js("document.querySelector('#graph-wrap b') === null"),
            "names are text, never markup")
@@ -586,7 +586,7 @@ def test_model_from_file():
         eq([row(n) for n in ("all", "main", "outer", "inlined_helper")],
            [0, 1, 2, 3], "root at the top; an inlined function below the one "
            "it was inlined into")
-        eq(row("[pullprof: lost samples (ring full)]"), 1,
+        eq(row("[pullprof: lost samples, the ring was full]"), 1,
            "a synthetic frame alone is a root's child")
         rec = js("(() => { const r = Array.from(document.querySelectorAll("
                  "'#top tbody tr')).find(t => t.dataset.name === 'rec');"
@@ -822,7 +822,7 @@ def test_timeline_json():
             lost = {prof["functions"][prof["locations"][l]["lines"][0]["function"]]["name"]
                     for e in ev if not e[1]
                     for l in prof["samples"][e[2]]["locations"]}
-            ok(lost <= {"[pullprof: lost samples (ring full)]"},
+            ok(lost <= {"[pullprof: lost samples, the ring was full]"},
                "profile: the process's events (tid 0) are lost samples", lost)
     r = curl(base + "/wall?seconds=1&hz=100&format=json")
     if ok(r.status == 200, "wall?format=json: 200", r):
@@ -1182,7 +1182,7 @@ def large_timeline(path, threads=100, per_thread=1000, seed=11):
                  for i in range(nfn)]
     functions.append({"name": "worker_main", "system_name": "worker_main",
                       "file": "/src/work.cc", "start_line": 1})
-    functions.append({"name": "[pullprof: lost samples (ring full)]",
+    functions.append({"name": "[pullprof: lost samples, the ring was full]",
                       "system_name": "", "file": "", "start_line": 0})
     locations = [{"address": hex(0x401000 + 16 * i), "mapping": 0,
                   "lines": [{"function": i, "line": 10 * i + 2}]}
