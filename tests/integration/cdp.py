@@ -97,10 +97,17 @@ class Browser:
         self.events = []
         self.errors = []  # console errors and exceptions, as text
         self.allowed_errors = []  # substrings of expected errors
+        # Every request the page made (URLs), and every failed one the
+        # console reported ("Failed to load resource: ... 404"), as
+        # (text, url): the errors above leave failed requests out, since
+        # many tests provoke them on purpose.
+        self.requests = []
+        self.failed_loads = []
         self.send("Page.enable")
         self.send("Runtime.enable")
         self.send("Log.enable")
         self.send("DOM.enable")
+        self.send("Network.enable")
         # The window's size is not the page's in headless mode: fix the
         # viewport, so screenshots and coordinates are the same everywhere.
         self.send("Emulation.setDeviceMetricsOverride", {
@@ -122,8 +129,12 @@ class Browser:
             text = "console.error: " + " ".join(
                 str(a.get("value", a.get("description", "")))
                 for a in params.get("args", []))
+        elif method == "Network.requestWillBeSent":
+            self.requests.append(params.get("request", {}).get("url", ""))
         elif method == "Log.entryAdded":
             e = params.get("entry", {})
+            if e.get("level") == "error" and e.get("source") == "network":
+                self.failed_loads.append((e.get("text"), e.get("url", "")))
             # A failed request is expected where a test provokes one (a
             # 4xx, an agent that went away); it is checked by the test.
             if e.get("level") == "error" and e.get("source") != "network":

@@ -163,6 +163,40 @@ def test_browser():
         raise Abort()
 
 
+def test_no_favicon_request():
+    """Neither page makes the browser ask for /favicon.ico (a 404 and a
+    console error): each declares its icon inline. Each page is loaded
+    first on an origin of its own (Chromium asks an origin for its icon
+    once), and everything it loaded or failed to load is looked at."""
+    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0"}, exe=WORK)
+    m = re.match(r"port (\d+)", w.ready)
+    if not ok(m, "heapwork started (a second origin)", w.ready):
+        return
+    try:
+        for what, port, path in (("viewer", burn_port, "/ui/"),
+                                 ("index", int(m.group(1)), "/")):
+            browser.requests.clear()
+            browser.failed_loads.clear()
+            url = f"http://127.0.0.1:{port}{PREFIX}{path}"
+            ok(browser.navigate(url), f"{what}: loads, first on its origin")
+            icon = js("(document.querySelector('link[rel~=icon]') || {})"
+                      ".href || ''")
+            ok(icon.startswith("data:"), f"{what}: declares its icon inline",
+               icon)
+            # The icon is asked for after the load event, if at all: the
+            # live status fetch, which comes later, is the mark.
+            browser.wait("performance.getEntriesByType('resource').some("
+                         "e => e.name.endsWith('/status'))", 10)
+            time.sleep(0.5)
+            browser.pump()
+            eq([u for u in browser.requests if "favicon" in u], [],
+               f"{what}: no request for /favicon.ico")
+            eq(browser.failed_loads, [],
+               f"{what}: no failed load (a 404 in the console)")
+    finally:
+        w.quit()
+
+
 def test_cpu_flame_graph():
     viewer(burn_port)
     eq(js("document.body.dataset.state"), "idle", "the viewer starts idle")
@@ -1356,12 +1390,18 @@ def teardown():
 
 def main():
     import pptest
-    tests = [test_routing, test_browser, test_cpu_flame_graph, test_errors_shown,
+    tests = [test_routing, test_browser, test_no_favicon_request,
+             test_cpu_flame_graph, test_errors_shown,
              test_timeline_json,
              test_heap_flame_graph, test_wall_flame_graph, test_timeline_cpu,
              test_model_from_file, test_large_profile, test_timeline_large,
              test_index_live_status,
              test_no_console_errors]
+    only = os.environ.get("PP_ONLY")
+    if only:  # the browser and the burn host are every test's setup
+        names = set(only.split(","))
+        tests = [t for t in tests
+                 if t is test_browser or t.__name__ in names]
     try:
         for t in tests:
             try:
