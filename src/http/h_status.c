@@ -286,7 +286,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	struct json_object *o = json_object_new_object();
 	struct timespec now;
 	char *args = NULL, *exe;
-	size_t len = 0;
+	size_t len = 0, argc = 0;
 
 	json_object_object_add(o, "version",
 	                       json_object_new_string(PACKAGE_VERSION));
@@ -297,11 +297,11 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	free(exe);
 
 	struct json_object *argv = json_object_new_array();
-	if (pp_proc_cmdline(&args, &len) == 0) {
-		for (size_t i = 0; i < len;) {
-			size_t n = strnlen(args + i, len - i);
-			json_object_array_add(argv, pp_json_text(args + i, n));
-			i += n + 1;
+	if (pp_proc_cmdline(&args, &len, &argc) == 0) {
+		for (size_t k = 0, at = 0; k < argc; k++) {
+			size_t n = strnlen(args + at, len - at);
+			json_object_array_add(argv, pp_json_text(args + at, n));
+			at += n + 1;
 		}
 		free(args);
 	}
@@ -407,9 +407,9 @@ enum MHD_Result pp_h_healthz(struct pp_request *r)
 enum MHD_Result pp_h_cmdline(struct pp_request *r)
 {
 	char *args;
-	size_t len;
+	size_t len, argc;
 
-	if (pp_proc_cmdline(&args, &len) != 0)
+	if (pp_proc_cmdline(&args, &len, &argc) != 0)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "cannot read /proc/self/cmdline");
 	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", args,

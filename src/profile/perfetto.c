@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "pb.h"
+#include "util/proc.h"
 #include "util/strtab.h"
 #include "util/u64map.h"
 
@@ -316,28 +317,25 @@ static void clock_snapshot(struct writer *w)
 
 static void process_track(struct writer *w)
 {
-	char comm[64] = "", cmdline[4096];
-	size_t n = 0;
+	char comm[64] = "", *args = NULL;
+	size_t len = 0, argc = 0;
 	FILE *f = fopen("/proc/self/comm", "re");
 	if (f) {
 		if (fgets(comm, sizeof comm, f))
 			comm[strcspn(comm, "\n")] = 0;
 		fclose(f);
 	}
-	f = fopen("/proc/self/cmdline", "re");
-	if (f) {
-		n = fread(cmdline, 1, sizeof cmdline - 1, f);
-		fclose(f);
-	}
-	cmdline[n] = 0;
+	if (pp_proc_cmdline(&args, &len, &argc) != 0)
+		argc = 0;
 
 	size_t m = packet(w, SEQ_META, 0, 0);
 	size_t td = pp_pb_start(&w->pb);
 	pp_pb_uint64(&w->pb, TD_UUID, UUID(UUID_PROCESS, w->pid));
 	size_t pd = pp_pb_start(&w->pb);
 	pp_pb_uint64(&w->pb, PD_PID, (uint64_t)w->pid);
-	for (size_t at = 0; at < n; at += strlen(cmdline + at) + 1)
-		str(&w->pb, PD_CMDLINE, cmdline + at);
+	for (size_t k = 0, at = 0; k < argc; k++, at += strlen(args + at) + 1)
+		str(&w->pb, PD_CMDLINE, args + at);
+	free(args);
 	str(&w->pb, PD_NAME, comm);
 	pp_pb_end(&w->pb, TD_PROCESS, pd);
 	pp_pb_end(&w->pb, TP_TRACK_DESCRIPTOR, td);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,12 +61,73 @@ int pp_proc_read_file(const char *path, size_t max, char **out, size_t *len)
 	return 0;
 }
 
-int pp_proc_cmdline(char **out, size_t *len)
+/* A fingerprint of the arguments the process started with (FNV-1a over
+ * each argument and its NUL, the bytes /proc/self/cmdline holds until the
+ * process writes over them), taken by the constructor below; 0: unknown. */
+static uint64_t start_hash;
+
+static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
 {
-	int rc = pp_proc_read_file("/proc/self/cmdline", 1 << 20, out, len);
-	if (rc == 0 && *len > 0 && (*out)[*len - 1] == 0)
-		(*len)--;
-	return rc;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+#define FNV_BASIS 0xcbf29ce484222325ull
+
+#ifdef __GLIBC__
+/* glibc hands main's arguments to every constructor: of the program, of the
+ * libraries loaded with it or preloaded, and of those dlopen'ed later
+ * (after which the program may already have changed them: the hash then
+ * differs from the file, and the title rule applies, as it should). */
+__attribute__((constructor)) static void note_arguments(int argc, char **argv,
+                                                        char **envp)
+{
+	(void)envp;
+	if (argc <= 0 || !argv)
+		return;
+	uint64_t h = FNV_BASIS;
+	for (int i = 0; i < argc && argv[i]; i++)
+		h = fnv1a(h, argv[i], strlen(argv[i]) + 1);
+	start_hash = h;
+}
+#endif
+
+/* Strings in n bytes: each NUL ends one, and an unterminated tail is one
+ * more (a title written over the last NUL of the argv area). */
+static size_t count_strings(const char *buf, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += buf[i] == 0;
+	return k + (n > 0 && buf[n - 1] != 0);
+}
+
+size_t pp_proc_cmdline_shape(const char *buf, size_t n, int as_started,
+                             size_t *argc)
+{
+	if (!as_started) {
+		/* procps' rule: trailing NULs are padding. */
+		while (n > 0 && buf[n - 1] == 0)
+			n--;
+	}
+	*argc = count_strings(buf, n);
+	return n > 0 && buf[n - 1] == 0 ? n - 1 : n;
+}
+
+int pp_proc_cmdline(char **out, size_t *len, size_t *argc)
+{
+	size_t n;
+	int rc = pp_proc_read_file("/proc/self/cmdline", 1 << 20, out, &n);
+	if (rc)
+		return rc;
+	int as_started =
+	    start_hash != 0 && fnv1a(FNV_BASIS, *out, n) == start_hash;
+	*len = pp_proc_cmdline_shape(*out, n, as_started, argc);
+	(*out)[*len] = 0;
+	return 0;
 }
 
 char *pp_proc_exe(void)

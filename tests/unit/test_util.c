@@ -65,17 +65,105 @@ static void test_buf_empty_take(void **state)
 	free(p);
 }
 
+/* main's arguments, for the checks of this process's own command line. */
+static int main_argc;
+static char **main_argv;
+
+/* The arguments of a pp_proc_cmdline answer, as one string each. */
+static void split(const char *args, size_t len, size_t argc, char **out)
+{
+	size_t at = 0;
+	for (size_t k = 0; k < argc; k++) {
+		out[k] = (char *)args + at;
+		at += strlen(args + at) + 1;
+	}
+	assert_true(at == len + 1 || (argc == 0 && len == 0));
+}
+
 static void test_proc_cmdline(void **state)
 {
-	char *args;
-	size_t len;
+	char *args, *got[64];
+	size_t len, argc;
 	(void)state;
 
-	assert_int_equal(pp_proc_cmdline(&args, &len), 0);
-	/* argv[0] of this very test comes first. */
-	assert_non_null(strstr(args, "test_util"));
-	assert_true(len >= strlen(args));
+	/* Untouched: exactly main's arguments. */
+	assert_int_equal(pp_proc_cmdline(&args, &len, &argc), 0);
+	assert_int_equal(argc, main_argc);
+	assert_true(argc <= 64);
+	split(args, len, argc, got);
+	for (int i = 0; i < main_argc; i++)
+		assert_string_equal(got[i], main_argv[i]);
 	free(args);
+}
+
+/* A title written over the argv area as setproctitle does (redis: the
+ * title over argv[0], the rest of the area cleared): one string, as ps
+ * shows it, not the title and a run of empty strings. */
+static void test_proc_cmdline_title(void **state)
+{
+	char *args, *got[64];
+	size_t len, argc;
+	(void)state;
+
+	char *area = main_argv[0];
+	char *end =
+	    main_argv[main_argc - 1] + strlen(main_argv[main_argc - 1]) + 1;
+	size_t size = (size_t)(end - area);
+	char *saved = malloc(size);
+	assert_non_null(saved);
+	memcpy(saved, area, size);
+	const char *title = "pp title";
+	/* The test's own path is longer than the title (or nothing to do). */
+	if (size < strlen(title) + 3) {
+		free(saved);
+		skip();
+	}
+	memset(area, 0, size);
+	memcpy(area, title, strlen(title));
+
+	int rc = pp_proc_cmdline(&args, &len, &argc);
+	memcpy(area, saved, size);
+	free(saved);
+	assert_int_equal(rc, 0);
+	assert_int_equal(argc, 1);
+	assert_int_equal(len, strlen(title));
+	split(args, len, argc, got);
+	assert_string_equal(got[0], title);
+	free(args);
+}
+
+static void shape(const char *buf, size_t n, int as_started, size_t want_len,
+                  size_t want_argc)
+{
+	size_t argc = 99;
+	assert_int_equal(pp_proc_cmdline_shape(buf, n, as_started, &argc),
+	                 want_len);
+	assert_int_equal(argc, want_argc);
+}
+
+static void test_proc_cmdline_shape(void **state)
+{
+	(void)state;
+#define S(lit) lit, sizeof lit - 1
+	/* As started: every argument, a trailing empty one included. */
+	shape(S("sleep\0"
+	        "30\0"),
+	      1, 8, 2);
+	shape(S("prog\0a\0\0"), 1, 7, 3);
+	shape(S("\0"), 1, 0, 1); /* argv = {""} */
+	/* Rewritten: the padding goes, a title with spaces stays whole. */
+	shape(S("redis-server *:6379\0\0\0\0\0\0"), 0, 19, 1);
+	shape(S("nginx: worker process\0\0"), 0, 21, 1);
+	/* A title that ran over the area's last NUL (the kernel then reads
+	 * on to the first NUL): an unterminated string is one. */
+	shape(S("postgres: checkpointer"), 0, 22, 1);
+	/* Not padding: NULs inside are separators, as before. */
+	shape(S("a\0b\0\0\0"), 0, 3, 2);
+	/* Nothing (a zombie's empty file). */
+	shape("", 0, 0, 0, 0);
+	shape("", 0, 1, 0, 0);
+	shape(S("\0\0\0"), 0, 0, 0);
+#undef S
 }
 
 static void test_proc_exe_and_start(void **state)
@@ -138,13 +226,17 @@ static void test_utf8_sanitize(void **state)
 	utf8("", 0, "");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	main_argc = argc;
+	main_argv = argv;
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_buf_grows),
 	    cmocka_unit_test(test_buf_html),
 	    cmocka_unit_test(test_buf_empty_take),
 	    cmocka_unit_test(test_proc_cmdline),
+	    cmocka_unit_test(test_proc_cmdline_title),
+	    cmocka_unit_test(test_proc_cmdline_shape),
 	    cmocka_unit_test(test_proc_exe_and_start),
 	    cmocka_unit_test(test_proc_read_limit),
 	    cmocka_unit_test(test_utf8_sanitize),
