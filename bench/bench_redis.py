@@ -135,6 +135,14 @@ class Redis:
              "--daemonize", "no", "--loglevel", "warning"],
             env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+        try:
+            self.wait_ready(env)
+        except BaseException:
+            self.p.kill()  # not left running when it failed to start
+            self.p.wait()
+            raise
+
+    def wait_ready(self, env):
         self.agent = None
         if env is not None:
             line = self.p.stderr.readline()
