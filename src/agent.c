@@ -32,6 +32,7 @@
 #include "symbols/symbols.h"
 #include "unwind/registry.h"
 #include "util/clock.h"
+#include "util/fds.h"
 
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_agent agent;
@@ -179,6 +180,7 @@ static void atfork_child(void)
 	pp_threadcreate_forget_in_child();
 	pp_locks_forget_in_child();
 	pp_symtab_forget_in_child();
+	pp_fds_reset();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
 		memset(&agent, 0, sizeof agent);

@@ -20,6 +20,7 @@
 #include "agent.h"
 #include "cpu/sampler.h"
 #include "util/clock.h"
+#include "util/fds.h"
 #include "util/u64map.h"
 
 struct thread_timer {
@@ -96,7 +97,7 @@ static void read_name(pid_t tid, char *out, size_t len)
 {
 	char path[64], name[32];
 	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-	FILE *f = fopen(path, "re");
+	FILE *f = pp_fds_fopen(path, "r");
 	if (f) {
 		if (fgets(name, (int)(len < sizeof name ? len : sizeof name),
 		          f)) {
@@ -105,7 +106,7 @@ static void read_name(pid_t tid, char *out, size_t len)
 			memcpy(out, name, n);
 			out[n] = 0;
 		}
-		fclose(f);
+		pp_fds_fclose(f);
 	}
 }
 
@@ -374,7 +375,7 @@ void pp_timers_start_stats(uint64_t *armed, uint64_t *unarmed)
 
 int pp_timers_scan(void)
 {
-	DIR *d = opendir("/proc/self/task");
+	DIR *d = pp_fds_opendir("/proc/self/task");
 	struct dirent *e;
 	int armed = 0;
 
@@ -417,7 +418,7 @@ int pp_timers_scan(void)
 			timers.setitimer_mode = 1;
 		}
 	}
-	closedir(d);
+	pp_fds_closedir(d);
 	for (size_t i = 0; i < timers.nthreads;) {
 		if (timers.threads[i].seen) {
 			i++;

@@ -27,6 +27,7 @@
 #include "server.h"
 #include "symbols/symbols.h"
 #include "util/clock.h"
+#include "util/fds.h"
 #include "util/proc.h"
 
 static void counter(struct pp_buf *b, const char *name, const char *help,
@@ -369,7 +370,7 @@ static void other_metrics(struct pp_buf *b, struct pp_lookups *lookups)
 /* Open descriptors: the entries of /proc/self/fd, less the one reading it. */
 static long open_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
+	DIR *d = pp_fds_opendir("/proc/self/fd");
 	struct dirent *e;
 	long n = 0;
 
@@ -379,7 +380,7 @@ static long open_fds(void)
 	while ((e = readdir(d)) != NULL)
 		if (e->d_name[0] != '.' && atoi(e->d_name) != own)
 			n++;
-	closedir(d);
+	pp_fds_closedir(d);
 	return n;
 }
 

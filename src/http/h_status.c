@@ -24,6 +24,7 @@
 #include "threads/threads.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
+#include "util/fds.h"
 #include "util/proc.h"
 
 static struct json_object *time_string(double t)
@@ -355,6 +356,15 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	    ans, "refused",
 	    json_object_new_int64((int64_t)atomic_load(&st->answers_refused)));
 	json_object_object_add(o, "answers", ans);
+
+	struct pp_fds_stats fs;
+	pp_fds_stats(&fs);
+	struct json_object *fds = json_object_new_object();
+	json_object_object_add(fds, "held", I64(fs.held));
+	json_object_object_add(fds, "share", I64(fs.share));
+	json_object_object_add(fds, "limit", I64(fs.limit));
+	json_object_object_add(fds, "refused", I64(fs.refused));
+	json_object_object_add(o, "descriptors", fds);
 
 	struct pp_symtab_stats ss;
 	pp_symtab_stats(&ss);

@@ -28,6 +28,7 @@
 #include "lookup.h"
 #include "routes.h"
 #include "util/cidr.h"
+#include "util/fds.h"
 #include "util/proc.h"
 #include <time.h>
 
@@ -43,6 +44,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 		s->last_log[--n] = 0;
 	atomic_fetch_add_explicit(&s->stats.server_errors, 1,
 	                          memory_order_relaxed);
+	/* "Hit process or system resource limit at FIRST connection" or "at
+	 * N connections": accept() failed with EMFILE or ENFILE (or ENOMEM,
+	 * ENOBUFS); see loop. */
+	if (strstr(s->last_log, "resource limit"))
+		atomic_store(&s->accept_starved,
+		             strstr(s->last_log, "FIRST") ? 2 : 1);
 }
 
 static uint64_t now_ns(void)
@@ -102,6 +109,7 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 		    c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		atomic_fetch_add_explicit(&s->stats.connections_active, 1,
 		                          memory_order_relaxed);
+		pp_fds_add(1);
 		atomic_fetch_add_explicit(&s->stats.connections_total, 1,
 		                          memory_order_relaxed);
 		*socket_ctx = NULL;
@@ -127,6 +135,7 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		atomic_fetch_sub_explicit(&s->stats.connections_active, 1,
 		                          memory_order_relaxed);
+		pp_fds_add(-1);
 		if (*socket_ctx)
 			((struct pp_conn *)*socket_ctx)->fd = -1;
 	}
@@ -178,6 +187,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 	uint64_t now = now_ns();
 	(void)addrlen;
 
+	atomic_store(&s->accept_starved, 0);
 	unsigned used = 0; /* slots: closing connections hold theirs */
 	for (unsigned i = 0; i < s->conn_slots; i++) {
 		struct pp_conn *k = &s->conns[i];
@@ -204,7 +214,9 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 		atomic_fetch_add_explicit(&s->stats.connections_evicted, 1,
 		                          memory_order_relaxed);
 	}
-	if (used >= s->conn_slots) {
+	/* Slots full, or the agent's share of descriptors (util/fds.h; 16
+	 * at `ulimit -n 64`) used: the rest are the host's. */
+	if (used >= s->conn_slots || !pp_fds_room()) {
 		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
 		                          memory_order_relaxed);
 		return MHD_NO;
@@ -329,10 +341,21 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * When accept() fails for want of descriptors (the host used them all),
+ * libmicrohttpd drops its listening socket from its epoll set until a
+ * connection closes, and puts it back at its next run, which nothing would
+ * cause: the agent went deaf for good. With no connection open it keeps the
+ * socket instead, ready, and each run fails again: a spinning loop. So,
+ * until a connection is accepted again, the loop runs libmicrohttpd every
+ * quarter of a second, and in the second case takes libmicrohttpd's epoll
+ * set out of its own meanwhile.
+ */
 static void *loop(void *arg)
 {
 	struct pp_server *s = arg;
 	struct epoll_event ev[4];
+	int paused = 0;
 
 	pp_agent_thread_enter(0);
 	while (!atomic_load(&s->stopping)) {
@@ -343,6 +366,17 @@ static void *loop(void *arg)
 			timeout = (int)(to > 60000 ? 60000 : to);
 		if (timeout > 60000)
 			timeout = 60000;
+		int starved = atomic_load(&s->accept_starved);
+		if ((starved == 2) != paused) {
+			struct epoll_event e = {.events = EPOLLIN};
+			e.data.fd = s->mhd_epoll_fd;
+			if (epoll_ctl(s->epoll_fd,
+			              paused ? EPOLL_CTL_ADD : EPOLL_CTL_DEL,
+			              s->mhd_epoll_fd, &e) == 0)
+				paused = !paused;
+		}
+		if (starved && (timeout < 0 || timeout > 250))
+			timeout = 250;
 		int n = epoll_wait(s->epoll_fd, ev, 4, timeout);
 		if (n < 0 && errno != EINTR)
 			break;
@@ -564,9 +598,13 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		goto fail;
 	}
 
+	/* The listening socket, libmicrohttpd's epoll, ours and the eventfd:
+	 * counted once the loop may accept connections (they count too). */
+	pp_fds_add(4);
 	/* Named at creation, so the name is there when start returns. */
 	rc = pp_agent_thread_create(&s->thread, "pullprof-http", loop, s);
 	if (rc) {
+		pp_fds_add(-4);
 		snprintf(err, errlen, "cannot start the HTTP thread: %s",
 		         strerror(-rc));
 		goto fail;
@@ -621,12 +659,15 @@ void pp_server_stop(struct pp_server *s)
 		    left);
 		close(s->listen_fd);
 		for (unsigned i = 0; i < s->conn_slots; i++)
-			if (s->conns[i].fd >= 0)
+			if (s->conns[i].fd >= 0) {
 				close(s->conns[i].fd);
+				pp_fds_add(-1);
+			}
 	}
 	pp_lookups_free(s->lookups);
 	close(s->wake_fd);
 	close(s->epoll_fd);
+	pp_fds_add(-4);
 	free_tls(s);
 	free(s->conns);
 	free(s);

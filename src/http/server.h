@@ -53,6 +53,10 @@ struct pp_server {
 	char bound[80]; /* the address actually bound, "host:port" */
 	pthread_t thread;
 	atomic_int stopping;
+	/* libmicrohttpd could not accept for want of descriptors: 1 with
+	 * connections open, 2 without; 0 again once one is accepted
+	 * (server.c, loop). */
+	atomic_int accept_starved;
 	/* Open connections: their descriptors (so a forked child can close
 	 * its copies, pp_server_forget_in_child), client addresses and
 	 * deadlines. Twice max_connections slots: a connection closed for

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "pb.h"
+#include "util/fds.h"
 #include "util/proc.h"
 #include "util/strtab.h"
 #include "util/u64map.h"
@@ -319,11 +320,11 @@ static void process_track(struct writer *w)
 {
 	char comm[64] = "", *args = NULL;
 	size_t len = 0, argc = 0;
-	FILE *f = fopen("/proc/self/comm", "re");
+	FILE *f = pp_fds_fopen("/proc/self/comm", "r");
 	if (f) {
 		if (fgets(comm, sizeof comm, f))
 			comm[strcspn(comm, "\n")] = 0;
-		fclose(f);
+		pp_fds_fclose(f);
 	}
 	if (pp_proc_cmdline(&args, &len, &argc) != 0)
 		argc = 0;

@@ -17,6 +17,7 @@
 #include "unwind/frames.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
+#include "util/fds.h"
 
 /* The stack copy a walk reads: the top 8 KiB come with a perf sample, the
  * rest is read as the walk climbs (callers' frames change least). */
@@ -92,7 +93,7 @@ static void event_close(struct pp_looker *lk, struct event *e)
 	if (!e->tid)
 		return;
 	munmap(e->ring, (1 + RING_PAGES) * lk->page);
-	close(e->fd);
+	pp_fds_close(e->fd);
 	e->tid = 0;
 }
 
@@ -228,6 +229,10 @@ static struct event *event_of(struct pp_looker *lk, pid_t tid)
 	/* Samples taken while the thread is in the kernel still carry its
 	 * user registers; where that is not allowed, user time only. */
 	int fd = -1;
+	/* Within the agent's share of descriptors (util/fds.h): a thread
+	 * over it is shown without its stack, as when perf is busy. */
+	if (pp_fds_reserve_spare())
+		return NULL;
 	if (atomic_load(&stats.kernel) >= 0) {
 		fd = perf_open(tid, 0);
 		if (fd >= 0)
@@ -242,12 +247,14 @@ static struct event *event_of(struct pp_looker *lk, pid_t tid)
 		 * for us here (paranoid level, seccomp, no kernel support). */
 		if (errno != ESRCH && errno != EMFILE && errno != ENFILE)
 			atomic_store(&stats.perf_errno, errno);
+		pp_fds_note_error(errno);
+		pp_fds_release();
 		return NULL;
 	}
 	void *ring = mmap(NULL, (1 + RING_PAGES) * lk->page,
 	                  PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (ring == MAP_FAILED) {
-		close(fd);
+		pp_fds_close(fd);
 		return NULL;
 	}
 	free_one->tid = tid;

@@ -12,6 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/fds.h"
+
 static int by_tid(const void *a, const void *b)
 {
 	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
@@ -20,7 +22,7 @@ static int by_tid(const void *a, const void *b)
 
 int pp_task_list(pid_t **tids, size_t *n)
 {
-	DIR *d = opendir("/proc/self/task");
+	DIR *d = pp_fds_opendir("/proc/self/task");
 	pid_t *v = NULL;
 	size_t cap = 0, len = 0;
 	struct dirent *e;
@@ -37,7 +39,7 @@ int pp_task_list(pid_t **tids, size_t *n)
 			cap = cap ? cap * 2 : 64;
 			pid_t *w = realloc(v, cap * sizeof *w);
 			if (!w) {
-				closedir(d);
+				pp_fds_closedir(d);
 				free(v);
 				return -ENOMEM;
 			}
@@ -45,7 +47,7 @@ int pp_task_list(pid_t **tids, size_t *n)
 		}
 		v[len++] = (pid_t)tid;
 	}
-	closedir(d);
+	pp_fds_closedir(d);
 	if (len)
 		qsort(v, len, sizeof *v, by_tid);
 	*tids = v;
@@ -60,7 +62,7 @@ static ssize_t read_task_file(pid_t tid, const char *what, char *buf,
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, what);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = pp_fds_open(path, O_RDONLY);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
 	ssize_t got;
@@ -68,7 +70,7 @@ static ssize_t read_task_file(pid_t tid, const char *what, char *buf,
 		got = read(fd, buf, len - 1);
 	while (got < 0 && errno == EINTR);
 	int e = errno;
-	close(fd);
+	pp_fds_close(fd);
 	if (got < 0)
 		return e == ESRCH ? -ESRCH : -e;
 	buf[got] = 0;

@@ -24,6 +24,7 @@
 #include "unwind/frames.h"
 #include "unwind/registry.h"
 #include "unwind/unwind.h"
+#include "util/fds.h"
 
 struct range {
 	uintptr_t lo, hi;
@@ -364,6 +365,12 @@ int pp_unwind_init(void)
 	 * blocked, so a handler never interrupts its own thread's holder. */
 	unw_set_caching_policy(unw_local_addr_space,
 	                       forked ? UNW_CACHE_NONE : UNW_CACHE_PER_THREAD);
+	/* libunwind (1.6, x86-64) opens a pipe at its first use, to check
+	 * that addresses can be read, and keeps it: two descriptors for the
+	 * rest of the process, counted as the agent's (/status). */
+	static atomic_int pipe_counted;
+	if (!atomic_exchange(&pipe_counted, 1))
+		pp_fds_add_kept(2);
 	pthread_mutex_lock(&lock);
 	refresh_locked();
 	int ok =

@@ -13,18 +13,19 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fds.h"
 
 int pp_proc_read_file(const char *path, size_t max, char **out, size_t *len)
 {
 	size_t cap = 4096, n = 0;
 	char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = pp_fds_open(path, O_RDONLY);
 
 	if (fd < 0)
 		return -errno;
 	buf = malloc(cap + 1);
 	if (!buf) {
-		close(fd);
+		pp_fds_close(fd);
 		return -ENOMEM;
 	}
 	for (;;) {
@@ -35,7 +36,7 @@ int pp_proc_read_file(const char *path, size_t max, char **out, size_t *len)
 			char *nb = realloc(buf, ncap + 1);
 			if (!nb) {
 				free(buf);
-				close(fd);
+				pp_fds_close(fd);
 				return -ENOMEM;
 			}
 			buf = nb;
@@ -47,14 +48,14 @@ int pp_proc_read_file(const char *path, size_t max, char **out, size_t *len)
 				continue;
 			int e = -errno;
 			free(buf);
-			close(fd);
+			pp_fds_close(fd);
 			return e;
 		}
 		if (r == 0)
 			break;
 		n += (size_t)r;
 	}
-	close(fd);
+	pp_fds_close(fd);
 	buf[n] = 0;
 	*out = buf;
 	*len = n;

@@ -1,0 +1,182 @@
+/*
+ * The agent's descriptors: a count and a share of RLIMIT_NOFILE. Agent
+ * context. The limit is read at each reservation (the host may raise or
+ * lower it at any time; getrlimit is one cheap system call next to the
+ * open it guards).
+ */
+#include "fds.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static _Atomic long held, kept;
+static _Atomic size_t refused;
+
+static size_t limit_now(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1u << 20;
+	return (size_t)rl.rlim_cur;
+}
+
+/* An eighth of the limit; at small limits (64) at least 16, so that the
+ * server's four, libunwind's two, a few connections and a file being read
+ * fit, but never more than a quarter. */
+static size_t share_of(size_t limit)
+{
+	size_t s = limit / 8;
+	if (s < 16)
+		s = 16 < limit / 4 ? 16 : limit / 4;
+	return s ? s : 1;
+}
+
+/* Take one place if fewer than share - keep are held. */
+static int take(size_t keep)
+{
+	size_t share = share_of(limit_now());
+	size_t most = share > keep ? share - keep : 1;
+	long h = atomic_load_explicit(&held, memory_order_relaxed);
+	do {
+		if (h >= 0 && (size_t)h >= most) {
+			atomic_fetch_add_explicit(&refused, 1,
+			                          memory_order_relaxed);
+			return -EMFILE;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &held, &h, h + 1, memory_order_relaxed, memory_order_relaxed));
+	return 0;
+}
+
+/* The places kept free: connections leave two to files (a request needs
+ * its symbol file), perf events four (a thread dump may want sixteen;
+ * connections and files come first). */
+int pp_fds_room(void)
+{
+	size_t share = share_of(limit_now());
+	long h = atomic_load_explicit(&held, memory_order_relaxed);
+	return h < 0 || (size_t)h + 2 < share;
+}
+
+int pp_fds_reserve(void)
+{
+	return take(0);
+}
+
+int pp_fds_reserve_spare(void)
+{
+	return take(4);
+}
+
+void pp_fds_release(void)
+{
+	atomic_fetch_sub_explicit(&held, 1, memory_order_relaxed);
+}
+
+void pp_fds_add(long n)
+{
+	atomic_fetch_add_explicit(&held, n, memory_order_relaxed);
+}
+
+void pp_fds_add_kept(long n)
+{
+	atomic_fetch_add_explicit(&kept, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&held, n, memory_order_relaxed);
+}
+
+void pp_fds_note_error(int err)
+{
+	if (err == EMFILE || err == ENFILE)
+		atomic_fetch_add_explicit(&refused, 1, memory_order_relaxed);
+}
+
+int pp_fds_open(const char *path, int flags)
+{
+	if (pp_fds_reserve()) {
+		errno = EMFILE;
+		return -1;
+	}
+	int fd = open(path, flags | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		pp_fds_release();
+		pp_fds_note_error(e);
+		errno = e;
+	}
+	return fd;
+}
+
+void pp_fds_close(int fd)
+{
+	if (fd < 0)
+		return;
+	close(fd);
+	pp_fds_release();
+}
+
+FILE *pp_fds_fopen(const char *path, const char *mode)
+{
+	char m[8];
+	snprintf(m, sizeof m, "%.6se", mode);
+	if (pp_fds_reserve()) {
+		errno = EMFILE;
+		return NULL;
+	}
+	FILE *f = fopen(path, m);
+	if (!f) {
+		int e = errno;
+		pp_fds_release();
+		pp_fds_note_error(e);
+		errno = e;
+	}
+	return f;
+}
+
+void pp_fds_fclose(FILE *f)
+{
+	if (!f)
+		return;
+	fclose(f);
+	pp_fds_release();
+}
+
+DIR *pp_fds_opendir(const char *path)
+{
+	if (pp_fds_reserve()) {
+		errno = EMFILE;
+		return NULL;
+	}
+	DIR *d = opendir(path);
+	if (!d) {
+		int e = errno;
+		pp_fds_release();
+		pp_fds_note_error(e);
+		errno = e;
+	}
+	return d;
+}
+
+void pp_fds_closedir(DIR *d)
+{
+	if (!d)
+		return;
+	closedir(d);
+	pp_fds_release();
+}
+
+void pp_fds_stats(struct pp_fds_stats *out)
+{
+	long h = atomic_load_explicit(&held, memory_order_relaxed);
+	out->held = h > 0 ? (size_t)h : 0;
+	out->limit = limit_now();
+	out->share = share_of(out->limit);
+	out->refused = atomic_load_explicit(&refused, memory_order_relaxed);
+}
+
+void pp_fds_reset(void)
+{
+	atomic_store(&held, atomic_load(&kept));
+}

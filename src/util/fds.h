@@ -1,0 +1,64 @@
+/*
+ * The file descriptors the agent holds, counted, and kept to a share of the
+ * process's RLIMIT_NOFILE: descriptors are the host's to use, so the agent
+ * holds none it can do without (the symbolizer reads files into memory or
+ * maps them and closes them at once) and opens no more at a time than its
+ * share. Agent context; lock-free.
+ */
+#ifndef PP_FDS_H
+#define PP_FDS_H
+
+#include <dirent.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Count one descriptor about to be opened: 0, or -EMFILE when the agent
+ * holds its share already (it is then not counted). */
+int pp_fds_reserve(void);
+/* The same for what can be done without (perf events): -EMFILE when
+ * fewer than four places of the share are left, which stay for
+ * connections and files. */
+int pp_fds_reserve_spare(void);
+/* Count a descriptor as closed (or a reservation that was not used). */
+void pp_fds_release(void);
+/* Count n descriptors opened or (n < 0) closed without asking for room:
+ * the server's own, set up at start, and connections libmicrohttpd has
+ * already accepted. */
+void pp_fds_add(long n);
+/* Count n descriptors held until the process ends (libunwind's), which a
+ * forked child inherits. */
+void pp_fds_add_kept(long n);
+/* Is there room for one more connection, two places of the share left for
+ * files? (At accept: a connection over it is closed at once.) */
+int pp_fds_room(void);
+
+/* open(2) with a reservation; O_CLOEXEC is added. The descriptor, or -1
+ * with errno (EMFILE when the agent holds its share). */
+int pp_fds_open(const char *path, int flags);
+/* close(2) of a descriptor from pp_fds_open (or reserved). */
+void pp_fds_close(int fd);
+/* fopen and opendir with a reservation (mode gets "e", close-on-exec),
+ * and their closes. NULL with errno as open's. */
+FILE *pp_fds_fopen(const char *path, const char *mode);
+void pp_fds_fclose(FILE *f);
+DIR *pp_fds_opendir(const char *path);
+void pp_fds_closedir(DIR *d);
+/* Count a failed open(2): EMFILE or ENFILE from the kernel, or a
+ * reservation refused. */
+void pp_fds_note_error(int err);
+
+struct pp_fds_stats {
+	size_t held;    /* descriptors the agent holds now */
+	size_t share;   /* the most it holds at once: an eighth of the soft
+	                   RLIMIT_NOFILE (at least 16, at most a quarter) */
+	size_t limit;   /* the soft RLIMIT_NOFILE now */
+	size_t refused; /* opens refused at the share, or failed with
+	                   EMFILE/ENFILE */
+};
+void pp_fds_stats(struct pp_fds_stats *out);
+
+/* In a forked child: the parent's count is not the child's (but for what
+ * pp_fds_add_kept counted). */
+void pp_fds_reset(void);
+
+#endif
