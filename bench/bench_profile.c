@@ -60,7 +60,9 @@ static int timed_render(struct pp_profile *p, int symbolize, int level,
 {
 	struct pp_buf out = {0};
 	double t = now_ms();
-	struct pp_symtab *st = symbolize ? pp_symtab_acquire() : NULL;
+	struct pp_symtab *st = NULL;
+	if (symbolize && pp_symtab_acquire(&st))
+		st = NULL;
 	if ((symbolize && !st) || pp_pprof_render(p, st, level, &out))
 		return -1;
 	if (st)

@@ -39,6 +39,13 @@ PULLPROF_API const char *pullprof_strerror(int err)
 		return "heap profiling is off in this process "
 		       "(PULLPROF_HEAP_RATE=0): start it with a rate above 0";
 	case -ESHUTDOWN: return "the agent is stopping";
+	case -EMFILE:
+		return "too many open files (EMFILE): the process is at its "
+		       "descriptor limit (RLIMIT_NOFILE), or the agent holds "
+		       "its share of it (/status descriptors); try again later";
+	case -ENFILE:
+		return "too many open files in the system (ENFILE); try again "
+		       "later";
 	case -EPROTONOSUPPORT:
 		return "HTTPS was asked of a libmicrohttpd built without TLS";
 	case -ENOSYS: return "the libmicrohttpd here was built without epoll";

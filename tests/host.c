@@ -13,6 +13,14 @@
  *   dlopen PATH SYMBOL        dlopen PATH, print SYMBOL's address -> "addr
  * 0x..." dlclose                   dlclose the last one          -> "ok" quit
  * exit 0
+ *   churn PATH N              a thread keeps N descriptors of PATH open,
+ *                             closing and opening them again and again
+ *                                                           -> "ok"
+ *   churned                   stop it: its opens, and those that failed
+ *                             (EMFILE and any other)  -> "churned OPENS FAILS"
+ *   hold PATH N               open PATH up to N times and keep them
+ *                                                     -> "holding K"
+ *   unhold                    close them                    -> "ok"
  *
  * A worker thread counts ticks all along, so "the host keeps running" is a
  * fact a test can check rather than assume. "-" as an argument means NULL,
@@ -20,6 +28,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -60,6 +69,41 @@ static void *spinner(void *arg)
 	} while ((double)(now.tv_sec - start.tv_sec) +
 	             (double)(now.tv_nsec - start.tv_nsec) / 1e9 <
 	         limit);
+	return NULL;
+}
+
+/* The churn thread: a host that uses its descriptors, and notices when it
+ * cannot have one. */
+static char churn_path[256];
+static int churn_n, churn_stop;
+static pthread_t churn_thread;
+static int held[1024], nheld;
+static unsigned long churn_opens, churn_fails;
+
+static void *churner(void *arg)
+{
+	int fds[256];
+	(void)arg;
+	for (int i = 0; i < churn_n; i++)
+		fds[i] = -1;
+	while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+		/* All closed, a moment, all opened again: descriptors that
+		 * someone else took meanwhile are missed. */
+		for (int i = 0; i < churn_n; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		usleep(100);
+		for (int i = 0; i < churn_n; i++) {
+			fds[i] = open(churn_path, O_RDONLY | O_CLOEXEC);
+			__atomic_fetch_add(fds[i] >= 0 ? &churn_opens
+			                               : &churn_fails,
+			                   1, __ATOMIC_RELAXED);
+		}
+		usleep(200);
+	}
+	for (int i = 0; i < churn_n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	return NULL;
 }
 
@@ -157,6 +201,29 @@ int main(void)
 			               (void *)(uintptr_t)atoi(a1));
 			pthread_detach(sp);
 			printf("ok\n");
+		} else if (strcmp(cmd, "churn") == 0) {
+			snprintf(churn_path, sizeof churn_path, "%s", a1);
+			churn_n = atoi(a2) > 256 ? 256 : atoi(a2);
+			churn_stop = 0;
+			pthread_create(&churn_thread, NULL, churner, NULL);
+			printf("ok\n");
+		} else if (strcmp(cmd, "hold") == 0) {
+			int want = atoi(a2);
+			while (nheld < want && nheld < 1024 &&
+			       (held[nheld] = open(a1, O_RDONLY | O_CLOEXEC)) >=
+			           0)
+				nheld++;
+			printf("holding %d\n", nheld);
+		} else if (strcmp(cmd, "unhold") == 0) {
+			while (nheld > 0)
+				close(held[--nheld]);
+			printf("ok\n");
+		} else if (strcmp(cmd, "churned") == 0) {
+			__atomic_store_n(&churn_stop, 1, __ATOMIC_RELAXED);
+			pthread_join(churn_thread, NULL);
+			printf("churned %lu %lu\n",
+			       __atomic_load_n(&churn_opens, __ATOMIC_RELAXED),
+			       __atomic_load_n(&churn_fails, __ATOMIC_RELAXED));
 		} else if (strcmp(cmd, "sigprof") == 0) {
 			signal(SIGPROF, on_sigprof);
 			printf("ok\n");

@@ -10,6 +10,7 @@
 
 #include "handlers.h"
 #include "lookup.h"
+#include "pullprof.h"
 #include "respond.h"
 #include "symbols/symbols.h"
 
@@ -67,11 +68,13 @@ static void list_maps(void *arg, const atomic_int *cancel,
                       struct pp_lookup_answer *a)
 {
 	(void)arg;
-	struct pp_symtab *st = pp_symtab_acquire();
-	if (!st) {
+	struct pp_symtab *st;
+	int rc = pp_symtab_acquire(&st);
+	if (rc) {
 		a->status = MHD_HTTP_SERVICE_UNAVAILABLE;
 		snprintf(a->msg, sizeof a->msg,
-		         "the mappings could not be read (out of memory)");
+		         "the mappings could not be read: %s",
+		         pullprof_strerror(rc));
 		return;
 	}
 	const struct pp_mappings *m = pp_symtab_mappings(st);
@@ -79,7 +82,17 @@ static void list_maps(void *arg, const atomic_int *cancel,
 	struct json_object *list = json_object_new_array();
 	for (size_t i = 0; i < n && !atomic_load(cancel); i++)
 		json_object_array_add(list, mapping_json(st, &m->v[i]));
+	rc = pp_symtab_shortage(st);
 	pp_symtab_release(st);
+	if (rc) {
+		/* What a file that could not be opened holds is unknown. */
+		json_object_put(list);
+		a->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(a->msg, sizeof a->msg,
+		         "the symbol files could not be read: %s",
+		         pullprof_strerror(rc));
+		return;
+	}
 
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "count", json_object_new_int64((int64_t)n));

@@ -13,6 +13,7 @@
 
 #include "handlers.h"
 #include "lookup.h"
+#include "pullprof.h"
 #include "respond.h"
 #include "symbol_body.h"
 #include "symbols/symbols.h"
@@ -31,6 +32,7 @@ struct symbol_job {
 	struct pp_buf in;
 	struct pp_buf out;
 	struct pp_symtab *st;
+	int error; /* a negative errno: the symbols could not be had */
 	const atomic_int *cancel;
 };
 
@@ -51,7 +53,7 @@ static int lookup_one(void *cls, uint64_t addr)
 
 	if (atomic_load_explicit(j->cancel, memory_order_relaxed))
 		return 1;
-	if (!j->st && !(j->st = pp_symtab_acquire()))
+	if (!j->st && (j->error = pp_symtab_acquire(&j->st)))
 		return 1;
 	if (addr && pp_symtab_lookup(j->st, (uintptr_t)addr, &sym) == 0 &&
 	    sym.nframes)
@@ -78,9 +80,18 @@ static void symbolize(void *arg, const atomic_int *cancel,
 	pp_buf_puts(&j->out, "num_symbols: 1\n");
 	pp_symbol_addrs(j->in.data ? j->in.data : "", j->in.len, lookup_one, j,
 	                &bad, &badlen);
-	if (j->st)
+	if (j->st) {
+		j->error = pp_symtab_shortage(j->st);
 		pp_symtab_release(j->st);
+	}
 	j->st = NULL;
+	if (j->error) {
+		a->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(a->msg, sizeof a->msg,
+		         "symbol: the symbols could not be read: %s",
+		         pullprof_strerror(j->error));
+		return;
+	}
 	a->body = pp_buf_take(&j->out, &a->len);
 	if (!a->body) {
 		a->status = MHD_HTTP_SERVICE_UNAVAILABLE;

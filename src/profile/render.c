@@ -80,9 +80,13 @@ int pp_render_body(const struct pp_profile *p, const struct pp_render_opts *o,
 		/* Addresses and the maps text: no symbols needed. */
 		rc = pp_legacy_write(p, &out);
 	} else {
-		struct pp_symtab *st = pp_symtab_acquire();
+		struct pp_symtab *st;
 		struct pp_view v;
-		rc = st ? pp_view_build(&v, p, st) : -ENOMEM;
+		rc = pp_symtab_acquire(&st);
+		if (!rc)
+			rc = pp_view_build(&v, p, st);
+		if (!rc && (rc = pp_symtab_shortage(st)))
+			pp_view_free(&v);
 		if (!rc) {
 			/* The value the request asked to see first: the
 			 * default of the pprof and JSON answers. */

@@ -24,6 +24,7 @@
 
 #include "symbols.h"
 #include "util/buf.h"
+#include "util/fds.h"
 #include "util/hash.h"
 #include "util/proc.h"
 
@@ -119,7 +120,7 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
  * know. */
 int pp_mappings_file_build_id(const char *path, char *out, size_t outlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = pp_fds_open(path, O_RDONLY);
 	const void *id;
 	int rc = -ENOENT;
 
@@ -136,7 +137,7 @@ int pp_mappings_file_build_id(const char *path, char *out, size_t outlen)
 		}
 		elf_end(elf);
 	}
-	close(fd);
+	pp_fds_close(fd);
 	return rc;
 }
 

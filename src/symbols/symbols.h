@@ -94,9 +94,16 @@ struct pp_symtab;
 /*
  * The process-wide symbolizer, locked for the caller until release. It
  * re-reads the mappings and drops its cache when they changed (dlopen,
- * dlclose). NULL on ENOMEM.
+ * dlclose). It holds no file descriptor between calls: each ELF or debug
+ * file is read into memory and closed. 0, or a negative errno (-ENOMEM;
+ * -EMFILE or -ENFILE when /proc/self/maps could not be opened).
  */
-struct pp_symtab *pp_symtab_acquire(void);
+int pp_symtab_acquire(struct pp_symtab **out);
+/* -EMFILE or -ENFILE when a file the lookups since acquire needed could
+ * not be opened for want of descriptors (what they answered is then
+ * incomplete; release drops the cache so that the next request tries
+ * again), else 0. */
+int pp_symtab_shortage(const struct pp_symtab *st);
 void pp_symtab_release(struct pp_symtab *st);
 
 /*

@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -26,6 +27,7 @@
 
 #include "symbols.h"
 #include "util/arena.h"
+#include "util/fds.h"
 #include "util/hash.h"
 #include "util/strtab.h"
 #include "util/u64map.h"
@@ -59,6 +61,13 @@ struct pp_symtab {
 	struct pp_u64map cu_map; /* (Dwarf, CU offset) -> index into cus */
 	struct cu_index *cus;
 	size_t ncus, cus_cap;
+	struct pp_u64map alt_done; /* Dwarf -> 1: its dwz file was looked for */
+	struct alt {
+		Dwarf *dw;
+		Elf *elf;
+	} * alts;
+	size_t nalts, alts_cap;
+	int shortage; /* EMFILE or ENFILE: a file could not be opened */
 	uint64_t lookups, hits, refreshes;
 };
 
@@ -84,62 +93,95 @@ static void show(const struct pp_symtab *st)
 static struct pp_symtab *global;
 static char *debuginfo_path; /* NULL: the default search path */
 
-static int find_debuginfo(Dwfl_Module *mod, void **userdata,
-                          const char *modname, Dwarf_Addr base,
-                          const char *file_name, const char *debuglink_file,
-                          GElf_Word debuglink_crc, char **debuginfo_file_name);
+/*
+ * Descriptors: libdwfl keeps the descriptor of every ELF and debug file it
+ * opens until dwfl_end, which for a process with a hundred libraries was a
+ * hundred of the host's descriptors held for as long as the mappings did not
+ * change (under `ulimit -n 64` the host could no longer open files). Here
+ * every file is opened, read into memory (mapped: libelf maps the whole
+ * file and ELF_C_FDREAD reads what it could not map) and closed at once,
+ * and libdwfl is handed the Elf with no descriptor: the find_elf callback
+ * below returns one with -1, which libdwfl takes as it does for the vDSO.
+ * A file that could not be opened for want of descriptors (the host's
+ * EMFILE, the system's ENFILE, or the agent's share used up) is noted: the
+ * request fails with that error and the cache is dropped at release, since
+ * libdwfl remembers a module it could not open as one without symbols.
+ */
+static _Thread_local int fd_shortage; /* EMFILE or ENFILE, or 0 */
 
-static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = find_debuginfo,
-    .debuginfo_path = &debuginfo_path,
-};
-
-/* Files given by path (pp_symtab_new): libdwfl opens them itself. */
-static const Dwfl_Callbacks file_callbacks = {
-    .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = find_debuginfo,
-    .debuginfo_path = &debuginfo_path,
-};
-
-/* Does the ELF file open on fd have this build ID (or, without one, this
- * .gnu_debuglink CRC)? */
-static int debug_file_matches(int fd, const unsigned char *id, int idlen,
-                              GElf_Word crc)
+static void note_open_error(int err)
 {
-	int ok = 0;
-
-	if (idlen > 0) {
-		Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-		const void *fid;
-		ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &fid) : -1;
-		ok = n == idlen && memcmp(fid, id, (size_t)n) == 0;
-		if (elf)
-			elf_end(elf);
-	} else {
-		unsigned char buf[65536];
-		uLong c = crc32(0L, Z_NULL, 0);
-		ssize_t r;
-		while ((r = read(fd, buf, sizeof buf)) > 0)
-			c = crc32(c, buf, (uInt)r);
-		ok = r == 0 && (GElf_Word)c == crc;
-	}
-	lseek(fd, 0, SEEK_SET);
-	return ok;
+	if (err == EMFILE || err == ENFILE)
+		fd_shortage = err;
 }
 
-static int try_debug_file(const char *path, const unsigned char *id, int idlen,
-                          GElf_Word crc, char **name)
+/* The ELF file at path, in memory, its descriptor closed. NULL when it
+ * cannot be opened or read. */
+static Elf *elf_unheld(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	if (!debug_file_matches(fd, id, idlen, crc)) {
-		close(fd);
-		return -1;
+	int fd = pp_fds_open(path, O_RDONLY);
+	if (fd < 0) {
+		note_open_error(errno);
+		return NULL;
 	}
-	*name = strdup(path);
-	return fd;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP_PRIVATE, NULL);
+	if (elf && elf_cntl(elf, ELF_C_FDREAD) != 0) {
+		elf_end(elf);
+		elf = NULL;
+	}
+	pp_fds_close(fd);
+	return elf;
+}
+
+/* Does elf have this build ID (or, without one, this .gnu_debuglink CRC of
+ * the whole file)? */
+static int debug_file_matches(Elf *elf, const unsigned char *id, int idlen,
+                              GElf_Word crc)
+{
+	if (elf_kind(elf) != ELF_K_ELF)
+		return 0;
+	if (idlen > 0) {
+		const void *fid;
+		ssize_t n = dwelf_elf_gnu_build_id(elf, &fid);
+		return n == idlen && memcmp(fid, id, (size_t)n) == 0;
+	}
+	size_t size = 0;
+	char *raw = elf_rawfile(elf, &size);
+	if (!raw)
+		return 0;
+	uLong c = crc32(0L, Z_NULL, 0);
+	for (size_t off = 0; off < size;) {
+		uInt n =
+		    size - off > (1u << 30) ? 1u << 30 : (uInt)(size - off);
+		c = crc32(c, (const Bytef *)raw + off, n);
+		off += n;
+	}
+	return (GElf_Word)c == crc;
+}
+
+static Elf *try_debug_file(const char *path, const unsigned char *id, int idlen,
+                           GElf_Word crc, char **name)
+{
+	Elf *elf = elf_unheld(path);
+	if (!elf)
+		return NULL;
+	if (!debug_file_matches(elf, id, idlen, crc) ||
+	    !(*name = strdup(path))) {
+		elf_end(elf);
+		return NULL;
+	}
+	return elf;
+}
+
+/* /usr/lib/debug/.build-id/xx/yyyy.debug */
+static void build_id_path(char *path, size_t size, const unsigned char *id,
+                          int idlen)
+{
+	int n = snprintf(path, size, "/usr/lib/debug/.build-id/%02x/", id[0]);
+	for (int i = 1; i < idlen && n < (int)size - 8; i++)
+		n += snprintf(path + n, size - (size_t)n, "%02x", id[i]);
+	snprintf(path + n, size - (size_t)n, ".debug");
 }
 
 /*
@@ -148,35 +190,23 @@ static int try_debug_file(const char *path, const unsigned char *id, int idlen,
  * in its .debug folder and under /usr/lib/debug. libdw's standard search
  * would also load the debuginfod client (libcurl, TLS libraries) into the
  * host process and, with DEBUGINFOD_URLS set, fetch files over the network
- * from inside it: a profiler must not do either.
+ * from inside it: a profiler must not do either. The file in memory and
+ * its path in *name, or NULL.
  */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata,
-                          const char *modname, Dwarf_Addr base,
-                          const char *file_name, const char *debuglink_file,
-                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+static Elf *search_debug_file(const unsigned char *id, int idlen,
+                              const char *file_name, const char *debuglink_file,
+                              GElf_Word debuglink_crc, char **name)
 {
-	const unsigned char *id = NULL;
-	GElf_Addr id_vaddr;
-	int idlen = dwfl_module_build_id(mod, &id, &id_vaddr);
 	char path[4096];
-	int fd;
-	(void)userdata;
-	(void)modname;
-	(void)base;
+	Elf *elf;
 
 	if (idlen > 1) {
-		int n = snprintf(path, sizeof path,
-		                 "/usr/lib/debug/.build-id/%02x/", id[0]);
-		for (int i = 1; i < idlen && n < (int)sizeof path - 8; i++)
-			n += snprintf(path + n, sizeof path - (size_t)n, "%02x",
-			              id[i]);
-		snprintf(path + n, sizeof path - (size_t)n, ".debug");
-		fd = try_debug_file(path, id, idlen, 0, debuginfo_file_name);
-		if (fd >= 0)
-			return fd;
+		build_id_path(path, sizeof path, id, idlen);
+		if ((elf = try_debug_file(path, id, idlen, 0, name)))
+			return elf;
 	}
 	if (!debuglink_file || !file_name)
-		return -1;
+		return NULL;
 	const char *slash = strrchr(file_name, '/');
 	int dirlen = slash ? (int)(slash - file_name) : 0;
 	static const char *const forms[] = {"%.*s/%s", "%.*s/.debug/%s",
@@ -186,14 +216,154 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 		         debuglink_file);
 		if (strcmp(path, file_name) == 0)
 			continue;
-		fd = try_debug_file(path, idlen > 0 ? id : NULL,
-		                    idlen > 0 ? idlen : 0, debuglink_crc,
-		                    debuginfo_file_name);
-		if (fd >= 0)
-			return fd;
+		if ((elf = try_debug_file(path, idlen > 0 ? id : NULL,
+		                          idlen > 0 ? idlen : 0, debuglink_crc,
+		                          name)))
+			return elf;
 	}
+	return NULL;
+}
+
+/* Has elf DWARF of its own (.debug_info, maybe compressed)? */
+static int has_dwarf(Elf *elf)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS &&
+		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+		    (strcmp(name, ".debug_info") == 0 ||
+		     strcmp(name, ".zdebug_info") == 0))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * libdwfl's find_elf for this process's modules. A file without DWARF
+ * whose separate debug file is found is replaced by that file: it has the
+ * same program headers (so the same load bias), the full symbol table and
+ * the DWARF; handing it to libdwfl as a separate debug file instead would
+ * need a descriptor (find_debuginfo returns one, which libdwfl keeps).
+ * /maps tells the two apart by the module's file name.
+ */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
+                    Dwarf_Addr base, char **file_name, Elf **elfp)
+{
+	struct stat sb;
+
+	if (modname[0] != '/' || stat(modname, &sb) != 0 ||
+	    !S_ISREG(sb.st_mode)) {
+		/* The vDSO (read from memory), a deleted file (not found):
+		 * libdwfl's own. Should it return a descriptor after all,
+		 * it is read and closed here. */
+		if (pp_fds_reserve()) {
+			note_open_error(EMFILE);
+			return -1;
+		}
+		int fd = dwfl_linux_proc_find_elf(mod, userdata, modname, base,
+		                                  file_name, elfp);
+		if (fd >= 0) {
+			if (!*elfp) {
+				*elfp = elf_begin(fd, ELF_C_READ_MMAP_PRIVATE,
+				                  NULL);
+				if (*elfp && elf_cntl(*elfp, ELF_C_FDREAD)) {
+					elf_end(*elfp);
+					*elfp = NULL;
+				}
+			}
+			close(fd);
+		}
+		pp_fds_release();
+		return -1;
+	}
+	Elf *elf = elf_unheld(modname);
+	if (!elf)
+		return -1;
+	char *name = NULL;
+	if (elf_kind(elf) == ELF_K_ELF && !has_dwarf(elf)) {
+		const void *id = NULL;
+		ssize_t idlen = dwelf_elf_gnu_build_id(elf, &id);
+		GElf_Word crc = 0;
+		const char *link = dwelf_elf_gnu_debuglink(elf, &crc);
+		Elf *dbg = search_debug_file(id, idlen > 0 ? (int)idlen : 0,
+		                             modname, link, crc, &name);
+		if (dbg) {
+			elf_end(elf);
+			elf = dbg;
+		}
+	}
+	if (!name && !(name = strdup(modname))) {
+		elf_end(elf);
+		return -1;
+	}
+	*file_name = name;
+	*elfp = elf;
 	return -1;
 }
+
+/* libdwfl's find_debuginfo for this process's modules: find_elf has
+ * already put the debug file in the place of a file without DWARF. */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                        Dwarf_Addr base, const char *file_name,
+                        const char *debuglink_file, GElf_Word debuglink_crc,
+                        char **debuginfo_file_name)
+{
+	(void)mod;
+	(void)userdata;
+	(void)modname;
+	(void)base;
+	(void)file_name;
+	(void)debuglink_file;
+	(void)debuglink_crc;
+	(void)debuginfo_file_name;
+	return -1;
+}
+
+/* libdwfl's find_debuginfo for files given by path (pp_symtab_new, in
+ * pullprof-convert: a program of its own, not a host): the same search,
+ * the descriptor left to libdwfl. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata,
+                          const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const unsigned char *id = NULL;
+	GElf_Addr id_vaddr;
+	int idlen = dwfl_module_build_id(mod, &id, &id_vaddr);
+	(void)userdata;
+	(void)modname;
+	(void)base;
+
+	Elf *elf = search_debug_file(id, idlen, file_name, debuglink_file,
+	                             debuglink_crc, debuginfo_file_name);
+	if (!elf)
+		return -1;
+	elf_end(elf);
+	int fd = open(*debuginfo_file_name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = NULL;
+	}
+	return fd;
+}
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = find_elf,
+    .find_debuginfo = no_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* Files given by path (pp_symtab_new): libdwfl opens them itself. */
+static const Dwfl_Callbacks file_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = find_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
@@ -223,6 +393,16 @@ static void drop_cache(struct pp_symtab *st)
 		dwfl_end(st->dwfl);
 	st->dwfl = NULL;
 	st->dwfl_failed = 0;
+	/* After dwfl_end: the Dwarf that used them are gone. */
+	for (size_t i = 0; i < st->nalts; i++) {
+		dwarf_end(st->alts[i].dw);
+		elf_end(st->alts[i].elf);
+	}
+	free(st->alts);
+	st->alts = NULL;
+	st->nalts = st->alts_cap = 0;
+	pp_u64map_free(&st->alt_done);
+	st->shortage = 0;
 	pp_strtab_free(&st->strings);
 	pp_arena_free(&st->arena);
 	pp_u64map_free(&st->cache);
@@ -247,24 +427,42 @@ static int refresh(struct pp_symtab *st)
 	return pp_strtab_init(&st->strings);
 }
 
-struct pp_symtab *pp_symtab_acquire(void)
+int pp_symtab_acquire(struct pp_symtab **out)
 {
+	int rc = -ENOMEM;
+
+	*out = NULL;
 	pthread_mutex_lock(&lock);
 	if (!global) {
 		global = calloc(1, sizeof *global);
 		if (!global)
 			goto fail;
 	}
-	if (refresh(global) == 0)
-		return global;
+	fd_shortage = 0;
+	rc = refresh(global);
+	if (rc == 0) {
+		*out = global;
+		return 0;
+	}
 fail:
 	pthread_mutex_unlock(&lock);
-	return NULL;
+	return rc;
+}
+
+int pp_symtab_shortage(const struct pp_symtab *st)
+{
+	return st->shortage ? -st->shortage : 0;
 }
 
 void pp_symtab_release(struct pp_symtab *st)
 {
 	show(st);
+	/* libdwfl remembers a file it could not open as a module without
+	 * symbols: the next request starts again from the mappings. */
+	if (st->shortage) {
+		drop_cache(st);
+		pp_mappings_free(&st->maps);
+	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -417,6 +615,76 @@ static Dwfl *get_dwfl(struct pp_symtab *st)
 	return st->dwfl;
 }
 
+/*
+ * A dwz file (.gnu_debugaltlink: the DWARF that several debug files share),
+ * found and read here before libdw looks for it: libdw would keep its
+ * descriptor open. By build ID under /usr/lib/debug/.build-id, else by the
+ * path the link names (relative to the debug file's folder).
+ */
+static void set_alt(struct pp_symtab *st, Dwarf *dw, const char *dwfile)
+{
+	const char *name;
+	const void *id;
+	int inserted;
+	ssize_t idlen = dwelf_dwarf_gnu_debugaltlink(dw, &name, &id);
+	if (idlen <= 0 ||
+	    !pp_u64map_put(&st->alt_done, (uintptr_t)dw, &inserted) ||
+	    !inserted)
+		return;
+	if (st->nalts == st->alts_cap) {
+		size_t cap = st->alts_cap ? st->alts_cap * 2 : 8;
+		struct alt *v = realloc(st->alts, cap * sizeof *v);
+		if (!v)
+			return;
+		st->alts = v;
+		st->alts_cap = cap;
+	}
+	char path[4096], *found = NULL;
+	build_id_path(path, sizeof path, id, (int)idlen);
+	Elf *elf = try_debug_file(path, id, (int)idlen, 0, &found);
+	if (!elf) {
+		const char *slash = dwfile ? strrchr(dwfile, '/') : NULL;
+		if (name[0] == '/' || !slash)
+			snprintf(path, sizeof path, "%s", name);
+		else
+			snprintf(path, sizeof path, "%.*s/%s",
+			         (int)(slash - dwfile), dwfile, name);
+		elf = try_debug_file(path, id, (int)idlen, 0, &found);
+	}
+	free(found);
+	Dwarf *alt = elf ? dwarf_begin_elf(elf, DWARF_C_READ, NULL) : NULL;
+	if (!alt) {
+		if (elf)
+			elf_end(elf);
+		return;
+	}
+	dwarf_setalt(dw, alt);
+	st->alts[st->nalts++] = (struct alt){alt, elf};
+}
+
+/* The module's DWARF (with its dwz file), or NULL. */
+static Dwarf *module_dwarf(struct pp_symtab *st, Dwfl_Module *mod,
+                           Dwarf_Addr *bias)
+{
+	Dwarf *dw = dwfl_module_getdwarf(mod, bias);
+	if (dw) {
+		const char *mainfile = NULL;
+		dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile,
+		                 NULL);
+		set_alt(st, dw, mainfile);
+	}
+	return dw;
+}
+
+/* A file libdwfl asked for since the last look could not be opened for
+ * want of descriptors: the request fails (pp_symtab_shortage). */
+static void take_shortage(struct pp_symtab *st)
+{
+	if (fd_shortage && !st->shortage)
+		st->shortage = fd_shortage;
+	fd_shortage = 0;
+}
+
 int pp_symtab_module_info(struct pp_symtab *st, const struct pp_mapping *mp,
                           struct pp_module_info *out)
 {
@@ -430,15 +698,26 @@ int pp_symtab_module_info(struct pp_symtab *st, const struct pp_mapping *mp,
 	out->elf_file = NULL;
 	if (!mod)
 		return 0;
-	if (dwfl_module_getdwarf(mod, &bias))
+	if (module_dwarf(st, mod, &bias))
 		out->symbols = "dwarf";
 	else if (dwfl_module_getsymtab(mod) > 0)
 		out->symbols = "symtab";
+	take_shortage(st);
 	dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile,
 	                 &debugfile);
 	out->elf_file = mainfile;
 	if (debugfile && (!mainfile || strcmp(debugfile, mainfile) != 0))
 		out->debug_file = debugfile;
+	/* A separate debug file that find_elf gave libdwfl in the place of
+	 * the mapped file (its module name): the mapped file was read for
+	 * its build ID and debug link. */
+	const char *modname =
+	    dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+	if (!st->given && mainfile && modname && modname[0] == '/' &&
+	    strcmp(mainfile, modname) != 0) {
+		out->debug_file = mainfile;
+		out->elf_file = modname;
+	}
 	return 0;
 }
 
@@ -746,7 +1025,7 @@ int pp_symtab_lookup(struct pp_symtab *st, uintptr_t addr,
 	Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, addr) : NULL;
 	if (mod) {
 		Dwarf_Addr bias;
-		if (dwfl_module_getdwarf(mod, &bias)) {
+		if (module_dwarf(st, mod, &bias)) {
 			if (symbolize_dwarf(st, mod, addr, frames, &n))
 				return -ENOMEM;
 			if (n > 0)
@@ -766,6 +1045,7 @@ int pp_symtab_lookup(struct pp_symtab *st, uintptr_t addr,
 				n = 1;
 			}
 		}
+		take_shortage(st);
 	}
 	if (n > 0) {
 		flags |= PP_SYM_FUNCTIONS | PP_SYM_FILENAMES | PP_SYM_LINES;

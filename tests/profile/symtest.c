@@ -87,7 +87,9 @@ static int render(struct pp_profile *p, int symbolize, int level,
                   const char *path)
 {
 	struct pp_buf out = {0};
-	struct pp_symtab *st = symbolize ? pp_symtab_acquire() : NULL;
+	struct pp_symtab *st = NULL;
+	if (symbolize && pp_symtab_acquire(&st))
+		st = NULL;
 	int rc = pp_pprof_render(p, st, level, &out);
 	if (st)
 		pp_symtab_release(st);
