@@ -1,23 +1,34 @@
 #!/bin/bash
 # README command 2: install what the tests need, build, run the whole suite.
 # The last line is "N passed, N failed", counting every check of every test
-# program (each TAP line), plus the build and distcheck steps.
+# program (each TAP line), plus the build and distcheck steps. Each step
+# says how long it took, and a line before the last sums them up.
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p artifacts
 passed=0
 failed=0
 skipped=0
+start=$(date +%s)
+times=""
 
-step() { # step NAME CMD...: run a step, count it, keep its log
-	local name=$1 log="artifacts/$1.log"
+took() { # took NAME SINCE: how long NAME took, in $secs and in $times
+	secs=$(($(date +%s) - $2))
+	times="$times, $1 $secs s"
+}
+
+step() { # step NAME CMD...: run a step, count it, keep its log, time it
+	local name=$1 log="artifacts/$1.log" t0
 	shift
+	t0=$(date +%s)
 	if "$@" >"$log" 2>&1; then
 		passed=$((passed + 1))
-		echo "PASS: $name"
+		took "$name" "$t0"
+		echo "PASS: $name ($secs s)"
 	else
 		failed=$((failed + 1))
-		echo "FAIL: $name (log: $log)"
+		took "$name" "$t0"
+		echo "FAIL: $name ($secs s; log: $log)"
 		# A step may say what matters after a "== details" line.
 		if grep -q '^== details' "$log"; then
 			sed -n '/^== details/,$p' "$log" | head -150
@@ -28,6 +39,7 @@ step() { # step NAME CMD...: run a step, count it, keep its log
 }
 
 finish() {
+	echo "time: $(($(date +%s) - start)) s in all${times}"
 	[ "$skipped" -gt 0 ] && echo "($skipped skipped)"
 	echo "$passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
@@ -54,7 +66,10 @@ fi
 # The results and logs of an earlier run go: a test no longer run (the
 # stand-in for the unit tests, say) would be reported again.
 rm -f tests/unit/*.trs tests/integration/*.trs tests/unit/*.log tests/integration/*.log
+t0=$(date +%s)
 make -j"$(nproc)" check >artifacts/check.log 2>&1
+took check "$t0"
+echo "check: $secs s"
 sed -n '/^===/,$p' artifacts/check.log | head -20
 for log in tests/unit/*.log tests/integration/*.log; do
 	[ -f "$log" ] && grep -E "^(not ok|FAIL|ERROR)|^# " "$log" | grep -v "^# SKIP" | head -40 |
@@ -110,10 +125,12 @@ formatted() {
 }
 step clang-format formatted
 
-# distcheck builds the tarball and runs the whole suite again in a VPATH
-# build of it. When a check fails there, its own lines are what tells why
-# (the make output ends with the summary only): they are printed from the
-# logs distcheck leaves behind on failure.
+# distcheck builds the tarball and, in a VPATH build of it configured with
+# --enable-short-check, runs the unit tests and a few integration tests
+# (Makefile.am's SHORT_INTEGRATION_TESTS; the whole suite ran above). When
+# a check fails there, its own lines are what tells why (the make output
+# ends with the summary only): they are printed from the logs distcheck
+# leaves behind on failure.
 distchecked() {
 	make distcheck && return 0
 	local d
@@ -133,7 +150,13 @@ step distcheck distchecked
 # or none narrows that (default: all).
 sans=${PP_SANITIZERS:-all}
 if [ "$sans" != none ]; then
+	t0=$(date +%s)
 	bash scripts/test-sanitizers.sh "$sans" >artifacts/sanitizers.log 2>&1
+	took sanitizers "$t0"
+	echo "sanitizers: $secs s"
+	# Each sanitizer's own time ("asan: N passed, N failed (N s)").
+	times="$times$(sed -nE 's/^(asan|tsan): [0-9]+ passed, [0-9]+ failed \(([0-9]+) s\)$/, \1 \2 s/p' \
+		artifacts/sanitizers.log | tr -d '\n')"
 	grep -E "^(PASS|FAIL)|^(asan|tsan):|^== |^not ok|^# " artifacts/sanitizers.log | head -80
 	# The reports themselves (test-sanitizers.sh prints the first lines of
 	# each after "FAIL: <san>: sanitizer reports:").
