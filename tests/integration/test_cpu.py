@@ -213,6 +213,19 @@ def test_bad_input():
     h.quit()
 
 
+def wait_windows(base, n, timeout=30):
+    """Until /status counts n CPU windows open (or the timeout); returns
+    the last count. Clients started together may reach the agent seconds
+    apart on a loaded machine: a check that needs n windows open waits for
+    them rather than for a fixed time."""
+    deadline = time.time() + timeout
+    while True:
+        got = curl(f"{base}/status").json()["cpu"]["windows_open"]
+        if got == n or time.time() > deadline:
+            return got
+        time.sleep(0.02)
+
+
 def test_windows():
     p, port = start_burn(1, 60, {"PULLPROF_MAX_CPU_WINDOWS": "8"})
     base = f"http://127.0.0.1:{port}/debug/pprof"
@@ -221,16 +234,17 @@ def test_windows():
     def get(i, secs):
         t = time.time()
         results[i] = (curl(f"{base}/profile?seconds={secs}"), time.time() - t, secs)
-    # Two overlapping windows of different lengths.
-    ts = [threading.Thread(target=get, args=(i, s)) for i, s in ((0, 3), (1, 1))]
-    for t in ts:
+    # Two overlapping windows of different lengths, the second opened
+    # once the first is.
+    ts = [threading.Thread(target=get, args=(i, s)) for i, s in ((0, 4), (1, 2))]
+    for n, t in enumerate(ts, 1):
         t.start()
-        time.sleep(0.3)
+        got = wait_windows(base, n)
+    eq(got, 2, "status shows two windows")
     t0 = time.time()
     st = curl(f"{base}/status")
     ok(st.status == 200 and time.time() - t0 < 1,
        "status answers while windows run", time.time() - t0)
-    eq(st.json()["cpu"]["windows_open"], 2, "status shows two windows")
     for t in ts:
         t.join()
     for i in (0, 1):
@@ -238,12 +252,14 @@ def test_windows():
         eq(r.status, 200, f"window of {secs} s: 200")
         d = Profile(r.body).raw["duration_nanos"][0] / 1e9
         ok(abs(d - secs) < 0.05, f"window of {secs} s has its own duration", d)
-    # Eight at once, and a ninth refused.
+    # Eight at once, and a ninth refused once the eight are open (4 to 6 s
+    # long, so that all are open together even when their clients start
+    # seconds apart).
     results.clear()
-    ts = [threading.Thread(target=get, args=(i, 2 + i % 3)) for i in range(8)]
+    ts = [threading.Thread(target=get, args=(i, 4 + i % 3)) for i in range(8)]
     for t in ts:
         t.start()
-    time.sleep(0.5)
+    eq(wait_windows(base, 8), 8, "status shows eight windows open")
     r = curl(f"{base}/profile?seconds=1")
     eq(r.status, 429, "a ninth window: 429")
     ok(r.header("retry-after", ) and 1 <= int(r.header("retry-after")) <= 5,
@@ -256,8 +272,7 @@ def test_windows():
     # A client that hangs up releases its window.
     c = subprocess.Popen(["curl", "-s", "-o", "/dev/null",
                           f"{base}/profile?seconds=30"])
-    time.sleep(0.5)
-    eq(curl(f"{base}/status").json()["cpu"]["windows_open"], 1, "window open")
+    eq(wait_windows(base, 1), 1, "window open")
     c.kill()
     c.wait()
     deadline = time.time() + 3
