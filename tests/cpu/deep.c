@@ -9,9 +9,11 @@
  *                             frame with a variable-length array so its
  *                             CFA is rbp-based) and spin in deep_leaf;
  *                             prints "ready" once all are down there.
- *   deep short LIFETIME_US CONCURRENCY SECONDS
+ *   deep short LIFETIME_US CONCURRENCY SECONDS [MIN_THREADS]
  *                             after a line on stdin, keeps CONCURRENCY
- *                             threads alive for SECONDS, each burning
+ *                             threads alive for SECONDS (and on until
+ *                             MIN_THREADS have ended: a loaded machine
+ *                             makes fewer in that time), each burning
  *                             LIFETIME_US of its own CPU in short_work()
  *                             and exiting; prints "cpu_ms C threads N":
  *                             the CPU those threads used, their number.
@@ -261,9 +263,10 @@ int main(int argc, char **argv)
 		}
 		wait_ready(n);
 		printf("ready\n");
-	} else if (!strcmp(argv[1], "short") && argc == 5) {
+	} else if (!strcmp(argv[1], "short") && (argc == 5 || argc == 6)) {
 		lifetime_ns = (uint64_t)atol(argv[2]) * 1000u;
 		int conc = atoi(argv[3]), seconds = atoi(argv[4]);
+		uint64_t min_threads = argc == 6 ? (uint64_t)atol(argv[5]) : 0;
 		char line[64];
 		if (conc < 1 || conc > 64 || seconds < 1 ||
 		    !fgets(line, sizeof line, stdin))
@@ -281,9 +284,10 @@ int main(int argc, char **argv)
 			for (int i = 0; i < conc; i++) {
 				pthread_join(t[i], NULL);
 				clock_gettime(CLOCK_MONOTONIC, &now);
-				if (now.tv_sec > end.tv_sec ||
-				    (now.tv_sec == end.tv_sec &&
-				     now.tv_nsec >= end.tv_nsec)) {
+				if ((now.tv_sec > end.tv_sec ||
+				     (now.tv_sec == end.tv_sec &&
+				      now.tv_nsec >= end.tv_nsec)) &&
+				    short_threads >= min_threads) {
 					for (int j = i + 1; j < conc; j++)
 						pthread_join(t[j], NULL);
 					goto done;

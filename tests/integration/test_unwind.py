@@ -130,15 +130,18 @@ def test_fallback_to_libunwind():
 
 
 def test_short_lived_threads():
-    """Threads that live 2 ms each, two at a time, for 3 s, inside a 5 s
-    window: the CPU under their start routine matches the CPU they used."""
-    p, port = start_deep(["short", 2000, 2, 3])
+    """Threads that live 2 ms each, two at a time, for 3 s and at least 600
+    of them, inside an 8 s window: the CPU under their start routine
+    matches the CPU they used. (About 2600 threads came and went in 3 s on
+    the 2-core machine in everyday use; beside two busy loops and the other
+    tests, 429 did, so the host goes on until it has made the 600.)"""
+    p, port = start_deep(["short", 2000, 2, 3, 600])
     res = {}
     import threading
 
     def get():
         res["r"] = curl(f"http://127.0.0.1:{port}/debug/pprof/profile"
-                        "?seconds=5&hz=200", timeout=90)
+                        "?seconds=8&hz=200", timeout=90)
     t = threading.Thread(target=get)
     t.start()
     deadline = time.time() + 30
@@ -193,24 +196,30 @@ def test_python3_preloaded():
                         timeout=30)
         port = int(m.group(1))
         p.wait_line(p.out_lines, r"^ready", timeout=30)
-        r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile"
-                 "?seconds=2&hz=250", timeout=60)
+        total = reached = windows = 0
+        depths = []
+        # A 2 s window at 250 Hz holds about 500 samples of the main
+        # thread on a quiet machine; on a loaded one python3 got a tenth of
+        # a core and 49. Windows until there are 50 (at most ten).
+        while total < 50 and windows < 10:
+            r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile"
+                     "?seconds=2&hz=250", timeout=60)
+            windows += 1
+            prof = Profile(r.body)
+            for s in prof.samples:
+                names = [f[0] for fs in prof.stack(s) for f in fs]
+                if prof.labels(s).get("thread_name") != "python3":
+                    continue
+                total += 1
+                depths.append(len(names))
+                if names and names[-1] == "_start":
+                    reached += 1
         st = status(port)
         p.stop()
-        prof = Profile(r.body)
-        total = reached = 0
-        depths = []
-        for s in prof.samples:
-            names = [f[0] for fs in prof.stack(s) for f in fs]
-            if prof.labels(s).get("thread_name") != "python3":
-                continue
-            total += 1
-            depths.append(len(names))
-            if names and names[-1] == "_start":
-                reached += 1
         ok(total >= 50 and reached >= 0.95 * total,
            f"python3, {mode}: {reached} of {total} main-thread stacks reach "
-           f"_start (median depth {sorted(depths)[len(depths) // 2] if depths else 0})",
+           f"_start (median depth {sorted(depths)[len(depths) // 2] if depths else 0}"
+           f", {windows} window{'s' if windows > 1 else ''})",
            st["cpu"]["unwind"])
 
 
