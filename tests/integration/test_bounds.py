@@ -5,6 +5,7 @@ Retry-After and a message naming the setting; meanwhile the HTTP thread
 keeps answering everyone else (checked by order of events, not by time: a
 /status request is answered while the long lookup is still in flight).
 Stopping the agent under a running lookup ends it."""
+import os
 import random
 import subprocess
 import threading
@@ -118,6 +119,7 @@ def test_lookups(tmp="/tmp"):
     ok(not [n for n in h.threads() if n.startswith("pullprof")],
        "no pullprof thread is left", h.threads())
     eq(h.quit(), 0, "host exits 0")
+    os.unlink(path)
 
 
 def test_body_limit():
