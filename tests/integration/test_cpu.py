@@ -3,6 +3,7 @@ counted, the real clients, bad input, several windows at once, a hostile
 host. Real processes (tests/cpu/burn, tests/cpu/hostile, tests/host)."""
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -353,13 +354,26 @@ def test_fork_during_window():
     h.quit()
 
 
+def thread_stacks(pid):
+    """Every thread's stack in pid, by gdb, for a failure's diagnosis (a
+    hang is not a test race: the stacks say where it stands)."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        return "(no gdb to show the host's threads)"
+    r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex",
+                        "thread apply all bt 40"], capture_output=True, text=True,
+                       timeout=120)
+    return r.stdout[-20000:]
+
+
 def test_hostile_host():
     p = Proc([HOSTILE, DLLIB, "24"], env={"PULLPROF_LISTEN": "127.0.0.1:0"},
              stdin=False)
     port = int(p.wait_line(p.out_lines, r"^port (\d+)").group(1))
     r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=20&hz=1000",
              timeout=60)
-    eq(r.status, 200, "20 s at 1000 Hz on a hostile host: 200")
+    ok(r.status == 200, "20 s at 1000 Hz on a hostile host: 200",
+       r if r.status == 200 else f"{r}\n{thread_stacks(p.p.pid)}")
     prof = Profile(r.body)
     ok(len(prof.samples) > 100, "with samples", len(prof.samples))
     try:
@@ -367,7 +381,8 @@ def test_hostile_host():
     except subprocess.TimeoutExpired:
         code = None
     p.drain()
-    eq(code, 0, "the host finishes its own work and exits 0 (no deadlock)")
+    ok(code == 0, "the host finishes its own work and exits 0 (no deadlock)",
+       f"exit {code}\n" + (thread_stacks(p.p.pid) if code is None else ""))
     m = p.wait_line(p.out_lines, r"dlopen=(\d+) throw=(\d+) malloc=(\d+) cpu=(\d+)",
                     timeout=1)
     ok(m and all(int(x) > 0 for x in m.groups()), "every hostile thread made progress",
