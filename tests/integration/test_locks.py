@@ -119,7 +119,16 @@ def by_function(prof, index, names):
     return out, total
 
 
-def within(got, want, pct=10):
+# The profiles' delays are what the lock wrappers timed around the real
+# call; the host times its own waits around the wrapper. Between the two
+# clocks lie the scheduler's delays after a wake-up, which a sanitizer
+# build (every call several times slower) on a busy machine stretches to
+# over 10% of a wait (ASan beside two busy loops: 1149.5 ms profiled
+# against 1333.4 ms measured). The plain build keeps the 10% bound.
+TOLERANCE = 10 if SANITIZER == "none" else 20
+
+
+def within(got, want, pct=TOLERANCE):
     return want > 0 and abs(got - want) <= want * pct / 100.0
 
 
@@ -144,7 +153,7 @@ def check_contention(rate_env, n, what, rw=False):
     until = b_until + c_until
     ok(within(total, until), f"{what}: the mutex profile's delay "
        f"{total / 1e6:.1f} ms is the waiters' own {until / 1e6:.1f} ms until "
-       "the unlock that let them in (+-10%)", delay)
+       f"the unlock that let them in (+-{TOLERANCE}%)", delay)
     # B and C hold the lock a moment too, and charge each other's waits
     # then: holder() comes first by far.
     ok(delay["holder"] >= 0.7 * total and
@@ -160,7 +169,7 @@ def check_contention(rate_env, n, what, rw=False):
        f"{what}: the block profile charges waiter_b "
        f"{delay['waiter_b'] / 1e6:.1f} ms (measured "
        f"{b_wait / 1e6:.1f}) and waiter_c {delay['waiter_c'] / 1e6:.1f} ms "
-       f"(measured {c_wait / 1e6:.1f}), +-10%", delay)
+       f"(measured {c_wait / 1e6:.1f}), +-{TOLERANCE}%", delay)
     return h
 
 
@@ -262,7 +271,8 @@ def test_waits():
         got = by_function(after, 1, [fn])[0][fn] - \
             by_function(before, 1, [fn])[0][fn]
         ok(within(got, waited), f"{cmd}: {fn} waited {got / 1e6:.1f} ms in "
-           f"the block profile, {waited / 1e6:.1f} ms measured (+-10%)")
+           f"the block profile, {waited / 1e6:.1f} ms measured "
+           f"(+-{TOLERANCE}%)")
         leaves = {after.stack(s)[0][0][0] for s in after.samples
                   if fn in {f[0] for fs in after.stack(s) for f in fs}}
         eq(leaves, {leaf}, f"{cmd}: its samples end in {leaf}")

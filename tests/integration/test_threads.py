@@ -348,8 +348,12 @@ def test_wall_accuracy():
     tot = by_fn["nap"] + by_fn["burn"]
     nap = 100.0 * by_fn["nap"] / tot if tot else 0
     truth = 100.0 * (n1 - n0) / ((n1 - n0) + (b1 - b0))
-    ok(abs(nap - truth) <= 5, f"nap() has {nap:.1f}% of the thread's wall "
-       f"time in the profile, {truth:.1f}% by the host's clock (+- 5; 50 "
+    # A sanitizer build on a busy machine delays the sampler's ticks and
+    # the host's own clock reads unevenly (ThreadSanitizer beside two busy
+    # loops: 26.2% against 19.5%): 10 points there, 5 in the plain build.
+    tol = 5 if not sanitized() else 10
+    ok(abs(nap - truth) <= tol, f"nap() has {nap:.1f}% of the thread's wall "
+       f"time in the profile, {truth:.1f}% by the host's clock (+- {tol}; 50 "
        "on an idle machine)", by_fn)
     # A nap's end waits for a CPU on a busy machine: runnable, still in
     # nap(), and shown so.
