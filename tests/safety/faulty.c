@@ -511,6 +511,7 @@ int main(void)
 			 * stops an agent of its own and exits; a child stuck
 			 * for 30 s is killed by its alarm. */
 			int good = 0, total = atoi(a1);
+			char why[128] = "";
 			for (int i = 0; i < total; i++) {
 				pid_t pid = fork();
 				if (pid == 0) {
@@ -526,8 +527,26 @@ int main(void)
 				if (pid > 0 && waitpid(pid, &st, 0) == pid &&
 				    WIFEXITED(st) && WEXITSTATUS(st) == 0)
 					good++;
+				else if (!why[0])
+					/* The first failure, for the diagnosis:
+					 * 2 start failed, 3 stop failed, signal
+					 * 14 stuck for 30 s. */
+					snprintf(
+					    why, sizeof why,
+					    "; the first failure: child %d %s "
+					    "%d",
+					    i,
+					    pid < 0 ? "not forked, errno"
+					    : WIFEXITED(st) ? "exited"
+					    : WIFSIGNALED(st)
+					        ? "killed by signal"
+					        : "status",
+					    pid < 0           ? errno
+					    : WIFEXITED(st)   ? WEXITSTATUS(st)
+					    : WIFSIGNALED(st) ? WTERMSIG(st)
+					                      : st);
 			}
-			printf("forks %d of %d\n", good, total);
+			printf("forks %d of %d%s\n", good, total, why);
 		} else if (strcmp(cmd, "wait") == 0) {
 			int st = 0;
 			waitpid((pid_t)atoi(a1), &st, 0);
