@@ -83,8 +83,11 @@ static uint64_t fnv1a(uint64_t h, const char *p, size_t n)
  * libraries loaded with it or preloaded, and of those dlopen'ed later
  * (after which the program may already have changed them: the hash then
  * differs from the file, and the title rule applies, as it should). */
-__attribute__((constructor)) static void note_arguments(int argc, char **argv,
-                                                        char **envp)
+/* Before any other constructor of this library (the autostart one starts
+ * the HTTP thread, which reads start_hash): 102, after the lock wrappers'
+ * resolution (101), which must come first of all. */
+__attribute__((constructor(102))) static void
+note_arguments(int argc, char **argv, char **envp)
 {
 	(void)envp;
 	if (argc <= 0 || !argv)
