@@ -34,6 +34,8 @@
 #include <time.h>
 
 #include "agent.h"
+#include "heap/heap.h"
+#include "heap/hot.h"
 #include "labels/labels.h"
 #include "locks/hot.h"
 #include "locks/locks.h"
@@ -136,9 +138,21 @@ static void record(enum pp_lk_kind kind, uintptr_t self, uintptr_t from,
 	          pp_labels_current());
 }
 
+/* Lock calls made inside pullprof on a host thread pass through unrecorded:
+ * the lock recorder's own (busy), and the heap sampler's or other pullprof
+ * code's (pp_heap_tls.busy). The heap sampler unwinds with libunwind, which
+ * takes a lock of its own: recording a wait for it would unwind again,
+ * inside libunwind holding that lock, and the thread would wait for itself
+ * (seen: test_cpu's hostile host under load, every thread stuck on
+ * libunwind's lock). */
+static inline int inside_pullprof(void)
+{
+	return tls.busy || pp_heap_tls.busy;
+}
+
 int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 {
-	if (tls.busy || pp_on_agent_thread())
+	if (inside_pullprof() || pp_on_agent_thread())
 		return 0;
 	w->addr = addr;
 	w->slot = NULL;
@@ -202,7 +216,9 @@ void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from)
 		 * scaled back when the profile is made). */
 		if (d >= rate || rnd() % rate < d) {
 			tls.busy = 1;
+			int hidden = pp_heap_hide();
 			record(PP_LK_BLOCK, self, from, d, rate);
+			pp_heap_unhide(hidden);
 			tls.busy = 0;
 		}
 	}
@@ -211,7 +227,7 @@ void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from)
 
 uint64_t pp_lk_release(const void *addr)
 {
-	if (tls.busy)
+	if (inside_pullprof())
 		return 0;
 	struct slot *s = slot_of(addr);
 	if (atomic_load_explicit(&s->addr, memory_order_relaxed) !=
@@ -236,7 +252,7 @@ uint64_t pp_lk_release(const void *addr)
 
 void pp_lk_released(uint64_t delay_ns, uintptr_t self, uintptr_t from)
 {
-	if (tls.busy || pp_on_agent_thread() || !pp_lk_on())
+	if (inside_pullprof() || pp_on_agent_thread() || !pp_lk_on())
 		return;
 	unsigned rate =
 	    atomic_load_explicit(&pp_lk.mutex_rate, memory_order_relaxed);
@@ -244,7 +260,9 @@ void pp_lk_released(uint64_t delay_ns, uintptr_t self, uintptr_t from)
 		return;
 	int saved = errno;
 	tls.busy = 1;
+	int hidden = pp_heap_hide();
 	record(PP_LK_MUTEX, self, from, delay_ns, rate);
+	pp_heap_unhide(hidden);
 	tls.busy = 0;
 	errno = saved;
 }
