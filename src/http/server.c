@@ -59,13 +59,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Two client addresses are the same client (v4-mapped IPv6 is its v4). */
-static int same_client(const struct sockaddr_storage *a,
-                       const struct sockaddr *b)
-{
-	return pp_cidr_same_host((const struct sockaddr *)a, b);
-}
-
 /* Close a connection under libmicrohttpd's feet: shutdown() makes its next
  * read see the end, and it closes the connection the usual way (the
  * descriptor stays its to close). */
@@ -88,7 +81,8 @@ static struct pp_conn *evictable(struct pp_server *s,
 		if (k->fd < 0 || k->closing || k->answering ||
 		    now - k->since < PP_EVICT_AFTER_NS)
 			continue;
-		if (who && !same_client(&k->addr, who))
+		if (who &&
+		    !pp_cidr_same_host((const struct sockaddr *)&k->addr, who))
 			continue;
 		if (!best || k->since < best->since)
 			best = k;
@@ -197,7 +191,8 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 		if (k->closing)
 			continue;
 		total++;
-		mine += same_client(&k->addr, addr);
+		mine +=
+		    pp_cidr_same_host((const struct sockaddr *)&k->addr, addr);
 	}
 	struct pp_conn *victim = NULL;
 	if (mine >= max_mine)

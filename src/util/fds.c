@@ -93,6 +93,16 @@ void pp_fds_note_error(int err)
 		atomic_fetch_add_explicit(&refused, 1, memory_order_relaxed);
 }
 
+/* An open that failed gives its reservation back, counts EMFILE and
+ * ENFILE, and keeps errno. */
+static void open_failed(void)
+{
+	int e = errno;
+	pp_fds_release();
+	pp_fds_note_error(e);
+	errno = e;
+}
+
 int pp_fds_open(const char *path, int flags)
 {
 	if (pp_fds_reserve()) {
@@ -100,12 +110,8 @@ int pp_fds_open(const char *path, int flags)
 		return -1;
 	}
 	int fd = open(path, flags | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		pp_fds_release();
-		pp_fds_note_error(e);
-		errno = e;
-	}
+	if (fd < 0)
+		open_failed();
 	return fd;
 }
 
@@ -126,12 +132,8 @@ FILE *pp_fds_fopen(const char *path, const char *mode)
 		return NULL;
 	}
 	FILE *f = fopen(path, m);
-	if (!f) {
-		int e = errno;
-		pp_fds_release();
-		pp_fds_note_error(e);
-		errno = e;
-	}
+	if (!f)
+		open_failed();
 	return f;
 }
 
@@ -150,12 +152,8 @@ DIR *pp_fds_opendir(const char *path)
 		return NULL;
 	}
 	DIR *d = opendir(path);
-	if (!d) {
-		int e = errno;
-		pp_fds_release();
-		pp_fds_note_error(e);
-		errno = e;
-	}
+	if (!d)
+		open_failed();
 	return d;
 }
 

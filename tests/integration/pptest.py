@@ -366,6 +366,29 @@ def memcheck_quit(proc, what, timeout=300):
     return report
 
 
+def until(pred, timeout=30):
+    """Poll pred until it holds (True) or timeout seconds pass (False)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def find_protos():
+    """$PP_PERFETTO_PROTOS, or shared/perfetto-protos beside the source tree
+    or beside any directory above it (distcheck builds deep inside)."""
+    if os.environ.get("PP_PERFETTO_PROTOS"):
+        return os.environ["PP_PERFETTO_PROTOS"]
+    d = os.path.abspath(SRC)
+    while True:
+        cand = os.path.join(os.path.dirname(d), "shared", "perfetto-protos")
+        if os.path.isdir(cand) or os.path.dirname(d) == d:
+            return cand
+        d = os.path.dirname(d)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

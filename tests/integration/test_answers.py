@@ -13,22 +13,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from pptest import (NO_HEAP_WHY, Proc, curl, eq, ok, preload_env, run,
-                    sanitized, skip)
+                    sanitized, skip, until)
 
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
 CODE = ("import time, json, email, decimal, csv, argparse\n"
         "keep = [{'k%d' % i: [str(j) * 5 for j in range(20)]} for i in range(20000)]\n"
         "print('ready', flush=True)\n"
         "time.sleep(600)\n")
-
-
-def until(pred, timeout=60):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def start(**env):

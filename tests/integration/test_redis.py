@@ -31,8 +31,8 @@ import subprocess
 import time
 
 import pptest
-from pptest import (SRC, Proc, Profile, _parse_text_format, curl,
-                    elf_build_id, eq, free_port, go_pprof, ok, run, sanitized,
+from pptest import (Proc, Profile, _parse_text_format, curl, elf_build_id,
+                    eq, find_protos, free_port, go_pprof, ok, run, sanitized,
                     skip)
 
 REDIS = shutil.which("redis-server")
@@ -298,18 +298,6 @@ def under_load(r):
     r.drain()
     eq(code, 0, "SHUTDOWN NOSAVE: redis exits 0")
     only_startup_line(r, "SHUTDOWN NOSAVE")
-
-
-def find_protos():
-    """Perfetto's protos as test_trace finds them."""
-    if os.environ.get("PP_PERFETTO_PROTOS"):
-        return os.environ["PP_PERFETTO_PROTOS"]
-    d = os.path.abspath(SRC)
-    while True:
-        cand = os.path.join(os.path.dirname(d), "shared", "perfetto-protos")
-        if os.path.isdir(cand) or os.path.dirname(d) == d:
-            return cand
-        d = os.path.dirname(d)
 
 
 def trace_cmdlines(data):

@@ -14,8 +14,8 @@ import threading
 import time
 import warnings
 
-from pptest import (BUILD, SRC, Host, Proc, curl, eq, go_pprof, ipv6_loopback,
-                    ok, preload_env, run)
+from pptest import (BUILD, Host, Proc, SRC, curl, eq, go_pprof, ipv6_loopback,
+                    ok, preload_env, run, until)
 
 BURN = os.path.join(BUILD, "tests", "cpu", "burn")
 TOKEN = "t0ken-for-the-tests-123"
@@ -275,16 +275,6 @@ def raw(port, data, timeout=5.0):
         s.close()
     m = re.match(rb"HTTP/1\.[01] (\d+)", got)
     return int(m.group(1)) if m else 0
-
-
-def until(pred, timeout=30):
-    """Poll pred until it holds (True) or timeout seconds pass (False)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def agent_status(port, source="127.0.0.2"):

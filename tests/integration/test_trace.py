@@ -15,24 +15,11 @@ import time
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pptest import (BUILD, NO_CPU_TRUTH_WHY, SANITIZER, SRC, Proc,  # noqa: E402
-                    Profile, Work, _parse_text_format, curl, eq, ok, run,
-                    sanitized, skip)
+from pptest import (BUILD, NO_CPU_TRUTH_WHY, SANITIZER, Proc,  # noqa: E402
+                    Profile, Work, _parse_text_format, curl, eq, find_protos,
+                    ok, run, sanitized, skip)
 
 PHASES = os.path.join(BUILD, "tests", "trace", "phases")
-
-
-def find_protos():
-    """$PP_PERFETTO_PROTOS, or shared/perfetto-protos beside the source tree
-    or beside any directory above it (distcheck builds deep inside)."""
-    if os.environ.get("PP_PERFETTO_PROTOS"):
-        return os.environ["PP_PERFETTO_PROTOS"]
-    d = os.path.abspath(SRC)
-    while True:
-        cand = os.path.join(os.path.dirname(d), "shared", "perfetto-protos")
-        if os.path.isdir(cand) or os.path.dirname(d) == d:
-            return cand
-        d = os.path.dirname(d)
 
 
 PROTOS = find_protos()
