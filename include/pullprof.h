@@ -181,6 +181,16 @@ struct pullprof_config {
 	 * (1..65536); a request whose answer would take more gets 503 with
 	 * Retry-After. PULLPROF_MAX_ANSWERS_MB, default 256. (Since 1.2.) */
 	unsigned max_answers_mb;
+	/* What a forked child of a process serving profiles does:
+	 * "adopt" (the default): it has no agent while the process that
+	 * forked it serves, and takes the address over, serving from then
+	 * on, if that process exits first (a daemon that forks and lets its
+	 * parent exit keeps its agent); "follow": every forked child runs
+	 * an agent of its own on a private Unix socket, and this address
+	 * answers for the whole tree (profiles merged, each sample labelled
+	 * with its pid; ?pid=N for one process); "off": forked children
+	 * have no agent. PULLPROF_FORK. (Since 1.3.) */
+	const char *fork_mode;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here) and

@@ -22,6 +22,7 @@
 
 #include "cpu/cpu.h"
 #include "error.h"
+#include "fork.h"
 #include "heap/heap.h"
 #include "heap/table.h"
 #include "http/server.h"
@@ -160,6 +161,7 @@ double pp_seconds_since(const struct timespec *since)
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&lifecycle);
+	pp_fork_prepare();
 }
 
 static void atfork_parent(void)
@@ -181,8 +183,12 @@ static void atfork_child(void)
 	pp_locks_forget_in_child();
 	pp_symtab_forget_in_child();
 	pp_fds_reset();
+	/* What the child needs of the parent's agent to follow it or take
+	 * its address over (fork.h), noted before it is forgotten. */
+	pp_fork_child(running);
 	if (running) {
 		pp_server_forget_in_child(running->srv);
+		pp_server_forget_in_child(running->member);
 		memset(&agent, 0, sizeof agent);
 		__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	}
@@ -202,7 +208,19 @@ static void register_atfork(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
-static int start_agent(const struct pullprof_config *cfg, int autostarted)
+/* How an agent starts: as the host asked (or the preload), or in a forked
+ * child of follow mode as a member of the parent's tree (no server on the
+ * configured address; quiet), or taking the address over from a parent
+ * that exited (listen: the address it served). */
+struct start_how {
+	int autostarted;
+	int member;         /* serve the tree's socket only */
+	const char *listen; /* instead of the configured address, or NULL */
+	int quiet;          /* log nothing when it fails */
+};
+
+static int start_agent(const struct pullprof_config *cfg,
+                       const struct start_how *how)
 {
 	char err[400];
 	int rc;
@@ -214,10 +232,18 @@ static int start_agent(const struct pullprof_config *cfg, int autostarted)
 	memset(&agent, 0, sizeof agent);
 	err[0] = 0;
 	rc = pp_config_resolve(cfg, &agent.cfg, err, sizeof err);
+	if (!rc && how->listen && agent.cfg.serve)
+		rc = pp_config_parse_listen(how->listen, &agent.cfg.addr,
+		                            &agent.cfg.addrlen, err,
+		                            sizeof err);
 	if (rc) {
-		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+		if (!how->quiet)
+			pp_log("not started: %s",
+			       err[0] ? err : pullprof_strerror(rc));
+		pp_config_free(&agent.cfg);
 		return rc;
 	}
+	int autostarted = how->autostarted;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	agent.start_time = pp_timespec_seconds(&now);
@@ -274,16 +300,33 @@ static int start_agent(const struct pullprof_config *cfg, int autostarted)
 	__atomic_store_n(&running, &agent, __ATOMIC_RELEASE);
 	/* PULLPROF_LISTEN=none: the profilers run, nothing listens; the
 	 * program writes its profiles itself (capture.c). */
-	rc = agent.cfg.serve
+	rc = agent.cfg.serve && !how->member
 	         ? pp_server_start(&agent.cfg, &agent.srv, err, sizeof err)
 	         : 0;
 	if (rc)
 		goto fail;
+	if (agent.cfg.serve && pp_fork_mode_of(&agent.cfg) == PP_FORK_FOLLOW) {
+		char why[300];
+		rc = pp_tree_join(&agent, why, sizeof why);
+		if (rc && how->member) {
+			snprintf(err, sizeof err, "%s", why);
+			goto fail;
+		}
+		if (rc)
+			pp_log("forked children will not be followed "
+			       "(PULLPROF_FORK=follow): %s",
+			       why);
+		rc = 0;
+	}
 	return 0;
 fail:
 	/* Each stop is a no-op for what did not start. */
 	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
-	pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+	if (agent.srv)
+		pp_server_stop(agent.srv);
+	agent.srv = NULL;
+	if (!how->quiet)
+		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
 	pp_jobs_shutdown();
 	pp_locks_stop();
 	pp_threadcreate_stop();
@@ -295,18 +338,61 @@ fail:
 
 /* pullprof_start and _stop run on the host's thread: what the agent
  * allocates there (its tables, the server) is its own, not the host's. */
-static int start_locked(const struct pullprof_config *cfg, int autostarted)
+static int start_locked(const struct pullprof_config *cfg,
+                        const struct start_how *how)
 {
 	int hidden = pp_heap_hide();
-	int rc = start_agent(cfg, autostarted);
+	int rc = start_agent(cfg, how);
 	pp_heap_unhide(hidden);
 	return rc;
 }
 
 PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)
 {
+	static const struct start_how how = {0};
 	pthread_mutex_lock(&lifecycle);
-	int rc = start_locked(cfg, 0);
+	int rc = start_locked(cfg, &how);
+	pthread_mutex_unlock(&lifecycle);
+	return rc;
+}
+
+int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted)
+{
+	const struct start_how how = {
+	    .autostarted = autostarted, .member = 1, .quiet = 1};
+	pthread_mutex_lock(&lifecycle);
+	int rc = start_locked(cfg, &how);
+	pthread_mutex_unlock(&lifecycle);
+	return rc;
+}
+
+int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
+                       int autostarted)
+{
+	const struct start_how how = {
+	    .autostarted = autostarted, .listen = listen, .quiet = 1};
+	int rc;
+	pthread_mutex_lock(&lifecycle);
+	int hidden = pp_heap_hide();
+	if (!running) {
+		rc = start_agent(cfg, &how);
+	} else if (running->srv || !running->cfg.serve) {
+		rc = -EALREADY;
+	} else {
+		/* A member: its server on the address, beside its socket. */
+		char err[300];
+		rc = pp_config_parse_listen(listen, &agent.cfg.addr,
+		                            &agent.cfg.addrlen, err,
+		                            sizeof err);
+		struct pp_server *srv = NULL;
+		if (!rc)
+			rc = pp_server_start(&agent.cfg, &srv, err, sizeof err);
+		if (!rc) {
+			__atomic_store_n(&agent.srv, srv, __ATOMIC_RELEASE);
+			pp_tree_own(); /* the tree is this process's now */
+		}
+	}
+	pp_heap_unhide(hidden);
 	pthread_mutex_unlock(&lifecycle);
 	return rc;
 }
@@ -326,6 +412,7 @@ static int stop_agent(void)
 	pp_threads_shutdown();
 	pp_cpu_shutdown();
 	pp_heap_stop();
+	pp_tree_leave(&agent);
 	pp_server_stop(running->srv);
 	pp_symtab_shutdown(); /* the symbol cache goes with the agent */
 	pp_recent_clear();    /* and the profiles kept for ?id= */
@@ -417,8 +504,9 @@ __attribute__((constructor)) static void pp_autostart(void)
 	if (!autostart && (!listen || !preloaded()))
 		return;
 
+	static const struct start_how how = {.autostarted = 1};
 	pthread_mutex_lock(&lifecycle);
-	int rc = start_locked(NULL, 1);
+	int rc = start_locked(NULL, &how);
 	if (rc == 0 && !(quiet && strcmp(quiet, "1") == 0)) {
 		if (agent.srv)
 			pp_log("serving %s://%s%s/%s",

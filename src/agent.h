@@ -12,7 +12,13 @@ struct pp_server;
 
 struct pp_agent {
 	struct pp_config cfg;
-	struct pp_server *srv; /* NULL with listen "none" */
+	/* The configured address's server. NULL with listen "none", and in
+	 * a member of a follow-mode tree that does not serve it (fork.h). */
+	struct pp_server *srv;
+	/* Follow mode: this process's socket in the tree, and its settings
+	 * (cfg's, listening there); NULL otherwise. */
+	struct pp_server *member;
+	struct pp_config member_cfg;
 	double start_time;     /* seconds since the epoch */
 	struct timespec start_mono;
 	int autostarted;
@@ -55,6 +61,15 @@ int pp_real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
                            void *(*fn)(void *), void *arg);
 /* Is tid an agent thread the CPU profiler leaves out? Any thread. */
 int pp_agent_thread_unsampled(pid_t tid);
+
+/* For fork.c, on its watcher thread in a forked child. Start this
+ * process's agent as a member of its parent's tree (follow mode), with the
+ * parent's settings cfg; quietly. Take the address over (listen: the one
+ * the parent served) once the parent has exited: start the agent, or its
+ * server when it runs as a member. 0 or a negative errno. */
+int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted);
+int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
+                       int autostarted);
 
 /* Seconds elapsed on the monotonic clock since *since. */
 double pp_seconds_since(const struct timespec *since);

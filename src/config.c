@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "bounds.h"
 #include "locks/locks.h"
@@ -125,6 +127,11 @@ const struct pp_setting pp_settings[] = {
      OFF(max_answers_mb), 256, NULL, 1, 65536, NULL, "MiB",
      "memory all answers being built or sent may hold together, in MiB "
      "(past it: 503 with Retry-After)"},
+    {"fork", "PULLPROF_FORK", PP_SETTING_STRING, OFF(fork_mode), 0, "adopt",
+     0, 0, "adopt|follow|off", "",
+     "forked children: adopt (take the address over when the parent "
+     "exits: daemons), follow (every child runs an agent; this address "
+     "answers for the whole tree, merged, ?pid=N for one), off"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -596,11 +603,12 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	out->v.prefix = prefix;
 	out->v.listen = strdup(text);
 	out->v.unwind = strdup(merged.unwind);
+	out->v.fork_mode = strdup(merged.fork_mode);
 	/* Optional strings: NULL when unset (or ""), else owned copies. */
 	const char **opt[] = {&out->v.token,        &out->v.tls_cert,
 	                      &out->v.tls_key,      &out->v.allow,
 	                      &out->v.metrics_path, &out->v.hosts};
-	int failed = !out->v.listen || !out->v.unwind;
+	int failed = !out->v.listen || !out->v.unwind || !out->v.fork_mode;
 	for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
 		if (*opt[i] && !(*opt[i] = strdup(*opt[i])))
 			failed = 1;
@@ -611,11 +619,53 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	return 0;
 }
 
+int pp_config_member(const struct pp_config *base, const char *path,
+                     struct pp_config *out, char *err, size_t errlen)
+{
+	struct sockaddr_un *un = (struct sockaddr_un *)&out->addr;
+	size_t n = strlen(path);
+
+	if (n >= sizeof un->sun_path) {
+		snprintf(err, errlen,
+		         "the socket path %s is longer than a Unix socket's "
+		         "%zu bytes",
+		         path, sizeof un->sun_path - 1);
+		return -ENAMETOOLONG;
+	}
+	int rc = pp_config_resolve(&base->v, out, err, errlen);
+	if (rc)
+		return rc;
+	/* Reached only through a directory no one else may enter: no TLS,
+	 * no token, no network list. */
+	const char **drop[] = {&out->v.token, &out->v.tls_cert, &out->v.tls_key,
+	                       &out->v.allow, &out->v.listen};
+	for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) {
+		free((char *)*drop[i]);
+		*drop[i] = NULL;
+	}
+	out->allow.n = 0;
+	memset(&out->addr, 0, sizeof out->addr);
+	un->sun_family = AF_UNIX;
+	memcpy(un->sun_path, path, n + 1);
+	out->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	out->serve = 1;
+	size_t len = n + sizeof "unix:";
+	char *listen = malloc(len);
+	if (!listen) {
+		pp_config_free(out);
+		return -ENOMEM;
+	}
+	snprintf(listen, len, "unix:%s", path);
+	out->v.listen = listen;
+	return 0;
+}
+
 void pp_config_free(struct pp_config *c)
 {
 	const char **strs[] = {&c->v.listen, &c->v.prefix,       &c->v.unwind,
 	                       &c->v.token,  &c->v.tls_cert,     &c->v.tls_key,
-	                       &c->v.allow,  &c->v.metrics_path, &c->v.hosts};
+	                       &c->v.allow,  &c->v.metrics_path, &c->v.hosts,
+	                       &c->v.fork_mode};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
 		free((char *)*strs[i]);
 		*strs[i] = NULL;

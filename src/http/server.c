@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -295,7 +296,11 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 	}
 	/* Lets a restarted host rebind while old connections sit in TIME_WAIT;
 	 * on Linux it never lets two listeners share a port. */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (cfg->addr.ss_family != AF_UNIX)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	else /* a tree's member socket (fork.c): named after this pid, so
+	        what is there was left by a process gone */
+		unlink(((const struct sockaddr_un *)&cfg->addr)->sun_path);
 	if (bind(fd, (const struct sockaddr *)&cfg->addr, cfg->addrlen) < 0) {
 		e = errno;
 		close(fd);
@@ -325,7 +330,11 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 	}
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+	if (cfg->addr.ss_family == AF_UNIX) {
+		/* Only the owner may connect (its directory says so too). */
+		chmod(((const struct sockaddr_un *)&cfg->addr)->sun_path, 0600);
+		snprintf(s->bound, sizeof s->bound, "%s", cfg->v.listen);
+	} else if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
 		pp_format_sockaddr((struct sockaddr *)&ss, s->bound,
 		                   sizeof s->bound);
 		s->port = ntohs(ss.ss_family == AF_INET6

@@ -50,7 +50,9 @@ struct pp_server {
 	int mhd_epoll_fd;
 	int wake_fd; /* eventfd: wakes the loop (stop, resumed connections) */
 	uint16_t port;
-	char bound[80]; /* the address actually bound, "host:port" */
+	/* The address actually bound, "host:port", or "unix:PATH" for a
+	 * tree's member socket (fork.c). */
+	char bound[160];
 	pthread_t thread;
 	atomic_int stopping;
 	/* libmicrohttpd could not accept for want of descriptors: 1 with

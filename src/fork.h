@@ -1,0 +1,62 @@
+/*
+ * The agent across fork(): daemons that keep it, and the trees of
+ * PULLPROF_FORK=follow (every forked child an agent on a private Unix
+ * socket, the configured address answering for all of them). Agent
+ * context, except where marked.
+ *
+ * A child of a process that serves (or that was itself waiting to take
+ * over) gets one agent thread, "pullprof-fork", started once fork() has
+ * returned to the host, never inside fork's handlers. It watches the
+ * parent; in follow mode it first starts the child's agent on its socket.
+ * When the parent exits, the child takes the address over.
+ */
+#ifndef PP_FORK_H
+#define PP_FORK_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+struct pp_agent;
+
+enum pp_fork_mode { PP_FORK_ADOPT, PP_FORK_FOLLOW, PP_FORK_OFF };
+enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c);
+
+/* fork's handlers (agent.c), async-signal-safe: the parent notes its pid
+ * before the fork; the child notes what it needs of the parent's running
+ * agent (NULL: none) before that agent is forgotten. */
+void pp_fork_prepare(void);
+void pp_fork_child(const struct pp_agent *parent_agent);
+/* In the child once fork() (or daemon()) has returned to the host: start
+ * the watcher if the parent served. */
+void pp_fork_returned(void);
+
+/* The tree of follow mode. Join: make the directory (the process that
+ * serves the address, when none is inherited) and serve a's member socket
+ * in it. 0 or a negative errno with a sentence in err. Leave: stop that
+ * server and remove the socket (and the directory, when empty). */
+int pp_tree_join(struct pp_agent *a, char *err, size_t errlen);
+void pp_tree_leave(struct pp_agent *a);
+/* A member that took the address over is the tree's root from now on. */
+void pp_tree_own(void);
+
+/* The tree's directory ("" when this process is in none) and its root
+ * (the pid that serves the address). */
+const char *pp_tree_dir(void);
+pid_t pp_tree_root(void);
+
+/* The live members' pids, sorted, at most max (their count is returned,
+ * which may exceed max). Sockets of processes gone are removed. */
+size_t pp_tree_members(pid_t *out, size_t max);
+/* The socket path of member pid into buf; 0 or -ENAMETOOLONG. */
+int pp_tree_socket(pid_t pid, char *buf, size_t len);
+
+/* Counters for /status. */
+struct pp_fork_stats {
+	unsigned long takeovers; /* this process took the address over */
+	unsigned long watchers;  /* watcher threads started here */
+};
+void pp_fork_stats(struct pp_fork_stats *out);
+
+#endif
