@@ -14,54 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pb.h"
 #include "util/strtab.h"
 
-/* Field numbers of profile.proto. */
-enum {
-	PROFILE_SAMPLE_TYPE = 1,
-	PROFILE_SAMPLE = 2,
-	PROFILE_MAPPING = 3,
-	PROFILE_LOCATION = 4,
-	PROFILE_FUNCTION = 5,
-	PROFILE_STRING_TABLE = 6,
-	PROFILE_TIME_NANOS = 9,
-	PROFILE_DURATION_NANOS = 10,
-	PROFILE_PERIOD_TYPE = 11,
-	PROFILE_PERIOD = 12,
-	PROFILE_COMMENT = 13,
-	PROFILE_DEFAULT_SAMPLE_TYPE = 14,
-	VALUETYPE_TYPE = 1,
-	VALUETYPE_UNIT = 2,
-	SAMPLE_LOCATION_ID = 1,
-	SAMPLE_VALUE = 2,
-	SAMPLE_LABEL = 3,
-	LABEL_KEY = 1,
-	LABEL_STR = 2,
-	LABEL_NUM = 3,
-	LABEL_NUM_UNIT = 4,
-	MAPPING_ID = 1,
-	MAPPING_START = 2,
-	MAPPING_LIMIT = 3,
-	MAPPING_OFFSET = 4,
-	MAPPING_FILENAME = 5,
-	MAPPING_BUILD_ID = 6,
-	MAPPING_HAS_FUNCTIONS = 7,
-	MAPPING_HAS_FILENAMES = 8,
-	MAPPING_HAS_LINE_NUMBERS = 9,
-	MAPPING_HAS_INLINE_FRAMES = 10,
-	LOCATION_ID = 1,
-	LOCATION_MAPPING_ID = 2,
-	LOCATION_ADDRESS = 3,
-	LOCATION_LINE = 4,
-	LINE_FUNCTION_ID = 1,
-	LINE_LINE = 2,
-	FUNCTION_ID = 1,
-	FUNCTION_NAME = 2,
-	FUNCTION_SYSTEM_NAME = 3,
-	FUNCTION_FILENAME = 4,
-	FUNCTION_START_LINE = 5,
-};
 
 struct render {
 	struct pp_pb pb;
@@ -89,7 +43,6 @@ struct render {
  * versions, file names and line numbers too), and without a build ID it
  * could not look one up anyway.
  */
-#define MAPPING_SYNTHETIC "[pullprof]"
 #define MAPPING_UNMAPPED "[unmapped]"
 
 static uint64_t mapping_id_of(const struct render *r,
@@ -195,15 +148,21 @@ static void locations(struct render *r)
 static void own_mapping(struct render *r, uint64_t id, uint64_t limit,
                         const char *name)
 {
-	size_t m = pp_pb_start(&r->pb);
-	pp_pb_uint64(&r->pb, MAPPING_ID, id);
-	pp_pb_uint64_opt(&r->pb, MAPPING_LIMIT, limit);
-	pp_pb_int64_opt(&r->pb, MAPPING_FILENAME, str_id(r, name));
-	pp_pb_bool(&r->pb, MAPPING_HAS_FUNCTIONS, 1);
-	pp_pb_bool(&r->pb, MAPPING_HAS_FILENAMES, 1);
-	pp_pb_bool(&r->pb, MAPPING_HAS_LINE_NUMBERS, 1);
-	pp_pb_bool(&r->pb, MAPPING_HAS_INLINE_FRAMES, 1);
-	pp_pb_end(&r->pb, PROFILE_MAPPING, m);
+	pp_pprof_own_mapping(&r->pb, id, limit, str_id(r, name));
+}
+
+void pp_pprof_own_mapping(struct pp_pb *pb, uint64_t id, uint64_t limit,
+                          int64_t name)
+{
+	size_t m = pp_pb_start(pb);
+	pp_pb_uint64(pb, MAPPING_ID, id);
+	pp_pb_uint64_opt(pb, MAPPING_LIMIT, limit);
+	pp_pb_int64_opt(pb, MAPPING_FILENAME, name);
+	pp_pb_bool(pb, MAPPING_HAS_FUNCTIONS, 1);
+	pp_pb_bool(pb, MAPPING_HAS_FILENAMES, 1);
+	pp_pb_bool(pb, MAPPING_HAS_LINE_NUMBERS, 1);
+	pp_pb_bool(pb, MAPPING_HAS_INLINE_FRAMES, 1);
+	pp_pb_end(pb, PROFILE_MAPPING, m);
 }
 
 static void mappings(struct render *r)
@@ -244,7 +203,7 @@ static void mappings(struct render *r)
 	/* Ours last: IDs follow the order of the messages. */
 	if (r->synthetic_id)
 		own_mapping(r, r->synthetic_id, PP_SYNTHETIC_MAX + 1,
-		            MAPPING_SYNTHETIC);
+		            PP_PPROF_MAPPING_SYNTHETIC);
 	if (r->unmapped_id)
 		own_mapping(r, r->unmapped_id, 0, MAPPING_UNMAPPED);
 }

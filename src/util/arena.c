@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK (64 * 1024)
+#define CHUNK PP_ARENA_CHUNK
 #define ALIGN 16
 
 struct pp_arena_chunk {

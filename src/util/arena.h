@@ -6,6 +6,10 @@
 
 struct pp_arena_chunk;
 
+/* The size of a chunk; an object over a quarter of it gets a chunk of its
+ * own, of its size. */
+#define PP_ARENA_CHUNK (64 * 1024)
+
 struct pp_arena {
 	struct pp_arena_chunk *head;
 	size_t used;     /* bytes handed out, for size accounting */
