@@ -12,6 +12,7 @@
 
 #include "agent.h"
 #include "cpu/cpu.h"
+#include "fork.h"
 #include "handlers.h"
 #include "heap/heap.h"
 #include "labels/labels.h"
@@ -365,6 +366,31 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(fds, "limit", I64(fs.limit));
 	json_object_object_add(fds, "refused", I64(fs.refused));
 	json_object_object_add(o, "descriptors", fds);
+
+	/* Across fork (fork.h): the mode, this process's part in a tree. */
+	struct pp_fork_stats fk;
+	pp_fork_stats(&fk);
+	struct json_object *fo = json_object_new_object();
+	const struct pp_agent *ag = pp_agent_get();
+	json_object_object_add(
+	    fo, "mode",
+	    json_object_new_string(ag && ag->cfg.v.fork_mode ? ag->cfg.v.fork_mode
+	                                                     : "adopt"));
+	if (pp_tree_dir()[0]) {
+		pid_t members[1];
+		json_object_object_add(fo, "dir",
+		                       json_object_new_string(pp_tree_dir()));
+		json_object_object_add(fo, "root", I64(pp_tree_root()));
+		json_object_object_add(
+		    fo, "role",
+		    json_object_new_string(pp_tree_root() == getpid() ? "root"
+		                                                      : "member"));
+		json_object_object_add(fo, "processes",
+		                       I64(pp_tree_members(members, 1)));
+	}
+	json_object_object_add(fo, "takeovers", I64(fk.takeovers));
+	json_object_object_add(fo, "watchers", I64(fk.watchers));
+	json_object_object_add(o, "fork", fo);
 
 	struct pp_symtab_stats ss;
 	pp_symtab_stats(&ss);

@@ -12,6 +12,7 @@ enum MHD_Result pp_h_cmdline(struct pp_request *r);
 enum MHD_Result pp_h_threads(struct pp_request *r);
 enum MHD_Result pp_h_symbol(struct pp_request *r);
 enum MHD_Result pp_h_maps(struct pp_request *r);
+enum MHD_Result pp_h_children(struct pp_request *r);
 enum MHD_Result pp_h_profile(struct pp_request *r);
 enum MHD_Result pp_h_trace(struct pp_request *r);
 enum MHD_Result pp_h_goroutine(struct pp_request *r);

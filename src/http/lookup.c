@@ -36,13 +36,22 @@ struct job {
 	struct pp_lookup_answer ans;
 };
 
+struct pp_lookups;
+
+struct worker {
+	struct pp_lookups *l;
+	pthread_t thread;
+	struct job *current; /* the one it runs */
+};
+
 struct pp_lookups {
 	pthread_mutex_t mu;
 	pthread_cond_t wake;
-	pthread_t thread;
+	struct worker workers[PP_LOOKUP_MAX_THREADS];
+	unsigned nworkers;
+	struct pp_lookups_spec spec;
 	struct pp_server *srv;
 	struct job *head, **tail;
-	struct job *current; /* the one running */
 	unsigned max, queued, running;
 	uint64_t done, cancelled, refused;
 	int stopping, stopped;
@@ -94,7 +103,8 @@ static struct job *pop_locked(struct pp_lookups *l)
 
 static void *thread_main(void *arg)
 {
-	struct pp_lookups *l = arg;
+	struct worker *w = arg;
+	struct pp_lookups *l = w->l;
 
 	pp_agent_thread_enter(0);
 	pthread_mutex_lock(&l->mu);
@@ -110,11 +120,11 @@ static void *thread_main(void *arg)
 		}
 		j->state = L_RUNNING;
 		l->running++;
-		l->current = j;
+		w->current = j;
 		pthread_mutex_unlock(&l->mu);
 		j->fn(j->arg, &j->cancel, &j->ans);
 		pthread_mutex_lock(&l->mu);
-		l->current = NULL;
+		w->current = NULL;
 		l->running--;
 		finish_locked(l, j,
 		              atomic_load(&j->cancel) ? L_CANCELLED : L_DONE);
@@ -127,7 +137,7 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-int pp_lookups_start(struct pp_server *srv, unsigned max,
+int pp_lookups_start(struct pp_server *srv, const struct pp_lookups_spec *spec,
                      struct pp_lookups **out)
 {
 	struct pp_lookups *l = calloc(1, sizeof *l);
@@ -137,16 +147,25 @@ int pp_lookups_start(struct pp_server *srv, unsigned max,
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->wake, NULL);
 	l->srv = srv;
-	l->max = max ? max : 1;
+	l->spec = *spec;
+	l->max = spec->max ? spec->max : 1;
 	l->tail = &l->head;
-	int rc = pp_agent_thread_create(&l->thread, "pullprof-lookup",
-	                                thread_main, l);
-	if (rc) {
-		pthread_cond_destroy(&l->wake);
-		pthread_mutex_destroy(&l->mu);
-		free(l);
-		return rc;
+	unsigned n = spec->threads ? spec->threads : 1;
+	if (n > PP_LOOKUP_MAX_THREADS)
+		n = PP_LOOKUP_MAX_THREADS;
+	for (unsigned i = 0; i < n; i++) {
+		struct worker *w = &l->workers[i];
+		w->l = l;
+		int rc = pp_agent_thread_create(&w->thread, spec->thread_name,
+		                                thread_main, w);
+		if (rc) {
+			l->nworkers = i;
+			pp_lookups_stop(l);
+			pp_lookups_free(l);
+			return rc;
+		}
 	}
+	l->nworkers = n;
 	*out = l;
 	return 0;
 }
@@ -157,11 +176,14 @@ void pp_lookups_stop(struct pp_lookups *l)
 		return;
 	pthread_mutex_lock(&l->mu);
 	l->stopping = 1;
-	if (l->current) /* ends early; the queued ones are answered 503 */
-		atomic_store(&l->current->cancel, 1);
-	pthread_cond_signal(&l->wake);
+	/* The running ones end early; the queued ones are answered 503. */
+	for (unsigned i = 0; i < l->nworkers; i++)
+		if (l->workers[i].current)
+			atomic_store(&l->workers[i].current->cancel, 1);
+	pthread_cond_broadcast(&l->wake);
 	pthread_mutex_unlock(&l->mu);
-	pthread_join(l->thread, NULL);
+	for (unsigned i = 0; i < l->nworkers; i++)
+		pthread_join(l->workers[i].thread, NULL);
 	l->stopped = 1;
 }
 
@@ -216,7 +238,7 @@ static enum MHD_Result answer(struct pp_request *r)
 	j->ans.json = NULL;
 	pthread_mutex_unlock(&l->mu);
 
-	if (state != L_DONE || a.status != MHD_HTTP_OK) {
+	if (state != L_DONE || (a.status != MHD_HTTP_OK && !a.verbatim)) {
 		/* What a cancelled lookup may have made is not sent. */
 		free(a.body);
 		if (a.json)
@@ -226,6 +248,15 @@ static enum MHD_Result answer(struct pp_request *r)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "%s cancelled: the agent is stopping",
 		                        r->route->name);
+	/* Names and values live in j until the answer is made, below. */
+	for (size_t i = 0; i < sizeof a.headers / sizeof a.headers[0]; i++)
+		if (a.headers[i][0][0])
+			pp_respond_header(r, j->ans.headers[i][0],
+			                  j->ans.headers[i][1]);
+	if (a.verbatim)
+		return pp_respond(r, a.status,
+		                  a.ctype[0] ? j->ans.ctype : a.content_type,
+		                  a.body, a.len, PP_BODY_FREE);
 	if (a.status != MHD_HTTP_OK)
 		return pp_respond_error(r, a.status, "%s", a.msg);
 	if (a.json)
@@ -237,8 +268,13 @@ static enum MHD_Result answer(struct pp_request *r)
 enum MHD_Result pp_lookup_answer_later(struct pp_request *r, pp_lookup_fn fn,
                                        void *arg, void (*free_arg)(void *arg))
 {
-	struct pp_lookups *l = r->srv->lookups;
+	return pp_lookup_answer_on(r->srv->lookups, r, fn, arg, free_arg);
+}
 
+enum MHD_Result pp_lookup_answer_on(struct pp_lookups *l, struct pp_request *r,
+                                    pp_lookup_fn fn, void *arg,
+                                    void (*free_arg)(void *arg))
+{
 	pthread_mutex_lock(&l->mu);
 	unsigned busy = l->queued + l->running;
 	if (l->stopping) {
@@ -258,9 +294,12 @@ enum MHD_Result pp_lookup_answer_later(struct pp_request *r, pp_lookup_fn fn,
 		r->headers[0][1] = "1";
 		return pp_respond_error(
 		    r, MHD_HTTP_TOO_MANY_REQUESTS,
-		    "%s: %u symbol and mapping lookups are already queued or "
-		    "running (PULLPROF_MAX_LOOKUPS); try again later",
-		    r->route->name, busy);
+		    "%s: %u %s are already queued or running%s%s%s; try "
+		    "again later",
+		    r->route->name, busy, l->spec.what,
+		    l->spec.setting ? " (" : "",
+		    l->spec.setting ? l->spec.setting : "",
+		    l->spec.setting ? ")" : "");
 	}
 	struct job *j = calloc(1, sizeof *j);
 	if (!j) {

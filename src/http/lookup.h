@@ -28,6 +28,12 @@ struct pp_lookup_answer {
 	size_t len;
 	struct json_object *json;
 	char msg[320];
+	/* Send status, content type (ctype when set) and body as they are,
+	 * an error too (an answer relayed from another process, tree.c). */
+	int verbatim;
+	char ctype[128];
+	/* More headers of the answer, name and value ("": none). */
+	char headers[4][2][128];
 };
 
 /* Runs on the lookup thread. *cancel turns non-zero when nobody waits for
@@ -40,7 +46,19 @@ struct pp_lookup_stats {
 	uint64_t done, cancelled, refused;
 };
 
-int pp_lookups_start(struct pp_server *srv, unsigned max,
+/* A pool: its threads' name, how many run lookups at once, and how many
+ * may be queued or running (one more is refused: 429 naming what and the
+ * setting that bounds it, when there is one). */
+struct pp_lookups_spec {
+	const char *thread_name;
+	unsigned threads; /* 1..PP_LOOKUP_MAX_THREADS */
+	unsigned max;
+	const char *what;    /* "symbol and mapping lookups" */
+	const char *setting; /* "PULLPROF_MAX_LOOKUPS", or NULL */
+};
+#define PP_LOOKUP_MAX_THREADS 8
+
+int pp_lookups_start(struct pp_server *srv, const struct pp_lookups_spec *spec,
                      struct pp_lookups **out);
 /* Cancel what is queued (answered 503), stop the running one early, join
  * the thread. Before the server's loop stops: the answers go through it. */
@@ -55,6 +73,10 @@ void pp_lookups_free(struct pp_lookups *l);
  * is answered 429 with Retry-After at once (and arg freed). */
 enum MHD_Result pp_lookup_answer_later(struct pp_request *r, pp_lookup_fn fn,
                                        void *arg, void (*free_arg)(void *arg));
+/* The same on another pool of r's server. */
+enum MHD_Result pp_lookup_answer_on(struct pp_lookups *l, struct pp_request *r,
+                                    pp_lookup_fn fn, void *arg,
+                                    void (*free_arg)(void *arg));
 
 void pp_lookups_stats(struct pp_lookups *l, struct pp_lookup_stats *out);
 

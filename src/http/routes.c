@@ -10,6 +10,7 @@
 #include "handlers.h"
 #include "respond.h"
 #include "server.h"
+#include "tree.h"
 
 #define GET_HEAD "GET, HEAD"
 /* About 250k addresses of "0x7f0123456789+". */
@@ -75,6 +76,17 @@ const struct pp_route pp_routes[] = {
         .link = "cmdline",
         .help = "the command line of this process, arguments separated by "
                 "NUL bytes (as Go's net/http/pprof)",
+    },
+    {
+        .path = "/children",
+        .name = "children",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_JSON,
+        .handler = pp_h_children,
+        .link = "children",
+        .help = "the processes this address answers for as JSON "
+                "(PULLPROF_FORK=follow: the forked children with their "
+                "pids; ?pid=N on any endpoint asks one of them)",
     },
     {
         .path = "/profile",
@@ -367,6 +379,10 @@ static enum MHD_Result answer(struct pp_request *r)
 		    "request body over the limit of %zu bytes "
 		    "for %s (PULLPROF_MAX_BODY_BYTES)",
 		    max_body(r), r->url);
+	/* Follow mode: the whole tree, or another process of it. */
+	enum MHD_Result ret;
+	if (pp_tree_dispatch(r, &ret))
+		return ret;
 	return r->route->handler(r);
 }
 

@@ -26,6 +26,7 @@
 #include "agent.h"
 #include "args.h"
 #include "error.h"
+#include "fork.h"
 #include "lookup.h"
 #include "routes.h"
 #include "util/cidr.h"
@@ -595,11 +596,36 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	ev.data.fd = s->wake_fd;
 	if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->wake_fd, &ev) < 0)
 		goto fail_errno;
-	rc = pp_lookups_start(s, cfg->v.max_lookups, &s->lookups);
+	const struct pp_lookups_spec lookups = {
+	    .thread_name = "pullprof-lookup",
+	    .threads = 1,
+	    .max = cfg->v.max_lookups,
+	    .what = "symbol and mapping lookups",
+	    .setting = "PULLPROF_MAX_LOOKUPS",
+	};
+	rc = pp_lookups_start(s, &lookups, &s->lookups);
 	if (rc) {
 		snprintf(err, errlen, "cannot start the lookup thread: %s",
 		         strerror(-rc));
 		goto fail;
+	}
+	/* Follow mode: the address answers for the whole tree (tree.c),
+	 * gathering from the members on threads of their own. */
+	if (pp_fork_mode_of(cfg) == PP_FORK_FOLLOW &&
+	    cfg->addr.ss_family != AF_UNIX) {
+		const struct pp_lookups_spec tree = {
+		    .thread_name = "pullprof-tree",
+		    .threads = PP_TREE_REQUESTS,
+		    .max = PP_TREE_REQUESTS,
+		    .what = "requests for the whole tree of processes",
+		};
+		rc = pp_lookups_start(s, &tree, &s->tree);
+		if (rc) {
+			snprintf(err, errlen,
+			         "cannot start the tree's threads: %s",
+			         strerror(-rc));
+			goto fail;
+		}
 	}
 
 	/* The listening socket, libmicrohttpd's epoll, ours and the eventfd:
@@ -621,6 +647,8 @@ fail_errno:
 	snprintf(err, errlen, "cannot set up the HTTP event loop: %s",
 	         strerror(errno));
 fail:
+	pp_lookups_stop(s->tree);
+	pp_lookups_free(s->tree);
 	pp_lookups_stop(s->lookups);
 	pp_lookups_free(s->lookups);
 	if (s->mhd)
@@ -644,6 +672,7 @@ void pp_server_stop(struct pp_server *s)
 	if (!s)
 		return;
 	/* Lookups first: what they cancel is answered through the loop. */
+	pp_lookups_stop(s->tree);
 	pp_lookups_stop(s->lookups);
 	atomic_store(&s->stopping, 1);
 	ssize_t w = write(s->wake_fd, &one, sizeof one);
@@ -669,6 +698,7 @@ void pp_server_stop(struct pp_server *s)
 			}
 	}
 	pp_lookups_free(s->lookups);
+	pp_lookups_free(s->tree);
 	close(s->wake_fd);
 	close(s->epoll_fd);
 	pp_fds_add(-4);

@@ -70,10 +70,15 @@ struct pp_server {
 	atomic_size_t answers_freed; /* freed since the last trim */
 	struct pp_server_stats stats;
 	struct pp_lookups *lookups;   /* /symbol and /maps (lookup.h) */
+	struct pp_lookups *tree; /* follow mode's whole-tree requests */
 	struct pp_request *suspended; /* requests waiting (routes.h) */
 	char *tls_cert, *tls_key;     /* PEM text, while the daemon runs */
 	char last_log[256];           /* libmicrohttpd's last message */
 };
+
+/* Requests for the whole tree of processes (follow mode, tree.c) running
+ * at once; one more gets 429. */
+#define PP_TREE_REQUESTS 4
 
 /* Most query parameters a request may carry (no endpoint takes more than
  * a dozen); more get 414. */
