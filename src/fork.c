@@ -53,6 +53,7 @@ static struct {
 	int follow; /* and run an agent of our own in its tree */
 	int autostarted;
 	pid_t parent;
+	pid_t server;             /* the process that served the address */
 	struct pullprof_config v; /* the parent's settings (its memory) */
 	char listen[160];         /* the address it served, "host:port" */
 } inherited;
@@ -81,9 +82,11 @@ void pp_fork_child(const struct pp_agent *a)
 		/* The address served, port included (it may have been 0,
 		 * "any free one", in the settings). A member that does not
 		 * serve it has its parent's. */
-		if (a->srv)
+		if (a->srv) {
 			memcpy(inherited.listen, a->srv->bound,
 			       sizeof inherited.listen);
+			inherited.server = forking_pid;
+		}
 	} else if (!inherited.armed) {
 		return;
 	}
@@ -113,6 +116,8 @@ static int is_pidfd(int fd)
 	link[n] = 0;
 	return strcmp(link, "anon_inode:[pidfd]") == 0;
 }
+
+static int pid_alive(pid_t pid);
 
 /* Wait until the parent has exited, or ms have passed (-1: no bound).
  * Returns 1 when it has exited. *pfd turns -1 when the descriptor is no
@@ -176,13 +181,33 @@ static void *watch(void *arg)
 		close(pfd);
 		pp_fds_add(-1);
 	}
-	/* The parent exited: this process serves the address now, if no
-	 * other took it first (a sibling, or the parent's own parent still
-	 * serving it: then it stays as it is). */
-	if (inherited.listen[0] &&
-	    pp_agent_take_over(&inherited.v, inherited.listen,
-	                       inherited.autostarted) == 0)
-		atomic_fetch_add(&takeovers, 1);
+	/* The parent exited: this process serves the address now, unless
+	 * another took it first (a sibling). While the process that served
+	 * it lives on (a double fork: the grandparent is still exiting, or
+	 * runs on), wait for it, then try again. */
+	while (inherited.listen[0]) {
+		int rc = pp_agent_take_over(&inherited.v, inherited.listen,
+		                            inherited.autostarted);
+		if (rc == 0)
+			atomic_fetch_add(&takeovers, 1);
+		if (rc != -EADDRINUSE || inherited.server == inherited.parent ||
+		    !pid_alive(inherited.server))
+			break;
+		int sfd = (int)syscall(SYS_pidfd_open, inherited.server, 0);
+		if (sfd < 0) {
+			while (pid_alive(inherited.server))
+				sleep(1);
+		} else {
+			pp_fds_add(1);
+			struct pollfd p = {.fd = sfd, .events = POLLIN};
+			while (poll(&p, 1, 1000) == 0 &&
+			       pid_alive(inherited.server))
+				;
+			close(sfd);
+			pp_fds_add(-1);
+		}
+		inherited.parent = inherited.server; /* not again */
+	}
 	pp_agent_thread_leave();
 	return NULL;
 }
