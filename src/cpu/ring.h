@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A record's flags: the stack went deeper than max_depth; the record is
  * the CPU a thread used between its last timer tick and its exit (pcs: its
@@ -37,6 +38,8 @@ struct pp_ring {
 	unsigned max_depth;
 	unsigned char *slots;
 	_Atomic size_t high_water; /* most records pending at once */
+	int wiped_on_fork; /* a child gets the slots zeroed (MADV_WIPEONFORK) */
+	pid_t owner;       /* the process whose slots these are */
 };
 
 /* capacity: a power of two. 0 or -ENOMEM. */
@@ -51,7 +54,11 @@ int pp_ring_init_size(struct pp_ring *r, size_t capacity, size_t rec_size,
 void pp_ring_free(struct pp_ring *r);
 /* Empty the ring (a forked child: a slot a parent thread had claimed but
  * not published at fork time would block the consumer for ever). Nothing
- * may be producing or consuming. */
+ * may be producing or consuming. Async-signal-safe, and it writes none
+ * of the slots' pages: in a forked child the kernel handed them over
+ * zeroed (a zeroed ring is an empty one), elsewhere fresh zeroed pages
+ * are mapped over them; the ring is then as pp_ring_init left it, its
+ * pages to be faulted in as they are written. */
 void pp_ring_reset(struct pp_ring *r);
 
 /* Producer side (async-signal-safe): claim a record to fill, or NULL when

@@ -540,7 +540,11 @@ void pp_timers_forget_in_child(void)
 	atomic_fetch_add(&arm_generation, 1);
 	atomic_store(&arming, 0);
 	atomic_store(&adopt_pending, 0);
+	/* Only the slots in use are written: storing into every one copied
+	 * (or, never touched, allocated) the array's 8 pages in each child. */
 	for (unsigned i = 0; i < ADOPT_SLOTS; i++)
-		atomic_store(&adopt_slots[i].state, SLOT_FREE);
+		if (atomic_load_explicit(&adopt_slots[i].state,
+		                         memory_order_relaxed) != SLOT_FREE)
+			atomic_store(&adopt_slots[i].state, SLOT_FREE);
 	publish();
 }
