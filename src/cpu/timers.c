@@ -205,6 +205,10 @@ static struct adopt_slot {
 	timer_t timer;
 	uint32_t period_ns;
 } adopt_slots[ADOPT_SLOTS];
+/* Set at the first hand-over: until then the slots' pages were never
+ * touched, and a forked child need not read them in (fault them in) to
+ * find every one free. */
+static atomic_int adopt_used;
 static atomic_int adopt_pending, arming, want_starts;
 static _Atomic uint64_t starts_armed, starts_unarmed;
 
@@ -233,6 +237,9 @@ static int hand_over(int kind, unsigned session, pid_t tid, timer_t timer,
 		s->tid = tid;
 		s->timer = timer;
 		s->period_ns = period_ns;
+		if (!atomic_load_explicit(&adopt_used, memory_order_relaxed))
+			atomic_store_explicit(&adopt_used, 1,
+			                      memory_order_relaxed);
 		atomic_store_explicit(&s->state, SLOT_FULL,
 		                      memory_order_release);
 		atomic_fetch_add(&adopt_pending, 1);
@@ -541,10 +548,12 @@ void pp_timers_forget_in_child(void)
 	atomic_store(&arming, 0);
 	atomic_store(&adopt_pending, 0);
 	/* Only the slots in use are written: storing into every one copied
-	 * (or, never touched, allocated) the array's 8 pages in each child. */
-	for (unsigned i = 0; i < ADOPT_SLOTS; i++)
-		if (atomic_load_explicit(&adopt_slots[i].state,
-		                         memory_order_relaxed) != SLOT_FREE)
-			atomic_store(&adopt_slots[i].state, SLOT_FREE);
+	 * (or, never touched, allocated) the array's 8 pages in each child;
+	 * none is read before the first hand-over. */
+	if (atomic_load(&adopt_used))
+		for (unsigned i = 0; i < ADOPT_SLOTS; i++)
+			if (atomic_load_explicit(&adopt_slots[i].state,
+			                         memory_order_relaxed) != SLOT_FREE)
+				atomic_store(&adopt_slots[i].state, SLOT_FREE);
 	publish();
 }

@@ -206,6 +206,12 @@ int pp_unwind_stacks_init(void)
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
+#ifdef MADV_WIPEONFORK
+	/* Scratch: a forked child gets the pool as zeroed pages (it has no
+	 * thread on any of them), and fork copies none of the pages used. */
+	(void)madvise(p, (size_t)UNWIND_STACKS * UNWIND_STACK_SIZE,
+	              MADV_WIPEONFORK);
+#endif
 	for (size_t i = 0; i < UNWIND_STACKS; i++) {
 		unsigned char *lo = (unsigned char *)p + i * UNWIND_STACK_SIZE;
 		(void)VALGRIND_STACK_REGISTER(lo, lo + UNWIND_STACK_SIZE - 1);
@@ -217,8 +223,10 @@ int pp_unwind_stacks_init(void)
 void pp_unwind_stacks_forget_in_child(void)
 {
 	for (int i = 0; i < UNWIND_STACKS; i++)
-		atomic_store_explicit(&unwind_stack_busy[i], 0,
-		                      memory_order_relaxed);
+		if (atomic_load_explicit(&unwind_stack_busy[i],
+		                         memory_order_relaxed))
+			atomic_store_explicit(&unwind_stack_busy[i], 0,
+			                      memory_order_relaxed);
 }
 
 static _Atomic uint64_t compact_walks, fallbacks;
