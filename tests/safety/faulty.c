@@ -39,6 +39,9 @@
  *   forks N               fork N children one after the other; each starts
  *                         and stops an agent and exits 0 (killed by an
  *                         alarm after 30 s)           -> "forks GOOD of N"
+ *   stopped               fork a child that stops itself (SIGSTOP) at
+ *                         once and exits 0 when continued, for a look at
+ *                         what fork alone cost it     -> "child PID"
  *   wait PID              waitpid                     -> "exit N"
  *   quit                  exit 0 (threads are told to end and joined)
  */
@@ -547,6 +550,13 @@ int main(void)
 					                      : st);
 			}
 			printf("forks %d of %d%s\n", good, total, why);
+		} else if (strcmp(cmd, "stopped") == 0) {
+			pid_t pid = fork();
+			if (pid == 0) {
+				raise(SIGSTOP);
+				_exit(0);
+			}
+			printf("child %d\n", (int)pid);
 		} else if (strcmp(cmd, "wait") == 0) {
 			int st = 0;
 			waitpid((pid_t)atoi(a1), &st, 0);
