@@ -4,10 +4,11 @@
 set -eu
 cd "$(dirname "$0")/.."
 make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels \
-	bench/threadswork bench/lockswork bench/tracework
+	bench/threadswork bench/lockswork bench/tracework bench/bench_fork
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
 # jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods;
-# gdb dumps threads (stopping them) beside pullprof's thread dumps.
+# gdb dumps threads (stopping them) beside pullprof's thread dumps;
+# PostgreSQL forks a backend per connection under pgbench.
 lib=/usr/lib/x86_64-linux-gnu
 missing=""
 [ -e $lib/libprofiler.so.0 ] || missing="$missing google-perftools"
@@ -17,6 +18,7 @@ command -v heaptrack >/dev/null || missing="$missing heaptrack"
 command -v valgrind >/dev/null || missing="$missing valgrind"
 command -v wrk >/dev/null || missing="$missing wrk"
 command -v gdb >/dev/null || missing="$missing gdb"
+[ -x /usr/lib/postgresql/15/bin/pgbench ] || missing="$missing postgresql"
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
@@ -68,3 +70,9 @@ echo
 echo "## Lock contention (bench/bench_locks.py)"
 echo
 python3 bench/bench_locks.py
+echo
+echo "## Fork (bench/bench_fork.py, bench/bench_pgbench.py)"
+echo
+python3 bench/bench_fork.py
+echo
+python3 bench/bench_pgbench.py

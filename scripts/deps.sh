@@ -18,7 +18,7 @@ test="libcmocka-dev curl python3 procps valgrind clang-format binutils
   protobuf-compiler golang-go golang-github-google-pprof-dev libjemalloc2
   google-perftools openssl libgoogle-perftools-dev clang libclang-rt-14-dev
   chromium python3-websocket wrk python3-prometheus-client groff-base man-db
-  redis-server redis-tools"
+  redis-server redis-tools postgresql"
 
 pkgs=$build
 [ "${1:-}" = "--test" ] && pkgs="$build $test"
