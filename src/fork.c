@@ -177,10 +177,12 @@ static void *watch(void *arg)
 	}
 	if (!gone)
 		wait_parent(&pfd, -1);
-	if (pfd >= 0) {
+	/* Closed only while it is still ours: the host may have closed it
+	 * and opened a file of its own under the number. */
+	if (pfd >= 0 && is_pidfd(pfd))
 		close(pfd);
+	if (pfd >= 0)
 		pp_fds_add(-1);
-	}
 	/* The parent exited: this process serves the address now, unless
 	 * another took it first (a sibling). While the process that served
 	 * it lives on (a double fork: the grandparent is still exiting, or
