@@ -1,19 +1,22 @@
 /*
  * pullprof-convert: a legacy gperftools CPU profile in, a gzipped pprof
  * profile out, symbolized against the binaries the profile's maps text
- * names, where they still exist. Exit codes: 0 converted, 1 the input could
- * not be read or is no well-formed profile (or the output could not be
- * written), 2 usage.
+ * names, where they still exist; or, with --merge, the pprof profiles of
+ * several processes in, one profile out, each sample labelled with its
+ * pid. Exit codes: 0 converted, 1 the input could not be read or is no
+ * well-formed profile (or the output could not be written), 2 usage.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "profile/legacy_read.h"
+#include "profile/merge.h"
 #include "profile/pprof.h"
 #include "symbols/symbols.h"
 #include "util/buf.h"
@@ -22,14 +25,19 @@
 
 static const char usage_text[] =
     "Usage: " PROG " [-q] [-o OUTPUT] INPUT\n"
+    "       " PROG " --merge [-q] [--max-mb=MIB] [--note=TEXT]... "
+    "[-o OUTPUT] PID=FILE...\n"
     "Try '" PROG " --help' for more information.\n";
 
 static const char help_text[] =
     "NAME\n"
-    "    " PROG " - convert a gperftools CPU profile to a pprof profile\n"
+    "    " PROG " - convert a gperftools CPU profile to a pprof profile,\n"
+    "    or merge the pprof profiles of several processes\n"
     "\n"
     "SYNOPSIS\n"
     "    " PROG " [-q] [-o OUTPUT] INPUT\n"
+    "    " PROG " --merge [-q] [--max-mb=MIB] [--note=TEXT]... [-o OUTPUT]\n"
+    "        PID=FILE...\n"
     "\n"
     "DESCRIPTION\n"
     "    Reads INPUT, a CPU profile in the legacy binary format that\n"
@@ -56,12 +64,38 @@ static const char help_text[] =
     "    Both word sizes (64- and 32-bit programs) and both byte orders are\n"
     "    read.\n"
     "\n"
+    "    With --merge, each FILE is a pprof profile (gzipped or not) of the\n"
+    "    process PID, as its agent answers, and the output is one profile\n"
+    "    in which every sample carries the string label pid=PID (replacing\n"
+    "    a pid label it had). Samples are not summed across processes;\n"
+    "    mappings and locations stay per process, functions with the same\n"
+    "    name, system name, file and start line are shared. A FILE whose\n"
+    "    sample types or period type differ from the first FILE's is left\n"
+    "    out, with a comment in the profile saying why. time_nanos is the\n"
+    "    earliest, duration_nanos the longest; the period, default sample\n"
+    "    type and drop/keep frames are the first FILE's; comments are all\n"
+    "    of them, each once, then the notes. Nothing is symbolized: the\n"
+    "    profiles are taken as they are.\n"
+    "\n"
     "OPTIONS\n"
     "    -o, --output=OUTPUT\n"
     "        Write the profile to OUTPUT (conventionally NAME.pb.gz) instead\n"
     "        of standard output. '-' is standard output.\n"
     "    -q, --quiet\n"
-    "        No warnings about binaries that cannot be symbolized.\n"
+    "        No warnings (binaries that cannot be symbolized; with --merge,\n"
+    "        profiles left out and samples past --max-mb).\n"
+    "    --merge\n"
+    "        Merge PID=FILE... as above. FILE may be '-' (standard input)\n"
+    "        once.\n"
+    "    --max-mb=MIB\n"
+    "        With --merge: the merged tables' memory bound, as\n"
+    "        PULLPROF_MAX_PROFILE_MB bounds one process's profile (default:\n"
+    "        none). Past it, further samples are charged, summed per pid,\n"
+    "        to the frame\n"
+    "        " PP_PROFILE_LIMIT_FRAME "\n"
+    "        and a comment says how many.\n"
+    "    --note=TEXT\n"
+    "        With --merge: add TEXT to the profile's comments (repeatable).\n"
     "    -h, --help\n"
     "        This text.\n"
     "    -V, --version\n"
@@ -83,7 +117,10 @@ static const char help_text[] =
     "\n"
     "    curl -s 'http://host:port/debug/pprof/profile?seconds=10&"
     "format=legacy' |\n"
-    "        " PROG " -o cpu.pb.gz -\n";
+    "        " PROG " -o cpu.pb.gz -\n"
+    "\n"
+    "    " PROG " --merge -o all.pb.gz 101=w1.pb.gz 102=w2.pb.gz\n"
+    "    go tool pprof -tagfocus=pid=101 -top all.pb.gz\n";
 
 static int quiet;
 
@@ -167,19 +204,148 @@ static int write_all(FILE *f, const char *data, size_t len)
 	return fflush(f) ? -(errno ? errno : EIO) : 0;
 }
 
+/* Write the profile to output ('-': stdout): the exit status. */
+static int emit(const char *output, const char *data, size_t len)
+{
+	int to_stdout = strcmp(output, "-") == 0;
+	FILE *f = to_stdout ? stdout : fopen(output, "wb");
+	if (!f) {
+		fprintf(stderr, PROG ": %s: %s\n", output, strerror(errno));
+		return 1;
+	}
+	int rc = write_all(f, data, len);
+	if (!to_stdout && fclose(f) != 0 && rc == 0)
+		rc = -(errno ? errno : EIO);
+	if (rc) {
+		fprintf(stderr, PROG ": %s: %s\n",
+		        to_stdout ? "<stdout>" : output, strerror(-rc));
+		if (!to_stdout)
+			unlink(output);
+		return 1;
+	}
+	return 0;
+}
+
+/* Read a file ('-': stdin): 0, or the exit status after a message. */
+static int read_file(const char *input, char **data, size_t *len)
+{
+	const char *name = strcmp(input, "-") == 0 ? "<stdin>" : input;
+	FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "rb");
+	if (!in) {
+		fprintf(stderr, PROG ": %s: %s\n", input, strerror(errno));
+		return 1;
+	}
+	int rc = read_all(in, data, len);
+	if (in != stdin)
+		fclose(in);
+	if (rc) {
+		fprintf(stderr, PROG ": %s: %s\n", name, strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
+/* --merge PID=FILE...: the exit status. */
+static int merge(int n, char **args, const char *output,
+                 const struct pp_merge_opts *opts)
+{
+	struct pp_merge_part *parts = calloc((size_t)n, sizeof *parts);
+	char **data = calloc((size_t)n, sizeof *data);
+	int status = parts && data ? 0 : 1, stdin_used = 0;
+	char why[512];
+
+	for (int i = 0; i < n && !status; i++) {
+		char *eq = strchr(args[i], '='), *end;
+		errno = 0;
+		long pid = strtol(args[i], &end, 10);
+		if (!eq || end != eq || eq == args[i] || errno || pid <= 0 ||
+		    pid > INT_MAX || !eq[1]) {
+			fprintf(stderr,
+			        PROG ": '%s': PID=FILE expected, PID a "
+			             "positive number\n%s",
+			        args[i], usage_text);
+			status = 2;
+			break;
+		}
+		if (strcmp(eq + 1, "-") == 0 && stdin_used++) {
+			fprintf(stderr, PROG ": standard input ('-') can be "
+			                     "read once\n%s",
+			        usage_text);
+			status = 2;
+			break;
+		}
+		parts[i].pid = (int)pid;
+		status = read_file(eq + 1, &data[i], &parts[i].len);
+		parts[i].data = data[i];
+		/* Check each file first: the message then names it. */
+		struct pp_merge_decoded d;
+		int rc = status ? 0
+		                : pp_merge_decode(data[i], parts[i].len, &d,
+		                                  why, sizeof why);
+		if (!status)
+			pp_merge_decoded_free(&d);
+		if (rc) {
+			fprintf(stderr, PROG ": %s (pid %ld): %s\n",
+			        strcmp(eq + 1, "-") ? eq + 1 : "<stdin>", pid,
+			        rc == -EINVAL ? why : strerror(-rc));
+			status = 1;
+		}
+	}
+	char *out = NULL;
+	size_t len = 0;
+	struct pp_merge_stats st;
+	struct pp_merge_opts o = *opts;
+	o.stats = &st;
+	if (!status) {
+		int rc = pp_merge_pprof(parts, (size_t)n, &o, &out, &len, why,
+		                        sizeof why);
+		if (rc) {
+			fprintf(stderr, PROG ": merging: %s\n", why);
+			status = 1;
+		}
+	}
+	if (!status && !quiet && st.left_out)
+		fprintf(stderr,
+		        PROG ": warning: %zu of %d profiles left out: their "
+		             "sample types differ from the first's (the "
+		             "profile's comments say how)\n",
+		        st.left_out, n);
+	if (!status && !quiet && st.over_limit)
+		fprintf(stderr,
+		        PROG ": warning: %llu samples past --max-mb went to "
+		             "%s\n",
+		        (unsigned long long)st.over_limit,
+		        PP_PROFILE_LIMIT_FRAME);
+	if (!status)
+		status = emit(output, out, len);
+	for (int i = 0; data && i < n; i++)
+		free(data[i]);
+	free(data);
+	free(parts);
+	free(out);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
+	enum { OPT_MERGE = 256, OPT_MAX_MB, OPT_NOTE };
 	static const struct option longopts[] = {
 	    {"output", required_argument, NULL, 'o'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
+	    {"merge", no_argument, NULL, OPT_MERGE},
+	    {"max-mb", required_argument, NULL, OPT_MAX_MB},
+	    {"note", required_argument, NULL, OPT_NOTE},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *output = "-";
-	int c;
+	const char **notes = calloc((size_t)argc, sizeof *notes);
+	struct pp_merge_opts mopts = {0, notes, 0, NULL};
+	int c, merging = 0, merge_only = 0;
 
 	while ((c = getopt_long(argc, argv, "o:qhV", longopts, NULL)) != -1) {
+		char *end;
 		switch (c) {
 		case 'o': output = optarg; break;
 		case 'q': quiet = 1; break;
@@ -187,18 +353,42 @@ int main(int argc, char **argv)
 		case 'V':
 			printf(PROG " (pullprof) %s\n", PACKAGE_VERSION);
 			return 0;
+		case OPT_MERGE: merging = 1; break;
+		case OPT_MAX_MB: {
+			errno = 0;
+			unsigned long long mb = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    mb == 0 || mb > 1u << 20) {
+				fprintf(stderr,
+				        PROG ": --max-mb=%s: a number of MiB "
+				             "from 1 to 1048576, please\n%s",
+				        optarg, usage_text);
+				return 2;
+			}
+			mopts.max_bytes = (size_t)mb << 20;
+			merge_only = 1;
+			break;
+		}
+		case OPT_NOTE:
+			notes[mopts.nnotes++] = optarg;
+			merge_only = 1;
+			break;
 		default: fputs(usage_text, stderr); return 2;
 		}
 	}
-	if (argc - optind != 1) {
-		fprintf(stderr, PROG ": %s\n%s",
-		        argc - optind ? "one INPUT file, please"
-		                      : "missing INPUT file ('-' for stdin)",
+	if (merge_only && !merging) {
+		fprintf(stderr, PROG ": --max-mb and --note go with --merge\n%s",
 		        usage_text);
 		return 2;
 	}
-	const char *input = argv[optind];
-	const char *in_name = strcmp(input, "-") == 0 ? "<stdin>" : input;
+	if (merging ? argc == optind : argc - optind != 1) {
+		fprintf(stderr, PROG ": %s\n%s",
+		        merging ? "missing PID=FILE arguments"
+		        : argc - optind ? "one INPUT file, please"
+		                        : "missing INPUT file ('-' for stdin)",
+		        usage_text);
+		return 2;
+	}
 	int to_stdout = strcmp(output, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO)) {
 		fprintf(stderr,
@@ -207,23 +397,21 @@ int main(int argc, char **argv)
 		        usage_text);
 		return 2;
 	}
+	if (merging) {
+		int status = merge(argc - optind, argv + optind, output, &mopts);
+		free(notes);
+		return status;
+	}
+	free(notes);
 
 	/* Read and check the input before the output is touched. */
-	FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "rb");
+	const char *input = argv[optind];
+	const char *in_name = strcmp(input, "-") == 0 ? "<stdin>" : input;
 	char *data = NULL;
 	size_t len = 0;
 	int rc;
-	if (!in) {
-		fprintf(stderr, PROG ": %s: %s\n", input, strerror(errno));
+	if (read_file(input, &data, &len))
 		return 1;
-	}
-	rc = read_all(in, &data, &len);
-	if (in != stdin)
-		fclose(in);
-	if (rc) {
-		fprintf(stderr, PROG ": %s: %s\n", in_name, strerror(-rc));
-		return 1;
-	}
 
 	struct pp_legacy l;
 	char why[256];
@@ -255,23 +443,7 @@ int main(int argc, char **argv)
 		pp_buf_free(&out);
 		return 1;
 	}
-
-	FILE *f = to_stdout ? stdout : fopen(output, "wb");
-	if (!f) {
-		fprintf(stderr, PROG ": %s: %s\n", output, strerror(errno));
-		pp_buf_free(&out);
-		return 1;
-	}
-	rc = write_all(f, out.data, out.len);
-	if (!to_stdout && fclose(f) != 0 && rc == 0)
-		rc = -(errno ? errno : EIO);
+	int status = emit(output, out.data, out.len);
 	pp_buf_free(&out);
-	if (rc) {
-		fprintf(stderr, PROG ": %s: %s\n",
-		        to_stdout ? "<stdout>" : output, strerror(-rc));
-		if (!to_stdout)
-			unlink(output);
-		return 1;
-	}
-	return 0;
+	return status;
 }
