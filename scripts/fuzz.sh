@@ -2,8 +2,8 @@
 # Build the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) and run
 # each for a bounded time on a scratch copy of its seed corpus.
 #   scripts/fuzz.sh [SECONDS [TARGET...]]
-# SECONDS defaults to 60; TARGETs are legacy, maps, query and symbol
-# (default: all).
+# SECONDS defaults to 60; TARGETs are legacy, maps, query, symbol and
+# merge (default: all).
 # Binaries and crash inputs go to $FUZZ_OUT, default
 # $PP_BUILDDIR/tests/fuzz/out (the build
 # directory: pp-autoconf.h comes from there; default: the source tree).
@@ -15,7 +15,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=${PP_BUILDDIR:-$src}
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-legacy maps query symbol}
+targets=${*:-legacy maps query symbol merge}
 CC=${FUZZ_CC:-clang}
 out=${FUZZ_OUT:-$build/tests/fuzz/out}
 mkdir -p "$out"
@@ -31,7 +31,7 @@ fi
 
 # The pure modules the targets reach (no agent, no server).
 sources="src/profile/legacy_read.c src/profile/model.c src/profile/pb.c
-  src/profile/pprof.c src/profile/view.c src/symbols/maps.c src/symbols/symtab.c src/util/buf.c
+  src/profile/pprof.c src/profile/merge.c src/profile/view.c src/symbols/maps.c src/symbols/symtab.c src/util/buf.c
   src/util/proc.c src/util/fds.c src/util/hash.c src/util/arena.c src/util/strtab.c
   src/util/u64map.c src/util/cidr.c src/config.c src/http/args.c
   src/http/symbol_body.c"
@@ -57,7 +57,8 @@ for t in $targets; do
 	chmod -R u+w "$work" # from a read-only tree (distcheck) too
 	echo "fuzz.sh: fuzz_$t for ${secs}s"
 	# -rss_limit_mb: a 2 GB budget; -max_len: records of a few hundred
-	# words, maps texts of some lines, query strings and /symbol bodies.
+	# words, maps texts of some lines, query strings, /symbol bodies and
+# small pprof profiles.
 	"$bin" -max_total_time="$secs" -max_len=16384 -timeout=10 \
 		-rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$out/${t}-" "$work" 2>"$out/fuzz_$t.log"

@@ -1017,7 +1017,9 @@ static int add_sample(struct merge *m, struct part *pt,
 	struct pp_pb *pb = &m->enc;
 	size_t mark = pp_pb_start(pb);
 	pp_pb_uint64s(pb, SAMPLE_LOCATION_ID, m->ids, s->nlocs);
-	pp_pb_int64s(pb, SAMPLE_VALUE, d->vals + s->vals, s->nvals);
+	/* (no sample types: no values, and vals may be NULL) */
+	if (s->nvals)
+		pp_pb_int64s(pb, SAMPLE_VALUE, d->vals + s->vals, s->nvals);
 	for (uint32_t k = 0; k < s->nlabels; k++) {
 		const struct pp_merge_label *l = &d->labels[s->labels + k];
 		if (is_pid_key(d, l->key))

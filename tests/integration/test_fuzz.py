@@ -8,7 +8,8 @@ import subprocess
 
 from pptest import BUILD, SANITIZER, SRC, eq, ok, run, sanitized, skip
 
-RUNS = (("legacy", 30), ("maps", 10), ("query", 15), ("symbol", 10))
+RUNS = (("legacy", 30), ("maps", 10), ("query", 15), ("symbol", 10),
+        ("merge", 15))
 
 
 def fuzz(target, seconds):
