@@ -254,6 +254,7 @@ static int merge(int n, char **args, const char *output,
 	int status = parts && data ? 0 : 1, stdin_used = 0;
 	char why[512];
 
+	/* Every argument checked before any file is read. */
 	for (int i = 0; i < n && !status; i++) {
 		char *eq = strchr(args[i], '='), *end;
 		errno = 0;
@@ -265,28 +266,29 @@ static int merge(int n, char **args, const char *output,
 			             "positive number\n%s",
 			        args[i], usage_text);
 			status = 2;
-			break;
-		}
-		if (strcmp(eq + 1, "-") == 0 && stdin_used++) {
+		} else if (strcmp(eq + 1, "-") == 0 && stdin_used++) {
 			fprintf(stderr, PROG ": standard input ('-') can be "
 			                     "read once\n%s",
 			        usage_text);
 			status = 2;
-			break;
 		}
 		parts[i].pid = (int)pid;
-		status = read_file(eq + 1, &data[i], &parts[i].len);
+	}
+	for (int i = 0; i < n && !status; i++) {
+		const char *file = strchr(args[i], '=') + 1;
+		status = read_file(file, &data[i], &parts[i].len);
 		parts[i].data = data[i];
-		/* Check each file first: the message then names it. */
+		if (status)
+			break;
+		/* Each file checked first: the message then names it. */
 		struct pp_merge_decoded d;
-		int rc = status ? 0
-		                : pp_merge_decode(data[i], parts[i].len, &d,
-		                                  why, sizeof why);
-		if (!status)
-			pp_merge_decoded_free(&d);
+		int rc = pp_merge_decode(data[i], parts[i].len, &d, why,
+		                         sizeof why);
+		pp_merge_decoded_free(&d);
 		if (rc) {
-			fprintf(stderr, PROG ": %s (pid %ld): %s\n",
-			        strcmp(eq + 1, "-") ? eq + 1 : "<stdin>", pid,
+			fprintf(stderr, PROG ": %s (pid %d): %s\n",
+			        strcmp(file, "-") ? file : "<stdin>",
+			        parts[i].pid,
 			        rc == -EINVAL ? why : strerror(-rc));
 			status = 1;
 		}

@@ -1,18 +1,20 @@
 """pullprof-convert: legacy (gperftools) CPU profiles to pprof, with the real
 tool on hand-built files (valid, and each kind of malformed one), on files
 written by gperftools' own profiler (compared with google-pprof's reading of
-the same file), and under valgrind."""
+the same file), and under valgrind; and --merge, on the CPU and heap
+profiles of two preloaded python3 processes, read back with protoc and
+go tool pprof."""
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 
 import pptest
 from legacyfile import MAPS, build, words
-from pptest import (BUILD, MEMCHECK, NO_VALGRIND_WHY, Proc, Profile, curl, eq,
-                    go_pprof, ok, sanitized,
-                    run, skip)
+from pptest import (BUILD, MEMCHECK, NO_HEAP_WHY, NO_VALGRIND_WHY, Proc,
+                    Profile, curl, eq, go_pprof, ok, sanitized, run, skip)
 
 CONVERT = os.path.join(BUILD, "pullprof-convert")
 SPIN = os.path.join(BUILD, "tests", "convert", "spin")
@@ -404,8 +406,242 @@ def test_agent_legacy():
        "go tool pprof -top -lines reads the same from both", t1[:1500] + "\n---\n" + t2[:1500])
 
 
+# A python3 worker, preloaded: N KiB-pages kept live (the heap profile's
+# truth), then CPU burnt in burn_merge until killed.
+WORKER = ("import sys, time\n"
+          "keep = [bytearray(4096) for _ in range(int(sys.argv[1]))]\n"
+          "print('ready', flush=True)\n"
+          "def burn_merge(n):\n"
+          "    x = 0\n"
+          "    for i in range(n):\n"
+          "        x += i * i\n"
+          "    return x\n"
+          "end = time.time() + 300\n"
+          "while time.time() < end:\n"
+          "    burn_merge(100000)\n")
+
+
+def start_worker(pages):
+    p = Proc(["/usr/bin/python3", "-c", WORKER, str(pages)],
+             env=pptest.preload_env(PULLPROF_LISTEN="127.0.0.1:0"), stdin=False)
+    m = p.wait_line(p.err_lines, rf"pullprof\[{p.pid}\]: serving "
+                    r"http://127\.0\.0\.1:(\d+)/", timeout=30)
+    ready = p.wait_line(p.out_lines, "^ready", timeout=60)
+    ok(m and ready, f"preloaded python3 {p.pid} serves and allocated",
+       p.stderr_text()[-2000:])
+    return p, int(m.group(1)) if m else None
+
+
+def fetch_all(urls, timeout=60):
+    """GET each URL at the same time; the bodies, in order."""
+    out = [None] * len(urls)
+
+    def get(i):
+        r = curl(urls[i], timeout=timeout)
+        out[i] = r.body if r.status == 200 else None
+    threads = [threading.Thread(target=get, args=(i,)) for i in range(len(urls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def by_pid(p):
+    """{pid: (sample count, summed values, {function names})}; samples
+    with no pid label or more than one are under None."""
+    out = {}
+    for smp in p.samples:
+        keys = [p.s(p.field(l, "key")) for l in smp.get("label", [])]
+        pid = p.labels(smp).get("pid") if keys.count("pid") == 1 else None
+        n, vals, names = out.get(pid, (0, None, set()))
+        v = smp.get("value", [])
+        vals = [a + b for a, b in zip(vals, v)] if vals else list(v)
+        names |= {f[0] for loc in p.stack(smp) for f in loc}
+        out[pid] = (n + 1, vals, names)
+    return out
+
+
+def own(p):
+    """The same for a single process's profile (no pid label needed)."""
+    n, vals, names = 0, None, set()
+    for smp in p.samples:
+        v = smp.get("value", [])
+        vals = [a + b for a, b in zip(vals, v)] if vals else list(v)
+        names |= {f[0] for loc in p.stack(smp) for f in loc}
+        n += 1
+    return n, vals or [0] * len(p.sample_types()), names
+
+
+def accounted(args, path):
+    """go tool pprof -top: the value the shown nodes account for, and the
+    whole output."""
+    code, out, err = go_pprof("-top", "-nodecount=1000000", "-nodefraction=0",
+                              "-edgefraction=0", *args, path)
+    m = re.search(r"Showing nodes accounting for ([^,]+),", out)
+    return (m.group(1) if m else None), out + err
+
+
+def check_merged(what, files, pids, index):
+    """Merge files (one per pid) with the CLI; check it with protoc and
+    go tool pprof against the inputs. index: a count sample index."""
+    out = os.path.join(tmp, f"merged-{what}.pb.gz")
+    code, _, err = convert("--merge", "-o", out,
+                           *[f"{pid}={f}" for pid, f in zip(pids, files)])
+    eq((code, err), (0, ""), f"{what}: --merge exits 0, says nothing")
+    if code:
+        return None
+    data = open(out, "rb").read()
+    m = Profile(data)
+    inputs = [Profile(open(f, "rb").read()) for f in files]
+    got = by_pid(m)
+    ok(None not in got, f"{what}: every sample has exactly one pid label",
+       got.get(None))
+    eq(m.sample_types(), inputs[0].sample_types(), f"{what}: sample types")
+    for pid, p in zip(pids, inputs):
+        n, vals, names = own(p)
+        gn, gvals, gnames = got.get(str(pid), (0, [], set()))
+        ok(n > 0, f"{what}: pid {pid}'s profile has samples")
+        eq((gn, gvals), (n, vals),
+           f"{what}: pid {pid}: its {n} samples, values summed the same")
+        eq(gnames, names, f"{what}: pid {pid}: the same {len(names)} "
+           "function names")
+    eq(len(m.locations), sum(len(p.locations) for p in inputs),
+       f"{what}: locations stay per process")
+    keys = {tuple(p.s(p.field(f, k)) for k in ("name", "system_name",
+                                               "filename")) +
+            (p.field(f, "start_line"),) for p in inputs for f in p.functions}
+    eq(len(m.functions), len(keys),
+       f"{what}: functions shared by name, system name, file, start line "
+       f"({sum(len(p.functions) for p in inputs)} in, {len(keys)} out)")
+    pptest.check_mapped(m, f"{what} merged")
+    eq(m.field(m.raw, "time_nanos"),
+       min(p.field(p.raw, "time_nanos") for p in inputs),
+       f"{what}: time_nanos is the earliest")
+    # go tool pprof: -raw shows every sample's pid, -tags splits by it,
+    # -tagfocus picks each process with exactly its own values.
+    code, raw, rerr = go_pprof("-raw", out)
+    ok(code == 0 and all(f"pid:[{pid}]" in raw for pid in pids),
+       f"{what}: go tool pprof -raw shows both pids", (raw + rerr)[:2000])
+    code, tags, terr = go_pprof("-tags", f"-sample_index={index}", out)
+    ok(code == 0 and re.search(r"pid: Total", tags) and
+       all(re.search(rf"\): {pid}$", tags, re.M) for pid in pids),
+       f"{what}: go tool pprof -tags splits by pid", tags + terr)
+    for pid, f in zip(pids, files):
+        # A value that looks like a number is taken as a numeric range
+        # by -tagfocus: anchored, it is a regexp on the string label.
+        mine, text = accounted([f"-tagfocus=pid=^{pid}$",
+                                f"-sample_index={index}"], out)
+        theirs, text2 = accounted([f"-sample_index={index}"], f)
+        ok(mine is not None and mine == theirs,
+           f"{what}: -tagfocus=pid=^{pid}$ accounts for {theirs} "
+           f"{index}, as pid {pid}'s own profile", text + text2)
+    return out
+
+
+def test_merge_real():
+    if sanitized():
+        skip("--merge of two preloaded python3", "python3 preloaded with a "
+             "sanitizer runtime hangs at its start (HACKING.md)")
+        return
+    workers = [start_worker(10000), start_worker(5000)]
+    try:
+        pids = [w.pid for w, _ in workers]
+        ports = [port for _, port in workers]
+        cpu = fetch_all([f"http://127.0.0.1:{p}/debug/pprof/profile?seconds=3"
+                         for p in ports])
+        heap = fetch_all([f"http://127.0.0.1:{p}/debug/pprof/heap"
+                          for p in ports])
+    finally:
+        for w, _ in workers:
+            w.stop()
+    ok(all(cpu) and all(heap), "both processes answered /profile and /heap")
+    if not (all(cpu) and all(heap)):
+        return
+    cfiles = [write(f"cpu-{pid}.pb.gz", b) for pid, b in zip(pids, cpu)]
+    hfiles = [write(f"heap-{pid}.pb.gz", b) for pid, b in zip(pids, heap)]
+    merged = check_merged("cpu", cfiles, pids, "samples")
+    if merged:
+        m = Profile(open(merged, "rb").read())
+        hot = [n for n in by_pid(m).get(str(pids[1]), (0, 0, set()))[2]
+               if "EvalFrame" in n]
+        ok(hot, "cpu: the second process's samples are in python's "
+           "interpreter", hot)
+    check_merged("heap", hfiles, pids, "inuse_objects")
+    # Types that differ: the heap part is left out, and the profile says so.
+    out = os.path.join(tmp, "mixed.pb.gz")
+    code, _, err = convert("--merge", "-o", out, f"{pids[0]}={cfiles[0]}",
+                           f"{pids[1]}={hfiles[1]}")
+    eq(code, 0, "cpu + heap: exits 0")
+    ok("1 of 2 profiles left out" in err, "and warns", err)
+    m = Profile(open(out, "rb").read())
+    eq(set(by_pid(m)), {str(pids[0])}, "only the cpu profile's samples")
+    said = [c for c in (m.s(i) for i in m.raw.get("comment", []))
+            if c.startswith(f"pid {pids[1]} left out of the merge")]
+    ok(said and "inuse_space/bytes" in said[0],
+       "a comment says which pid was left out and its types", said)
+    if pptest.SANITIZER != "none":
+        return
+    code, _, err = convert("--merge", "-o", out + ".vg",
+                           *[f"{pid}={f}" for pid, f in zip(pids, hfiles)],
+                           prefix=MEMCHECK)
+    eq(code, 0, "--merge under valgrind: exit 0 (9 would mean errors or "
+       "leaks)")
+    m = re.search(r"ERROR SUMMARY: (\d+) errors", err)
+    ok(m and m.group(1) == "0", "valgrind: 0 errors", err[-3000:])
+
+
+def test_merge_usage():
+    good = write("one.pb.gz", gzip_profile())
+    for args, want in (
+            (["--merge"], "missing PID=FILE"),
+            (["--merge", good], "PID=FILE expected"),
+            (["--merge", f"0={good}"], "PID=FILE expected"),
+            (["--merge", f"12x={good}"], "PID=FILE expected"),
+            (["--merge", "5="], "PID=FILE expected"),
+            (["--merge", "1=-", "2=-"], "standard input ('-') can be read once"),
+            (["--max-mb=4", good], "--max-mb and --note go with --merge"),
+            (["--merge", "--max-mb=0", f"1={good}"], "--max-mb=0:")):
+        code, _, err = convert(*args)
+        eq(code, 2, f"{' '.join(args)[:40]}: exit 2")
+        ok(want in err and "Usage:" in err, f"... says {want}", err)
+    bad = write("bad.pb", b"\x0a\x05\x08")
+    code, _, err = convert("--merge", "-o", os.path.join(tmp, "x.pb.gz"),
+                           f"7={good}", f"8={bad}")
+    eq(code, 1, "a file that is no profile: exit 1")
+    eq(err.strip(), f"pullprof-convert: {bad} (pid 8): byte 0: Profile: "
+       "field 1: length 5 runs past the end (1 bytes left)",
+       "the message names the file, its pid and what is wrong")
+    ok(not os.path.exists(os.path.join(tmp, "x.pb.gz")), "no output written")
+    code, out, err = convert("--merge", "--note=pid 9: no answer",
+                             f"7={good}", f"8={good}")
+    eq(code, 0, "the same profile twice, to stdout: exit 0")
+    p = Profile(out)
+    eq(sorted(p.labels(s)["pid"] for s in p.samples), ["7", "8"],
+       "two samples, one per pid")
+    ok("pid 9: no answer" in [p.s(i) for i in p.raw.get("comment", [])],
+       "--note is a comment", p.raw.get("comment"))
+
+
+def gzip_profile():
+    """A one-sample pprof profile, as protoc encodes it from text."""
+    import gzip
+    text = ('sample_type { type: 1 unit: 2 } '
+            'sample { location_id: 1 value: 3 } '
+            'location { id: 1 mapping_id: 1 address: 4096 line { function_id: 1 } } '
+            'mapping { id: 1 memory_start: 4096 memory_limit: 8192 filename: 4 } '
+            'function { id: 1 name: 3 } '
+            'string_table: "" string_table: "samples" string_table: "count" '
+            'string_table: "hello" string_table: "/bin/hello"')
+    p = subprocess.run(["protoc", f"-I{pptest.PROFILE_PROTO_DIR}",
+                        "--encode=perftools.profiles.Profile", "profile.proto"],
+                       input=text.encode(), capture_output=True, check=True)
+    return gzip.compress(p.stdout)
+
+
 try:
     run([test_usage, test_valid, test_stdio, test_missing_binaries,
-         test_malformed, test_gperftools, test_agent_legacy])
+         test_malformed, test_gperftools, test_agent_legacy, test_merge_usage,
+         test_merge_real])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
