@@ -119,8 +119,7 @@ static int varint(struct span *s, uint64_t *v)
 }
 
 /* The next field of a message: 1, 0 at its end, or -EINVAL. */
-static int next(struct dec *x, struct span *s, const char *msg,
-                struct field *f)
+static int next(struct dec *x, struct span *s, const char *msg, struct field *f)
 {
 	uint64_t key, len;
 	if (s->p == s->end)
@@ -143,8 +142,8 @@ static int next(struct dec *x, struct span *s, const char *msg,
 	case 5:
 		len = f->wire == 1 ? 8 : 4;
 		if ((uint64_t)(s->end - s->p) < len)
-			return bad(x, f->at, "%s: field %llu: truncated",
-			           msg, (unsigned long long)f->num);
+			return bad(x, f->at, "%s: field %llu: truncated", msg,
+			           (unsigned long long)f->num);
 		s->p += len;
 		return 1;
 	case 2:
@@ -163,8 +162,9 @@ static int next(struct dec *x, struct span *s, const char *msg,
 		s->p += len;
 		return 1;
 	default:
-		return bad(x, f->at, "%s: field %llu: wire type %d is not "
-		                     "supported",
+		return bad(x, f->at,
+		           "%s: field %llu: wire type %d is not "
+		           "supported",
 		           msg, (unsigned long long)f->num, f->wire);
 	}
 }
@@ -244,8 +244,9 @@ static int varints(struct dec *x, const struct field *f, const char *msg,
 		const unsigned char *at = s.p;
 		uint64_t v;
 		if (varint(&s, &v))
-			return bad(x, at, "%s: field %llu: truncated packed "
-			                  "varint",
+			return bad(x, at,
+			           "%s: field %llu: truncated packed "
+			           "varint",
 			           msg, (unsigned long long)f->num);
 		if (reserve(arr, &x->d->caps[c], *n + 1, sizeof **arr))
 			return -ENOMEM;
@@ -279,8 +280,8 @@ static int sample_field(struct dec *x, const struct field *f, const char *msg,
 			return rc;
 		if (PUSH(d, labels, nlabels, CAP_LABELS))
 			return -ENOMEM;
-		d->labels[d->nlabels++] = (struct pp_merge_label){
-		    v[0], v[1], v[3], (int64_t)v[2]};
+		d->labels[d->nlabels++] =
+		    (struct pp_merge_label){v[0], v[1], v[3], (int64_t)v[2]};
 		s->nlabels++;
 		return 1;
 	}
@@ -288,8 +289,8 @@ static int sample_field(struct dec *x, const struct field *f, const char *msg,
 	}
 }
 
-static int location_field(struct dec *x, const struct field *f,
-                          const char *msg, void *ctx)
+static int location_field(struct dec *x, const struct field *f, const char *msg,
+                          void *ctx)
 {
 	struct pp_merge_decoded *d = x->d;
 	struct pp_merge_location *l = ctx;
@@ -349,7 +350,8 @@ static int profile_field(struct dec *x, const struct field *f, const char *msg,
 		snprintf(what, sizeof what, "sample_type %zu", d->ntypes);
 		rc = message(x, f->sub, what, v, 2, NULL, NULL);
 		if (!rc && !(rc = PUSH(d, types, ntypes, CAP_TYPES)))
-			d->types[d->ntypes++] = (struct pp_merge_vt){v[0], v[1]};
+			d->types[d->ntypes++] =
+			    (struct pp_merge_vt){v[0], v[1]};
 		break;
 	case PROFILE_PERIOD_TYPE:
 		/* A message field seen twice is merged. */
@@ -359,8 +361,8 @@ static int profile_field(struct dec *x, const struct field *f, const char *msg,
 		d->period_type = (struct pp_merge_vt){v[0], v[1]};
 		break;
 	case PROFILE_SAMPLE: {
-		struct pp_merge_sample s = {d->nlocs, d->nvals, d->nlabels, 0,
-		                            0, 0};
+		struct pp_merge_sample s = {d->nlocs, d->nvals, d->nlabels,
+		                            0,        0,        0};
 		snprintf(what, sizeof what, "sample %zu", d->nsamples);
 		rc = message(x, f->sub, what, NULL, 0, sample_field, &s);
 		if (!rc && !(rc = PUSH(d, samples, nsamples, CAP_SAMPLES)))
@@ -372,8 +374,8 @@ static int profile_field(struct dec *x, const struct field *f, const char *msg,
 		rc = message(x, f->sub, what, v, 10, NULL, NULL);
 		if (!rc && !(rc = PUSH(d, mappings, nmappings, CAP_MAPPINGS)))
 			d->mappings[d->nmappings++] = (struct pp_merge_mapping){
-			    v[0], v[1], v[2], v[3], v[4], v[5],
-			    !!v[6], !!v[7], !!v[8], !!v[9]};
+			    v[0], v[1],   v[2],   v[3],   v[4],
+			    v[5], !!v[6], !!v[7], !!v[8], !!v[9]};
 		break;
 	case PROFILE_LOCATION: {
 		struct pp_merge_location l = {0};
@@ -430,11 +432,12 @@ static int index_ids(struct dec *x, struct pp_u64map *map, const void *arr,
                      size_t n, size_t stride, const char *what)
 {
 	for (size_t i = 0; i < n; i++) {
-		uint64_t id = *(const uint64_t *)((const char *)arr + i * stride);
+		uint64_t id =
+		    *(const uint64_t *)((const char *)arr + i * stride);
 		int inserted;
 		if (id == 0)
-			return say(x->err, x->errlen, -EINVAL, "%s %zu has ID 0",
-			           what, i);
+			return say(x->err, x->errlen, -EINVAL,
+			           "%s %zu has ID 0", what, i);
 		uint64_t *slot = pp_u64map_put(map, id, &inserted);
 		if (!slot)
 			return -ENOMEM;
@@ -483,7 +486,8 @@ static int check(struct dec *x)
 		rc = str_ok(x, d->comments[i], "comment", i);
 	if (!rc && !(rc = str_ok(x, d->drop_frames, "drop_frames", 0)) &&
 	    !(rc = str_ok(x, d->keep_frames, "keep_frames", 0)))
-		rc = str_ok(x, d->default_sample_type, "default_sample_type", 0);
+		rc =
+		    str_ok(x, d->default_sample_type, "default_sample_type", 0);
 	for (size_t i = 0; i < d->nlabels && !rc; i++) {
 		const struct pp_merge_label *l = &d->labels[i];
 		if (!(rc = str_ok(x, l->key, "label", i)) &&
@@ -510,17 +514,20 @@ static int check(struct dec *x)
 		               sizeof *d->functions, "function");
 	for (size_t i = 0; i < d->nlocations && !rc; i++) {
 		struct pp_merge_location *l = &d->locations[i];
-		rc = resolve(x, &maps, &l->mapping, 1, "location", i, "mapping");
+		rc =
+		    resolve(x, &maps, &l->mapping, 1, "location", i, "mapping");
 		for (uint32_t k = 0; k < l->nlines && !rc; k++)
-			rc = resolve(x, &funcs, &d->lines[l->lines + k].function,
-			             1, "location", i, "function");
+			rc =
+			    resolve(x, &funcs, &d->lines[l->lines + k].function,
+			            1, "location", i, "function");
 	}
 	for (size_t i = 0; i < d->nsamples && !rc; i++) {
 		const struct pp_merge_sample *s = &d->samples[i];
 		if (s->nvals != d->ntypes)
-			rc = say(x->err, x->errlen, -EINVAL,
-			         "sample %zu has %u values for %zu sample types",
-			         i, s->nvals, d->ntypes);
+			rc =
+			    say(x->err, x->errlen, -EINVAL,
+			        "sample %zu has %u values for %zu sample types",
+			        i, s->nvals, d->ntypes);
 		for (uint32_t k = 0; k < s->nlocs && !rc; k++)
 			rc = resolve(x, &locs, &d->locs[s->locs + k], 0,
 			             "sample", i, "location");
@@ -564,7 +571,8 @@ static int inflate_all(const unsigned char *p, size_t len, struct pp_buf *out,
 		}
 		if (z.avail_in == 0 && fed < len) {
 			size_t more = len - fed;
-			z.avail_in = (uInt)(more > UINT32_MAX ? UINT32_MAX : more);
+			z.avail_in =
+			    (uInt)(more > UINT32_MAX ? UINT32_MAX : more);
 			fed += z.avail_in;
 		}
 		if (zr == Z_STREAM_END) {
@@ -774,9 +782,9 @@ static size_t with_sample(const struct merge *m, const struct part *pt,
 {
 	const struct pp_merge_decoded *d = pt->d;
 	struct need n = {0};
-	n.rec_bytes = rec_bytes(SUBMSG + 2 * SUBMSG +
-	                        (s->nlocs + s->nvals) * 10 +
-	                        (s->nlabels + 1) * (SUBMSG + 4 * VARINT_FIELD));
+	n.rec_bytes =
+	    rec_bytes(SUBMSG + 2 * SUBMSG + (s->nlocs + s->nvals) * 10 +
+	              (s->nlabels + 1) * (SUBMSG + 4 * VARINT_FIELD));
 	for (uint32_t k = 0; k < s->nlocs; k++) {
 		uint64_t li = d->locs[s->locs + k];
 		if (pt->loc_id[li])
@@ -861,7 +869,8 @@ static int keep(struct merge *m, struct recs *list)
 static uint64_t func_hash(const struct mfunc *f)
 {
 	uint64_t h = pp_hash_mix(pp_hash_u64(f->name), f->system_name);
-	return pp_hash_mix(pp_hash_mix(h, f->filename), (uint64_t)f->start_line);
+	return pp_hash_mix(pp_hash_mix(h, f->filename),
+	                   (uint64_t)f->start_line);
 }
 
 /* The ID of the function f (merged strings), added when new. */
@@ -1053,8 +1062,7 @@ static int same_string(const struct merge *m, uint64_t mi,
                        const struct pp_merge_decoded *d, uint64_t di)
 {
 	return m->strings.lens[mi] == d->strs[di].len &&
-	       memcmp(m->strings.strs[mi], d->strs[di].p, d->strs[di].len) ==
-	           0;
+	       memcmp(m->strings.strs[mi], d->strs[di].p, d->strs[di].len) == 0;
 }
 
 static int same_type(const struct merge *m, const struct pp_merge_vt *a,
@@ -1076,7 +1084,8 @@ static void describe(struct pp_buf *b, const struct merge *m,
 		    i < n ? (d ? &d->types[i] : &m->types[i])
 		          : (d ? &d->period_type : &m->period_type);
 		pp_buf_puts(b, i == n ? (n ? "; period " : "period ")
-		                      : i ? ", " : "");
+		               : i    ? ", "
+		                      : "");
 		for (int u = 0; u < 2; u++) {
 			uint64_t s = u ? t->unit : t->type;
 			if (u)
@@ -1122,8 +1131,8 @@ static int take_first(struct merge *m, const struct pp_merge_decoded *d,
 		s[1] = intern(m, d, d->types[i].unit);
 		if (s[0] < 0 || s[1] < 0)
 			return -ENOMEM;
-		m->types[i] = (struct pp_merge_vt){(uint64_t)s[0],
-		                                   (uint64_t)s[1]};
+		m->types[i] =
+		    (struct pp_merge_vt){(uint64_t)s[0], (uint64_t)s[1]};
 	}
 	m->ntypes = d->ntypes;
 	s[0] = intern(m, d, d->period_type.type);
@@ -1145,8 +1154,8 @@ static int take_first(struct merge *m, const struct pp_merge_decoded *d,
 }
 
 /* The reason a part cannot join the first, as a comment; 0 when it can. */
-static int left_out(struct merge *m, const struct pp_merge_decoded *d,
-                    int pid, int *out)
+static int left_out(struct merge *m, const struct pp_merge_decoded *d, int pid,
+                    int *out)
 {
 	int same = d->ntypes == m->ntypes &&
 	           same_type(m, &m->period_type, d, &d->period_type);
@@ -1185,8 +1194,7 @@ static int merge_part(struct merge *m, size_t index)
 		goto done;
 	if (rc)
 		goto done;
-	if (d.time_nanos &&
-	    (!m->time_nanos || d.time_nanos < m->time_nanos))
+	if (d.time_nanos && (!m->time_nanos || d.time_nanos < m->time_nanos))
 		m->time_nanos = d.time_nanos;
 	if (d.duration_nanos > m->duration_nanos)
 		m->duration_nanos = d.duration_nanos;
@@ -1238,9 +1246,10 @@ static int limit_frame(struct merge *m, struct pp_pb *pb, int stage,
 	if (!m->over_limit)
 		return 0;
 	if (stage == 0) {
-		int64_t name = pp_strtab_add(&m->strings, PP_PROFILE_LIMIT_FRAME);
-		int64_t map = pp_strtab_add(&m->strings,
-		                            PP_PPROF_MAPPING_SYNTHETIC);
+		int64_t name =
+		    pp_strtab_add(&m->strings, PP_PROFILE_LIMIT_FRAME);
+		int64_t map =
+		    pp_strtab_add(&m->strings, PP_PPROF_MAPPING_SYNTHETIC);
 		if (name < 0 || map < 0)
 			return -ENOMEM;
 		struct mfunc f = {(uint64_t)name, (uint64_t)name, 0, 0};

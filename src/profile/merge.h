@@ -104,7 +104,7 @@ struct pp_merge_decoded {
 	struct pp_merge_str {
 		const unsigned char *p; /* into the protobuf: no NUL */
 		size_t len;
-	} *strs;
+	} * strs;
 	size_t nstrs;
 	struct pp_merge_vt *types, period_type;
 	size_t ntypes;

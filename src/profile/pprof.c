@@ -16,7 +16,6 @@
 
 #include "util/strtab.h"
 
-
 struct render {
 	struct pp_pb pb;
 	struct pp_strtab strings;

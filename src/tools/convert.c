@@ -267,8 +267,9 @@ static int merge(int n, char **args, const char *output,
 			        args[i], usage_text);
 			status = 2;
 		} else if (strcmp(eq + 1, "-") == 0 && stdin_used++) {
-			fprintf(stderr, PROG ": standard input ('-') can be "
-			                     "read once\n%s",
+			fprintf(stderr,
+			        PROG ": standard input ('-') can be "
+			             "read once\n%s",
 			        usage_text);
 			status = 2;
 		}
@@ -282,8 +283,8 @@ static int merge(int n, char **args, const char *output,
 			break;
 		/* Each file checked first: the message then names it. */
 		struct pp_merge_decoded d;
-		int rc = pp_merge_decode(data[i], parts[i].len, &d, why,
-		                         sizeof why);
+		int rc =
+		    pp_merge_decode(data[i], parts[i].len, &d, why, sizeof why);
 		pp_merge_decoded_free(&d);
 		if (rc) {
 			fprintf(stderr, PROG ": %s (pid %d): %s\n",
@@ -359,8 +360,8 @@ int main(int argc, char **argv)
 		case OPT_MAX_MB: {
 			errno = 0;
 			unsigned long long mb = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || optarg[0] == '-' ||
-			    mb == 0 || mb > 1u << 20) {
+			if (errno || end == optarg || *end ||
+			    optarg[0] == '-' || mb == 0 || mb > 1u << 20) {
 				fprintf(stderr,
 				        PROG ": --max-mb=%s: a number of MiB "
 				             "from 1 to 1048576, please\n%s",
@@ -379,13 +380,14 @@ int main(int argc, char **argv)
 		}
 	}
 	if (merge_only && !merging) {
-		fprintf(stderr, PROG ": --max-mb and --note go with --merge\n%s",
+		fprintf(stderr,
+		        PROG ": --max-mb and --note go with --merge\n%s",
 		        usage_text);
 		return 2;
 	}
 	if (merging ? argc == optind : argc - optind != 1) {
 		fprintf(stderr, PROG ": %s\n%s",
-		        merging ? "missing PID=FILE arguments"
+		        merging         ? "missing PID=FILE arguments"
 		        : argc - optind ? "one INPUT file, please"
 		                        : "missing INPUT file ('-' for stdin)",
 		        usage_text);
@@ -400,7 +402,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (merging) {
-		int status = merge(argc - optind, argv + optind, output, &mopts);
+		int status =
+		    merge(argc - optind, argv + optind, output, &mopts);
 		free(notes);
 		return status;
 	}

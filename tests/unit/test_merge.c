@@ -114,8 +114,8 @@ static char *encode(const struct t_prof *p, int level, size_t *len)
 			unknown_fields(&pb);
 		varints(&pb, SAMPLE_LOCATION_ID, s->locs, s->nlocs,
 		        p->unpacked);
-		varints(&pb, SAMPLE_VALUE, (const uint64_t *)s->vals,
-		        p->ntypes, p->unpacked);
+		varints(&pb, SAMPLE_VALUE, (const uint64_t *)s->vals, p->ntypes,
+		        p->unpacked);
 		for (int k = 0; k < s->nlabels; k++) {
 			const struct t_label *l = &s->labels[k];
 			size_t lm = pp_pb_start(&pb);
@@ -168,8 +168,10 @@ static char *encode(const struct t_prof *p, int level, size_t *len)
 	pp_pb_int64_opt(&pb, PROFILE_DURATION_NANOS, p->duration);
 	if (p->period_type[0]) {
 		size_t m = pp_pb_start(&pb);
-		pp_pb_int64_opt(&pb, VALUETYPE_TYPE, sid(&t, p->period_type[0]));
-		pp_pb_int64_opt(&pb, VALUETYPE_UNIT, sid(&t, p->period_type[1]));
+		pp_pb_int64_opt(&pb, VALUETYPE_TYPE,
+		                sid(&t, p->period_type[0]));
+		pp_pb_int64_opt(&pb, VALUETYPE_UNIT,
+		                sid(&t, p->period_type[1]));
 		pp_pb_end(&pb, PROFILE_PERIOD_TYPE, m);
 	}
 	pp_pb_int64_opt(&pb, PROFILE_PERIOD, p->period);
@@ -206,11 +208,26 @@ static const struct t_sample samples_a[] = {
     {{1}, 1, {1, 10}, {{"bytes", NULL, 4096, "bytes"}}, 1},
 };
 static const struct t_prof prof_a = {
-    {{"samples", "count"}, {"cpu", "nanoseconds"}}, 2,
-    {"cpu", "nanoseconds"}, 10000000, 2000, 5,
-    {"pullprof 1.0", "shared note"}, 2,
-    "cpu", "runtime\\..*",
-    fns_a, 3, maps_a, 1, locs_a, 2, samples_a, 2, 0, 0,
+    {{"samples", "count"}, {"cpu", "nanoseconds"}},
+    2,
+    {"cpu", "nanoseconds"},
+    10000000,
+    2000,
+    5,
+    {"pullprof 1.0", "shared note"},
+    2,
+    "cpu",
+    "runtime\\..*",
+    fns_a,
+    3,
+    maps_a,
+    1,
+    locs_a,
+    2,
+    samples_a,
+    2,
+    0,
+    0,
 };
 
 /* IDs numbered otherwise, same functions (plus one), its own mapping at
@@ -233,11 +250,26 @@ static const struct t_sample samples_b[] = {
     {{3, 9}, 2, {2, 20}, {{0}}, 0},
 };
 static const struct t_prof prof_b = {
-    {{"samples", "count"}, {"cpu", "nanoseconds"}}, 2,
-    {"cpu", "nanoseconds"}, 20000000, 1000, 9,
-    {"shared note", "only b"}, 2,
-    "samples", NULL,
-    fns_b, 3, maps_b, 1, locs_b, 3, samples_b, 2, 1, 1,
+    {{"samples", "count"}, {"cpu", "nanoseconds"}},
+    2,
+    {"cpu", "nanoseconds"},
+    20000000,
+    1000,
+    9,
+    {"shared note", "only b"},
+    2,
+    "samples",
+    NULL,
+    fns_b,
+    3,
+    maps_b,
+    1,
+    locs_b,
+    3,
+    samples_b,
+    2,
+    1,
+    1,
 };
 
 static const struct t_fn fns_c[] = {
@@ -250,10 +282,26 @@ static const struct t_sample samples_c[] = {
     {{1}, 1, {7, 70}, {{0}}, 0},
 };
 static const struct t_prof prof_c = {
-    {{"samples", "count"}, {"cpu", "nanoseconds"}}, 2,
-    {"cpu", "nanoseconds"}, 10000000, 0, 0,
-    {0}, 0, NULL, NULL,
-    fns_c, 1, NULL, 0, locs_c, 1, samples_c, 1, 0, 0,
+    {{"samples", "count"}, {"cpu", "nanoseconds"}},
+    2,
+    {"cpu", "nanoseconds"},
+    10000000,
+    0,
+    0,
+    {0},
+    0,
+    NULL,
+    NULL,
+    fns_c,
+    1,
+    NULL,
+    0,
+    locs_c,
+    1,
+    samples_c,
+    1,
+    0,
+    0,
 };
 
 /* ---- reading the merged profile ------------------------------------------ */
@@ -297,8 +345,9 @@ static void got_free(struct got *g)
 }
 
 /* A sample's label value of key (NULL: none); *count: how many such. */
-static const char *label_of(const struct got *g, const struct pp_merge_sample *s,
-                            const char *key, int *count)
+static const char *label_of(const struct got *g,
+                            const struct pp_merge_sample *s, const char *key,
+                            int *count)
 {
 	const char *v = NULL;
 	*count = 0;
@@ -321,7 +370,8 @@ static void stack_of(const struct got *g, const struct pp_merge_sample *s,
 		const struct pp_merge_location *l =
 		    &g->d.locations[g->d.locs[s->locs + k]];
 		for (uint32_t i = 0; i < l->nlines; i++) {
-			const struct pp_merge_line *ln = &g->d.lines[l->lines + i];
+			const struct pp_merge_line *ln =
+			    &g->d.lines[l->lines + i];
 			const char *name =
 			    ln->function
 			        ? str(g, g->d.functions[ln->function - 1].name)
@@ -342,7 +392,8 @@ static void check_ids(const struct got *g)
 		assert_int_equal(g->d.functions[i].id, i + 1);
 }
 
-/* ---- tests ---------------------------------------------------------------- */
+/* ---- tests ----------------------------------------------------------------
+ */
 
 static void test_merge_two(void **state)
 {
@@ -352,8 +403,7 @@ static void test_merge_two(void **state)
 	     *c = encode(&prof_c, 1, &lc);
 	struct pp_merge_part parts[] = {
 	    {100, a, la}, {200, b, lb}, {300, c, lc}};
-	const char *notes[] = {"pid 400: no answer within 40 s",
-	                       "shared note"};
+	const char *notes[] = {"pid 400: no answer within 40 s", "shared note"};
 	struct pp_merge_stats st;
 	struct pp_merge_opts o = {0, notes, 2, &st};
 	struct got g;
@@ -364,7 +414,7 @@ static void test_merge_two(void **state)
 	assert_int_equal(g.d.ntypes, 2);
 	assert_string_equal(str(&g, g.d.types[1].type), "cpu");
 	assert_string_equal(str(&g, g.d.period_type.unit), "nanoseconds");
-	assert_int_equal(g.d.period, 10000000); /* the first part's */
+	assert_int_equal(g.d.period, 10000000);  /* the first part's */
 	assert_int_equal(g.d.time_nanos, 1000);  /* the earliest */
 	assert_int_equal(g.d.duration_nanos, 9); /* the longest */
 	assert_string_equal(str(&g, g.d.default_sample_type), "cpu");
@@ -500,8 +550,8 @@ static void test_merge_rendered(void **state)
 	/* Synthetic frames stay in mappings named [pullprof], per process. */
 	int own = 0;
 	for (size_t i = 0; i < g.d.nmappings; i++)
-		own += strcmp(str(&g, g.d.mappings[i].filename), "[pullprof]") ==
-		       0;
+		own += strcmp(str(&g, g.d.mappings[i].filename),
+		              "[pullprof]") == 0;
 	assert_int_equal(own, 2);
 	assert_int_equal(g.d.time_nanos, 5001);
 	got_free(&g);
@@ -571,16 +621,35 @@ static char *big_part(int n, int salt, size_t *len)
 		snprintf(names[i], 32, "fn_%d_%d", salt, i);
 		fns[i] = (struct t_fn){(uint64_t)i + 1, names[i], names[i],
 		                       "big.c", i};
-		locs[i] = (struct t_loc){(uint64_t)i + 1, 1,
-		                         0x400000 + (uint64_t)i * 8,
-		                         {(uint64_t)i + 1}, {i + 1}, 1};
-		ss[i] = (struct t_sample){{(uint64_t)i + 1, 1}, 2,
-		                          {1, 1000 + i}, {{"k", names[i], 0,
-		                                           NULL}}, 1};
+		locs[i] = (struct t_loc){
+		    (uint64_t)i + 1,   1,       0x400000 + (uint64_t)i * 8,
+		    {(uint64_t)i + 1}, {i + 1}, 1};
+		ss[i] = (struct t_sample){{(uint64_t)i + 1, 1},
+		                          2,
+		                          {1, 1000 + i},
+		                          {{"k", names[i], 0, NULL}},
+		                          1};
 	}
-	struct t_prof p = {{{"samples", "count"}, {"cpu", "nanoseconds"}}, 2,
-	                   {"cpu", "nanoseconds"}, 1000, 0, 0, {0}, 0, NULL,
-	                   NULL, fns, n, &map, 1, locs, n, ss, n, 0, 0};
+	struct t_prof p = {{{"samples", "count"}, {"cpu", "nanoseconds"}},
+	                   2,
+	                   {"cpu", "nanoseconds"},
+	                   1000,
+	                   0,
+	                   0,
+	                   {0},
+	                   0,
+	                   NULL,
+	                   NULL,
+	                   fns,
+	                   n,
+	                   &map,
+	                   1,
+	                   locs,
+	                   n,
+	                   ss,
+	                   n,
+	                   0,
+	                   0};
 	char *bytes = encode(&p, 1, len);
 	free(fns);
 	free(locs);
@@ -644,8 +713,8 @@ static void test_merge_limit(void **state)
 	/* Every pid's values add up; later pids are all in the frame. */
 	for (int k = 0; k < PARTS; k++) {
 		assert_int_equal(count[k], SAMPLES);
-		assert_int_equal(cpu[k], SAMPLES * 1000 +
-		                             SAMPLES * (SAMPLES - 1) / 2);
+		assert_int_equal(cpu[k],
+		                 SAMPLES * 1000 + SAMPLES * (SAMPLES - 1) / 2);
 		assert_true(limits[k] <= 1);
 	}
 	assert_int_equal(limits[PARTS - 1], 1);
@@ -731,7 +800,8 @@ static void expect_bad(const void *data, size_t len, const char *want)
 	pp_merge_decoded_free(&d);
 }
 
-#define BYTES(...) (const char[]){__VA_ARGS__}, sizeof((const char[]){__VA_ARGS__})
+#define BYTES(...)                                                             \
+	(const char[]){__VA_ARGS__}, sizeof((const char[]){__VA_ARGS__})
 
 static void test_decode_errors(void **state)
 {
@@ -745,9 +815,9 @@ static void test_decode_errors(void **state)
 	           "table's 1 entries");
 	expect_bad(BYTES(0x12, 0x02, 0x08, 0x07, 0x32, 0x00),
 	           "sample 0 names location ID 7, which no location has");
-	expect_bad(BYTES(0x22, 0x02, 0x08, 0x03, 0x22, 0x02, 0x08, 0x03,
-	                 0x32, 0x00),
-	           "location 1 has the ID 3 of location 0");
+	expect_bad(
+	    BYTES(0x22, 0x02, 0x08, 0x03, 0x22, 0x02, 0x08, 0x03, 0x32, 0x00),
+	    "location 1 has the ID 3 of location 0");
 	expect_bad(BYTES(0x22, 0x00, 0x32, 0x00), "location 0 has ID 0");
 	expect_bad(BYTES(0x22, 0x04, 0x08, 0x01, 0x10, 0x02, 0x32, 0x00),
 	           "location 0 names mapping ID 2, which no mapping has");
