@@ -776,6 +776,37 @@ static void need_string(struct need *n, const struct pp_merge_decoded *d,
 	n->string_bytes += round16(d->strs[i].len + 1);
 }
 
+static void need_mapping(struct need *n, const struct pp_merge_decoded *d,
+                         const struct pp_merge_mapping *mp)
+{
+	need_string(n, d, mp->filename);
+	need_string(n, d, mp->build_id);
+	n->rec_bytes += rec_bytes(SUBMSG + 10 * VARINT_FIELD);
+}
+
+/* The memory the tables would hold with n more (and nlocs IDs). */
+static size_t projected(const struct merge *m, const struct need *n,
+                        size_t nlocs)
+{
+	const struct pp_strtab *t = &m->strings;
+	size_t b = merged_bytes(m);
+	/* An arena may need a new chunk besides the bytes themselves. */
+	b += n->rec_bytes + PP_ARENA_CHUNK;
+	if (n->strings)
+		b += n->string_bytes + PP_ARENA_CHUNK;
+	b += strtab_bytes(cap_for(t->cap, t->len + n->strings, 256),
+	                  cap_for(t->by_hash.cap,
+	                          2 * (t->by_hash.len + n->strings), 64)) -
+	     strtab_bytes(t->cap, t->by_hash.cap);
+	b += (cap_for(m->funcs_cap, m->nfuncs + n->funcs, 16) - m->funcs_cap) *
+	     sizeof *m->funcs;
+	b += (cap_for(m->fhash_cap, 2 * (m->nfuncs + n->funcs), 64) -
+	      m->fhash_cap) *
+	     sizeof *m->fhash;
+	b += (cap_for(m->ids_cap, nlocs, 16) - m->ids_cap) * sizeof *m->ids;
+	return b;
+}
+
 /* The memory the tables would hold after s, were all it names new. */
 static size_t with_sample(const struct merge *m, const struct part *pt,
                           const struct pp_merge_sample *s)
@@ -793,13 +824,8 @@ static size_t with_sample(const struct merge *m, const struct part *pt,
 		n.rec_bytes +=
 		    rec_bytes(SUBMSG + 4 * VARINT_FIELD +
 		              l->nlines * (SUBMSG + 2 * VARINT_FIELD));
-		if (l->mapping && !pt->map_id[l->mapping - 1]) {
-			const struct pp_merge_mapping *mp =
-			    &d->mappings[l->mapping - 1];
-			need_string(&n, d, mp->filename);
-			need_string(&n, d, mp->build_id);
-			n.rec_bytes += rec_bytes(SUBMSG + 10 * VARINT_FIELD);
-		}
+		if (l->mapping && !pt->map_id[l->mapping - 1])
+			need_mapping(&n, d, &d->mappings[l->mapping - 1]);
 		for (uint32_t i = 0; i < l->nlines; i++) {
 			uint64_t fi = d->lines[l->lines + i].function;
 			if (!fi || pt->func_id[fi - 1])
@@ -818,23 +844,7 @@ static size_t with_sample(const struct merge *m, const struct part *pt,
 		need_string(&n, d, l->str);
 		need_string(&n, d, l->unit);
 	}
-	const struct pp_strtab *t = &m->strings;
-	size_t b = merged_bytes(m);
-	/* An arena may need a new chunk besides the bytes themselves. */
-	b += n.rec_bytes + PP_ARENA_CHUNK;
-	if (n.strings)
-		b += n.string_bytes + PP_ARENA_CHUNK;
-	b += strtab_bytes(cap_for(t->cap, t->len + n.strings, 256),
-	                  cap_for(t->by_hash.cap,
-	                          2 * (t->by_hash.len + n.strings), 64)) -
-	     strtab_bytes(t->cap, t->by_hash.cap);
-	b += (cap_for(m->funcs_cap, m->nfuncs + n.funcs, 16) - m->funcs_cap) *
-	     sizeof *m->funcs;
-	b += (cap_for(m->fhash_cap, 2 * (m->nfuncs + n.funcs), 64) -
-	      m->fhash_cap) *
-	     sizeof *m->fhash;
-	b += (cap_for(m->ids_cap, s->nlocs, 16) - m->ids_cap) * sizeof *m->ids;
-	return b;
+	return projected(m, &n, s->nlocs);
 }
 
 /* A string of a part in the merged table: its index, or -ENOMEM. */
@@ -1188,7 +1198,8 @@ static int merge_part(struct merge *m, size_t index)
 	if (rc == -EINVAL)
 		say(m->err, m->errlen, rc, "part %zu (pid %d): %s", index + 1,
 		    in->pid, why);
-	if (!rc && !m->have_first)
+	int is_first = !rc && !m->have_first;
+	if (is_first)
 		rc = take_first(m, &d, in->pid);
 	else if (!rc && ((rc = left_out(m, &d, in->pid, &out)) || out))
 		goto done;
@@ -1209,6 +1220,15 @@ static int merge_part(struct merge *m, size_t index)
 	pt.map_id = calloc(d.nmappings + 1, sizeof *pt.map_id);
 	if (!rc && (ps < 0 || !pt.loc_id || !pt.func_id || !pt.map_id))
 		rc = -ENOMEM;
+	/* The first process's first mapping (its main executable, as pprof.c
+	 * writes it) is the merged profile's first: the pprof tool names the
+	 * profile's binary after mapping 1. */
+	struct need first = {0};
+	if (!rc && is_first && d.nmappings) {
+		need_mapping(&first, &d, &d.mappings[0]);
+		if (!m->max_bytes || projected(m, &first, 0) <= m->max_bytes)
+			rc = part_mapping(m, &pt, 0) < 0 ? -ENOMEM : 0;
+	}
 	for (size_t i = 0; i < d.nsamples && !rc; i++) {
 		const struct pp_merge_sample *s = &d.samples[i];
 		if (m->max_bytes && with_sample(m, &pt, s) > m->max_bytes)

@@ -343,71 +343,86 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	const char *output = "-";
-	const char **notes = calloc((size_t)argc, sizeof *notes);
-	struct pp_merge_opts mopts = {0, notes, 0, NULL};
-	int c, merging = 0, merge_only = 0;
+	const char **notes = NULL;
+	struct pp_merge_opts mopts = {0, NULL, 0, NULL};
+	int c, merging = 0, merge_only = 0, status = -1;
 
-	while ((c = getopt_long(argc, argv, "o:qhV", longopts, NULL)) != -1) {
+	/* status >= 0: exit with it (after the notes are freed). */
+	while (status < 0 &&
+	       (c = getopt_long(argc, argv, "o:qhV", longopts, NULL)) != -1) {
 		char *end;
+		unsigned long long mb;
 		switch (c) {
 		case 'o': output = optarg; break;
 		case 'q': quiet = 1; break;
-		case 'h': fputs(help_text, stdout); return 0;
+		case 'h':
+			fputs(help_text, stdout);
+			status = 0;
+			break;
 		case 'V':
 			printf(PROG " (pullprof) %s\n", PACKAGE_VERSION);
-			return 0;
+			status = 0;
+			break;
 		case OPT_MERGE: merging = 1; break;
-		case OPT_MAX_MB: {
+		case OPT_MAX_MB:
 			errno = 0;
-			unsigned long long mb = strtoull(optarg, &end, 10);
+			mb = strtoull(optarg, &end, 10);
 			if (errno || end == optarg || *end ||
 			    optarg[0] == '-' || mb == 0 || mb > 1u << 20) {
 				fprintf(stderr,
 				        PROG ": --max-mb=%s: a number of MiB "
 				             "from 1 to 1048576, please\n%s",
 				        optarg, usage_text);
-				return 2;
+				status = 2;
 			}
 			mopts.max_bytes = (size_t)mb << 20;
 			merge_only = 1;
 			break;
-		}
 		case OPT_NOTE:
+			/* At most one per argument. */
+			if (!notes &&
+			    !(notes = calloc((size_t)argc, sizeof *notes))) {
+				fprintf(stderr, PROG ": %s\n",
+				        strerror(ENOMEM));
+				status = 1;
+				break;
+			}
 			notes[mopts.nnotes++] = optarg;
+			mopts.notes = notes;
 			merge_only = 1;
 			break;
-		default: fputs(usage_text, stderr); return 2;
+		default:
+			fputs(usage_text, stderr);
+			status = 2;
+			break;
 		}
 	}
-	if (merge_only && !merging) {
+	if (status < 0 && merge_only && !merging) {
 		fprintf(stderr,
 		        PROG ": --max-mb and --note go with --merge\n%s",
 		        usage_text);
-		return 2;
+		status = 2;
 	}
-	if (merging ? argc == optind : argc - optind != 1) {
+	if (status < 0 && (merging ? argc == optind : argc - optind != 1)) {
 		fprintf(stderr, PROG ": %s\n%s",
 		        merging         ? "missing PID=FILE arguments"
 		        : argc - optind ? "one INPUT file, please"
 		                        : "missing INPUT file ('-' for stdin)",
 		        usage_text);
-		return 2;
+		status = 2;
 	}
-	int to_stdout = strcmp(output, "-") == 0;
-	if (to_stdout && isatty(STDOUT_FILENO)) {
+	if (status < 0 && strcmp(output, "-") == 0 && isatty(STDOUT_FILENO)) {
 		fprintf(stderr,
 		        PROG ": not writing a binary profile to a terminal; "
 		             "use -o FILE or a redirection\n%s",
 		        usage_text);
-		return 2;
+		status = 2;
 	}
-	if (merging) {
-		int status =
-		    merge(argc - optind, argv + optind, output, &mopts);
-		free(notes);
-		return status;
-	}
+	if (status < 0 && merging)
+		status = merge(argc - optind, argv + optind, output, &mopts);
 	free(notes);
+	if (status >= 0)
+		return status;
 
 	/* Read and check the input before the output is touched. */
 	const char *input = argv[optind];
@@ -448,7 +463,7 @@ int main(int argc, char **argv)
 		pp_buf_free(&out);
 		return 1;
 	}
-	int status = emit(output, out.data, out.len);
+	status = emit(output, out.data, out.len);
 	pp_buf_free(&out);
 	return status;
 }

@@ -198,36 +198,35 @@ static const struct t_fn fns_a[] = {
 };
 static const struct t_map maps_a[] = {
     {1, 0x400000, 0x500000, "/usr/bin/app", "abc123"},
+    {2, 0x7e0000, 0x7e8000, "/lib/libapp.so", ""},
 };
 static const struct t_loc locs_a[] = {
     {1, 1, 0x401000, {1}, {12}, 1},
-    {2, 1, 0x402000, {3, 2}, {6, 22}, 2}, /* inl inlined into work */
+    {2, 2, 0x7e1000, {3, 2}, {6, 22}, 2}, /* inl inlined into work */
 };
 static const struct t_sample samples_a[] = {
     {{2, 1}, 2, {3, 30}, {{"thread", "main", 0, NULL}}, 1},
     {{1}, 1, {1, 10}, {{"bytes", NULL, 4096, "bytes"}}, 1},
 };
 static const struct t_prof prof_a = {
-    {{"samples", "count"}, {"cpu", "nanoseconds"}},
-    2,
-    {"cpu", "nanoseconds"},
-    10000000,
-    2000,
-    5,
-    {"pullprof 1.0", "shared note"},
-    2,
-    "cpu",
-    "runtime\\..*",
-    fns_a,
-    3,
-    maps_a,
-    1,
-    locs_a,
-    2,
-    samples_a,
-    2,
-    0,
-    0,
+    .types = {{"samples", "count"}, {"cpu", "nanoseconds"}},
+    .ntypes = 2,
+    .period_type = {"cpu", "nanoseconds"},
+    .period = 10000000,
+    .time = 2000,
+    .duration = 5,
+    .comments = {"pullprof 1.0", "shared note"},
+    .ncomments = 2,
+    .default_type = "cpu",
+    .drop = "runtime\\..*",
+    .fns = fns_a,
+    .nfns = 3,
+    .maps = maps_a,
+    .nmaps = 2,
+    .locs = locs_a,
+    .nlocs = 2,
+    .samples = samples_a,
+    .nsamples = 2,
 };
 
 /* IDs numbered otherwise, same functions (plus one), its own mapping at
@@ -250,26 +249,25 @@ static const struct t_sample samples_b[] = {
     {{3, 9}, 2, {2, 20}, {{0}}, 0},
 };
 static const struct t_prof prof_b = {
-    {{"samples", "count"}, {"cpu", "nanoseconds"}},
-    2,
-    {"cpu", "nanoseconds"},
-    20000000,
-    1000,
-    9,
-    {"shared note", "only b"},
-    2,
-    "samples",
-    NULL,
-    fns_b,
-    3,
-    maps_b,
-    1,
-    locs_b,
-    3,
-    samples_b,
-    2,
-    1,
-    1,
+    .types = {{"samples", "count"}, {"cpu", "nanoseconds"}},
+    .ntypes = 2,
+    .period_type = {"cpu", "nanoseconds"},
+    .period = 20000000,
+    .time = 1000,
+    .duration = 9,
+    .comments = {"shared note", "only b"},
+    .ncomments = 2,
+    .default_type = "samples",
+    .fns = fns_b,
+    .nfns = 3,
+    .maps = maps_b,
+    .nmaps = 1,
+    .locs = locs_b,
+    .nlocs = 3,
+    .samples = samples_b,
+    .nsamples = 2,
+    .unpacked = 1,
+    .unknown = 1,
 };
 
 static const struct t_fn fns_c[] = {
@@ -282,26 +280,16 @@ static const struct t_sample samples_c[] = {
     {{1}, 1, {7, 70}, {{0}}, 0},
 };
 static const struct t_prof prof_c = {
-    {{"samples", "count"}, {"cpu", "nanoseconds"}},
-    2,
-    {"cpu", "nanoseconds"},
-    10000000,
-    0,
-    0,
-    {0},
-    0,
-    NULL,
-    NULL,
-    fns_c,
-    1,
-    NULL,
-    0,
-    locs_c,
-    1,
-    samples_c,
-    1,
-    0,
-    0,
+    .types = {{"samples", "count"}, {"cpu", "nanoseconds"}},
+    .ntypes = 2,
+    .period_type = {"cpu", "nanoseconds"},
+    .period = 10000000,
+    .fns = fns_c,
+    .nfns = 1,
+    .locs = locs_c,
+    .nlocs = 1,
+    .samples = samples_c,
+    .nsamples = 1,
 };
 
 /* ---- reading the merged profile ------------------------------------------ */
@@ -470,14 +458,19 @@ static void test_merge_two(void **state)
 		mains += strcmp(str(&g, g.d.functions[i].name), "main") == 0;
 	assert_int_equal(mains, 2);
 	/* Mappings and locations per process: A's 0x401000 and B's are two
-	 * locations, in two mappings. */
-	assert_int_equal(g.d.nmappings, 2);
+	 * locations, in two mappings. The first process's first mapping (its
+	 * executable) is the first, though its first sample's leaf is in
+	 * another: the pprof tool names the binary after it. */
+	assert_int_equal(g.d.nmappings, 3);
+	assert_string_equal(str(&g, g.d.mappings[0].filename), "/usr/bin/app");
+	assert_string_equal(str(&g, g.d.mappings[1].filename),
+	                    "/lib/libapp.so");
 	assert_int_equal(g.d.nlocations, 2 + 3 + 1);
 	int at401 = 0;
 	for (size_t i = 0; i < g.d.nlocations; i++)
 		at401 += g.d.locations[i].address == 0x401000;
 	assert_int_equal(at401, 2);
-	assert_int_equal(g.d.mappings[1].start, 0x7f0000);
+	assert_int_equal(g.d.mappings[2].start, 0x7f0000);
 	assert_string_equal(str(&g, g.d.mappings[0].build_id), "abc123");
 	assert_int_equal(g.d.locations[5].mapping, 0); /* C's had none */
 	got_free(&g);
