@@ -32,7 +32,9 @@ struct pp_merge_opts {
 	/* Bound on the memory of the merged tables (strings, functions,
 	 * locations, mappings, samples), like PULLPROF_MAX_PROFILE_MB for one
 	 * process; 0: none. Past it, further samples are charged to one
-	 * synthetic frame, PP_PROFILE_LIMIT_FRAME, per pid. */
+	 * synthetic frame, PP_PROFILE_LIMIT_FRAME, per pid. Not counted: the
+	 * part being decoded (a few times its protobuf's size, freed before
+	 * the next) and the gzipped answer. */
 	size_t max_bytes;
 	const char *const *notes; /* comments to add (e.g. "pid 12: no answer
 	                             within 40 s"), may be NULL */
