@@ -118,11 +118,18 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 			memset(k, 0, sizeof *k);
 			k->fd = ci->connect_fd;
 			k->since = now_ns();
-			if (ai && ai->client_addr)
-				memcpy(&k->addr, ai->client_addr,
-				       ai->client_addr->sa_family == AF_INET6
-				           ? sizeof(struct sockaddr_in6)
-				           : sizeof(struct sockaddr_in));
+			/* A tree member's Unix socket gives a bare family
+			 * (fork.h): only IP addresses are kept. */
+			if (ai && ai->client_addr) {
+				sa_family_t fam = ai->client_addr->sa_family;
+				if (fam == AF_INET6 || fam == AF_INET)
+					memcpy(&k->addr, ai->client_addr,
+					       fam == AF_INET6
+					           ? sizeof(struct sockaddr_in6)
+					           : sizeof(struct sockaddr_in));
+				else
+					k->addr.ss_family = fam;
+			}
 			*socket_ctx = k;
 			return;
 		}

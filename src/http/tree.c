@@ -426,7 +426,9 @@ static void gather(void *arg, const atomic_int *cancel,
 	}
 	/* The answers that count, and a note for each that does not. */
 	struct pp_merge_part *parts = calloc(n ? n : 1, sizeof *parts);
-	char **notes = calloc(n + 1, sizeof *notes);
+	/* A note per member at most, twice for one whose answer is no
+	 * profile, and the one about members left out. */
+	char **notes = calloc(2 * n + 2, sizeof *notes);
 	size_t nparts = 0, nnotes = 0;
 	struct fetch *first_error = NULL;
 	if (!parts || !notes) {
@@ -509,6 +511,34 @@ static void gather(void *arg, const atomic_int *cancel,
 	size_t len = 0;
 	int rc = pp_merge_pprof(parts, nparts, &mo, &body, &len, err,
 	                        sizeof err);
+	if (rc == -EINVAL && nparts > 1) {
+		/* A member answered something that is not a profile: it is
+		 * left out, with a note, and the others merged. */
+		size_t kept = 0;
+		for (size_t i = 0; i < nparts; i++) {
+			struct pp_merge_decoded d = {0};
+			char why[200] = "";
+			int bad = pp_merge_decode(parts[i].data, parts[i].len, &d,
+			                          why, sizeof why);
+			pp_merge_decoded_free(&d);
+			if (bad == -EINVAL) {
+				char line[300];
+				snprintf(line, sizeof line,
+				         "pid %d: left out, its answer is not a "
+				         "profile: %s",
+				         parts[i].pid, why);
+				notes[nnotes++] = strdup(line);
+				continue;
+			}
+			parts[kept++] = parts[i];
+		}
+		if (kept && kept < nparts) {
+			mo.nnotes = nnotes;
+			err[0] = 0;
+			rc = pp_merge_pprof(parts, kept, &mo, &body, &len, err,
+			                    sizeof err);
+		}
+	}
 	if (rc) {
 		out->status = rc == -ENOMEM ? MHD_HTTP_SERVICE_UNAVAILABLE
 		                            : MHD_HTTP_BAD_GATEWAY;
