@@ -1,6 +1,6 @@
 /*
- * Agent lifecycle: start/stop, autostart under LD_PRELOAD, fork. Agent
- * context.
+ * Agent lifecycle: start/stop, the start at load time (which the light
+ * object, src/shim/shim.c, decides on), fork. Agent context.
  *
  * One lock serializes start and stop. The agent's threads only ever read the
  * state set up before they started, and stop joins them before freeing it.
@@ -454,70 +454,22 @@ PULLPROF_API int pullprof_port(void)
 	return port;
 }
 
-/* Is this library named in LD_PRELOAD? Then the host did not choose to link
- * us and the environment is the only way to configure us. */
-static int preloaded(void)
+/* The start at load time, which the light object decides on (src/shim/
+ * shim.c: preloaded, PULLPROF_AUTOSTART, exec'd descendants) and reports:
+ * the address served goes to *url ("none" without a server). */
+int pp_agent_autostart(char *url, size_t n)
 {
-	const char *list = getenv("LD_PRELOAD");
-	Dl_info info;
-	char self[PATH_MAX], entry[PATH_MAX], real[PATH_MAX];
-
-	if (!list || !dladdr((void *)pullprof_start, &info) ||
-	    !info.dli_fname || !realpath(info.dli_fname, self))
-		return 0;
-	while (*list) {
-		size_t n = strcspn(list, " :");
-		if (n > 0 && n < sizeof entry) {
-			memcpy(entry, list, n);
-			entry[n] = 0;
-			if (realpath(entry, real) && strcmp(real, self) == 0)
-				return 1;
-			/* A bare name is searched for by the loader: match it
-			 * on the file name alone. */
-			const char *base = strrchr(self, '/');
-			if (!strchr(entry, '/') && base &&
-			    strcmp(entry, base + 1) == 0)
-				return 1;
-		}
-		list += n;
-		list += strspn(list, " :");
-	}
-	return 0;
-}
-
-__attribute__((constructor)) static void pp_autostart(void)
-{
-	const char *listen = getenv("PULLPROF_LISTEN");
-	const char *autostart = getenv("PULLPROF_AUTOSTART");
-	const char *quiet = getenv("PULLPROF_QUIET");
-
-	if (autostart && strcmp(autostart, "0") == 0)
-		return;
-	if (autostart && strcmp(autostart, "1") != 0) {
-		pp_log(
-		    "not started: PULLPROF_AUTOSTART: \"%.32s\" is not 0 or 1",
-		    autostart);
-		return;
-	}
-	/* Linked hosts start the agent themselves, with their own settings,
-	 * unless PULLPROF_AUTOSTART=1 asks for it. */
-	if (!autostart && (!listen || !preloaded()))
-		return;
-
-	static const struct start_how how = {.autostarted = 1};
 	pthread_mutex_lock(&lifecycle);
+	static const struct start_how how = {.autostarted = 1};
 	int rc = start_locked(NULL, &how);
-	if (rc == 0 && !(quiet && strcmp(quiet, "1") == 0)) {
-		if (agent.srv)
-			pp_log("serving %s://%s%s/%s",
-			       agent.srv->tls_cert ? "https" : "http",
-			       agent.srv->bound, agent.cfg.v.prefix,
-			       agent.srv->tls_cert ? " (TLS 1.2 and 1.3)" : "");
-		else
-			pp_log("profiling without an HTTP server "
-			       "(PULLPROF_LISTEN=none)");
-	}
+	if (rc == 0 && agent.srv)
+		snprintf(url, n, "%s://%s%s/",
+		         agent.srv->tls_cert ? "https" : "http",
+		         agent.srv->bound, agent.cfg.v.prefix);
+	else if (rc == 0)
+		snprintf(url, n, "none");
 	pthread_mutex_unlock(&lifecycle);
+	return rc;
 }
 
 __attribute__((destructor)) static void pp_autostop(void)

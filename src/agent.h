@@ -55,10 +55,6 @@ int pp_on_agent_thread(void);
  * agent's, whichever thread makes it)? */
 int pp_creating_agent_thread(void);
 
-/* The C library's pthread_create: cpu/thread_start.c interposes the name
- * (threads the host starts while sampling arm their timer at once). */
-int pp_real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                           void *(*fn)(void *), void *arg);
 /* Is tid an agent thread the CPU profiler leaves out? Any thread. */
 int pp_agent_thread_unsampled(pid_t tid);
 
@@ -70,6 +66,11 @@ int pp_agent_thread_unsampled(pid_t tid);
 int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted);
 int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
                        int autostarted);
+
+/* Start from the environment at load time (src/shim/shim.c decides when):
+ * 0 and the address served in *url ("none": no server), or an error, said
+ * on stderr. */
+int pp_agent_autostart(char *url, size_t n);
 
 /* Seconds elapsed on the monotonic clock since *since. */
 double pp_seconds_since(const struct timespec *since);

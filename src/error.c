@@ -1,6 +1,7 @@
 /*
  * Messages for people: pullprof_strerror() and the one-line stderr log.
- * Agent context.
+ * Built into both objects (src/shim/shim.h): the light one, which says why
+ * the agent could not be loaded, and the agent.
  */
 #include "error.h"
 
@@ -49,6 +50,9 @@ PULLPROF_API const char *pullprof_strerror(int err)
 	case -EPROTONOSUPPORT:
 		return "HTTPS was asked of a libmicrohttpd built without TLS";
 	case -ENOSYS: return "the libmicrohttpd here was built without epoll";
+	case -ELIBACC:
+		return "the agent (libpullprof-agent.so, installed beside "
+		       "libpullprof.so) could not be loaded: stderr says why";
 	case -EEXIST:
 		return "the process has its own SIGPROF handler (another "
 		       "profiler?), which pullprof does not replace";

@@ -3,7 +3,9 @@
  * any of its threads.
  *
  * Each forwards to the next definition, then, in the child, once fork and
- * all of its handlers are done, lets fork.c start its watcher: a thread is
+ * all of its handlers are done, lets the agent (when one was loaded: a
+ * process that never started one has nothing to follow) start its
+ * watcher (fork.c): a thread is
  * started there as the host itself could start one, never from inside
  * fork's handlers (where a later-registered allocator's locks may still be
  * held). glibc's daemon() forks without going through the fork symbol, so
@@ -17,8 +19,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include "fork.h"
 #include "pullprof.h"
+#include "shim/shim.h"
 
 #if !defined(__SANITIZE_THREAD__)
 
@@ -36,8 +38,9 @@ PULLPROF_API pid_t fork(void)
 		__atomic_store_n(&next, f, __ATOMIC_RELEASE);
 	}
 	pid_t pid = f();
-	if (pid == 0)
-		pp_fork_returned();
+	const struct pp_agent_ops *ops;
+	if (pid == 0 && (ops = PP_AGENT_OPS()))
+		ops->fork_returned();
 	return pid;
 }
 
@@ -52,8 +55,9 @@ PULLPROF_API int daemon(int nochdir, int noclose)
 		__atomic_store_n(&next, f, __ATOMIC_RELEASE);
 	}
 	int rc = f(nochdir, noclose);
-	if (rc == 0)
-		pp_fork_returned();
+	const struct pp_agent_ops *ops;
+	if (rc == 0 && (ops = PP_AGENT_OPS()))
+		ops->fork_returned();
 	return rc;
 }
 

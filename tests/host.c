@@ -21,6 +21,8 @@
  *   hold PATH N               open PATH up to N times and keep them
  *                                                     -> "holding K"
  *   unhold                    close them                    -> "ok"
+ *   system CMD...             system(3) of the rest of the line
+ *                                                    -> "system STATUS"
  *
  * A worker thread counts ticks all along, so "the host keeps running" is a
  * fact a test can check rather than assume. "-" as an argument means NULL,
@@ -192,6 +194,12 @@ int main(void)
 				printf("addr %p\n", sym);
 			else
 				printf("err %s\n", dlerror());
+		} else if (strcmp(cmd, "system") == 0) {
+			char *rest = strstr(line, "system") + strlen("system");
+			rest[strcspn(rest, "\n")] = 0;
+			int st = system(rest);
+			printf("system %d\n",
+			       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 		} else if (strcmp(cmd, "dlclose") == 0) {
 			printf(dl && dlclose(dl) == 0 ? "ok\n" : "err\n");
 			dl = NULL;

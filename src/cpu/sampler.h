@@ -41,6 +41,10 @@ void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
 void pp_thread_start_delivered(uint32_t weight);
 /* In a forked child, on the thread that forked. */
 void pp_thread_start_forget_in_child(void);
+/* Host context: the interposed pthread_create (src/shim/thread_create.c)
+ * once the agent is loaded; from is its return address. */
+int pp_thread_create(pthread_t *t, const pthread_attr_t *attr,
+                     void *(*fn)(void *), void *arg, uintptr_t from);
 
 /* Hot context: the calling thread's kernel id, cached in TLS. */
 pid_t pp_sampler_tid(void);

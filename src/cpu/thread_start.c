@@ -1,7 +1,8 @@
 /*
  * Threads sampled from their first instruction. HOST CONTEXT: pthread_create
- * is interposed (the library defines it, so a linked host's calls and a
- * preloaded one's reach it first) and forwards to the C library's.
+ * is interposed by the light object (src/shim/thread_create.c: a linked
+ * host's calls and a preloaded one's reach it first), which hands every
+ * call to pp_thread_create here once the agent is loaded.
  *
  * While a CPU window samples with per-thread timers, a thread the host
  * starts runs a short prologue before its start routine: it creates and
@@ -16,7 +17,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +30,7 @@
 #include "cpu/timers.h"
 #include "heap/heap.h"
 #include "pullprof.h"
+#include "shim/shim.h"
 #include "threads/threads.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
@@ -48,28 +49,6 @@
 #ifndef START_PROLOGUE
 #define START_PROLOGUE 1
 #endif
-
-typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-                         void *);
-
-static _Atomic(create_fn) real_create;
-
-static create_fn resolve(void)
-{
-	create_fn f = atomic_load_explicit(&real_create, memory_order_acquire);
-	if (!f) {
-		f = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
-		atomic_store_explicit(&real_create, f, memory_order_release);
-	}
-	return f;
-}
-
-int pp_real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                           void *(*fn)(void *), void *arg)
-{
-	create_fn f = resolve();
-	return f ? f(t, attr, fn, arg) : EAGAIN;
-}
 
 struct start {
 	void *(*fn)(void *);
@@ -202,10 +181,9 @@ static int created(int rc, int agents, uintptr_t from)
 	return rc;
 }
 
-PULLPROF_API int pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                                void *(*fn)(void *), void *arg)
+int pp_thread_create(pthread_t *t, const pthread_attr_t *attr,
+                     void *(*fn)(void *), void *arg, uintptr_t from)
 {
-	uintptr_t from = (uintptr_t)__builtin_return_address(0);
 	int agents = pp_on_agent_thread() || pp_creating_agent_thread();
 	/* Only while a window samples per thread, and never for the agent's
 	 * own threads (made by agent threads). */

@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Per-thread sampler state. Initial-exec TLS: reaching it never calls the
+/* Per-thread sampler state, defined in the light object (interpose.c,
+ * src/shim/shim.h). Initial-exec TLS: reaching it never calls the
  * TLS resolver, which may itself allocate. All zero in a new thread. */
 struct pp_heap_tls {
 	int64_t countdown;   /* bytes left before the next sample */
@@ -28,7 +29,8 @@ extern __thread struct pp_heap_tls pp_heap_tls
  * 16 MiB (2^20 bits, 128 KiB). A bit is set while a sampled allocation
  * starts in that granule (and for the bootstrap allocations). A free whose
  * bit is clear — nearly all of them — was not sampled: one load and a
- * branch. A set bit sends the free to the exact table.
+ * branch. A set bit sends the free to the exact table. Defined in the
+ * light object (interpose.c); the agent's table sets and clears it.
  */
 #define PP_HEAP_FILTER_BITS (1u << 20)
 extern _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
@@ -66,9 +68,5 @@ struct pp_heap_taken {
 };
 void pp_heap_take(void *p, struct pp_heap_taken *t);
 void pp_heap_settle(const struct pp_heap_taken *t, int freed);
-
-/* Set by the wrappers' bootstrap: a granule range whose filter bits must
- * never be cleared (memory served before the next allocator was found). */
-void pp_heap_protect_slots(uint32_t first, uint32_t count);
 
 #endif

@@ -7,6 +7,10 @@
  * and a branch on the sampler's countdown; a free spends one load and a
  * branch on the filter. Everything else is in sample.c, off the fast path.
  *
+ * Light object (src/shim/shim.h): the slow paths reach the sampler through
+ * the agent's table; until the agent is loaded there is no sampler, and a
+ * thread whose countdown runs out looks again RECHECK_BYTES later.
+ *
  * Bootstrap: finding the next allocator calls dlsym, which may itself
  * allocate. While that runs, allocations are served from a static arena;
  * its blocks are marked in the free filter, so free() recognises them and
@@ -25,6 +29,13 @@
 
 #include "heap/hot.h"
 #include "pullprof.h"
+#include "shim/shim.h"
+
+/* The state the wrappers read, defined here in the light object (loaded at
+ * start-up: initial-exec TLS) and read by the agent's sampler too. */
+PP_SHIM_EXPORT __thread struct pp_heap_tls pp_heap_tls
+    __attribute__((tls_model("initial-exec")));
+PP_SHIM_EXPORT _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
 
 /* Sanitizer builds (configure --enable-asan/--enable-tsan) leave the
  * wrappers out: the sanitizer's runtime defines the malloc family too and is
@@ -37,6 +48,47 @@
 #define RA() ((uintptr_t)__builtin_return_address(0))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* A thread whose countdown ran out while no sampler is there looks again
+ * after this many bytes (the agent's own sampler does the same while
+ * sampling is off). */
+#define RECHECK_BYTES (64 << 10)
+
+static void set_bit(uint32_t i)
+{
+	atomic_fetch_or_explicit(&pp_heap_filter[i >> 6], 1ull << (i & 63),
+	                         memory_order_release);
+}
+
+/* The arena's granules: marked in the filter for good, and remembered as
+ * one range (it grows upwards from its first block) so that the agent's
+ * table never clears them. */
+static void protect_slots(uint32_t first, uint32_t count)
+{
+	uint32_t *bfirst = &pp_shim.heap_boot_first;
+	uint32_t *bcount = &pp_shim.heap_boot_count;
+	if (__atomic_load_n(bcount, __ATOMIC_ACQUIRE) == 0)
+		__atomic_store_n(bfirst, first, __ATOMIC_RELAXED);
+	uint32_t end = ((first - __atomic_load_n(bfirst, __ATOMIC_RELAXED)) &
+	                (PP_HEAP_FILTER_BITS - 1)) +
+	               count;
+	for (uint32_t k = 0; k < count; k++)
+		set_bit((first + k) & (PP_HEAP_FILTER_BITS - 1));
+	if (end > __atomic_load_n(bcount, __ATOMIC_RELAXED))
+		__atomic_store_n(bcount, end, __ATOMIC_RELEASE);
+}
+
+/* ---- the agent's slow paths ---------------------------------------------- */
+
+static void *sampled(void *p, size_t size, uintptr_t from)
+{
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	if (UNLIKELY(!ops)) {
+		pp_heap_tls.countdown = RECHECK_BYTES;
+		return p;
+	}
+	return ops->heap_sampled(p, size, from);
+}
 
 /* ---- bootstrap ----------------------------------------------------------- */
 
@@ -68,7 +120,7 @@ static void *boot_alloc(size_t n, size_t align)
 	unsigned char *p = boot_area + start;
 	memcpy(p - sizeof n, &n, sizeof n);
 	/* Blocks are never freed: the granules stay marked forever. */
-	pp_heap_protect_slots(pp_heap_slot(p), (uint32_t)((end - start) / 16));
+	protect_slots(pp_heap_slot(p), (uint32_t)((end - start) / 16));
 	return p;
 }
 
@@ -282,7 +334,7 @@ static size_t first_usable(void *p)
 	do {                                                                   \
 		if (LIKELY((pp_heap_tls.countdown -= (int64_t)(n)) > 0))       \
 			return call;                                           \
-		return pp_heap_sampled(call, (n), RA());                       \
+		return sampled(call, (n), RA());                       \
 	} while (0)
 
 PULLPROF_API void *malloc(size_t n)
@@ -294,7 +346,9 @@ static void free_hit(void *p)
 {
 	if (!p || in_boot(p))
 		return; /* free(NULL); the arena's memory is never given back */
-	pp_heap_free_hit(p);
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	if (ops) /* a sampled block: only the agent marks them */
+		ops->heap_free_hit(p);
 	next.free(p);
 }
 
@@ -317,6 +371,7 @@ PULLPROF_API void *calloc(size_t n, size_t m)
 
 static void *realloc_hit(void *old, size_t n, uintptr_t from)
 {
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
 	void *p;
 	if (in_boot(old)) {
 		/* Out of the arena into the real allocator. */
@@ -324,17 +379,19 @@ static void *realloc_hit(void *old, size_t n, uintptr_t from)
 		p = next.malloc(n);
 		if (p)
 			memcpy(p, old, have < n ? have : n);
-	} else {
+	} else if (ops) {
 		struct pp_heap_taken t;
-		pp_heap_take(old, &t);
+		ops->heap_take(old, &t);
 		p = next.realloc(old, n);
 		/* NULL for n > 0 means it failed and old is still there;
 		 * realloc(old, 0) may free old and answer NULL. */
-		pp_heap_settle(&t, p != NULL || n == 0);
+		ops->heap_settle(&t, p != NULL || n == 0);
+	} else {
+		p = next.realloc(old, n);
 	}
 	if ((pp_heap_tls.countdown -= (int64_t)n) > 0)
 		return p;
-	return pp_heap_sampled(p, n, from);
+	return sampled(p, n, from);
 }
 
 PULLPROF_API void *realloc(void *old, size_t n)
@@ -365,7 +422,7 @@ PULLPROF_API int posix_memalign(void **out, size_t a, size_t n)
 		return rc;
 	if (LIKELY((pp_heap_tls.countdown -= (int64_t)n) > 0))
 		return 0;
-	pp_heap_sampled(*out, n, RA());
+	sampled(*out, n, RA());
 	return 0;
 }
 

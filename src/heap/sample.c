@@ -28,9 +28,6 @@
  * joins in soon after sampling starts. */
 #define RECHECK_BYTES (64 << 10)
 
-__thread struct pp_heap_tls pp_heap_tls
-    __attribute__((tls_model("initial-exec")));
-
 static _Atomic uint64_t rate_now; /* 0: off */
 static atomic_uint depth_now;
 static atomic_int inside; /* captures in flight */

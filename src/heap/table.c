@@ -22,6 +22,7 @@
 
 #include "heap/hot.h"
 #include "heap/table.h"
+#include "shim/shim.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 #include "util/hash.h"
@@ -32,8 +33,6 @@
 #define MAX_POOL_BYTES ((size_t)128 << 20)
 #define POOL_CHUNK ((size_t)1 << 20)
 #define SLOT_SATURATED 0xffff
-
-_Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
 
 struct bucket {
 	uint64_t size;
@@ -70,7 +69,6 @@ struct chunk {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint boot_first, boot_count;
 
 static struct {
 	int open;
@@ -141,31 +139,28 @@ static int new_heads(uint32_t **heads, size_t *cap, size_t ncap)
 
 /* ---- the filter ---------------------------------------------------------- */
 
+/* The granules of the malloc wrappers' bootstrap arena (in the light
+ * object: shim/shim.h) stay marked for good. */
+static uint32_t boot_first(void)
+{
+	return __atomic_load_n(&pp_shim.heap_boot_first, __ATOMIC_RELAXED);
+}
+
+static uint32_t boot_count(void)
+{
+	return __atomic_load_n(&pp_shim.heap_boot_count, __ATOMIC_ACQUIRE);
+}
+
 static int protected_slot(uint32_t i)
 {
-	return ((i - atomic_load_explicit(&boot_first, memory_order_relaxed)) &
-	        (PP_HEAP_FILTER_BITS - 1)) <
-	       atomic_load_explicit(&boot_count, memory_order_relaxed);
+	uint32_t n = boot_count();
+	return ((i - boot_first()) & (PP_HEAP_FILTER_BITS - 1)) < n;
 }
 
 static void set_bit(uint32_t i)
 {
 	atomic_fetch_or_explicit(&pp_heap_filter[i >> 6], 1ull << (i & 63),
 	                         memory_order_release);
-}
-
-void pp_heap_protect_slots(uint32_t first, uint32_t count)
-{
-	/* The arena is one range growing upwards from its first block. */
-	if (atomic_load(&boot_count) == 0)
-		atomic_store(&boot_first, first);
-	uint32_t end =
-	    ((first - atomic_load(&boot_first)) & (PP_HEAP_FILTER_BITS - 1)) +
-	    count;
-	if (end > atomic_load(&boot_count))
-		atomic_store(&boot_count, end);
-	for (uint32_t k = 0; k < count; k++)
-		set_bit((first + k) & (PP_HEAP_FILTER_BITS - 1));
 }
 
 static void slot_add(const void *p)
@@ -516,7 +511,7 @@ static void free_tables(void)
 	for (uint32_t i = 0; i < PP_HEAP_FILTER_BITS / 64; i++)
 		atomic_store_explicit(&pp_heap_filter[i], 0,
 		                      memory_order_relaxed);
-	uint32_t first = atomic_load(&boot_first), n = atomic_load(&boot_count);
+	uint32_t n = boot_count(), first = boot_first();
 	for (uint32_t k = 0; k < n; k++)
 		set_bit((first + k) & (PP_HEAP_FILTER_BITS - 1));
 }

@@ -21,9 +21,6 @@
 #include "profile/model.h"
 #include "pullprof.h"
 
-__thread struct pp_label_tls pp_label_tls
-    __attribute__((tls_model("initial-exec")));
-
 struct node {
 	uint32_t parent;
 	uint32_t hash;

@@ -19,6 +19,10 @@
  * or deadline the call would refuse goes straight to it; semaphores keep
  * sem_wait's cancellation point); condition variables, joins and timed
  * semaphore waits are not tried, only timed.
+ *
+ * Light object (src/shim/shim.h): the recorder's calls go through the
+ * agent's table. pp_lk.on and pp_lk.waiting stay 0 until the agent is
+ * loaded and records, so the slow paths find it there.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -33,6 +37,12 @@
 
 #include "locks/hot.h"
 #include "pullprof.h"
+#include "shim/shim.h"
+
+/* What the wrappers' fast paths read: defined here, in the light object
+ * (src/shim/shim.h); the agent's recorder sets it. All zero until the
+ * agent runs, so nothing below calls into the agent before it is loaded. */
+PP_SHIM_EXPORT struct pp_lk_state pp_lk;
 
 /* Under ThreadSanitizer its interceptors of these calls come first and call
  * ours as the "real" ones (some not at all: it asks for the condition
@@ -205,12 +215,13 @@ static int deadline_ok(const struct timespec *t)
 #define WAITED(addr, owned, self, from, expr)                                  \
 	({                                                                     \
 		struct pp_lk_wait w_;                                          \
+		const struct pp_agent_ops *ops_ = PP_AGENT_OPS();              \
 		int r_;                                                        \
-		if (!pp_lk_wait_begin(&w_, (addr), (owned))) {                 \
+		if (!ops_ || !ops_->lk_wait_begin(&w_, (addr), (owned))) {     \
 			r_ = (expr);                                           \
 		} else {                                                       \
 			r_ = (expr);                                           \
-			pp_lk_wait_end(&w_, (self), (from));                   \
+			ops_->lk_wait_end(&w_, (self), (from));                \
 		}                                                              \
 		r_;                                                            \
 	})
@@ -296,10 +307,11 @@ static int may_wake(pthread_mutex_t *m)
 static __attribute__((noinline)) int
 mutex_unlock_slow(pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 {
-	uint64_t charge = may_wake(m) ? pp_lk_release(m) : 0;
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	uint64_t charge = ops && may_wake(m) ? ops->lk_release(m) : 0;
 	int rc = CALL(mutex_unlock, m);
 	if (charge && rc == 0)
-		pp_lk_released(charge, self, from);
+		ops->lk_released(charge, self, from);
 	return rc;
 }
 
@@ -408,10 +420,11 @@ PULLPROF_API int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c,
 static __attribute__((noinline)) int
 rw_unlock_slow(pthread_rwlock_t *l, uintptr_t from, uintptr_t self)
 {
-	uint64_t charge = pp_lk_release(l);
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	uint64_t charge = ops ? ops->lk_release(l) : 0;
 	int rc = CALL(rwunlock, l);
 	if (charge && rc == 0)
-		pp_lk_released(charge, self, from);
+		ops->lk_released(charge, self, from);
 	return rc;
 }
 

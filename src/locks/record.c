@@ -41,8 +41,6 @@
 #include "locks/locks.h"
 #include "unwind/unwind.h"
 
-struct pp_lk_state pp_lk;
-
 /* ---- per-thread state ---------------------------------------------------- */
 
 static __thread struct {

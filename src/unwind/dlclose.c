@@ -1,5 +1,6 @@
 /*
- * dlclose and dl_iterate_phdr, interposed.
+ * dlclose and dl_iterate_phdr, interposed. Part of the light object
+ * (src/shim/shim.h): until the agent is loaded both forward at once.
  *
  * dlclose. HOST CONTEXT: called by the application like the
  * real one, which it calls. Before an image can go away it tells the unwind
@@ -14,8 +15,8 @@
 #include <stddef.h>
 
 #include "pullprof.h"
+#include "shim/shim.h"
 #include "unwind/registry.h"
-#include "unwind/unwind.h"
 
 PULLPROF_API int dlclose(void *handle)
 {
@@ -25,12 +26,15 @@ PULLPROF_API int dlclose(void *handle)
 		if (!real)
 			return -1;
 	}
-	pp_registry_unloading();
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	if (!ops)
+		return real(handle);
+	ops->unloading();
 	int rc = real(handle), saved = errno;
 	/* Until the registry has caught up, captures stop at the first
 	 * frame: catch up at once rather than at the next periodic refresh,
 	 * which a long profile build may delay. */
-	pp_unwind_refresh_after_unload();
+	ops->unloaded();
 	errno = saved;
 	return rc;
 }
@@ -44,17 +48,12 @@ PULLPROF_API int dlclose(void *handle)
  * thread waiting on libunwind's own lock, may hold. Everyone else gets the
  * real one.
  */
-__thread int pp_unwind_guard __attribute__((tls_model("initial-exec")));
+PP_SHIM_EXPORT __thread int pp_unwind_guard
+    __attribute__((tls_model("initial-exec")));
 
 typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *),
                           void *);
 static iterate_fn real_iterate;
-static uint64_t guard_hits;
-
-uint64_t pp_unwind_loader_avoided(void)
-{
-	return __atomic_load_n(&guard_hits, __ATOMIC_RELAXED);
-}
 
 /* Not instrumented by ThreadSanitizer: TSan's runtime enumerates the loaded
  * images while it initialises, before any thread state exists, through its
@@ -73,7 +72,7 @@ PULLPROF_API PP_NO_TSAN int
 dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
 {
 	if (pp_unwind_guard) {
-		__atomic_fetch_add(&guard_hits, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&pp_shim.guard_hits, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
 	iterate_fn real = __atomic_load_n(&real_iterate, __ATOMIC_ACQUIRE);
@@ -86,20 +85,14 @@ dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
 	return real(cb, data);
 }
 
-/* Our own definition, whoever wins the global lookup. */
+/* Our own definition, whoever wins the global lookup (the agent compares
+ * it with what libunwind's lookup finds: pp_unwind_guard_works). */
 extern __typeof(dl_iterate_phdr) pp_dl_iterate_phdr_self
     __attribute__((alias("dl_iterate_phdr"), visibility("hidden")));
 
-int pp_unwind_guard_works(void)
-{
-	/* libunwind binds dl_iterate_phdr in the global scope: the guard
-	 * holds only when that lookup finds this definition. */
-	return dlsym(RTLD_DEFAULT, "dl_iterate_phdr") ==
-	       (void *)pp_dl_iterate_phdr_self;
-}
-
 __attribute__((constructor)) static void resolve_iterate(void)
 {
+	pp_shim.iterate_self = (void *)pp_dl_iterate_phdr_self;
 	/* Early, so that a capture never calls dlsym. */
 	if (!real_iterate)
 		__atomic_store_n(

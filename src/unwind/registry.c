@@ -12,6 +12,7 @@
  * count), so a handler never reads freed memory.
  */
 #define UNW_LOCAL_ONLY
+#include <dlfcn.h>
 #include <errno.h>
 #include <libunwind.h>
 #include <link.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "heap/heap.h"
+#include "shim/shim.h"
 #include "unwind/frames.h"
 #include "unwind/registry.h"
 #include "unwind/unwind.h"
@@ -67,6 +69,20 @@ static int forked; /* in a child of fork(): no shared cache */
 /* Things replaced while a handler might still hold them. */
 static void **retired;
 static size_t nretired, cap_retired;
+
+/* dl_iterate_phdr is interposed by the light object (unwind/dlclose.c). */
+uint64_t pp_unwind_loader_avoided(void)
+{
+	return __atomic_load_n(&pp_shim.guard_hits, __ATOMIC_RELAXED);
+}
+
+int pp_unwind_guard_works(void)
+{
+	/* libunwind binds dl_iterate_phdr in the global scope: the guard
+	 * holds only when that lookup finds the light object's definition. */
+	void *self = __atomic_load_n(&pp_shim.iterate_self, __ATOMIC_RELAXED);
+	return self && dlsym(RTLD_DEFAULT, "dl_iterate_phdr") == self;
+}
 
 void pp_registry_enter(void)
 {

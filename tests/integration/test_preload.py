@@ -6,8 +6,8 @@ import subprocess
 import time
 
 import pptest
-from pptest import (NO_HEAP_WHY, Host, Proc, Profile, curl, eq, free_port, ok,
-                    run, sanitized, skip)
+from pptest import (NO_HEAP_WHY, Host, Proc, Profile, curl, eq, fork_safe_env,
+                    free_port, ok, run, sanitized, skip, until)
 
 SLEEP = shutil.which("sleep")
 
@@ -133,9 +133,47 @@ def test_short_program_exits():
     ok(time.time() - t < 3, "and promptly (the agent stops at exit)")
 
 
+# The agent's object and the libraries only it needs: a process without an
+# agent maps none of them.
+AGENT_LIBS = ("libpullprof-agent", "libmicrohttpd", "libgnutls", "libdw",
+              "libunwind", "libjson-c")
+SERVING = r"serving https?://"
+
+
+def mapped(pid):
+    """File names of the shared objects pid maps."""
+    with open(f"/proc/{pid}/maps") as f:
+        paths = re.findall(r"\s(/\S+)$", f.read(), re.M)
+    return sorted({os.path.basename(p) for p in paths if ".so" in p})
+
+
+def check_light(what, pid):
+    """pid (an exec'd descendant of a profiled process, or a process
+    without an agent) has the light library and nothing of the agent."""
+    # Once the program runs: its libraries mapped, its constructors done.
+    until(lambda: any(n.startswith("libc.so") for n in mapped(pid)) and
+          open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
+          10)
+    libs = mapped(pid)
+    ok(any(n.startswith("libpullprof.so") for n in libs),
+       f"{what}: libpullprof.so is mapped (LD_PRELOAD is inherited)", libs)
+    eq([n for n in libs if n.startswith(AGENT_LIBS)], [],
+       f"{what}: nothing of the agent is loaded")
+
+
+def stderr_done(p):
+    """Wait until p's stderr has ended (every line it wrote is read)."""
+    p.wait_line(p.err_lines, r"(?!)", timeout=10)
+
+
+def pullprof_lines(text):
+    return [line for line in text.splitlines() if line.startswith("pullprof[")]
+
+
 def test_preloaded_children():
-    # A preloaded shell runs a preloaded child: each gets its own agent on
-    # its own port 0 and both exit normally.
+    # A preloaded shell runs a preloaded child: the shell's agent serves,
+    # the child (an exec'd descendant) starts none and says nothing, and
+    # both exit normally.
     if sanitized():
         # Not pullprof's: with libasan or libtsan preloaded ahead of
         # libp11-kit (which libmicrohttpd's gnutls loads), an unmodified
@@ -147,13 +185,178 @@ def test_preloaded_children():
              "the sanitizer runtime + libp11-kit preloaded into sleep hang "
              "at exit, pullprof or not")
         return
-    out = subprocess.run(["sh", "-c", "sleep 0.2; echo child-done"],
-                         env={**os.environ, **preload_env(PULLPROF_LISTEN="127.0.0.1:0")},
-                         capture_output=True, timeout=20)
-    eq(out.returncode, 0, "preloaded parent and child exit 0")
-    eq(out.stdout, b"child-done\n", "child output intact")
-    eq(len(re.findall(r"serving http://", out.stderr.decode())), 2,
-       "each process reports its own agent")
+    for extra, want in (({}, 1), ({"PULLPROF_EXEC_LISTEN": "127.0.0.1:0"}, 2)):
+        out = subprocess.run(["sh", "-c", "sleep 0.2; echo child-done"],
+                             env={**os.environ, **preload_env(
+                                 PULLPROF_LISTEN="127.0.0.1:0", **extra)},
+                             capture_output=True, timeout=20)
+        eq(out.returncode, 0, f"{extra}: preloaded parent and child exit 0")
+        eq(out.stdout, b"child-done\n", f"{extra}: child output intact")
+        err = out.stderr.decode()
+        ok(len(pullprof_lines(err)) == want,
+           f"{extra}: {want} line(s) from pullprof, one per agent", err)
+        ok(len(re.findall(SERVING, err)) == want,
+           f"{extra}: each agent says where it serves", err)
+
+
+def quiet_descendant(what, host, pid_line, stop):
+    """host (a Proc, preloaded with an agent that serves) ran a descendant
+    that prints its pid (pid_line: a regex of host's stdout) and sleeps:
+    the descendant has no agent, and once it ended the host's stderr holds
+    its own "serving" line and nothing else from pullprof."""
+    ok(host.wait_line(host.err_lines, SERVING, timeout=20),
+       f"{what}: the host serves", host.stderr_text())
+    m = host.wait_line(host.out_lines, pid_line, timeout=20)
+    ok(m, f"{what}: the descendant runs", host.stderr_text())
+    if not m:
+        host.p.kill()
+        return
+    pid = int(m.group(1))
+    ok(until(lambda: "sleep" in open(f"/proc/{pid}/comm").read(), 10),
+       f"{what}: the descendant sleeps")
+    check_light(what, pid)
+    stop(pid)
+    host.p.wait(timeout=20)
+    stderr_done(host)
+    lines = pullprof_lines(host.stderr_text())
+    ok(len(lines) == 1, f"{what}: one line from pullprof, the host's own",
+       lines)
+
+
+def test_descendants_quiet():
+    """What a preloaded host runs stays quiet and light: a python3
+    subprocess, /bin/sh -c's children, a C host's system()."""
+    env = preload_env(PULLPROF_LISTEN="127.0.0.1:0")
+    py = Proc(["/usr/bin/python3", "-c",
+               "import subprocess, sys\n"
+               "c = subprocess.Popen(['sleep', '60'])\n"
+               "print('pid', c.pid, flush=True)\n"
+               "sys.stdin.readline()\n"
+               "c.kill(); c.wait()\n"
+               "subprocess.run(['/bin/sh', '-c', 'echo child >&2'])\n"],
+              env=env, stdout_lines=True)
+
+    def stop_py(pid):
+        py.p.stdin.write(b"\n")
+        py.p.stdin.close()
+    quiet_descendant("python3 subprocess", py, r"^pid (\d+)", stop_py)
+    eq(py.err_lines.count("child"), 1, "the child's own stderr line is intact")
+
+    sh = Proc(["/bin/sh", "-c", "sleep 60 & echo pid $!; wait"], env=env,
+              stdin=False)
+    quiet_descendant("sh -c", sh, r"^pid (\d+)", lambda pid: os.kill(pid, 15))
+
+    host = Host(env=env)
+    m = re.match(r"pid (\d+)$", host.cmd("system echo pid $$; exec sleep 60",
+                                         timeout=20))
+    ok(m, "system(): the descendant runs", host.stderr_text())
+    if m:
+        pid = int(m.group(1))
+        ok(until(lambda: "sleep" in open(f"/proc/{pid}/comm").read(), 10),
+           "system(): the descendant sleeps")
+        check_light("system()", pid)
+        os.kill(pid, 15)
+        eq(host.cmd(None), "system -1", "system() returns when it ends")
+    host.quit()
+    stderr_done(host)
+    lines = pullprof_lines(host.stderr_text())
+    ok(len(lines) == 1 and re.search(SERVING, lines[0]),
+       "system(): one line from pullprof, the C host's serving line", lines)
+
+
+def test_exec_listen():
+    """PULLPROF_EXEC_LISTEN: exec'd descendants serve, each on its own
+    address."""
+    if sanitized():
+        skip("descendants serve on their own address",
+             f"{pptest.SANITIZER} build: sleep hangs at exit with the "
+             "sanitizer runtime and libp11-kit preloaded (see above)")
+        return
+    sh = Proc(["/bin/sh", "-c", "sleep 60 & echo pid $!; wait"],
+              env=preload_env(PULLPROF_LISTEN="127.0.0.1:0",
+                              PULLPROF_EXEC_LISTEN="127.0.0.1:0"),
+              stdin=False)
+    m = sh.wait_line(sh.out_lines, r"^pid (\d+)", timeout=20)
+    ok(m, "the descendant runs", sh.stderr_text())
+    if not m:
+        sh.p.kill()
+        return
+    pid = int(m.group(1))
+    ok(until(lambda: len(re.findall(SERVING, sh.stderr_text())) == 2, 20),
+       "the shell and its descendant each say where they serve",
+       sh.stderr_text())
+    ports = {int(p) for p in re.findall(r"serving http://127\.0\.0\.1:(\d+)/",
+                                        sh.stderr_text())}
+    eq(len(ports), 2, "on two ports")
+    for port in ports:
+        r = curl(f"http://127.0.0.1:{port}/debug/pprof/status")
+        ok(r.status == 200 and r.json()["pid"] in (sh.pid, pid),
+           f"port {port} serves one of the two", r.status)
+    pids = {curl(f"http://127.0.0.1:{p}/debug/pprof/status").json()["pid"]
+            for p in ports}
+    eq(pids, {sh.pid, pid}, "each process serves its own profiles")
+    os.kill(pid, 15)
+    eq(sh.p.wait(timeout=20), 0, "the shell ends with its descendant")
+
+
+def test_wrappers_serve_once():
+    """nice and env exec the program they run: the agent starts again in
+    it (the wrapper's own is gone with its image) and says so once."""
+    port = free_port()
+    for wrapper in (["nice", "-n", "1"], ["env", "FOO=1"]):
+        p = Proc([*wrapper, SLEEP, "60"],
+                 env=preload_env(PULLPROF_LISTEN=f"127.0.0.1:{port}"),
+                 stdin=False)
+        ok(until(lambda: os.path.realpath(f"/proc/{p.pid}/exe") ==
+                 os.path.realpath(SLEEP) and "pullprof-http" in p.threads(),
+                 20), f"{wrapper[0]}: the program runs with its agent")
+        r = curl(f"http://127.0.0.1:{port}/debug/pprof/status")
+        eq(r.status, 200, f"{wrapper[0]}: the agent serves")
+        if r.status == 200:
+            eq(r.json()["cmdline"], [SLEEP, "60"],
+               f"{wrapper[0]}: the program's agent answers, not the wrapper's")
+        p.p.terminate()
+        p.p.wait(timeout=20)
+        stderr_done(p)
+        lines = pullprof_lines(p.stderr_text())
+        ok(len(lines) == 1 and re.search(SERVING, lines[0]),
+           f"{wrapper[0]}: \"serving\" is printed once, nothing else",
+           lines)
+
+
+def test_lines_once_across_fork():
+    """A line pullprof printed before the host forked is never printed
+    again by the children (pp_log writes it whole, with no buffer a child
+    could inherit and flush)."""
+    code = ("import os, sys\n"
+            "for i in range(7):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        sys.stderr.write(f'child {i}\\n')\n"
+            "        sys.exit(0)\n"  # flushes every stdio buffer it has
+            "    os.waitpid(pid, 0)\n")
+    out = subprocess.run(["/usr/bin/python3", "-c", code],
+                         env={**os.environ, **fork_safe_env(preload_env(
+                             PULLPROF_LISTEN="127.0.0.1:0"))},
+                         capture_output=True, timeout=60)
+    eq(out.returncode, 0, "the forking host exits 0")
+    err = out.stderr.decode().splitlines()
+    ok(len([l for l in err if re.search(SERVING, l)]) == 1,
+       "the serving line is on stderr once", err)
+    eq(sorted(l for l in err if l.startswith("child")),
+       [f"child {i}" for i in range(7)], "each child's line once")
+
+
+def test_no_listen_is_light():
+    """Preloaded without PULLPROF_LISTEN: the light library alone."""
+    p = Proc([SLEEP, "60"], env=preload_env(), stdin=False)
+    ok(until(lambda: os.path.realpath(f"/proc/{p.pid}/exe") ==
+             os.path.realpath(SLEEP), 10), "sleep runs")
+    check_light("no PULLPROF_LISTEN", p.pid)
+    p.p.terminate()
+    p.p.wait(timeout=20)
+    stderr_done(p)
+    eq(p.stderr_text(), "", "and says nothing")
 
 
 def test_python_heap():
@@ -186,4 +389,6 @@ def test_python_heap():
 
 run([test_sleep_serves_status, test_program_output_untouched, test_port_taken,
      test_bad_values, test_autostart_switches, test_quiet_fixed_port,
-     test_short_program_exits, test_preloaded_children, test_python_heap])
+     test_short_program_exits, test_preloaded_children, test_python_heap,
+     test_descendants_quiet, test_exec_listen, test_wrappers_serve_once,
+     test_lines_once_across_fork, test_no_listen_is_light])
