@@ -221,6 +221,9 @@ PULLPROF_API void pullprof_config_init_size(struct pullprof_config *cfg,
  *   -EPROTONOSUPPORT  HTTPS asked of a libmicrohttpd built without TLS;
  *   -ENOSYS           a libmicrohttpd without epoll;
  *   -ENOMEM, -EAGAIN  out of memory or threads;
+ *   -ELIBACC          the agent's object, libpullprof-agent.so (installed
+ *                     beside libpullprof.so, loaded by the first call that
+ *                     needs it), could not be loaded: stderr says why;
  *   -EALREADY         the agent already runs (nothing printed), e.g.
  *                     because it was started at load time
  *                     (PULLPROF_AUTOSTART=1);

@@ -268,12 +268,17 @@ __attribute__((constructor)) static void pp_autostart(void)
 		    autostart);
 		return;
 	}
+	if (!autostart && !listen)
+		return;
+	/* Checked before anything costlier: in an exec'd descendant this is
+	 * all the preload does. */
+	int before = started_before();
+	if (before == 2 && !exec_listen)
+		return;
 	/* Linked hosts start the agent themselves, with their own settings,
 	 * unless PULLPROF_AUTOSTART=1 asks for it. */
-	if (!autostart && (!listen || !preloaded()))
+	if (!autostart && !preloaded())
 		return;
-
-	int before = started_before();
 	if (before < 0) {
 		pp_log("not started: PULLPROF_AGENT_PID: \"%.32s\" is not a "
 		       "process id (pullprof sets it for the programs a "
@@ -282,10 +287,8 @@ __attribute__((constructor)) static void pp_autostart(void)
 		return;
 	}
 	if (before == 2) {
-		/* An exec'd descendant of a profiled process: quiet, unless
-		 * descendants are given an address of their own. */
-		if (!exec_listen)
-			return;
+		/* An exec'd descendant of a profiled process, and descendants
+		 * are given an address of their own. */
 		if (!*exec_listen) {
 			pp_log("not started: PULLPROF_EXEC_LISTEN is empty (an "
 			       "address, as PULLPROF_LISTEN takes)");
