@@ -2,6 +2,7 @@
  * The agent's side of the split (shim.h): the table of entry points the
  * light object calls, and the agent object's one exported function.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "agent.h"
@@ -12,6 +13,60 @@
 #include "pullprof.h"
 #include "shim/shim.h"
 #include "unwind/registry.h"
+
+/*
+ * Fork handlers. fork() runs the prepare handlers in the reverse order of
+ * their registration and the others in order: a handler registered late
+ * runs its prepare early. The agent's modules register theirs when the
+ * agent is loaded, which may be long after the host registered its own
+ * (a linked host that calls pullprof_start() late); their prepare would
+ * then take the agent's locks before the host's prepare handlers run,
+ * and a host handler that allocates (sampled) would wait for a lock its
+ * own thread holds. So, in libpullprof-agent.so, the modules' calls to
+ * pthread_atfork land here (the link's --wrap=pthread_atfork) and queue;
+ * the light object registered one trio when it was loaded, at the place
+ * the single-object library had, and runs the queue from there.
+ */
+#define MAX_FORK_HANDLERS 16
+
+static struct {
+	void (*prepare)(void), (*parent)(void), (*child)(void);
+} handlers[MAX_FORK_HANDLERS];
+static unsigned nhandlers;
+
+int __wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void),
+                          void (*child)(void));
+int __wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void),
+                          void (*child)(void))
+{
+	/* Called by the agent's constructors and under its lifecycle lock:
+	 * one at a time. */
+	unsigned n = __atomic_load_n(&nhandlers, __ATOMIC_RELAXED);
+	if (n == MAX_FORK_HANDLERS)
+		return ENOMEM;
+	handlers[n].prepare = prepare;
+	handlers[n].parent = parent;
+	handlers[n].child = child;
+	__atomic_store_n(&nhandlers, n + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void pp_agent_fork(int phase)
+{
+	unsigned n = __atomic_load_n(&nhandlers, __ATOMIC_ACQUIRE);
+	if (phase == PP_FORK_PREPARE) {
+		for (unsigned i = n; i-- > 0;)
+			if (handlers[i].prepare)
+				handlers[i].prepare();
+		return;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		void (*f)(void) = phase == PP_FORK_PARENT ? handlers[i].parent
+		                                          : handlers[i].child;
+		if (f)
+			f();
+	}
+}
 
 const struct pp_agent_ops pp_agent_ops_table = {
     .size = sizeof(struct pp_agent_ops),
@@ -37,6 +92,7 @@ const struct pp_agent_ops pp_agent_ops_table = {
     .unloading = pp_registry_unloading,
     .unloaded = pp_unwind_refresh_after_unload,
     .fork_returned = pp_fork_returned,
+    .fork = pp_agent_fork,
 };
 
 __attribute__((visibility("default"))) const struct pp_agent_ops *

@@ -184,6 +184,39 @@ PULLPROF_API void pullprof_label_pop(void)
 }
 #endif /* !PP_AGENT_LINKED */
 
+/* ---- fork ------------------------------------------------------------------ */
+
+#ifndef PP_AGENT_LINKED
+/* The agent's fork handlers, run from here: registered when this object
+ * is loaded, they keep the place in fork()'s order that handlers
+ * registered at load time have (src/shim/ops.c says why). */
+static void fork_prepare(void)
+{
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	if (ops)
+		ops->fork(PP_FORK_PREPARE);
+}
+
+static void fork_parent(void)
+{
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	if (ops)
+		ops->fork(PP_FORK_PARENT);
+}
+
+static void fork_child(void)
+{
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	if (ops)
+		ops->fork(PP_FORK_CHILD);
+}
+
+__attribute__((constructor(103))) static void register_fork(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+#endif
+
 /* ---- the start at load time ---------------------------------------------- */
 
 /* Is this library named in LD_PRELOAD? Then the host did not choose to link

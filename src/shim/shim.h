@@ -74,7 +74,14 @@ struct pp_agent_ops {
 	void (*unloaded)(void);  /* after it */
 	/* In a child, once fork() or daemon() has returned (fork.h). */
 	void (*fork_returned)(void);
+
+	/* fork(): the agent's own fork handlers (pp_agent_fork), run from
+	 * the ones the light object registered when it was loaded. */
+	void (*fork)(int phase);
 };
+
+/* The phases of fork() for pp_agent_ops.fork. */
+enum { PP_FORK_PREPARE, PP_FORK_PARENT, PP_FORK_CHILD };
 
 /* The agent object's one exported name: its table, or NULL when the light
  * object calling it is of another build (shim_version: its
