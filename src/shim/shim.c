@@ -82,9 +82,9 @@ static void load(void)
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *why = dlerror();
-		pp_log("cannot load the agent %s: %s (it is installed with "
-		       "libpullprof.so, in the same directory)",
-		       path, why ? why : "unknown error");
+		pp_log("cannot load the agent: %s (" AGENT_FILE " is installed "
+		       "beside libpullprof.so)",
+		       why ? why : path);
 		return;
 	}
 	__typeof__(pp_agent_entry) *entry =

@@ -3,6 +3,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 
 import pptest
@@ -347,6 +348,24 @@ def test_lines_once_across_fork():
        [f"child {i}" for i in range(7)], "each child's line once")
 
 
+def test_agent_missing():
+    """libpullprof.so without the agent beside it: one line says so, and
+    the program runs on."""
+    with tempfile.TemporaryDirectory() as d:
+        lib = os.path.join(d, "libpullprof.so")
+        shutil.copy(os.path.realpath(pptest.LIBSO), lib)
+        out = subprocess.run(["sh", "-c", "echo hello"],
+                             env={**os.environ, **preload_env(
+                                 lib=lib, PULLPROF_LISTEN="127.0.0.1:0")},
+                             capture_output=True, timeout=20)
+    eq(out.returncode, 0, "without the agent: the program exits 0")
+    eq(out.stdout, b"hello\n", "without the agent: its output is intact")
+    lines = out.stderr.decode().splitlines()
+    ok(len(lines) == 1 and re.match(
+        r"pullprof\[\d+\]: cannot load the agent: .*libpullprof-agent\.so",
+        lines[0]), "one line says the agent cannot be loaded", lines)
+
+
 def test_no_listen_is_light():
     """Preloaded without PULLPROF_LISTEN: the light library alone."""
     p = Proc([SLEEP, "60"], env=preload_env(), stdin=False)
@@ -391,4 +410,5 @@ run([test_sleep_serves_status, test_program_output_untouched, test_port_taken,
      test_bad_values, test_autostart_switches, test_quiet_fixed_port,
      test_short_program_exits, test_preloaded_children, test_python_heap,
      test_descendants_quiet, test_exec_listen, test_wrappers_serve_once,
-     test_lines_once_across_fork, test_no_listen_is_light])
+     test_lines_once_across_fork, test_agent_missing,
+     test_no_listen_is_light])
