@@ -24,6 +24,10 @@ struct pp_config {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct pp_cidr_list allow; /* parsed v.allow; empty: everyone */
+	/* A tree member's socket, bound and listening already (fork.c):
+	 * the server takes it instead of binding addr. */
+	int have_bound_fd;
+	int bound_fd;
 };
 
 /* The listen value that starts the agent without an HTTP server. */

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +67,15 @@ static struct {
 
 static atomic_ulong takeovers, watchers;
 
+/* The watcher's pidfd, while it has one open: a child forked meanwhile
+ * closes its copy (it knows nothing of it). */
+static _Atomic int watch_fd = -1;
+
+/* Follow mode: the child's socket, bound as fork returns (before the host
+ * can drop its privileges: nginx's workers change user at once, and could
+ * then not enter the directory), served once its agent starts. */
+static int early_fd = -1;
+
 void pp_fork_prepare(void)
 {
 	forking_pid = getpid();
@@ -90,6 +101,9 @@ void pp_fork_child(const struct pp_agent *a)
 	} else if (!inherited.armed) {
 		return;
 	}
+	int fd = atomic_exchange(&watch_fd, -1);
+	if (fd >= 0)
+		close(fd);
 	inherited.parent = forking_pid;
 	if (!inherited.follow) {
 		/* Adopt mode: the child is in no tree. */
@@ -165,8 +179,10 @@ static void *watch(void *arg)
 	int pfd = -1;
 	if (!parent_gone()) {
 		pfd = (int)syscall(SYS_pidfd_open, inherited.parent, 0);
-		if (pfd >= 0)
+		if (pfd >= 0) {
 			pp_fds_add(1);
+			atomic_store(&watch_fd, pfd);
+		}
 	}
 	int gone = 0;
 	if (inherited.follow) {
@@ -179,6 +195,7 @@ static void *watch(void *arg)
 		wait_parent(&pfd, -1);
 	/* Closed only while it is still ours: the host may have closed it
 	 * and opened a file of its own under the number. */
+	atomic_store(&watch_fd, -1);
 	if (pfd >= 0 && is_pidfd(pfd))
 		close(pfd);
 	if (pfd >= 0)
@@ -201,11 +218,14 @@ static void *watch(void *arg)
 				sleep(1);
 		} else {
 			pp_fds_add(1);
+			atomic_store(&watch_fd, sfd);
 			struct pollfd p = {.fd = sfd, .events = POLLIN};
 			while (poll(&p, 1, 1000) == 0 &&
 			       pid_alive(inherited.server))
 				;
-			close(sfd);
+			atomic_store(&watch_fd, -1);
+			if (is_pidfd(sfd))
+				close(sfd);
 			pp_fds_add(-1);
 		}
 		inherited.parent = inherited.server; /* not again */
@@ -214,10 +234,68 @@ static void *watch(void *arg)
 	return NULL;
 }
 
+/* The tree's directory, made again if a process that left removed it (a
+ * daemon's first parent removes it as it exits, while the children it left
+ * to the daemon are about to bind in it): a directory of this user's that
+ * no one else may enter, or -1. */
+static int ensure_dir(const char *dir)
+{
+	struct stat st;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return -1;
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != geteuid() || (st.st_mode & 077))
+		return -1;
+	return 0;
+}
+
+static int bind_member(const char *path)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof un.sun_path)
+		return -1;
+	strcpy(un.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	unlink(path); /* named after this pid: left by a process gone */
+	/* The directory may go between the two (see ensure_dir). */
+	for (int tries = 0; tries < 3; tries++) {
+		if (ensure_dir(tree.dir) != 0)
+			break;
+		if (bind(fd, (struct sockaddr *)&un, sizeof un) == 0) {
+			if (chmod(path, 0600) == 0 && listen(fd, 64) == 0)
+				return fd;
+			break;
+		}
+		if (errno != ENOENT)
+			break;
+	}
+	close(fd);
+	return -1;
+}
+
+/* Is fd still the socket bound at path? The host may close every
+ * descriptor after fork. */
+static int still_bound(int fd, const char *path)
+{
+	struct sockaddr_un un;
+	socklen_t len = sizeof un;
+	memset(&un, 0, sizeof un);
+	return fd >= 0 &&
+	       getsockname(fd, (struct sockaddr *)&un, &len) == 0 &&
+	       un.sun_family == AF_UNIX &&
+	       strncmp(un.sun_path, path, sizeof un.sun_path) == 0;
+}
+
 void pp_fork_returned(void)
 {
 	if (!inherited.armed)
 		return;
+	char path[160];
+	if (inherited.follow && tree.dir[0] &&
+	    pp_tree_socket(getpid(), path, sizeof path) == 0)
+		early_fd = bind_member(path);
 	pthread_t t;
 	if (pp_agent_thread_create(&t, "pullprof-fork", watch, NULL) == 0) {
 		pthread_detach(t);
@@ -283,8 +361,7 @@ int pp_tree_join(struct pp_agent *a, char *err, size_t errlen)
 		/* This process serves the address: the tree is its own. A
 		 * directory inherited from a parent that has exited (this
 		 * process took over) is kept: the members are in it. */
-		if (!tree.dir[0] || (tree.root != getpid() &&
-		                     access(tree.dir, W_OK) != 0)) {
+		if (!tree.dir[0] || ensure_dir(tree.dir) != 0) {
 			rc = make_dir(err, errlen);
 			if (rc)
 				return rc;
@@ -293,6 +370,10 @@ int pp_tree_join(struct pp_agent *a, char *err, size_t errlen)
 	} else if (!tree.dir[0]) {
 		snprintf(err, errlen, "no tree to join");
 		return -ENOENT;
+	} else if (early_fd < 0 && ensure_dir(tree.dir) != 0) {
+		snprintf(err, errlen, "cannot enter the tree's directory %s",
+		         tree.dir);
+		return -EACCES;
 	}
 	char path[160];
 	rc = pp_tree_socket(getpid(), path, sizeof path);
@@ -303,8 +384,15 @@ int pp_tree_join(struct pp_agent *a, char *err, size_t errlen)
 	rc = pp_config_member(&a->cfg, path, &a->member_cfg, err, errlen);
 	if (rc)
 		return rc;
+	int early = early_fd;
+	early_fd = -1;
+	if (still_bound(early, path)) {
+		a->member_cfg.have_bound_fd = 1;
+		a->member_cfg.bound_fd = early;
+	}
 	rc = pp_server_start(&a->member_cfg, &a->member, err, errlen);
 	if (rc) {
+		/* The server closed the early socket, if it took it. */
 		pp_config_free(&a->member_cfg);
 		a->member = NULL;
 	}

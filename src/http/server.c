@@ -292,6 +292,11 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *str)
 static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 {
 	const struct pp_config *cfg = s->cfg;
+	if (cfg->have_bound_fd) {
+		s->listen_fd = cfg->bound_fd;
+		snprintf(s->bound, sizeof s->bound, "%s", cfg->v.listen);
+		return 0;
+	}
 	int fd = socket(cfg->addr.ss_family,
 	                SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1, e;

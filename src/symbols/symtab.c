@@ -595,6 +595,25 @@ static void report_files(struct pp_symtab *st)
 	free(done);
 }
 
+/* This process's modules, from /proc/PID/maps and auxv (the vDSO). A
+ * process that changed its user after it started (a server's worker: nginx,
+ * a forked child that called setuid) is no longer "dumpable": its auxv is
+ * root's to read, and libdwfl refuses the whole report. Its maps it may
+ * still read: the modules come from them alone then (the vDSO without
+ * symbols). */
+static int report_self(Dwfl *dwfl)
+{
+	if (dwfl_linux_proc_report(dwfl, getpid()) == 0)
+		return 0;
+	FILE *f = pp_fds_fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	dwfl_report_begin(dwfl); /* what the failed report left, dropped */
+	int rc = dwfl_linux_proc_maps_report(dwfl, f);
+	pp_fds_fclose(f);
+	return rc;
+}
+
 static Dwfl *get_dwfl(struct pp_symtab *st)
 {
 	if (st->dwfl || st->dwfl_failed)
@@ -604,9 +623,8 @@ static Dwfl *get_dwfl(struct pp_symtab *st)
 		dwfl_report_begin(st->dwfl);
 		if (st->given)
 			report_files(st);
-		if ((!st->given &&
-		     dwfl_linux_proc_report(st->dwfl, getpid()) != 0) ||
-		    dwfl_report_end(st->dwfl, NULL, NULL) != 0) {
+		int rc = st->given ? 0 : report_self(st->dwfl);
+		if (rc != 0 || dwfl_report_end(st->dwfl, NULL, NULL) != 0) {
 			dwfl_end(st->dwfl);
 			st->dwfl = NULL;
 		}

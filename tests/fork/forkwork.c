@@ -6,7 +6,8 @@
  *   forkwork daemon PIDFILE SECONDS   daemon(3) (keeping stderr), write the
  *                                     daemon's pid, spin in daemon_spin
  *   forkwork double PIDFILE SECONDS   the same by fork, setsid, fork
- *   forkwork tree N                   fork N children spinning in
+ *   forkwork tree N [UID]             fork N children (changing to user
+ *                                     UID, if given) spinning in
  *                                     child_spin (each dies with the
  *                                     parent); the parent spins in
  *                                     parent_spin on a thread and answers
@@ -72,10 +73,17 @@ static void write_pid(const char *path)
 static pid_t children[MAX_CHILDREN];
 static int nchildren;
 
+/* With a UID, each child changes to that user (and group) at once, as a
+ * server's workers do. */
+static int child_uid = -1;
+
 static pid_t spawn(int crash)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
+		if (child_uid >= 0 &&
+		    (setgid((gid_t)child_uid) || setuid((uid_t)child_uid)))
+			_exit(4);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (crash) {
 			child_spin(now() + 1);
@@ -157,8 +165,11 @@ static int tree(int n)
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && strcmp(argv[1], "tree") == 0)
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "tree") == 0) {
+		if (argc == 4)
+			child_uid = atoi(argv[3]);
 		return tree(atoi(argv[2]));
+	}
 	if (argc != 4) {
 		fprintf(stderr, "usage: forkwork daemon|double PIDFILE SECONDS "
 		                "| tree N\n");

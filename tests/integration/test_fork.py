@@ -37,11 +37,12 @@ def free_port():
 class Tree(Proc):
     """forkwork tree N, preloaded, driven on stdin."""
 
-    def __init__(self, n, port, tmp, mode="follow", extra=None):
+    def __init__(self, n, port, tmp, mode="follow", extra=None, uid=None):
         env = preload_env(PULLPROF_LISTEN=f"127.0.0.1:{port}",
                           PULLPROF_FORK=mode, TMPDIR=tmp,
                           XDG_RUNTIME_DIR="", **(extra or {}))
-        super().__init__([FORKWORK, "tree", str(n)], env=env)
+        super().__init__([FORKWORK, "tree", str(n)] +
+                         ([str(uid)] if uid is not None else []), env=env)
         self.port = port
         self.tmp = tmp
         self.ready = self.cmd(None)
@@ -369,6 +370,41 @@ def test_follow_tree():
             l], [], "nothing printed but the one serving line")
 
 
+def test_follow_changed_user():
+    """Children that change user at once (a server's workers: nginx's run
+    as nobody) are members too: their socket is bound as fork returns,
+    before the change, and their symbols are found although the change
+    made them undumpable (their auxv is root's)."""
+    if SANITIZER == "tsan":
+        skip("follow mode", TSAN_WHY)
+        return
+    if os.geteuid() != 0:
+        skip("children that change user", "needs root to change user")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Tree(2, free_port(), tmp, uid=65534)
+        try:
+            kids = t.pids()
+            want = sorted(kids + [t.pid])
+            until(lambda: t.member_pids() == want, 20)
+            eq(t.member_pids(), want, "children that became nobody are "
+               "in the tree")
+            eq({os.stat(f"/proc/{k}").st_uid for k in kids}, {65534},
+               "they run as nobody")
+            r = t.get(f"profile?seconds=1&pid={kids[0]}")
+            eq(r.status, 200, "one of them profiled")
+            if r.status == 200:
+                prof = Profile(r.body)
+                names = {f[0] for s in prof.samples for fr in prof.stack(s)
+                         for f in fr}
+                ok("child_spin" in names, "with its symbols",
+                   sorted(names)[:20])
+        finally:
+            t.quit()
+        # Their sockets were theirs to remove: the root removes them.
+        eq(tree_dirs(tmp), [], "nothing left behind")
+
+
 def test_follow_fifty():
     """50 children merged within the profile's bound."""
     if SANITIZER == "tsan":
@@ -400,4 +436,4 @@ def test_follow_fifty():
 
 if __name__ == "__main__":
     run([test_daemon, test_adopt_child_of_live_parent, test_follow_tree,
-         test_follow_fifty])
+         test_follow_changed_user, test_follow_fifty])
