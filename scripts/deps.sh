@@ -10,6 +10,11 @@
 # would also set up and start a server (a systemd unit, a postinst, a user)
 # and recommend node-exporter. So the package is downloaded, not installed,
 # and the one static binary taken out of it to $PROMTOOL_DIR/promtool.
+#
+# nginx-light and postgresql are real forking servers for
+# test_servers.py; their packages would start a server (nginx on port 80,
+# a PostgreSQL cluster) where services may start: the tests run their own,
+# in temporary directories, and need none.
 set -eu
 
 build="build-essential autoconf automake libtool pkg-config
@@ -18,7 +23,7 @@ test="libcmocka-dev curl python3 procps valgrind clang-format binutils
   protobuf-compiler golang-go golang-github-google-pprof-dev libjemalloc2
   google-perftools openssl libgoogle-perftools-dev clang libclang-rt-14-dev
   chromium python3-websocket wrk python3-prometheus-client groff-base man-db
-  redis-server redis-tools postgresql"
+  redis-server redis-tools nginx-light postgresql"
 
 pkgs=$build
 [ "${1:-}" = "--test" ] && pkgs="$build $test"
