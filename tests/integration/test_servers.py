@@ -822,5 +822,164 @@ def postgres(pg):
        "from pullprof", "\n".join(lines[-20:]))
 
 
+# --- Python multiprocessing ----------------------------------------------------
+
+POOL_PY = """\
+import hashlib, multiprocessing as mp, os, sys, time, zlib
+
+def work(seconds):
+    # Half random (deflate finds no match), half repeated (long matches).
+    data = os.urandom(1 << 18) + bytes(range(256)) * 1024
+    end, n = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        zlib.compress(data, 9)
+        n += 1
+    return os.getpid(), n
+
+if __name__ == "__main__":
+    seconds = float(sys.argv[1])
+    pool = mp.get_context("fork").Pool(3)
+    print("pool", os.getpid(), *[p.pid for p in pool._pool], flush=True)
+    sys.stdin.readline()
+    res = pool.map_async(work, [seconds] * 3, chunksize=1)
+    # The parent waits, hashing (OpenSSL's SHA-256) in the meantime.
+    h, blob, rounds = hashlib.sha256(), os.urandom(1 << 16), 0
+    while not res.ready():
+        for _ in range(20):
+            h.update(blob)
+        rounds += 1
+        time.sleep(0.002)
+    print("done", rounds, *[f"{p}:{n}" for p, n in res.get()], flush=True)
+    pool.close()
+    pool.join()
+    sys.stdin.readline()
+"""
+
+
+class Script(pptest.Proc):
+    """/usr/bin/python3 running a script, preloaded, in follow mode, with
+    its runtime directory."""
+
+    def __init__(self, source, *args, **env):
+        self.d = tempfile.mkdtemp(prefix="pp-py-")
+        self.rt = os.path.join(self.d, "run")
+        os.mkdir(self.rt, 0o700)
+        path = os.path.join(self.d, "script.py")
+        with open(path, "w") as f:
+            f.write(source)
+        self.agent = Agent(free_port())
+        super().__init__(
+            [PYTHON, path, *args],
+            env=pptest.preload_env(
+                PULLPROF_LISTEN=f"127.0.0.1:{self.agent.port}",
+                PULLPROF_FORK="follow", TMPDIR=self.rt,
+                XDG_RUNTIME_DIR=self.rt, **env),
+            stdout_lines=True)
+
+    def send(self, line):
+        self.p.stdin.write(line.encode() + b"\n")
+        self.p.stdin.flush()
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        shutil.rmtree(self.d, ignore_errors=True)
+
+
+def libz_share(prof, pid):
+    """(samples of pid, those with a frame of libz)."""
+    total = inz = 0
+    for s in prof.samples:
+        if prof.labels(s).get("pid") != str(pid):
+            continue
+        total += s["value"][0]
+        for i in s.get("location_id", []):
+            m = prof.map_by_id.get(prof.field(prof.loc_by_id[i],
+                                              "mapping_id"), {})
+            if "libz.so" in (prof.s(prof.field(m, "filename")) or ""):
+                inz += s["value"][0]
+                break
+    return total, inz
+
+
+def test_python_pool():
+    """multiprocessing.Pool(3), fork start method: the workers compress
+    with zlib while the parent hashes; one profile of the four."""
+    if not forks_followed("Python's multiprocessing tree"):
+        return
+    py = Script(POOL_PY, "8")
+    try:
+        python_pool(py)
+    finally:
+        py.close()
+
+
+def python_pool(py):
+    a = py.agent
+    m = py.wait_line(py.out_lines, r"^pool (\d+) (\d+) (\d+) (\d+)$", 60)
+    ok(m, "the pool started", py.stderr_text()[-1500:])
+    if not m:
+        return
+    parent, *workers = [int(x) for x in m.groups()]
+    eq(parent, py.pid, "the parent is the process started")
+    ok(until(lambda: set(a.children()) == {parent, *workers}, 20),
+       "/children lists the parent and the 3 pool workers",
+       json.dumps(a.json("children"), indent=1))
+    ch = a.children()
+    eq(sorted((ch.get(w, {}).get("ppid"), ch.get(w, {}).get("command"))
+              for w in workers), [(parent, "python3")] * 3,
+       "each worker: python3, the parent's child")
+
+    py.send("go")
+    base = {w: cpu_ticks(w) for w in workers}
+    ok(until(lambda: all(cpu_ticks(w) > base[w] + 5 for w in workers),
+             20), "the workers compress", base)
+    t0 = time.time()
+    r, prof = a.profile("profile?seconds=3", timeout=60)
+    took = time.time() - t0
+    ok(prof, "profile?seconds=3 of the pool", r)
+    if prof:
+        counts, names = by_pid(prof), names_by_pid(prof)
+        print(f"# python pool, {took:.1f} s: samples by pid {counts} "
+              f"(parent {parent}, workers {workers})")
+        shares = {w: libz_share(prof, w) for w in workers}
+        ok(all(t >= 10 and z >= t / 2 for t, z in shares.values()),
+           "each worker's pid, at least half of its samples in libz",
+           f"(samples, in libz) by worker: {shares}\n" + top(prof))
+        ok(all("deflate" in names.get(str(w), set()) for w in workers),
+           "each worker's stacks pass through zlib's deflate", top(prof))
+        ok(counts.get(str(parent), 0) > 0 and
+           "SHA256_Update" in names.get(str(parent), set()),
+           "the parent's pid, hashing (SHA256_Update)",
+           sorted(x for x in names.get(str(parent), set()) if x)[:40])
+        eq(sorted(counts), sorted(str(x) for x in [parent, *workers]),
+           "no other pid")
+        w = workers[0]
+        with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
+            f.write(r.body)
+            f.flush()
+            code, txt, err = go_pprof("-tags", "-tagfocus", f"pid:{w}",
+                                      f.name)
+        pids = re.findall(r"\): (\d+)$", txt.split("pid:", 1)[-1]
+                          .split("thread_id:")[0], re.M)
+        ok(code == 0 and pids == [str(w)],
+           f"go tool pprof -tagfocus pid:{w}: that worker alone",
+           err[-500:] + txt[-1500:])
+    m = py.wait_line(py.out_lines, r"^done", 60)
+    ok(m, "the pool's work completes", py.out_lines[-5:])
+    ok(until(lambda: set(a.children()) == {parent}, 20),
+       "the workers gone (pool.join), /children lists the parent alone",
+       a.json("children"))
+    py.send("")
+    try:
+        code = py.p.wait(30)
+    except subprocess.TimeoutExpired:
+        code = None
+    eq(code, 0, "python3 exits 0")
+    ok(until(lambda: not sockets_left(py.rt), 10),
+       "and the sockets' directory is gone", sockets_left(py.rt))
+
+
 run([test_nginx_exports, test_nginx_follow, test_nginx_adopt,
-     test_nginx_workers_drop_privileges, test_postgres])
+     test_nginx_workers_drop_privileges, test_postgres, test_python_pool])
