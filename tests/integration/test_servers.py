@@ -981,5 +981,192 @@ def python_pool(py):
        "and the sockets' directory is gone", sockets_left(py.rt))
 
 
+# --- a tree of 50 --------------------------------------------------------------
+
+TREE_PY = """\
+import os, select, sys, time
+
+n, blocks = int(sys.argv[1]), int(sys.argv[2])
+go_r, go_w = os.pipe()
+done_r, done_w = os.pipe()
+
+def allocate():
+    # Distinct sizes above pymalloc's 512 bytes: each its own malloc and
+    # its own heap sample (stack, size).
+    return [bytearray(600 + 8 * i) for i in range(blocks)]
+
+kids = []
+for i in range(n):
+    pid = os.fork()
+    if pid == 0:
+        keep = None
+        while os.getppid() != 1:
+            sum(range(20000))
+            if keep is None and select.select([go_r], [], [], 0.02)[0]:
+                os.read(go_r, 1)
+                keep = allocate()
+                os.write(done_w, b"a")
+            elif keep is not None:
+                time.sleep(0.02)
+        os._exit(0)
+    kids.append(pid)
+print("kids", *kids, flush=True)
+sys.stdin.readline()
+keep = allocate()
+os.write(go_w, b"g" * n)
+got = 0
+while got < n:
+    got += len(os.read(done_r, n - got))
+print("allocated", flush=True)
+sys.stdin.readline()
+for k in kids:
+    os.kill(k, 15)
+for k in kids:
+    os.waitpid(k, 0)
+print("done", flush=True)
+"""
+TREE_N, TREE_BLOCKS, TREE_MB = 50, 2000, 1
+
+
+def test_tree_of_50():
+    """A python3 parent with 50 forked children, PULLPROF_MAX_PROFILE_MB=1
+    and every allocation sampled: the thread dump and the heap profile of
+    the 51 in one answer; the heap one past the bound, still a valid
+    profile of every pid, the rest charged to the limit frame."""
+    if not forks_followed("a tree of 51 processes"):
+        return
+    t = Script(TREE_PY, str(TREE_N), str(TREE_BLOCKS),
+               PULLPROF_MAX_PROFILE_MB=str(TREE_MB), PULLPROF_HEAP_RATE="1")
+    try:
+        tree_of_50(t)
+    finally:
+        t.close()
+        for k in getattr(t, "kids", []):
+            if alive(k):
+                os.kill(k, signal.SIGKILL)
+
+
+def tree_of_50(t):
+    a = t.agent
+    m = t.wait_line(t.out_lines, r"^kids ", 60)
+    ok(m, "the parent forked its children", t.stderr_text()[-1500:])
+    if not m:
+        return
+    kids = [int(x) for x in t.out_lines[0].split()[1:]]
+    t.kids = kids
+    everyone = {str(x) for x in [t.pid, *kids]}
+    eq(len(kids), TREE_N, f"{TREE_N} children")
+    t0 = time.time()
+    ok(until(lambda: len(a.children()) == TREE_N + 1, 90),
+       f"/children lists the {TREE_N + 1} processes",
+       (len(a.children()), t.stderr_text()[-1500:]))
+    print(f"# {TREE_N + 1} processes listed {time.time() - t0:.1f} s "
+          "after the fork")
+
+    t0 = time.time()
+    r, g = a.profile("goroutine", timeout=120)
+    took = time.time() - t0
+    ok(g, "goroutine: one merged thread dump", r)
+    if g:
+        pids = {p for p in by_pid(g)}
+        print(f"# goroutine of {len(pids)} pids in {took:.1f} s, "
+              f"{len(r.body)} bytes")
+        eq(sorted(everyone - pids), [], f"the thread dump has all "
+           f"{TREE_N + 1} pids")
+        eq(sorted(pids - everyone), [], "and no other")
+
+    t0 = time.time()
+    r, cpu = a.profile("profile?seconds=2", timeout=120)
+    took = time.time() - t0
+    ok(cpu, "profile?seconds=2 of the 51", r)
+    if cpu:
+        counts = by_pid(cpu)
+        print(f"# cpu, {took:.1f} s: {len(counts)} pids with samples, "
+              f"{sum(counts.values())} samples, {len(r.body)} bytes")
+        # The children spin lightly (50 of them on this machine's cores):
+        # most have samples in 2 s; none is a stranger.
+        ok(len(set(counts) & everyone) >= TREE_N // 2,
+           "most children's pids have CPU samples", top(cpu))
+        eq(sorted(set(counts) - everyone), [], "no other pid")
+
+    t.send("alloc")
+    ok(t.wait_line(t.out_lines, r"^allocated$", 120),
+       f"every process allocated {TREE_BLOCKS} blocks", t.out_lines[-3:])
+    t0 = time.time()
+    r = a.get("heap", timeout=120)
+    took = time.time() - t0
+    ok(r.status == 200 and len(r.body) <= TREE_MB << 20,
+       f"heap of the 51: 200, within PULLPROF_MAX_PROFILE_MB={TREE_MB}",
+       (r.status, len(r.body), r.body[:300]))
+    try:
+        heap = Profile(r.body) if r.status == 200 else None
+    except ValueError as e:
+        heap = None
+        ok(False, "protoc decodes it", e)
+    if heap:
+        counts = by_pid(heap)
+        limited = [s for s in heap.samples
+                   if any(f[0] == LIMIT_FRAME for loc in heap.stack(s)
+                          for f in loc)]
+        limit_pids = {heap.labels(s).get("pid") for s in limited}
+        print(f"# heap, {took:.1f} s: {len(r.body)} bytes gzipped, "
+              f"{len(heap.samples)} samples of {len(counts)} pids, "
+              f"{len(limited)} at the limit frame ({len(limit_pids)} pids)")
+        eq(sorted(everyone - set(counts)), [], "every pid is in it")
+        # Every allocation sampled: the values are exact, and what went to
+        # the limit frame is charged there, not lost. Each process keeps
+        # its blocks (bytearray(n) takes n + 1 bytes).
+        idx = [ty for ty, _ in heap.sample_types()].index("inuse_space")
+        kept = sum(601 + 8 * i for i in range(TREE_BLOCKS))
+        total = sum(s["value"][idx] for s in heap.samples)
+        ok(len(everyone) * kept <= total <= len(everyone) * kept * 1.5,
+           "inuse_space holds the blocks every process keeps",
+           f"{total} vs {len(everyone)} x {kept}")
+        # Unbounded, it would hold every member's samples: what each
+        # member answers alone.
+        sizes = []
+        for p in sorted(everyone)[:5]:
+            one = a.get(f"heap?pid={p}", timeout=60)
+            sizes.append(len(decompress(one.body)) if one.status == 200
+                         else 0)
+        whole = sum(sizes) / len(sizes) * len(everyone)
+        print(f"# a member's heap alone: {sizes} bytes; the 51: "
+              f"~{whole / 1048576:.1f} MiB")
+        if whole > 2 * (TREE_MB << 20):
+            ok(limited, "the members' profiles are far past the bound: "
+               "the limit frame holds the rest", top(heap))
+        else:
+            skip("the limit frame", f"the members' profiles add up to "
+                 f"{whole:.0f} bytes only")
+        names = pptest.check_mapped(heap, "heap of the 51")
+        ok(not limited or names == {LIMIT_FRAME},
+           "the only synthetic frame is the limit's", names)
+        with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
+            f.write(r.body)
+            f.flush()
+            code, txt, err = go_pprof("-top", f.name)
+        ok(code == 0 and "Showing" in txt, "go tool pprof reads it",
+           err[-800:])
+
+    t.send("quit")
+    ok(t.wait_line(t.out_lines, r"^done$", 60), "the parent reaped "
+       "its children")
+    try:
+        code = t.p.wait(30)
+    except subprocess.TimeoutExpired:
+        code = None
+    eq(code, 0, "python3 exits 0")
+    ok(until(lambda: not any(alive(k) for k in kids), 10),
+       "no child is left", [k for k in kids if alive(k)])
+    ok(until(lambda: not sockets_left(t.rt), 10),
+       "and the sockets' directory is gone", sockets_left(t.rt)[:10])
+
+
+def decompress(body):
+    import gzip
+    return gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
+
+
 run([test_nginx_exports, test_nginx_follow, test_nginx_adopt,
-     test_nginx_workers_drop_privileges, test_postgres, test_python_pool])
+     test_nginx_workers_drop_privileges, test_postgres, test_python_pool,
+     test_tree_of_50])
