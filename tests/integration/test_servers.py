@@ -20,6 +20,12 @@ internals (deflate_slow, longest_match) are static, and libz is stripped:
 its samples carry the names of the exported functions nearest below them,
 deflate* among them, and they sit in libz's mapping.
 
+Two checks fail with the implementation as it is (each says why): nginx's
+workers forked by the daemon before it took the address over are in no
+tree, and workers that change user (nginx's default as root) cannot join
+the master's 0700 directory. The nginx follow test goes on with workers a
+reload starts (forked by the serving master); the others run as root.
+
 TSan builds leave the fork() and daemon() wrappers out (src/fork_wrap.c):
 nothing is followed or adopted there, and these tests skip.
 """
@@ -34,7 +40,7 @@ import tempfile
 import time
 
 import pptest
-from pptest import (Profile, curl, decode_profile, eq, free_port, go_pprof,
+from pptest import (Profile, curl, eq, free_port, go_pprof,
                     ok, run, skip, until)
 
 NGINX = "/usr/sbin/nginx"
@@ -367,7 +373,8 @@ def test_nginx_exports():
 def wrk_load(url, seconds):
     return subprocess.Popen(
         [WRK, "-t2", "-c4", f"-d{seconds}s", "--timeout", "30s",
-         "-H", "Accept-Encoding: gzip", url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+         "-H", "Accept-Encoding: gzip", url],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env=clean_env())
 
 
@@ -406,13 +413,21 @@ def nginx_follow(n):
     eq(len(workers), 2, "nginx runs 2 workers")
 
     # Workers forked by the daemon before it had taken the address over
-    # (nginx forks them at once) must be members too.
+    # (nginx forks them at once) must be members too. Seen failing (most
+    # runs): the process started makes the tree's directory and removes
+    # it when it exits; the daemon, taking over, makes a new one; the
+    # workers it forked in between inherited the old name, and their
+    # agents' bind() there fails (ENOENT), silently.
     def listed():
         ch = a.children()
         return ch if set(workers) | {master} <= set(ch) else None
     ok(until(listed, 10), "/children lists the master and the 2 workers "
        "nginx forked right after daemonizing",
-       json.dumps(a.json("children"), indent=1) + f"\nworkers {workers}")
+       json.dumps(a.json("children"), indent=1) +
+       f"\nworkers {workers}; in {n.rt}: {sockets_left(n.rt)}\n"
+       "(a worker forked before the daemon took the address over is in "
+       "no tree: its agent binds in the directory of the process that "
+       "started nginx, removed when it exited)")
 
     # Workers forked by the serving master (a reload starts new ones).
     r = n.signal("reload")
@@ -587,11 +602,16 @@ def test_nginx_workers_drop_privileges():
         users = sorted({pwd.getpwuid(os.stat(f"/proc/{w}").st_uid).pw_name
                         for w in ws})
         eq(users, ["nobody"], "the workers run as nobody")
+        # Seen failing: the tree's directory is the master's, 0700, so
+        # a worker that became nobody cannot bind its socket there (its
+        # agent says nothing).
         ok(len(ws) == 2 and until(lambda: set(ws) <= set(a.children()),
                                   10),
            "/children lists the workers that changed user to nobody",
            json.dumps(a.json("children"), indent=1) +
-           f"\nworkers {ws}; sockets {sockets_left(n.rt)}")
+           f"\nworkers {ws}; sockets {sockets_left(n.rt)}\n"
+           "(the workers, now nobody, cannot reach the master's 0700 "
+           "directory)")
     finally:
         n.close()
         if n.started.poll() is None:
@@ -599,7 +619,7 @@ def test_nginx_workers_drop_privileges():
         n.started.wait()
 
 
-# --- PostgreSQL ---------------------------------------------------------------
+# --- PostgreSQL --------------------------------------------------------------
 
 # A backend's path for a query, and the main functions of the auxiliary
 # processes (all in postgres's .dynsym; exec_simple_query is static).
@@ -753,12 +773,13 @@ def postgres(pg):
     print(f"# pgbench -i: {time.time() - t0:.1f} s")
     bench = subprocess.Popen(
         [f"{PGBIN}/pgbench", "-h", pg.sock, "-p", str(pg.port), "-U",
-         "postgres", "-c", "4", "-T", "5", "postgres"], env=clean_env(),
+         "postgres", "-c", "4", "-T", "8", "postgres"], env=clean_env(),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         ok(until(lambda: len(backends(a.children())) >= 4 or
                  bench.poll() is not None, 30),
-           "under pgbench -c 4: /children lists its 4 backends",
+           "under pgbench -c 4 -T 8 (long enough for two windows on a "
+           "busy machine): /children lists its 4 backends",
            json.dumps(a.json("children"), indent=1))
         bk = sorted(backends(a.children()))
         t0 = time.time()
@@ -800,7 +821,7 @@ def postgres(pg):
             out, _ = bench.communicate()
     text = out.decode("utf-8", "replace")
     m = re.search(r"tps = ([\d.]+)", text)
-    ok(bench.returncode == 0 and m, "pgbench -c 4 -T 5 completes",
+    ok(bench.returncode == 0 and m, "pgbench -c 4 -T 8 completes",
        text[-1500:])
     print(f"# pgbench: {m.group(1) if m else '?'} tps")
     ok(until(lambda: not backends(a.children()), 20),
@@ -822,7 +843,7 @@ def postgres(pg):
        "from pullprof", "\n".join(lines[-20:]))
 
 
-# --- Python multiprocessing ----------------------------------------------------
+# --- Python multiprocessing --------------------------------------------------
 
 POOL_PY = """\
 import hashlib, multiprocessing as mp, os, sys, time, zlib
@@ -981,7 +1002,7 @@ def python_pool(py):
        "and the sockets' directory is gone", sockets_left(py.rt))
 
 
-# --- a tree of 50 --------------------------------------------------------------
+# --- a tree of 50 ------------------------------------------------------------
 
 TREE_PY = """\
 import os, select, sys, time
