@@ -25,6 +25,7 @@
 
 #include "agent.h"
 #include "error.h"
+#include "heap/heap.h"
 #include "http/server.h"
 #include "util/fds.h"
 
@@ -288,19 +289,57 @@ static int still_bound(int fd, const char *path)
 	       strncmp(un.sun_path, path, sizeof un.sun_path) == 0;
 }
 
-void pp_fork_returned(void)
+static void start_watcher(void)
 {
+	pthread_t t;
+	if (pp_agent_thread_create(&t, "pullprof-fork", watch, NULL) == 0) {
+		pthread_detach(t);
+		atomic_fetch_add(&watchers, 1);
+	}
+}
+
+/* An adopt-mode child that has not started its watcher yet. */
+static _Atomic int lazy;
+
+void pp_fork_returned(int event)
+{
+	if (event == PP_FORKED_PARENT) {
+		/* A child that forks children of its own (a daemon's master
+		 * forking its workers) may be the one to serve. */
+		if (atomic_exchange(&lazy, 0))
+			start_watcher();
+		return;
+	}
+	atomic_store(&lazy, 0);
 	if (!inherited.armed)
 		return;
 	char path[160];
 	if (inherited.follow && tree.dir[0] &&
 	    pp_tree_socket(getpid(), path, sizeof path) == 0)
 		early_fd = bind_member(path);
-	pthread_t t;
-	if (pp_agent_thread_create(&t, "pullprof-fork", watch, NULL) == 0) {
-		pthread_detach(t);
-		atomic_fetch_add(&watchers, 1);
+#ifndef PP_NO_HEAP_INTERPOSE
+	/* Sanitizer builds have no heap slow path to poke: they start it at
+	 * once. */
+	if (!inherited.follow && event == PP_FORKED_CHILD) {
+		atomic_store(&lazy, 1);
+		return;
 	}
+#endif
+	start_watcher();
+}
+
+void pp_fork_poke(void)
+{
+	if (!atomic_load_explicit(&lazy, memory_order_relaxed) ||
+	    !parent_gone())
+		return;
+	if (!atomic_exchange(&lazy, 0))
+		return;
+	/* pthread_create allocates: this thread's allocations meanwhile
+	 * pass by, unsampled, and poke no more. */
+	int hidden = pp_heap_hide();
+	start_watcher();
+	pp_heap_unhide(hidden);
 }
 
 void pp_fork_stats(struct pp_fork_stats *out)

@@ -28,9 +28,20 @@ enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c);
  * agent (NULL: none) before that agent is forgotten. */
 void pp_fork_prepare(void);
 void pp_fork_child(const struct pp_agent *parent_agent);
-/* In the child once fork() (or daemon()) has returned to the host: start
- * the watcher if the parent served. */
-void pp_fork_returned(void);
+/* Once fork() or daemon() has returned to the host (fork_wrap.c). In a
+ * child of a serving parent (follow mode: every child; adopt: a daemon()
+ * child) the watcher starts at once; an adopt-mode child of a plain fork
+ * only notes that it may have to take over, and starts its watcher when
+ * it is poked and its parent has gone, or when it forks children itself
+ * (a daemon's master): a child that lives and dies under its parent (a
+ * PostgreSQL backend, a worker) never pays for a thread. */
+enum { PP_FORKED_CHILD, PP_FORKED_DAEMON, PP_FORKED_PARENT };
+void pp_fork_returned(int event);
+/* The heap sampler's slow path while nothing samples (HOST CONTEXT, inside
+ * an allocation; every 64 KiB a thread allocates): an adopt-mode child
+ * whose parent has gone starts its watcher. One load when nothing is
+ * pending. */
+void pp_fork_poke(void);
 
 /* The tree of follow mode. Join: make the directory (the process that
  * serves the address, when none is inherited) and serve a's member socket

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include "fork.h"
 #include "pullprof.h"
 #include "shim/shim.h"
 
@@ -39,8 +40,8 @@ PULLPROF_API pid_t fork(void)
 	}
 	pid_t pid = f();
 	const struct pp_agent_ops *ops;
-	if (pid == 0 && (ops = PP_AGENT_OPS()))
-		ops->fork_returned();
+	if (pid >= 0 && (ops = PP_AGENT_OPS()))
+		ops->fork_returned(pid == 0 ? PP_FORKED_CHILD : PP_FORKED_PARENT);
 	return pid;
 }
 
@@ -57,7 +58,7 @@ PULLPROF_API int daemon(int nochdir, int noclose)
 	int rc = f(nochdir, noclose);
 	const struct pp_agent_ops *ops;
 	if (rc == 0 && (ops = PP_AGENT_OPS()))
-		ops->fork_returned();
+		ops->fork_returned(PP_FORKED_DAEMON);
 	return rc;
 }
 

@@ -323,10 +323,13 @@ void pp_heap_stop(void)
 void pp_heap_forget_in_child(void)
 {
 	pthread_mutex_init(&heap.mu, NULL);
-	/* Sampling goes on (the child inherited the parent's heap) and the
-	 * registry stays registered; the child's own agent, if it starts
-	 * one, starts heap profiling anew. */
+	/* Sampling stops: the child has no agent to show it to. The table
+	 * keeps the parent's samples (the child's memory too: frees of them
+	 * still take them out) and the registry stays registered; the
+	 * child's own agent, if it starts one (follow mode, a takeover),
+	 * samples again from then on. */
 	heap.running = 0;
+	pp_heap_sampling_set(0, 0);
 	pp_heap_sampling_forget_in_child();
 	/* The tables need nothing: their lock is held across fork. */
 }

@@ -17,6 +17,7 @@
 
 #include "bounds.h"
 #include "heap/heap.h"
+#include "fork.h"
 #include "heap/hot.h"
 #include "heap/sample.h"
 #include "heap/table.h"
@@ -108,6 +109,10 @@ void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
 	}
 	if (!rate) {
 		t->countdown = RECHECK_BYTES;
+		/* A forked child without an agent may have to take over
+		 * (fork.h). */
+		if (!t->busy)
+			pp_fork_poke();
 		return p;
 	}
 	t->countdown = draw(t, rate);

@@ -72,8 +72,8 @@ struct pp_agent_ops {
 	                     void *(*fn)(void *), void *arg, uintptr_t from);
 	void (*unloading)(void); /* before a dlclose */
 	void (*unloaded)(void);  /* after it */
-	/* In a child, once fork() or daemon() has returned (fork.h). */
-	void (*fork_returned)(void);
+	/* Once fork() or daemon() has returned (fork.h: PP_FORKED_*). */
+	void (*fork_returned)(int event);
 
 	/* fork(): the agent's own fork handlers (pp_agent_fork), run from
 	 * the ones the light object registered when it was loaded. */
