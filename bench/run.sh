@@ -76,3 +76,5 @@ echo
 python3 bench/bench_fork.py
 echo
 python3 bench/bench_pgbench.py
+echo
+python3 bench/bench_fork_modes.py
