@@ -24,6 +24,7 @@
 #include "error.h"
 #include "fork.h"
 #include "heap/heap.h"
+#include "heap/sample.h"
 #include "heap/table.h"
 #include "http/server.h"
 #include "locks/locks.h"
@@ -186,6 +187,12 @@ static void atfork_child(void)
 	/* What the child needs of the parent's agent to follow it or take
 	 * its address over (fork.h), noted before it is forgotten. */
 	pp_fork_child(running);
+	/* Heap sampling goes on only in a child that will run an agent of
+	 * its own (follow mode: what it allocates from its fork on is in its
+	 * profile); any other has none to show it to, and stops (its own
+	 * pullprof_start, or a takeover, samples again from then on). */
+	if (!pp_fork_child_follows())
+		pp_heap_sampling_set(0, 0);
 	if (running) {
 		pp_server_forget_in_child(running->srv);
 		pp_server_forget_in_child(running->member);
@@ -233,9 +240,9 @@ static int start_agent(const struct pullprof_config *cfg,
 	err[0] = 0;
 	rc = pp_config_resolve(cfg, &agent.cfg, err, sizeof err);
 	if (!rc && how->listen && agent.cfg.serve)
-		rc = pp_config_parse_listen(how->listen, &agent.cfg.addr,
-		                            &agent.cfg.addrlen, err,
-		                            sizeof err);
+		rc =
+		    pp_config_parse_listen(how->listen, &agent.cfg.addr,
+		                           &agent.cfg.addrlen, err, sizeof err);
 	if (rc) {
 		if (!how->quiet)
 			pp_log("not started: %s",
@@ -381,9 +388,9 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
 	} else {
 		/* A member: its server on the address, beside its socket. */
 		char err[300];
-		rc = pp_config_parse_listen(listen, &agent.cfg.addr,
-		                            &agent.cfg.addrlen, err,
-		                            sizeof err);
+		rc =
+		    pp_config_parse_listen(listen, &agent.cfg.addr,
+		                           &agent.cfg.addrlen, err, sizeof err);
 		struct pp_server *srv = NULL;
 		if (!rc)
 			rc = pp_server_start(&agent.cfg, &srv, err, sizeof err);

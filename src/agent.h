@@ -19,7 +19,7 @@ struct pp_agent {
 	 * (cfg's, listening there); NULL otherwise. */
 	struct pp_server *member;
 	struct pp_config member_cfg;
-	double start_time;     /* seconds since the epoch */
+	double start_time; /* seconds since the epoch */
 	struct timespec start_mono;
 	int autostarted;
 };

@@ -127,8 +127,8 @@ const struct pp_setting pp_settings[] = {
      OFF(max_answers_mb), 256, NULL, 1, 65536, NULL, "MiB",
      "memory all answers being built or sent may hold together, in MiB "
      "(past it: 503 with Retry-After)"},
-    {"fork", "PULLPROF_FORK", PP_SETTING_STRING, OFF(fork_mode), 0, "adopt",
-     0, 0, "adopt|follow|off", "",
+    {"fork", "PULLPROF_FORK", PP_SETTING_STRING, OFF(fork_mode), 0, "adopt", 0,
+     0, "adopt|follow|off", "",
      "forked children: adopt (take the address over when the parent "
      "exits: daemons), follow (every child runs an agent; this address "
      "answers for the whole tree, merged, ?pid=N for one), off"},
@@ -647,7 +647,8 @@ int pp_config_member(const struct pp_config *base, const char *path,
 	memset(&out->addr, 0, sizeof out->addr);
 	un->sun_family = AF_UNIX;
 	memcpy(un->sun_path, path, n + 1);
-	out->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	out->addrlen =
+	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
 	out->serve = 1;
 	size_t len = n + sizeof "unix:";
 	char *listen = malloc(len);
@@ -662,10 +663,10 @@ int pp_config_member(const struct pp_config *base, const char *path,
 
 void pp_config_free(struct pp_config *c)
 {
-	const char **strs[] = {&c->v.listen, &c->v.prefix,       &c->v.unwind,
-	                       &c->v.token,  &c->v.tls_cert,     &c->v.tls_key,
-	                       &c->v.allow,  &c->v.metrics_path, &c->v.hosts,
-	                       &c->v.fork_mode};
+	const char **strs[] = {
+	    &c->v.listen,   &c->v.prefix,   &c->v.unwind, &c->v.token,
+	    &c->v.tls_cert, &c->v.tls_key,  &c->v.allow,  &c->v.metrics_path,
+	    &c->v.hosts,    &c->v.fork_mode};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
 		free((char *)*strs[i]);
 		*strs[i] = NULL;

@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -110,6 +110,11 @@ void pp_fork_child(const struct pp_agent *a)
 		/* Adopt mode: the child is in no tree. */
 		tree.dir[0] = 0;
 	}
+}
+
+int pp_fork_child_follows(void)
+{
+	return inherited.armed && inherited.follow;
 }
 
 /* ---- the watcher -------------------------------------------------------- */
@@ -283,8 +288,7 @@ static int still_bound(int fd, const char *path)
 	struct sockaddr_un un;
 	socklen_t len = sizeof un;
 	memset(&un, 0, sizeof un);
-	return fd >= 0 &&
-	       getsockname(fd, (struct sockaddr *)&un, &len) == 0 &&
+	return fd >= 0 && getsockname(fd, (struct sockaddr *)&un, &len) == 0 &&
 	       un.sun_family == AF_UNIX &&
 	       strncmp(un.sun_path, path, sizeof un.sun_path) == 0;
 }

@@ -28,6 +28,8 @@ enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c);
  * agent (NULL: none) before that agent is forgotten. */
 void pp_fork_prepare(void);
 void pp_fork_child(const struct pp_agent *parent_agent);
+/* After pp_fork_child: will this child run an agent (follow mode)? */
+int pp_fork_child_follows(void);
 /* Once fork() or daemon() has returned to the host (fork_wrap.c). In a
  * child of a serving parent (follow mode: every child; adopt: a daemon()
  * child) the watcher starts at once; an adopt-mode child of a plain fork

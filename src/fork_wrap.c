@@ -41,7 +41,8 @@ PULLPROF_API pid_t fork(void)
 	pid_t pid = f();
 	const struct pp_agent_ops *ops;
 	if (pid >= 0 && (ops = PP_AGENT_OPS()))
-		ops->fork_returned(pid == 0 ? PP_FORKED_CHILD : PP_FORKED_PARENT);
+		ops->fork_returned(pid == 0 ? PP_FORKED_CHILD
+		                            : PP_FORKED_PARENT);
 	return pid;
 }
 

@@ -553,7 +553,8 @@ void pp_timers_forget_in_child(void)
 	if (atomic_load(&adopt_used))
 		for (unsigned i = 0; i < ADOPT_SLOTS; i++)
 			if (atomic_load_explicit(&adopt_slots[i].state,
-			                         memory_order_relaxed) != SLOT_FREE)
+			                         memory_order_relaxed) !=
+			    SLOT_FREE)
 				atomic_store(&adopt_slots[i].state, SLOT_FREE);
 	publish();
 }

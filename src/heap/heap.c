@@ -323,13 +323,11 @@ void pp_heap_stop(void)
 void pp_heap_forget_in_child(void)
 {
 	pthread_mutex_init(&heap.mu, NULL);
-	/* Sampling stops: the child has no agent to show it to. The table
-	 * keeps the parent's samples (the child's memory too: frees of them
-	 * still take them out) and the registry stays registered; the
-	 * child's own agent, if it starts one (follow mode, a takeover),
-	 * samples again from then on. */
+	/* The table keeps the parent's samples (the child's memory too:
+	 * frees of them still take them out) and the registry stays
+	 * registered. Whether sampling goes on is fork.h's decision
+	 * (pp_fork_child): only in a child that will run an agent. */
 	heap.running = 0;
-	pp_heap_sampling_set(0, 0);
 	pp_heap_sampling_forget_in_child();
 	/* The tables need nothing: their lock is held across fork. */
 }

@@ -334,7 +334,7 @@ static size_t first_usable(void *p)
 	do {                                                                   \
 		if (LIKELY((pp_heap_tls.countdown -= (int64_t)(n)) > 0))       \
 			return call;                                           \
-		return sampled(call, (n), RA());                       \
+		return sampled(call, (n), RA());                               \
 	} while (0)
 
 PULLPROF_API void *malloc(size_t n)

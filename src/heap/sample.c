@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "bounds.h"
-#include "heap/heap.h"
 #include "fork.h"
+#include "heap/heap.h"
 #include "heap/hot.h"
 #include "heap/sample.h"
 #include "heap/table.h"

@@ -372,10 +372,10 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	pp_fork_stats(&fk);
 	struct json_object *fo = json_object_new_object();
 	const struct pp_agent *ag = pp_agent_get();
-	json_object_object_add(
-	    fo, "mode",
-	    json_object_new_string(ag && ag->cfg.v.fork_mode ? ag->cfg.v.fork_mode
-	                                                     : "adopt"));
+	json_object_object_add(fo, "mode",
+	                       json_object_new_string(ag && ag->cfg.v.fork_mode
+	                                                  ? ag->cfg.v.fork_mode
+	                                                  : "adopt"));
 	if (pp_tree_dir()[0]) {
 		pid_t members[1];
 		json_object_object_add(fo, "dir",
@@ -383,8 +383,8 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 		json_object_object_add(fo, "root", I64(pp_tree_root()));
 		json_object_object_add(
 		    fo, "role",
-		    json_object_new_string(pp_tree_root() == getpid() ? "root"
-		                                                      : "member"));
+		    json_object_new_string(
+		        pp_tree_root() == getpid() ? "root" : "member"));
 		json_object_object_add(fo, "processes",
 		                       I64(pp_tree_members(members, 1)));
 	}

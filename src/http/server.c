@@ -123,10 +123,11 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 			if (ai && ai->client_addr) {
 				sa_family_t fam = ai->client_addr->sa_family;
 				if (fam == AF_INET6 || fam == AF_INET)
-					memcpy(&k->addr, ai->client_addr,
-					       fam == AF_INET6
-					           ? sizeof(struct sockaddr_in6)
-					           : sizeof(struct sockaddr_in));
+					memcpy(
+					    &k->addr, ai->client_addr,
+					    fam == AF_INET6
+					        ? sizeof(struct sockaddr_in6)
+					        : sizeof(struct sockaddr_in));
 				else
 					k->addr.ss_family = fam;
 			}

@@ -70,7 +70,7 @@ struct pp_server {
 	atomic_size_t answers_freed; /* freed since the last trim */
 	struct pp_server_stats stats;
 	struct pp_lookups *lookups;   /* /symbol and /maps (lookup.h) */
-	struct pp_lookups *tree; /* follow mode's whole-tree requests */
+	struct pp_lookups *tree;      /* follow mode's whole-tree requests */
 	struct pp_request *suspended; /* requests waiting (routes.h) */
 	char *tls_cert, *tls_key;     /* PEM text, while the daemon runs */
 	char last_log[256];           /* libmicrohttpd's last message */

@@ -104,10 +104,10 @@ struct gather {
 	char *request; /* the HTTP request, whole */
 	size_t request_len;
 	unsigned timeout_s;
-	size_t max_body; /* per member */
+	size_t max_body;  /* per member */
 	size_t max_bytes; /* the merged profile's bound */
-	pid_t only;      /* ?pid=N: that one, relayed; 0: every member */
-	int text;        /* goroutine debug=1|2: the texts in a row */
+	pid_t only;       /* ?pid=N: that one, relayed; 0: every member */
+	int text;         /* goroutine debug=1|2: the texts in a row */
 	const char *route;
 	enum pp_format format;
 };
@@ -192,8 +192,8 @@ static void header_value(const char *h, size_t n, const char *name, char *out,
 static void parse_answer(struct fetch *f)
 {
 	const char *p = f->in.data, *end = p + f->in.len;
-	const char *head_end = f->in.len ? memmem(p, f->in.len, "\r\n\r\n", 4)
-	                                 : NULL;
+	const char *head_end =
+	    f->in.len ? memmem(p, f->in.len, "\r\n\r\n", 4) : NULL;
 	unsigned status = 0;
 	if (!head_end || sscanf(p, "HTTP/1.%*c %u", &status) != 1 ||
 	    status < 100 || status > 599) {
@@ -250,8 +250,8 @@ static void fetch_all(struct fetch *fs, size_t n, const struct gather *g,
 			if (fs[i].done)
 				continue;
 			pfd[np].fd = fs[i].fd;
-			pfd[np].events = fs[i].sent < g->request_len ? POLLOUT
-			                                              : POLLIN;
+			pfd[np].events =
+			    fs[i].sent < g->request_len ? POLLOUT : POLLIN;
 			pfd[np].revents = 0;
 			np++;
 		}
@@ -287,7 +287,8 @@ static void fetch_all(struct fetch *fs, size_t n, const struct gather *g,
 			char buf[65536];
 			ssize_t r = recv(f->fd, buf, sizeof buf, 0);
 			if (r > 0) {
-				if (f->in.len + (size_t)r > g->max_body + 4096) {
+				if (f->in.len + (size_t)r >
+				    g->max_body + 4096) {
 					snprintf(f->err, sizeof f->err,
 					         "its answer is over %zu MiB",
 					         g->max_body >> 20);
@@ -313,9 +314,8 @@ static void fetch_all(struct fetch *fs, size_t n, const struct gather *g,
 	for (size_t i = 0; i < n; i++)
 		if (!fs[i].done) {
 			snprintf(fs[i].err, sizeof fs[i].err,
-			         atomic_load(cancel)
-			             ? "cancelled"
-			             : "no answer within %u s",
+			         atomic_load(cancel) ? "cancelled"
+			                             : "no answer within %u s",
 			         g->timeout_s);
 			close_member(&fs[i]);
 		}
@@ -351,8 +351,8 @@ static void relay(struct fetch *f, struct pp_lookup_answer *out)
 {
 	if (!f->status) {
 		out->status = MHD_HTTP_BAD_GATEWAY;
-		snprintf(out->msg, sizeof out->msg, "process %d did not answer: %s",
-		         (int)f->pid, f->err);
+		snprintf(out->msg, sizeof out->msg,
+		         "process %d did not answer: %s", (int)f->pid, f->err);
 		return;
 	}
 	out->verbatim = 1;
@@ -509,8 +509,8 @@ static void gather(void *arg, const atomic_int *cancel,
 	char err[300] = "";
 	char *body = NULL;
 	size_t len = 0;
-	int rc = pp_merge_pprof(parts, nparts, &mo, &body, &len, err,
-	                        sizeof err);
+	int rc =
+	    pp_merge_pprof(parts, nparts, &mo, &body, &len, err, sizeof err);
 	if (rc == -EINVAL && nparts > 1) {
 		/* A member answered something that is not a profile: it is
 		 * left out, with a note, and the others merged. */
@@ -518,15 +518,16 @@ static void gather(void *arg, const atomic_int *cancel,
 		for (size_t i = 0; i < nparts; i++) {
 			struct pp_merge_decoded d = {0};
 			char why[200] = "";
-			int bad = pp_merge_decode(parts[i].data, parts[i].len, &d,
-			                          why, sizeof why);
+			int bad = pp_merge_decode(parts[i].data, parts[i].len,
+			                          &d, why, sizeof why);
 			pp_merge_decoded_free(&d);
 			if (bad == -EINVAL) {
 				char line[300];
-				snprintf(line, sizeof line,
-				         "pid %d: left out, its answer is not a "
-				         "profile: %s",
-				         parts[i].pid, why);
+				snprintf(
+				    line, sizeof line,
+				    "pid %d: left out, its answer is not a "
+				    "profile: %s",
+				    parts[i].pid, why);
 				notes[nnotes++] = strdup(line);
 				continue;
 			}
@@ -598,8 +599,7 @@ static struct gather *new_gather(struct pp_request *r, pid_t only)
 	const struct pp_config *cfg = r->srv->cfg;
 	pp_buf_printf(&b, "GET %s", r->url);
 	struct query_copy q = {&b, 0};
-	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, copy_arg,
-	                          &q);
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, copy_arg, &q);
 	pp_buf_printf(&b, " HTTP/1.0\r\nHost: localhost\r\n");
 	/* Relayed as asked: the member decides on gzip. Gathered: plain
 	 * text, to be put together. */
@@ -784,7 +784,8 @@ enum MHD_Result pp_h_children(struct pp_request *r)
 {
 	const struct pp_agent *a = pp_agent_get();
 	struct json_object *o = json_object_new_object();
-	const char *mode = a && a->cfg.v.fork_mode ? a->cfg.v.fork_mode : "adopt";
+	const char *mode =
+	    a && a->cfg.v.fork_mode ? a->cfg.v.fork_mode : "adopt";
 	json_object_object_add(o, "mode", json_object_new_string(mode));
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
 	struct json_object *list = json_object_new_array();
@@ -795,12 +796,10 @@ enum MHD_Result pp_h_children(struct pp_request *r)
 		                       json_object_new_int(pp_tree_root()));
 		pid_t *pids = calloc(MAX_MEMBERS, sizeof *pids);
 		size_t n = pids ? pp_tree_members(pids, MAX_MEMBERS) : 0;
-		json_object_object_add(o, "count",
-		                       json_object_new_int((int)n));
+		json_object_object_add(o, "count", json_object_new_int((int)n));
 		for (size_t i = 0; i < n && i < MAX_MEMBERS; i++)
-			json_object_array_add(list,
-			                      process_json(pids[i],
-			                                   pp_tree_root()));
+			json_object_array_add(
+			    list, process_json(pids[i], pp_tree_root()));
 		free(pids);
 	} else {
 		json_object_object_add(o, "count", json_object_new_int(0));

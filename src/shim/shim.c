@@ -184,7 +184,8 @@ PULLPROF_API void pullprof_label_pop(void)
 }
 #endif /* !PP_AGENT_LINKED */
 
-/* ---- fork ------------------------------------------------------------------ */
+/* ---- fork ------------------------------------------------------------------
+ */
 
 #ifndef PP_AGENT_LINKED
 /* The agent's fork handlers, run from here: registered when this object
@@ -280,7 +281,8 @@ static void say_started(const char *url, const char *printed)
 	if (printed && strcmp(printed, url) == 0)
 		return;
 	if (strcmp(url, "none") == 0)
-		pp_log("profiling without an HTTP server (PULLPROF_LISTEN=none)");
+		pp_log(
+		    "profiling without an HTTP server (PULLPROF_LISTEN=none)");
 	else
 		pp_log("serving %s%s", url,
 		       strncmp(url, "https:", 6) == 0 ? " (TLS 1.2 and 1.3)"

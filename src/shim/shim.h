@@ -131,7 +131,8 @@ static inline int pp_real_pthread_create(pthread_t *t,
                                          const pthread_attr_t *attr,
                                          void *(*fn)(void *), void *arg)
 {
-	pp_create_fn f = __atomic_load_n(&pp_shim.real_create, __ATOMIC_ACQUIRE);
+	pp_create_fn f =
+	    __atomic_load_n(&pp_shim.real_create, __ATOMIC_ACQUIRE);
 	return f ? f(t, attr, fn, arg) : EAGAIN;
 }
 

@@ -18,7 +18,8 @@
 
 static pp_create_fn resolve(void)
 {
-	pp_create_fn f = __atomic_load_n(&pp_shim.real_create, __ATOMIC_ACQUIRE);
+	pp_create_fn f =
+	    __atomic_load_n(&pp_shim.real_create, __ATOMIC_ACQUIRE);
 	if (!f) {
 		f = (pp_create_fn)dlsym(RTLD_NEXT, "pthread_create");
 		__atomic_store_n(&pp_shim.real_create, f, __ATOMIC_RELEASE);
