@@ -159,8 +159,11 @@ def test_daemon():
             dpid = read_pid(pidfile)
             ok(dpid and dpid != started, f"{how}: the host went to the "
                "background", (started, dpid))
+            # Short tries: a connection the exiting original accepted
+            # into its backlog is never answered.
             st = wait_for(lambda: (lambda r: r.status == 200 and r.json())(
-                curl(f"http://127.0.0.1:{port}/debug/pprof/status")), 20)
+                curl(f"http://127.0.0.1:{port}/debug/pprof/status",
+                     timeout=2)), 30)
             if not eq(st and st.get("pid"), dpid,
                       f"{how}: the address answers from the daemon's pid"):
                 print(f"# daemon {dpid}: threads {threads_of(dpid)}; "

@@ -88,8 +88,13 @@ static void forked_child(struct pp_ring *r)
 	long before = minflt();
 	pp_ring_reset(r);
 	long faults = minflt() - before;
+#ifndef __SANITIZE_THREAD__
+	/* (ThreadSanitizer's shadow of what the reset writes faults too.) */
 	if (faults > 4)
 		_exit(10);
+#else
+	(void)faults;
+#endif
 	if (pp_ring_peek(r))
 		_exit(11);
 	size_t pos;
