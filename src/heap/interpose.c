@@ -31,11 +31,9 @@
 #include "pullprof.h"
 #include "shim/shim.h"
 
-/* The state the wrappers read, defined here in the light object (loaded at
- * start-up: initial-exec TLS) and read by the agent's sampler too. */
-PP_SHIM_EXPORT __thread struct pp_heap_tls pp_heap_tls
-    __attribute__((tls_model("initial-exec")));
-PP_SHIM_EXPORT _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
+/* The state the wrappers read (pp_heap_tls, pp_heap_filter) is defined in
+ * src/shim/shim.c, in the light object, and read by the agent's sampler
+ * too. */
 
 /* Sanitizer builds (configure --enable-asan/--enable-tsan) leave the
  * wrappers out: the sanitizer's runtime defines the malloc family too and is

@@ -39,10 +39,9 @@
 #include "pullprof.h"
 #include "shim/shim.h"
 
-/* What the wrappers' fast paths read: defined here, in the light object
- * (src/shim/shim.h); the agent's recorder sets it. All zero until the
+/* What the wrappers' fast paths read, pp_lk, is defined in src/shim/shim.c
+ * (the light object); the agent's recorder sets it. All zero until the
  * agent runs, so nothing below calls into the agent before it is loaded. */
-PP_SHIM_EXPORT struct pp_lk_state pp_lk;
 
 /* Under ThreadSanitizer its interceptors of these calls come first and call
  * ours as the "real" ones (some not at all: it asks for the condition
@@ -61,6 +60,13 @@ PP_SHIM_EXPORT struct pp_lk_state pp_lk;
 #ifndef RECORDING
 #define RECORDING 1
 #endif
+
+/* ThreadSanitizer builds leave the wrappers out altogether (the lock
+ * profiles are served, empty): its interceptors go to the C library
+ * directly. Built into one object with the agent (libpp.la: the unit
+ * tests), wrappers that only passed calls on were still first in line,
+ * and TSan missed what pthread_cond_wait did to its mutex. */
+#if RECORDING
 
 #define RA() ((uintptr_t)__builtin_return_address(0))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -589,3 +595,5 @@ PULLPROF_API int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t c,
 		return CALL(clockjoin, t, ret, c, d);
 	return join_clock_wait(t, ret, c, d, RA(), PP_LK_SELF());
 }
+
+#endif /* RECORDING */

@@ -36,9 +36,22 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "heap/hot.h"
 #include "labels/labels.h"
+#include "locks/hot.h"
 
 PP_SHIM_EXPORT struct pp_shim pp_shim;
+
+/* The hot state the interposers read and the agent sets, here rather than
+ * beside the wrappers: built into one object (libpp.la: the unit tests,
+ * libpullprof.a), the agent's references to it would otherwise pull the
+ * wrappers into every program linked with it, the lock wrappers ahead of
+ * a sanitizer's interceptors (ThreadSanitizer then missed the release of
+ * a mutex inside pthread_cond_wait). */
+PP_SHIM_EXPORT __thread struct pp_heap_tls pp_heap_tls
+    __attribute__((tls_model("initial-exec")));
+PP_SHIM_EXPORT _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
+PP_SHIM_EXPORT struct pp_lk_state pp_lk;
 
 /* The label scopes of each thread: read by the samplers on any thread, so
  * initial-exec, in the object loaded at start-up. */
