@@ -158,9 +158,14 @@ def test_dump_every_thread():
     agents = sorted(t["name"] for t in dump if t["agent"])
     ok("pullprof-http" in agents and "pullprof-jobs" in agents,
        "the agent's threads are marked", agents)
+    # Under ThreadSanitizer the signal that takes a stack is handled at
+    # TSan's own safe points: a thread caught inside TSan's runtime (a
+    # __tsan_ leaf) hands over a context whose walk may stop short.
     short = [(t["tid"], t["name"], t["state"], t["stack"][:4]) for t in dump
              if not t["stack"] or
-             t["stack"][-1][0] not in ("__clone3", "_start")]
+             (t["stack"][-1][0] not in ("__clone3", "_start") and
+              not (pptest.SANITIZER == "tsan" and
+                   t["stack"][0][0].startswith("__tsan_")))]
     eq(short, [], "every stack reaches its thread's outermost frame")
     bg.join()
     eq(cpu["r"].status, 200, "a CPU window alongside: 200")
