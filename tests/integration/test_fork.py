@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pptest import (BUILD, SANITIZER, Proc, Profile, check_mapped, curl, eq,  # noqa: E402
-                    go_pprof, ok, preload_env, run, skip, until)
+                    free_port, go_pprof, ok, preload_env, run, skip, until)
 
 FORKWORK = os.path.join(BUILD, "tests", "fork", "forkwork")
 TSAN_WHY = ("tsan build: ThreadSanitizer wraps fork() and runs it with its "
@@ -36,15 +36,6 @@ def host_env(**extra):
                                os.environ.get("ASAN_OPTIONS", "")) + \
             ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
     return env
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Tree(Proc):
@@ -128,6 +119,11 @@ def pid_totals(prof):
     return out
 
 
+def names_in(prof):
+    """Every function name in the profile's stacks."""
+    return {f[0] for s in prof.samples for fr in prof.stack(s) for f in fr}
+
+
 def functions_of(prof, pid):
     names = set()
     for s in prof.samples:
@@ -187,8 +183,7 @@ def test_daemon():
             eq(r.status, 200, f"{how}: a CPU profile of the daemon")
             if r.status == 200:
                 prof = Profile(r.body)
-                names = {f[0] for s in prof.samples for fr in prof.stack(s)
-                         for f in fr}
+                names = names_in(prof)
                 ok("daemon_spin" in names, f"{how}: it shows the daemon's "
                    "work", sorted(names)[:20])
             # The daemon keeps the test's stderr: one "serving" line in
@@ -317,8 +312,7 @@ def test_follow_tree():
             r = t.get(f"profile?seconds=1&pid={kids[1]}")
             eq(r.status, 200, "?pid=N: one child's profile")
             one = Profile(r.body)
-            names = {f[0] for s in one.samples for fr in one.stack(s)
-                     for f in fr}
+            names = names_in(one)
             ok("child_spin" in names and "parent_spin" not in names,
                "?pid=N: that child's work only", sorted(names)[:15])
             eq({l.get("pid") for l in map(one.labels, one.samples)}, {None},
@@ -432,8 +426,7 @@ def test_follow_changed_user():
             eq(r.status, 200, "one of them profiled")
             if r.status == 200:
                 prof = Profile(r.body)
-                names = {f[0] for s in prof.samples for fr in prof.stack(s)
-                         for f in fr}
+                names = names_in(prof)
                 ok("child_spin" in names, "with its symbols",
                    sorted(names)[:20])
         finally:
