@@ -48,23 +48,12 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 import servers  # noqa: E402
+from bench_fork import busy_cpu, loadavg  # noqa: E402
 
 LIB = os.path.join(HERE, "..", ".libs", "libpullprof.so")
 PGBENCH = os.path.join(servers.PG_BIN, "pgbench")
-TICK = os.sysconf("SC_CLK_TCK")
 STATES = ["idle", "after profiles"]
 MODES = [("-C -S", ["-C", "-S"]), ("-S", ["-S"])]
-
-
-def busy_cpu():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (v[0] + v[1] + v[2] + v[5] + v[6]) / TICK
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def get(url, timeout=60):
