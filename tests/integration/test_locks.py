@@ -135,7 +135,7 @@ def within(got, want, pct=TOLERANCE):
 def check_contention(rate_env, n, what, rw=False):
     h = Contend(env=rate_env)
     ok(h.port, f"{what}: the host started the agent")
-    b_wait, c_wait, b_until, c_until, a_wait, waits = h.cmd(
+    b_wait, c_wait, b_until, c_until, a_wait, waits, by_a, by_b, by_c = h.cmd(
         f"run {n}{' rw' if rw else ''}")
     ok(waits > n / 2, f"{what}: the host's B and C waited {waits} times")
     r = h.get("mutex")
@@ -154,13 +154,18 @@ def check_contention(rate_env, n, what, rw=False):
     ok(within(total, until), f"{what}: the mutex profile's delay "
        f"{total / 1e6:.1f} ms is the waiters' own {until / 1e6:.1f} ms until "
        f"the unlock that let them in (+-{TOLERANCE}%)", delay)
-    # B and C hold the lock a moment too, and charge each other's waits
-    # then: holder() comes first by far.
-    ok(delay["holder"] >= 0.7 * total and
-       delay["holder"] >= 5 * max(delay["waiter_b"], delay["waiter_c"]),
-       f"{what}: holder() caused "
-       f"{100.0 * delay['holder'] / max(total, 1):.0f}% of it, five times "
-       "either waiter's unlocks at least", delay)
+    # Who caused it: the host logs every unlock and charges each wait to
+    # the unlocks during it, as the profile does. holder() causes most of
+    # it, but how much B and C cause depends on the scheduler (preempted
+    # while holding the lock a moment, they cause waits of a millisecond).
+    for fn, want in (("holder", by_a), ("waiter_b", by_b),
+                     ("waiter_c", by_c)):
+        got = delay[fn]
+        ok(abs(got - want) <= max(want, until / 20) * TOLERANCE / 100.0,
+           f"{what}: the mutex profile charges {fn}() {got / 1e6:.1f} ms, "
+           f"its unlocks caused {want / 1e6:.1f} ms as the host measured "
+           f"(+-{TOLERANCE}%, at least +-{TOLERANCE / 20:.1f}% of all)",
+           delay)
     r = h.get("block")
     eq(r.status, 200, f"{what}: /block 200")
     prof = Profile(r.body)
@@ -227,7 +232,7 @@ def test_mutex_block_accuracy():
     deadline = time.time() + 30
     while h.status()["locks"]["mutex"]["open"] < 1 and time.time() < deadline:
         time.sleep(0.05)
-    _, _, b_until, c_until, _, _ = h.cmd("run 300")
+    _, _, b_until, c_until, *_ = h.cmd("run 300")
     bg.join()
     r = res["r"]
     eq(r.status, 200, "mutex?seconds=8: 200")

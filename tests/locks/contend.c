@@ -13,8 +13,12 @@
  *                the time B and C waited in their lock calls (measured
  *                around the call), the part of it until the unlock that let
  *                them in (what a mutex profile charges to the unlocker),
- *                A's own waits, and how many of B's and C's lock calls had
- *                to wait.
+ *                A's own waits, how many of B's and C's lock calls had
+ *                to wait, then "BY_A BY_B BY_C": the waits each thread's
+ *                unlocks ended or cut short, as a mutex profile charges
+ *                them (each unlock is charged, for every thread waiting
+ *                then, the time since it began to wait or since the unlock
+ *                before, whichever was later).
  *   cond N       thread D waits N times on a condition variable in
  *                cond_waiter() until main signals it 2 ms later; prints
  *                "done WAIT" (ns D spent in pthread_cond_wait).
@@ -65,6 +69,31 @@ struct waits {
 };
 static struct waits wb, wc, wa;
 
+/* Every unlock of the run's lock: when, and by whom (0 A, 1 B, 2 C).
+ * Written by the holder just before it unlocks; read by a waiter once it
+ * holds the lock. One thread holds it at a time (B is the only reader), so
+ * the lock itself orders the log. */
+#define ULOG 8192u
+static struct {
+	uint64_t t;
+	int who;
+} ulog[ULOG];
+static uint64_t ulog_n;
+static uint64_t caused[3];
+
+/* Charge a wait from t0 to the unlocks that happened during it. */
+static void charge(uint64_t t0)
+{
+	uint64_t n = ulog_n;
+	for (uint64_t i = n; i > 0 && n - i < ULOG - 1; i--) {
+		uint64_t u = ulog[(i - 1) % ULOG].t;
+		if (u <= t0)
+			break;
+		uint64_t prev = i > 1 ? ulog[(i - 2) % ULOG].t : 0;
+		caused[ulog[(i - 1) % ULOG].who] += u - (prev > t0 ? prev : t0);
+	}
+}
+
 static void take(int write, struct waits *w)
 {
 	uint64_t t0 = now();
@@ -85,14 +114,19 @@ static void take(int write, struct waits *w)
 	}
 	uint64_t t1 = now();
 	uint64_t u = atomic_load(&last_unlock);
+	charge(t0);
 	w->wait += t1 - t0;
 	w->until += u > t0 ? u - t0 : 0;
 	w->count++;
 }
 
-static void give(void)
+static void give(int who)
 {
-	atomic_store(&last_unlock, now());
+	uint64_t t = now();
+	ulog[ulog_n % ULOG].t = t;
+	ulog[ulog_n % ULOG].who = who;
+	ulog_n++;
+	atomic_store(&last_unlock, t);
 	if (use_rw)
 		pthread_rwlock_unlock(&rw);
 	else
@@ -104,7 +138,7 @@ static __attribute__((noinline)) void holder(int n)
 	for (int i = 0; i < n; i++) {
 		take(1, &wa);
 		spin_ns(1000000);
-		give();
+		give(0);
 		usleep(300);
 	}
 }
@@ -115,7 +149,7 @@ static __attribute__((noinline)) void waiter_b(void)
 	while (!atomic_load(&a_done)) {
 		take(0, &wb);
 		spin_ns(20000);
-		give();
+		give(1);
 		usleep(200);
 	}
 	pullprof_label_pop();
@@ -126,7 +160,7 @@ static __attribute__((noinline)) void waiter_c(void)
 	while (!atomic_load(&a_done)) {
 		take(1, &wc);
 		spin_ns(20000);
-		give();
+		give(2);
 		usleep(200);
 	}
 }
@@ -158,6 +192,8 @@ static void run(int n)
 	memset(&wa, 0, sizeof wa);
 	memset(&wb, 0, sizeof wb);
 	memset(&wc, 0, sizeof wc);
+	memset(caused, 0, sizeof caused);
+	ulog_n = 0;
 	atomic_store(&a_done, 0);
 	pthread_create(&b, NULL, run_b, NULL);
 	pthread_create(&c, NULL, run_c, NULL);
@@ -168,11 +204,13 @@ static void run(int n)
 	pthread_join(a, NULL);
 	pthread_join(b, NULL);
 	pthread_join(c, NULL);
-	printf("done %llu %llu %llu %llu %llu %llu\n",
+	printf("done %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
 	       (unsigned long long)wb.wait, (unsigned long long)wc.wait,
 	       (unsigned long long)wb.until, (unsigned long long)wc.until,
 	       (unsigned long long)wa.wait,
-	       (unsigned long long)(wb.count + wc.count));
+	       (unsigned long long)(wb.count + wc.count),
+	       (unsigned long long)caused[0], (unsigned long long)caused[1],
+	       (unsigned long long)caused[2]);
 }
 
 /* ---- condition variable, semaphore, join -----------------------------------
