@@ -289,32 +289,27 @@ PULLPROF_API int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t c,
 }
 
 /*
- * May this unlock wake a waiter? Read from the C library's own words (the
- * layout of pthread_mutex_t is its ABI, in bits/struct_mutex.h): for the
- * ordinary kinds, the lock word is 2 once a thread has waited for it; a
- * recursive mutex held more than once is not released by this unlock.
- * Robust, priority-inheriting and priority-protecting mutexes keep other
- * words: their slot is looked at.
+ * Does this unlock release the mutex? Not when a recursive mutex is held
+ * more than once (the layout of pthread_mutex_t is the C library's ABI, in
+ * bits/struct_mutex.h). Whether anyone waits is the contention slot's to
+ * say, not the lock word's: a thread that has begun to wait may not have
+ * marked the word yet (preempted between the two), and the unlocks it
+ * sleeps through would otherwise leave its time to the next one.
  */
 #define MUTEX_KIND_TYPE 3
-#define MUTEX_KIND_OTHER (16 | 32 | 64) /* robust, PI, PP */
 
-static int may_wake(pthread_mutex_t *m)
+static int releases(pthread_mutex_t *m)
 {
 	int kind = __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED);
-	if ((kind & MUTEX_KIND_TYPE) == PTHREAD_MUTEX_RECURSIVE &&
-	    m->__data.__count > 1)
-		return 0;
-	if (kind & MUTEX_KIND_OTHER)
-		return 1;
-	return __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) > 1;
+	return (kind & MUTEX_KIND_TYPE) != PTHREAD_MUTEX_RECURSIVE ||
+	       m->__data.__count <= 1;
 }
 
 static __attribute__((noinline)) int
 mutex_unlock_slow(pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 {
 	const struct pp_agent_ops *ops = PP_AGENT_OPS();
-	uint64_t charge = ops && may_wake(m) ? ops->lk_release(m) : 0;
+	uint64_t charge = ops && releases(m) ? ops->lk_release(m) : 0;
 	int rc = CALL(mutex_unlock, m);
 	if (charge && rc == 0)
 		ops->lk_released(charge, self, from);

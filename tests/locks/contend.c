@@ -18,7 +18,10 @@
  *                unlocks ended or cut short, as a mutex profile charges
  *                them (each unlock is charged, for every thread waiting
  *                then, the time since it began to wait or since the unlock
- *                before, whichever was later).
+ *                before, whichever was later), then "SQ_A SQ_B SQ_C": the
+ *                sum of the squares of each unlock's charge, by unlocker
+ *                (ns^2; a profile that samples 1 in R unlocks has a
+ *                variance of (R - 1) times that).
  *   cond N       thread D waits N times on a condition variable in
  *                cond_waiter() until main signals it 2 ms later; prints
  *                "done WAIT" (ns D spent in pthread_cond_wait).
@@ -75,11 +78,19 @@ static struct waits wb, wc, wa;
  * the lock itself orders the log. */
 #define ULOG 8192u
 static struct {
-	uint64_t t;
+	uint64_t t, charged;
 	int who;
 } ulog[ULOG];
 static uint64_t ulog_n;
 static uint64_t caused[3];
+static double squares[3];
+
+/* An unlock's charge is final once no wait can reach back to it. */
+static void fold(uint64_t i)
+{
+	double d = (double)ulog[i % ULOG].charged;
+	squares[ulog[i % ULOG].who] += d * d;
+}
 
 /* Charge a wait from t0 to the unlocks that happened during it. */
 static void charge(uint64_t t0)
@@ -90,26 +101,30 @@ static void charge(uint64_t t0)
 		if (u <= t0)
 			break;
 		uint64_t prev = i > 1 ? ulog[(i - 2) % ULOG].t : 0;
-		caused[ulog[(i - 1) % ULOG].who] += u - (prev > t0 ? prev : t0);
+		uint64_t d = u - (prev > t0 ? prev : t0);
+		caused[ulog[(i - 1) % ULOG].who] += d;
+		ulog[(i - 1) % ULOG].charged += d;
 	}
 }
 
+/* A lock call that has to wait: timed from just before it (the failed try
+ * is not a wait), as the profiler times it inside. */
 static void take(int write, struct waits *w)
 {
-	uint64_t t0 = now();
+	uint64_t t0;
 	if (use_rw) {
-		if (write ? pthread_rwlock_trywrlock(&rw)
-		          : pthread_rwlock_tryrdlock(&rw)) {
-			if (write)
-				pthread_rwlock_wrlock(&rw);
-			else
-				pthread_rwlock_rdlock(&rw);
-		} else {
-			return;
-		}
+		if (!(write ? pthread_rwlock_trywrlock(&rw)
+		            : pthread_rwlock_tryrdlock(&rw)))
+			return; /* no wait: nothing to count */
+		t0 = now();
+		if (write)
+			pthread_rwlock_wrlock(&rw);
+		else
+			pthread_rwlock_rdlock(&rw);
 	} else {
 		if (pthread_mutex_trylock(&mu) == 0)
-			return; /* no wait: nothing to count */
+			return;
+		t0 = now();
 		pthread_mutex_lock(&mu);
 	}
 	uint64_t t1 = now();
@@ -123,7 +138,10 @@ static void take(int write, struct waits *w)
 static void give(int who)
 {
 	uint64_t t = now();
+	if (ulog_n >= ULOG)
+		fold(ulog_n - ULOG);
 	ulog[ulog_n % ULOG].t = t;
+	ulog[ulog_n % ULOG].charged = 0;
 	ulog[ulog_n % ULOG].who = who;
 	ulog_n++;
 	atomic_store(&last_unlock, t);
@@ -193,6 +211,7 @@ static void run(int n)
 	memset(&wb, 0, sizeof wb);
 	memset(&wc, 0, sizeof wc);
 	memset(caused, 0, sizeof caused);
+	memset(squares, 0, sizeof squares);
 	ulog_n = 0;
 	atomic_store(&a_done, 0);
 	pthread_create(&b, NULL, run_b, NULL);
@@ -204,13 +223,17 @@ static void run(int n)
 	pthread_join(a, NULL);
 	pthread_join(b, NULL);
 	pthread_join(c, NULL);
-	printf("done %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
+	for (uint64_t i = ulog_n > ULOG ? ulog_n - ULOG : 0; i < ulog_n; i++)
+		fold(i);
+	printf("done %llu %llu %llu %llu %llu %llu %llu %llu %llu %.0f %.0f "
+	       "%.0f\n",
 	       (unsigned long long)wb.wait, (unsigned long long)wc.wait,
 	       (unsigned long long)wb.until, (unsigned long long)wc.until,
 	       (unsigned long long)wa.wait,
 	       (unsigned long long)(wb.count + wc.count),
 	       (unsigned long long)caused[0], (unsigned long long)caused[1],
-	       (unsigned long long)caused[2]);
+	       (unsigned long long)caused[2], squares[0], squares[1],
+	       squares[2]);
 }
 
 /* ---- condition variable, semaphore, join -----------------------------------
