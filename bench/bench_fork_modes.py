@@ -7,8 +7,12 @@ The postmaster runs on CPU 0 (tests/integration/servers.py), pgbench on
 CPU 1 (bench_pgbench.pgbench). Each round starts one server per variant:
 no agent; the agent by default (PULLPROF_FORK=adopt); without heap
 sampling (PULLPROF_HEAP_RATE=0); without the takeover (PULLPROF_FORK=off);
-both; and, with --old-lib, another build. Prints the TPS of every round
-per variant and their median.
+both; and, with --old-lib, another build. Two more take the agent apart:
+the light object alone (preloaded without PULLPROF_LISTEN: its wrappers,
+no agent), and the libraries the agent brings in (libmicrohttpd with
+gnutls, libdw, libunwind, json-c) preloaded with nothing of pullprof, which
+is what their mappings and destructors cost every fork and exit. Prints the
+TPS of every round per variant and their median.
 
     python3 bench/bench_fork_modes.py [--rounds 2] [--seconds 8] [--old-lib PATH]
 """
@@ -29,6 +33,11 @@ VARIANTS = [
     ("PULLPROF_HEAP_RATE=0", {"PULLPROF_HEAP_RATE": "0"}),
     ("PULLPROF_FORK=off", {"PULLPROF_FORK": "off"}),
     ("off, HEAP_RATE=0", {"PULLPROF_FORK": "off", "PULLPROF_HEAP_RATE": "0"}),
+    ("light object, no agent", {"listen": None}),
+    ("the agent's libraries alone", {"preload": ":".join(
+        "/usr/lib/x86_64-linux-gnu/" + so for so in (
+            "libmicrohttpd.so.12", "libdw.so.1", "libunwind.so.8",
+            "libjson-c.so.5"))}),
 ]
 
 
@@ -49,9 +58,13 @@ def main():
             env = None
             if extra is not None:
                 extra = dict(extra)
-                lib = extra.pop("lib", a.lib)
-                env = {"LD_PRELOAD": os.path.abspath(lib),
-                       "PULLPROF_LISTEN": "127.0.0.1:0", **extra}
+                lib = os.path.abspath(extra.pop("lib", a.lib))
+                preload = extra.pop("preload", None)
+                listen = extra.pop("listen", "127.0.0.1:0")
+                env = {"LD_PRELOAD": preload or lib}
+                if listen and not preload:
+                    env["PULLPROF_LISTEN"] = listen
+                env.update(extra)
             with servers.postgres(env=env, cpus={0}) as pg:
                 pgbench(pg, ["-i", "-s", "1", "-q"])
                 out = pgbench(pg, ["-n", "-C", "-S", "-c", str(a.clients),
