@@ -21,14 +21,23 @@
  *                         D its Private_Dirty when stopped (what it had
  *                         copied or allocated since fork), F its minor
  *                         faults until then, E until it was reaped
+ *   vmas N PAGES       map N more private anonymous regions of PAGES
+ *                      pages each, every page written (a guard page
+ *                      after each keeps the kernel from merging them):
+ *                      what another library or thread adds to what fork
+ *                      copies and exit tears down
+ *                      -> "vmas N"
  *   quit
  */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -182,6 +191,22 @@ static void probe(int use_exit, size_t kib)
 	       child_minflt() - f0);
 }
 
+static int vmas(long n, long pages)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	for (long i = 0; i < n; i++) {
+		unsigned char *p = mmap(NULL, (size_t)(pages + 1) * page,
+		                        PROT_READ | PROT_WRITE,
+		                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED ||
+		    mprotect(p + pages * page, (size_t)page, PROT_NONE))
+			return -1;
+		for (long j = 0; j < pages; j++)
+			p[j * page] = 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long mb = argc > 1 ? atol(argv[1]) : 64;
@@ -211,9 +236,16 @@ int main(int argc, char **argv)
 		           sscanf(line, "%*s %15s %ld", how, &kib) == 2 &&
 		           kib >= 0 && parse_exit(how) >= 0) {
 			probe(parse_exit(how), (size_t)kib);
+		} else if (strcmp(cmd, "vmas") == 0 &&
+		           sscanf(line, "%*s %ld %ld", &n, &kib) == 2 &&
+		           n > 0 && kib > 0) {
+			if (vmas(n, kib))
+				printf("err vmas: %s\n", strerror(errno));
+			else
+				printf("vmas %ld\n", n);
 		} else {
 			printf("err usage: batch N exit|_exit KIB | probe "
-			       "exit|_exit KIB | quit\n");
+			       "exit|_exit KIB | vmas N PAGES | quit\n");
 		}
 	}
 	return 0;

@@ -78,19 +78,25 @@ def loadavg():
 
 
 class ForkHost:
-    def __init__(self, lib):
+    """bench_fork with lib preloaded (none: no preload) and, when listen,
+    its agent started; extra_env goes on top."""
+
+    def __init__(self, lib, heap_mb=64, extra_env=None, listen=True):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("PULLPROF_") and k != "LD_PRELOAD"}
+        listen = bool(lib and listen)
         if lib:
-            env.update(LD_PRELOAD=os.path.abspath(lib),
-                       PULLPROF_LISTEN="127.0.0.1:0")
-        self.p = subprocess.Popen([WORK, "64"], env=env, text=True,
+            env["LD_PRELOAD"] = os.path.abspath(lib)
+        if listen:
+            env["PULLPROF_LISTEN"] = "127.0.0.1:0"
+        env.update(extra_env or {})
+        self.p = subprocess.Popen([WORK, str(heap_mb)], env=env, text=True,
                                   stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
         try:
             self.agent = None
-            if lib:
+            if listen:
                 line = self.p.stderr.readline()
                 m = re.search(r"serving http://127\.0\.0\.1:(\d+)/", line)
                 if not m:

@@ -12,7 +12,8 @@ the light object alone (preloaded without PULLPROF_LISTEN: its wrappers,
 no agent), and the libraries the agent brings in (libmicrohttpd with
 gnutls, libdw, libunwind, json-c) preloaded with nothing of pullprof, which
 is what their mappings and destructors cost every fork and exit. Prints the
-TPS of every round per variant and their median.
+TPS of every round per variant and their median. The variants' order is
+rotated every round.
 
     python3 bench/bench_fork_modes.py [--rounds 2] [--seconds 8] [--old-lib PATH]
 """
@@ -53,8 +54,12 @@ def main():
     if a.old_lib:
         variants.append(("old build", {"lib": a.old_lib}))
     res = {}
-    for _ in range(a.rounds):
-        for name, extra in variants:
+    for rnd in range(a.rounds):
+        # The order rotates every round: a server that starts while the
+        # previous one's memory is still being torn down, or a drift in
+        # the machine's other load, falls on every variant alike.
+        k = rnd % len(variants)
+        for name, extra in variants[k:] + variants[:k]:
             env = None
             if extra is not None:
                 extra = dict(extra)

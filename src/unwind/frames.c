@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -1107,6 +1108,90 @@ static int fde_cmp(const void *a, const void *b)
 	return (x[0] > y[0]) - (x[0] < y[0]);
 }
 
+/*
+ * Where the tables live. fork() copies the page tables of the parent's
+ * private memory and the child's exit tears them down: the 4.5 MB of tables
+ * of a PostgreSQL postmaster's 50 images were copied at every connection's
+ * fork. The tables live in shared anonymous regions instead, which fork
+ * does not copy (a child maps the same pages, and faults them in only if
+ * it reads them).
+ *
+ * That is safe because a table is never written once built, and a region
+ * is written only by the process that mapped it, only in the part it has
+ * not handed out yet, which no child has a pointer into: a forked child
+ * maps regions of its own for its tables. Space is never reused. What a
+ * region holds is counted in private memory (struct region, malloc), and
+ * the region is unmapped when its last table is freed, in this process
+ * only: a child keeps its mapping. A table that does not get a region is
+ * malloc'd, as before.
+ */
+struct region {
+	unsigned char *base;
+	size_t size, used;
+	size_t live; /* tables not freed yet */
+	pid_t pid;   /* the process that hands out its space */
+};
+
+#define REGION_SIZE ((size_t)2 << 20)
+
+static struct region *current;
+
+static void region_drop(struct region *r)
+{
+	munmap(r->base, r->size);
+	free(r);
+}
+
+static void *table_alloc(size_t bytes, struct region **from)
+{
+	bytes = (bytes + 63) & ~(size_t)63;
+	struct region *r = current;
+	pid_t self = getpid();
+	if (!r || r->pid != self || r->size - r->used < bytes) {
+		size_t page = (size_t)sysconf(_SC_PAGESIZE);
+		size_t size = bytes > REGION_SIZE
+		                  ? (bytes + page - 1) / page * page
+		                  : REGION_SIZE;
+		struct region *n = malloc(sizeof *n);
+		void *m =
+		    n ? mmap(NULL, size, PROT_READ | PROT_WRITE,
+		             MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+		      : MAP_FAILED;
+		if (m == MAP_FAILED) {
+			free(n);
+			*from = NULL;
+			return malloc(bytes);
+		}
+		*n = (struct region){m, size, 0, 0, self};
+		/* The one it replaces stays while it holds tables; if it is
+		 * ours and holds none, nothing will ever free it. */
+		if (r && r->pid == self && r->live == 0)
+			region_drop(r);
+		current = r = n;
+	}
+	void *p = r->base + r->used;
+	r->used += bytes;
+	r->live++;
+	*from = r;
+	return p;
+}
+
+void pp_frames_free(struct pp_frame_table *t)
+{
+	if (!t)
+		return;
+	struct region *r = t->region;
+	if (!r) {
+		free(t);
+		return;
+	}
+	if (--r->live == 0 && (r != current || r->pid != getpid())) {
+		if (r == current)
+			current = NULL;
+		region_drop(r);
+	}
+}
+
 struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
                                        size_t count, uintptr_t lo, uintptr_t hi)
 {
@@ -1212,10 +1297,13 @@ struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
 	if (r.oom)
 		goto done;
 	size_t npages = ((hi - lo) >> PP_FRAME_PAGE_SHIFT) + 2;
-	out = malloc(sizeof *out + r.n * sizeof r.v[0] +
-	             npages * sizeof(uint32_t));
+	struct region *region;
+	out = table_alloc(sizeof *out + r.n * sizeof r.v[0] +
+	                      npages * sizeof(uint32_t),
+	                  &region);
 	if (!out)
 		goto done;
+	out->region = region;
 	out->base = lo;
 	out->n = r.n;
 	out->fdes = count;

@@ -55,6 +55,7 @@ struct pp_frame_table {
 	size_t fdes;
 	size_t npages;
 	const uint32_t *pages;
+	void *region; /* where it was allocated (frames.c); NULL: malloc */
 	struct pp_frame_row rows[];
 };
 
@@ -62,10 +63,12 @@ struct pp_frame_table {
  * `hdr` (search table at `table`, `count` entries), code in [lo, hi). The
  * image's memory is read with checked copies: an image unloaded meanwhile
  * gives NULL, never a fault. NULL also when the tables are not understood
- * (the image is then left to libunwind). Free with free(). */
+ * (the image is then left to libunwind). Free with pp_frames_free(). Both
+ * are called with the unwind registry's lock held (which fork takes). */
 struct pp_frame_table *pp_frames_build(uintptr_t hdr, uintptr_t table,
                                        size_t count, uintptr_t lo,
                                        uintptr_t hi);
+void pp_frames_free(struct pp_frame_table *t);
 
 /* Hot context: the rule for pc (an address inside the table's image). */
 uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc);

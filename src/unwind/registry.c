@@ -66,8 +66,12 @@ static int initialized;
 static int users;  /* pp_unwind_init calls not yet matched by a shutdown */
 static int forked; /* in a child of fork(): no shared cache */
 
-/* Things replaced while a handler might still hold them. */
-static void **retired;
+/* Things replaced while a handler might still hold them, and how each is
+ * freed. */
+static struct retired {
+	void *p;
+	void (*free)(void *);
+} * retired;
 static size_t nretired, cap_retired;
 
 /* dl_iterate_phdr is interposed by the light object (unwind/dlclose.c). */
@@ -127,19 +131,34 @@ const struct pp_frame_table *pp_registry_table(uintptr_t ip, int *covered)
 	return r ? r->frames : NULL;
 }
 
-static void retire(void *p)
+static void retire_with(void *p, void (*fn)(void *))
 {
 	if (!p)
 		return;
 	if (nretired == cap_retired) {
 		size_t cap = cap_retired ? cap_retired * 2 : 16;
-		void **v = realloc(retired, cap * sizeof *v);
+		struct retired *v = realloc(retired, cap * sizeof *v);
 		if (!v)
 			return; /* leak rather than free under a reader */
 		retired = v;
 		cap_retired = cap;
 	}
-	retired[nretired++] = p;
+	retired[nretired++] = (struct retired){p, fn};
+}
+
+static void retire(void *p)
+{
+	retire_with(p, free);
+}
+
+static void free_frames(void *t)
+{
+	pp_frames_free(t);
+}
+
+static void retire_frames(struct pp_frame_table *t)
+{
+	retire_with(t, free_frames);
 }
 
 static void free_retired(void)
@@ -150,7 +169,7 @@ static void free_retired(void)
 	if (atomic_load_explicit(&readers, memory_order_acquire) != 0)
 		return;
 	for (size_t i = 0; i < nretired; i++)
-		free(retired[i]);
+		retired[i].free(retired[i].p);
 	nretired = 0;
 }
 
@@ -336,7 +355,7 @@ static void refresh_images(void)
 		}
 		_U_dyn_cancel(images[i].di);
 		retire(images[i].di);
-		retire(images[i].frames);
+		retire_frames(images[i].frames);
 		images[i] = images[--nimages];
 	}
 	free(sc.found);
@@ -427,7 +446,7 @@ void pp_unwind_shutdown(void)
 	for (size_t i = 0; i < nimages; i++) {
 		_U_dyn_cancel(images[i].di);
 		retire(images[i].di);
-		retire(images[i].frames);
+		retire_frames(images[i].frames);
 	}
 	nimages = 0;
 	retire(atomic_exchange(&published, NULL));
@@ -437,7 +456,7 @@ void pp_unwind_shutdown(void)
 	cap_images = 0;
 	/* The last user made sure no capture runs any more. */
 	for (size_t i = 0; i < nretired; i++)
-		free(retired[i]);
+		retired[i].free(retired[i].p);
 	free(retired);
 	retired = NULL;
 	nretired = cap_retired = 0;

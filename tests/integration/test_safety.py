@@ -247,8 +247,32 @@ def test_fork_after_profile_cheap():
            f"Private_Dirty {d1} KiB after, {d0} KiB before")
         ok(f1 <= 2 * f0 + 64, "and takes about as many page faults",
            f"minor faults {f1} after, {f0} before")
+        # The compact frame tables (all loaded images', built at start)
+        # are in shared anonymous memory, whose page tables fork does not
+        # copy: the host's shared anonymous mappings hold at least their
+        # size, resident.
+        tables = curl(f"http://127.0.0.1:{port}/debug/pprof/status").json()[
+            "cpu"]["unwind"]["tables"]["bytes"]
+        shared = shared_anon_kib(h.pid)
+        ok(tables > 100000 and shared * 1024 >= tables,
+           "the frame tables are shared anonymous memory, not copied at fork",
+           f"tables {tables} bytes, shared anonymous {shared} KiB resident")
     finally:
         eq(h.quit(), 0, "the host exits 0")
+
+
+def shared_anon_kib(pid):
+    """Resident KiB of pid's shared anonymous mappings (/dev/zero in maps)."""
+    total, shared_anon = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+$", head[0]):
+                shared_anon = (len(head) >= 6 and head[1][3] == "s" and
+                               head[5] == "/dev/zero")
+            elif shared_anon and head[0] == "Rss:":
+                total += int(head[1])
+    return total
 
 
 def test_many_forks_in_window():
