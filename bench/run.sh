@@ -71,10 +71,12 @@ echo "## Lock contention (bench/bench_locks.py)"
 echo
 python3 bench/bench_locks.py
 echo
-echo "## Fork (bench/bench_fork.py, bench/bench_pgbench.py)"
+echo "## Fork (bench/bench_fork.py, bench/bench_fork_anatomy.py, bench/bench_pgbench.py)"
 echo
 python3 bench/bench_fork.py
 echo
 python3 bench/bench_pgbench.py
+echo
+python3 bench/bench_fork_anatomy.py
 echo
 python3 bench/bench_fork_modes.py
