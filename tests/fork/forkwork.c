@@ -6,6 +6,7 @@
  *   forkwork daemon PIDFILE SECONDS   daemon(3) (keeping stderr), write the
  *                                     daemon's pid, spin in daemon_spin
  *   forkwork double PIDFILE SECONDS   the same by fork, setsid, fork
+ *            (either with a 4th word "go": read a line from stdin first)
  *   forkwork tree N [UID]             fork N children (changing to user
  *                                     UID, if given) spinning in
  *                                     child_spin (each dies with the
@@ -183,10 +184,15 @@ int main(int argc, char **argv)
 			child_uid = atoi(argv[3]);
 		return tree(atoi(argv[2]));
 	}
-	if (argc != 4) {
+	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "go") == 0)) {
 		fprintf(stderr, "usage: forkwork daemon|double PIDFILE SECONDS "
-		                "| tree N\n");
+		                "[go] | tree N\n");
 		return 2;
+	}
+	if (argc == 5) {
+		char line[16];
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
 	}
 	double until = now() + atof(argv[3]);
 	if (strcmp(argv[1], "daemon") == 0) {
