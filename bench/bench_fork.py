@@ -77,6 +77,39 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+class OtherLoad:
+    """What the rest of the machine did while a benchmark ran: the load
+    average before and after, and the CPU others used (all busy CPU less
+    this process's and its children's)."""
+
+    def __init__(self):
+        self.load0, self.busy0, self.t0 = loadavg(), busy_cpu(), time.time()
+        self.own0 = os.times()
+
+    def line(self):
+        wall = time.time() - self.t0
+        mine = sum(os.times()[:4]) - sum(self.own0[:4])
+        others = busy_cpu() - self.busy0 - mine
+        return (f"Load average before {self.load0}, after {loadavg()}; the "
+                f"rest of the machine used {others:.0f} CPU s in the "
+                f"{wall:.0f} s ({others / wall:.2f} cores on average)")
+
+
+def rotated(seq, rnd):
+    """seq in the order of round rnd: rotated by one every round, so that a
+    drift in the machine's load, or what one run leaves to the next, falls
+    on every variant alike."""
+    k = rnd % len(seq)
+    return seq[k:] + seq[:k]
+
+
+def ensure_work():
+    """Build the bench_fork host if it is not there."""
+    if not os.path.exists(WORK):
+        subprocess.run(["make", "-s", "-C", os.path.join(HERE, ".."),
+                        "bench/bench_fork"], check=True)
+
+
 class ForkHost:
     """bench_fork with lib preloaded (none: no preload) and, when listen,
     its agent started; extra_env goes on top."""
@@ -146,20 +179,16 @@ def main():
     ap.add_argument("--lib", default=LIB)
     ap.add_argument("--old-lib")
     a = ap.parse_args()
-    if not os.path.exists(WORK):
-        subprocess.run(["make", "-s", "-C", os.path.join(HERE, ".."),
-                        "bench/bench_fork"], check=True)
+    ensure_work()
     libs = [("no agent", None)]
     if a.old_lib:
         libs.append(("old", a.old_lib))
     libs.append(("new" if a.old_lib else "pullprof", a.lib))
 
     res = {}  # (label, phase, exit) -> {column: [values]}
-    load0, busy0, t0 = loadavg(), busy_cpu(), time.time()
-    own0 = os.times()
+    load = OtherLoad()
     for rnd in range(a.rounds):
-        k = rnd % len(libs)
-        for label, lib in libs[k:] + libs[:k]:
+        for label, lib in rotated(libs, rnd):
             h = ForkHost(lib)
             try:
                 for ph in PHASES:
@@ -177,22 +206,14 @@ def main():
                             cell.setdefault("pflt", []).append(p["minflt"])
             finally:
                 h.quit()
-    own1 = os.times()
-    wall = time.time() - t0
-    mine = (own1.user + own1.system + own1.children_user +
-            own1.children_system) - (own0.user + own0.system +
-                                     own0.children_user +
-                                     own0.children_system)
-    others = busy_cpu() - busy0 - mine
+    others = load.line()
 
     print(f"{a.children} children per batch, each writing {a.touch} KiB of "
           f"the parent's 64 MiB heap; {a.rounds} rounds x {a.batches} "
           f"batches, {a.probes} probe children per cell; {os.cpu_count()} "
           f"cores")
     print()
-    print(f"Load average before {load0}, after {loadavg()}; the rest of the "
-          f"machine used {others:.0f} CPU s in the {wall:.0f} s "
-          f"({others / wall:.2f} cores on average)")
+    print(others)
     for ex in EXITS:
         print()
         print(f"### Children leaving with {ex}()")

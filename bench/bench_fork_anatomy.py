@@ -38,13 +38,12 @@ Prints a Markdown table.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_fork import LIB, WORK, ForkHost, busy_cpu, loadavg  # noqa: E402
+from bench_fork import (LIB, ForkHost, OtherLoad, ensure_work,  # noqa: E402
+                        rotated)
 
 AGENT_LIBS = ":".join(
     "/usr/lib/x86_64-linux-gnu/" + so for so in (
@@ -74,9 +73,7 @@ def main():
     ap.add_argument("--lib", default=LIB)
     ap.add_argument("--old-lib")
     a = ap.parse_args()
-    if not os.path.exists(WORK):
-        subprocess.run(["make", "-s", "-C", os.path.join(HERE, ".."),
-                        "bench/bench_fork"], check=True)
+    ensure_work()
     page_kib = os.sysconf("SC_PAGESIZE") // 1024
     variants = [
         ("no agent", dict(lib=None)),
@@ -94,11 +91,9 @@ def main():
     if a.old_lib:
         variants.append(("agent idle, old build", dict(lib=a.old_lib)))
     cpu, foot = {}, {}
-    load0, busy0, t0 = loadavg(), busy_cpu(), time.time()
-    own0 = os.times()
+    load = OtherLoad()
     for rnd in range(a.rounds):
-        k = rnd % len(variants)
-        for name, v in variants[k:] + variants[:k]:
+        for name, v in rotated(variants, rnd):
             h = ForkHost(v["lib"], heap_mb=a.heap_mb,
                          extra_env=v.get("extra_env"),
                          listen=v.get("listen", True))
@@ -112,18 +107,13 @@ def main():
                     cpu.setdefault(name, []).append(b["cpu_us"] / 1000)
             finally:
                 h.quit()
-    own1 = os.times()
-    wall = time.time() - t0
-    mine = sum(own1[:4]) - sum(own0[:4])
-    others = busy_cpu() - busy0 - mine
+    others = load.line()
 
     print(f"bench_fork with {a.heap_mb} MiB of heap, {a.children} children "
           f"per batch leaving with _exit(); {a.rounds} rounds x "
           f"{a.batches} batches; {os.cpu_count()} cores")
     print()
-    print(f"Load average before {load0}, after {loadavg()}; the rest of the "
-          f"machine used {others:.0f} CPU s in the {wall:.0f} s "
-          f"({others / wall:.2f} cores on average)")
+    print(others)
     print()
     print("| host | CPU ms/fork | against no agent | mappings "
           "| Anonymous KiB |")

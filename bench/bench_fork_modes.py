@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 sys.path.insert(0, HERE)
 import servers  # noqa: E402
+from bench_fork import rotated  # noqa: E402
 from bench_pgbench import LIB, pgbench, tps  # noqa: E402
 
 VARIANTS = [
@@ -55,11 +56,9 @@ def main():
         variants.append(("old build", {"lib": a.old_lib}))
     res = {}
     for rnd in range(a.rounds):
-        # The order rotates every round: a server that starts while the
-        # previous one's memory is still being torn down, or a drift in
-        # the machine's other load, falls on every variant alike.
-        k = rnd % len(variants)
-        for name, extra in variants[k:] + variants[:k]:
+        # A server that starts while the previous one's memory is still
+        # being torn down falls on every variant alike.
+        for name, extra in rotated(variants, rnd):
             env = None
             if extra is not None:
                 extra = dict(extra)

@@ -42,13 +42,12 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 import servers  # noqa: E402
-from bench_fork import busy_cpu, loadavg  # noqa: E402
+from bench_fork import OtherLoad, rotated  # noqa: E402
 
 LIB = os.path.join(HERE, "..", ".libs", "libpullprof.so")
 PGBENCH = os.path.join(servers.PG_BIN, "pgbench")
@@ -118,24 +117,17 @@ def main():
     libs.append(("new" if a.old_lib else "pullprof", a.lib))
 
     res = {}
-    load0, busy0, t0 = loadavg(), busy_cpu(), time.time()
-    own0 = os.times()
+    load = OtherLoad()
     for run in range(a.runs):
-        k = run % len(libs)
-        for label, lib in libs[k:] + libs[:k]:
+        for label, lib in rotated(libs, run):
             one_server(lib, a, res, label)
-    own1 = os.times()
-    wall = time.time() - t0
-    mine = sum(own1[:4]) - sum(own0[:4])
-    others = busy_cpu() - busy0 - mine
+    others = load.line()
 
     print(f"PostgreSQL 15, pgbench -s 1, {a.clients} clients, {a.seconds} s "
           f"per run, median of {a.runs} runs; server on CPU 0, pgbench on "
           f"CPU 1; {os.cpu_count()} cores")
     print()
-    print(f"Load average before {load0}, after {loadavg()}; the rest of the "
-          f"machine used {others:.0f} CPU s in the {wall:.0f} s "
-          f"({others / wall:.2f} cores on average)")
+    print(others)
     for name, _ in MODES:
         print()
         print(f"### pgbench -n {name}: transactions per second, median "

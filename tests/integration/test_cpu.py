@@ -317,24 +317,18 @@ def test_stop_during_window():
     eq(h.quit(), 0, "host exits cleanly")
 
 
-def watch_thread_cpu(pid, name, stop):
-    """Poll the CPU time of pid's thread called name (utime + stime from
+def watch_thread_cpu(h, name, stop):
+    """Poll the CPU time of host h's thread called name (utime + stime from
     /proc, in seconds) until stop is set; returns [(CLOCK_REALTIME, cpu)],
     the last entry after the thread has gone if it did."""
     seen, tid = [], None
     tick = os.sysconf("SC_CLK_TCK")
     while not stop.is_set():
         if tid is None:
-            for t in os.listdir(f"/proc/{pid}/task"):
-                try:
-                    with open(f"/proc/{pid}/task/{t}/comm") as f:
-                        if f.read().strip() == name:
-                            tid = t
-                except OSError:
-                    pass
+            tid = next(iter(h.thread_ids(name)), None)
         if tid is not None:
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                with open(f"/proc/{h.pid}/task/{tid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
                 seen.append((time.time(),
                              (int(fields[11]) + int(fields[12])) / tick))
@@ -355,7 +349,7 @@ def test_thread_born_in_window():
        "the window is open")
     stop, seen = threading.Event(), {}
     w = threading.Thread(target=lambda: seen.setdefault(
-        "cpu", watch_thread_cpu(h.pid, "late-spinner", stop)))
+        "cpu", watch_thread_cpu(h, "late-spinner", stop)))
     w.start()
     eq(h.cmd("spin 1"), "ok", "a thread is born during the window")
     t.join(60)
