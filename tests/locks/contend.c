@@ -64,8 +64,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 static int use_rw;
 static _Atomic int a_done;
-/* When the lock was last released (stamped just before each unlock). */
-static _Atomic uint64_t last_unlock;
 
 struct waits {
 	uint64_t wait, until, count;
@@ -128,7 +126,8 @@ static void take(int write, struct waits *w)
 		pthread_mutex_lock(&mu);
 	}
 	uint64_t t1 = now();
-	uint64_t u = atomic_load(&last_unlock);
+	/* When the lock was last released: the log's last entry. */
+	uint64_t u = ulog_n ? ulog[(ulog_n - 1) % ULOG].t : 0;
 	charge(t0);
 	w->wait += t1 - t0;
 	w->until += u > t0 ? u - t0 : 0;
@@ -144,7 +143,6 @@ static void give(int who)
 	ulog[ulog_n % ULOG].charged = 0;
 	ulog[ulog_n % ULOG].who = who;
 	ulog_n++;
-	atomic_store(&last_unlock, t);
 	if (use_rw)
 		pthread_rwlock_unlock(&rw);
 	else
