@@ -60,10 +60,12 @@ def fork_safe_env(env=None):
     thread drained the quarantine hangs at its first drain (seen: a child's
     exiting thread spinning in Quarantine::Drain, 1 child in 200-400 under
     load; with the quarantine off, 800 of 800). Use after free is the
-    other tests' business."""
+    other tests' business. ASAN_OPTIONS already in env (preload_env's) is
+    kept and added to."""
     env = dict(env or {})
     if SANITIZER == "asan":
-        env["ASAN_OPTIONS"] = (os.environ.get("ASAN_OPTIONS", "") +
+        env["ASAN_OPTIONS"] = ((env.get("ASAN_OPTIONS") or
+                                os.environ.get("ASAN_OPTIONS", "")) +
                                ":quarantine_size_mb=0"
                                ":thread_local_quarantine_size_kb=0")
     return env

@@ -6,10 +6,8 @@ merged profiles labelled by pid, one process with ?pid=N, /children —
 with members that crash or are killed dropping out and no socket left
 behind. The host is tests/fork/forkwork, preloaded."""
 import glob
-import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pptest import (BUILD, SANITIZER, Proc, Profile, check_mapped, curl, eq,  # noqa: E402
-                    free_port, go_pprof, ok, preload_env, run, skip, until)
+                    fork_safe_env, free_port, go_pprof, ok, preload_env, run,
+                    skip, until)
 
 FORKWORK = os.path.join(BUILD, "tests", "fork", "forkwork")
 TSAN_WHY = ("tsan build: ThreadSanitizer wraps fork() and runs it with its "
@@ -30,12 +29,7 @@ def host_env(**extra):
     agent's, the watcher) allocate: under ASan without the quarantine,
     whose lock GCC 12's libasan does not reset in a fork child (pptest's
     fork_safe_env says more)."""
-    env = preload_env(**extra)
-    if SANITIZER == "asan":
-        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS") or
-                               os.environ.get("ASAN_OPTIONS", "")) + \
-            ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
-    return env
+    return fork_safe_env(preload_env(**extra))
 
 
 class Tree(Proc):

@@ -336,13 +336,10 @@ def test_lines_once_across_fork():
             "        sys.stderr.write(f'child {i}\\n')\n"
             "        sys.exit(0)\n"  # flushes every stdio buffer it has
             "    os.waitpid(pid, 0)\n")
-    env = preload_env(PULLPROF_LISTEN="127.0.0.1:0")
     # ASan: the quarantine off in the children (fork_safe_env), leak
     # checks off as for every preloaded program (preload_env): a child
     # holds the agent's memory without the threads that point to it.
-    safe = fork_safe_env()
-    if "ASAN_OPTIONS" in safe:
-        env["ASAN_OPTIONS"] = safe["ASAN_OPTIONS"] + ":detect_leaks=0"
+    env = fork_safe_env(preload_env(PULLPROF_LISTEN="127.0.0.1:0"))
     out = subprocess.run(["/usr/bin/python3", "-c", code],
                          env={**os.environ, **env}, capture_output=True,
                          timeout=60)
