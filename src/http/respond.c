@@ -417,6 +417,19 @@ enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq)
 
 	if (strcmp(r->method, "HEAD") == 0)
 		return job_head(r, rq);
+	/* A window must leave a connection for liveness and status. */
+	unsigned window = rq->id ? 0 : rq->seconds;
+	if (window) {
+		char why[400];
+		unsigned st = pp_server_may_wait(r->srv, r->conn, 1, why,
+		                                 sizeof why, &retry);
+		if (st) {
+			snprintf(retry_text, sizeof retry_text, "%u", retry);
+			r->headers[0][0] = "Retry-After";
+			r->headers[0][1] = retry_text;
+			return pp_respond_error(r, st, "%s", why);
+		}
+	}
 
 	if (pp_respond_full(r))
 		return pp_respond_busy(r);
@@ -453,6 +466,6 @@ enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq)
 	r->resume = job_answer;
 	pp_request_suspend(r);
 	/* When it should end: a Retry-After for those it keeps out. */
-	pp_server_waiting(r->srv, r->conn, 1, rq->seconds);
+	pp_server_waiting(r->srv, r->conn, 1, window);
 	return MHD_YES;
 }

@@ -388,12 +388,12 @@ static enum MHD_Result answer(struct pp_request *r)
 		    "request body over the limit of %zu bytes "
 		    "for %s (PULLPROF_MAX_BODY_BYTES)",
 		    max_body(r), r->url);
-	/* A request that waits (a window, a lookup) must leave a place for
-	 * liveness and status (server.c, pp_server_may_wait). */
+	/* Nothing that waits is served on a place kept past the connection
+	 * limits for liveness and status (server.c, pp_server_may_wait). */
 	if (!r->route->quick) {
 		char why[400], retry_text[16];
 		unsigned retry = 1;
-		unsigned st = pp_server_may_wait(r->srv, r->conn, why,
+		unsigned st = pp_server_may_wait(r->srv, r->conn, 0, why,
 		                                 sizeof why, &retry);
 		if (st) {
 			snprintf(retry_text, sizeof retry_text, "%u", retry);

@@ -248,14 +248,18 @@ static unsigned first_end(const struct pp_server *s, const struct sockaddr *who,
  * A connection waiting for a profile window is busy, not idle: it cannot
  * be evicted, and a client could fill its connection limit (or all
  * clients the total one) with windows, after which even /healthz from
- * that address was closed unanswered. So requests that wait take at most
- * all but one place of either limit (with a limit of 1, that one), and
- * none of the places kept past the limits (on_accept), which serve only
- * requests answered at once. The one over is answered 429 with
- * Retry-After: when the first of the windows in the way should end.
+ * that address was closed unanswered. So windows (requests that wait
+ * `seconds`) take at most all but one place of either limit (with a limit
+ * of 1, that one); requests that wait only for their work (a heap
+ * snapshot, a lookup: bounded by their own settings) are not held to that
+ * share. None of them is served on the places kept past the limits
+ * (on_accept), which serve only requests answered at once. The one over
+ * is answered 429 with Retry-After: when the first of the windows in the
+ * way should end.
  */
 unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
-                            char *why, size_t whylen, unsigned *retry)
+                            int window, char *why, size_t whylen,
+                            unsigned *retry)
 {
 	struct pp_conn *me = conn_of(c);
 	const struct pp_config *cfg = s->cfg;
@@ -273,14 +277,17 @@ unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
 	if (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)
 		pp_format_sockaddr(addr, who, sizeof who);
 	else
-		addr = NULL; /* a tree member's socket: one client */
+		addr = NULL;
 	for (unsigned i = 0; i < s->conn_slots; i++) {
 		const struct pp_conn *k = &s->conns[i];
-		if (k == me || k->fd < 0 || k->closing || !k->waiting)
+		if (k == me || k->fd < 0 || k->closing || !k->waiting ||
+		    !k->until)
 			continue;
 		all++;
-		mine += !addr || pp_cidr_same_host(
-		                     (const struct sockaddr *)&k->addr, addr);
+		/* Connections without an IP address (a tree's member socket)
+		 * are under the total limit only, as at accept. */
+		mine += addr && pp_cidr_same_host(
+		                    (const struct sockaddr *)&k->addr, addr);
 	}
 	if (me->reserved) {
 		*retry = first_end(s, addr, now);
@@ -292,6 +299,8 @@ unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
 		         "kept for requests answered at once (healthz, status, "
 		         "metrics, the index): retry when a profile is done",
 		         who, max_mine, max, mine);
+	} else if (!window) {
+		return 0;
 	} else if (mine >= cap_mine) {
 		*retry = first_end(s, addr, now);
 		snprintf(why, whylen,
@@ -325,8 +334,8 @@ unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
  * has been waiting over a second for its request (of that client, for the
  * per-client limit) is closed to make room: connections that send nothing,
  * or a byte at a time, cannot lock others out, and answers in progress are
- * never cut. With none to close (the limit is held by requests being
- * answered, profile windows most often), the newcomer goes on one of a few
+ * never cut. With none to close and the limit held (in part) by requests
+ * being answered, profile windows most often, the newcomer goes on one of a few
  * places kept past the limits (PP_RESERVED_CONNECTIONS, two a client): what
  * it may ask is known only once its request is read, and there only
  * requests answered at once are served (pp_server_may_wait), then the
@@ -341,8 +350,8 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
                                  socklen_t addrlen)
 {
 	struct pp_server *s = cls;
-	unsigned total = 0, mine = 0, kept = 0, kept_mine = 0,
-	         max = s->cfg->v.max_connections,
+	unsigned total = 0, mine = 0, kept = 0, kept_mine = 0, busy = 0,
+	         busy_mine = 0, max = s->cfg->v.max_connections,
 	         max_mine = s->cfg->v.max_client_connections;
 	uint64_t now = now_ns();
 	(void)addrlen;
@@ -366,11 +375,21 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 		}
 		total++;
 		mine += same;
+		busy += k->answering;
+		busy_mine += same && k->answering;
 	}
 	struct pp_conn *victim = NULL;
 	int over = mine >= max_mine || total >= max, reserved = 0;
 	if (over)
 		victim = evictable(s, mine >= max_mine ? addr : NULL, 0, now);
+	/* Kept places are for a limit held by answers in progress: one held
+	 * by connections that have sent nothing yet is theirs to wait out
+	 * (they are closed for newcomers after a second). */
+	if (over && !victim && !(mine >= max_mine ? busy_mine : busy)) {
+		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
+		                          memory_order_relaxed);
+		return MHD_NO;
+	}
 	if (over && !victim) {
 		reserved = 1;
 		if (kept_mine >= PP_RESERVED_PER_CLIENT)

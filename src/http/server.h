@@ -43,9 +43,9 @@ struct pp_conn {
 	/* Accepted past a connection limit, on a place kept for requests
 	 * answered at once (server.c, on_accept); closed after its answer. */
 	int reserved;
-	/* Its request waits for something (a profile window, a lookup):
-	 * the connection is held for long; until: when that is expected to
-	 * end (CLOCK_MONOTONIC ns, 0: unknown). */
+	/* Its request waits for something (a profile window, a lookup);
+	 * until: when a window is expected to end (CLOCK_MONOTONIC ns; 0:
+	 * not a window). */
 	int waiting;
 	uint64_t until;
 	uint64_t since; /* CLOCK_MONOTONIC ns: opened, or last answered */
@@ -132,13 +132,14 @@ void pp_server_answered(struct pp_server *s, struct MHD_Connection *c);
  * unknown), or no longer (waiting 0). HTTP thread. */
 void pp_server_waiting(struct pp_server *s, struct MHD_Connection *c,
                        int waiting, unsigned seconds);
-/* May c's request wait for long (a window, a lookup)? 0 if so; else an
- * HTTP status (429) with one sentence in why and the seconds to retry
- * after in *retry. Long requests take at most all but one place of
- * their client's connection limit and of the total one, and none of the
- * kept places. HTTP thread. */
+/* May c's request wait (for a window when `window`, else for its work)?
+ * 0 if so; else an HTTP status (429) with one sentence in why and the
+ * seconds to retry after in *retry. Windows take at most all but one
+ * place of their client's connection limit and of the total one; nothing
+ * that waits is served on the kept places. HTTP thread. */
 unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
-                            char *why, size_t whylen, unsigned *retry);
+                            int window, char *why, size_t whylen,
+                            unsigned *retry);
 /* Did c's request target hold a raw NUL byte, which libmicrohttpd's C
  * strings cut it at? version: the access handler's. */
 int pp_server_target_has_nul(struct pp_server *s, struct MHD_Connection *c,
