@@ -23,13 +23,28 @@ import sys
 import tempfile
 import time
 
-from pptest import (LIBSO, Proc, curl, eq, ok, preload_env, run, skip, until)
+from pptest import (LIBSO, SANITIZER, Host, Proc, curl, eq, ok, preload_env, run, skip,
+                    until)
 
 SLEEP = "/bin/sleep"
+# Under TSan a CPU window in a preloaded program reports a race that is not
+# this file's (pp_shim written by libpullprof.so's constructor in
+# src/unwind/dlclose.c after the autostarted agent's threads exist, read by
+# pp_unwind_init at the first window), and halt_on_error ends the host: the
+# HTTP checks run in the linked host there, and the chrooting host (python,
+# preloaded) is asked no CPU or wall window.
+TSAN_PRELOAD_WHY = ("tsan build: a CPU window in a preloaded program trips an "
+                    "unrelated race at start (src/unwind/dlclose.c)")
 
 
 def agent(env=None, argv=(SLEEP, "600")):
-    """A preloaded program serving on a free port; (proc, port)."""
+    """A preloaded program (the linked tests/host under TSan) serving on a
+    free port; (proc, port)."""
+    if SANITIZER == "tsan":
+        h = Host(env=env)
+        port = h.start("127.0.0.1:0")
+        ok(isinstance(port, int), "the agent serves", port)
+        return h, port if isinstance(port, int) else 0
     p = Proc(list(argv), env=preload_env(PULLPROF_LISTEN="127.0.0.1:0", **(env or {})))
     m = p.wait_line(p.err_lines, r"serving http://127\.0\.0\.1:(\d+)/", timeout=20)
     ok(m, "the agent serves", p.stderr_text())
@@ -286,10 +301,14 @@ def test_chroot():
     p.p.stdin.write(b"go\n")
     p.p.stdin.flush()
     ok(p.wait_line(p.out_lines, "^chrooted$", timeout=10), "the host chrooted")
-    for path in ("profile?seconds=1", "heap", "goroutine", "wall?seconds=1", "maps",
-                 "threads"):
+    paths = ["profile?seconds=1", "heap", "goroutine", "wall?seconds=1", "maps", "threads"]
+    if SANITIZER == "tsan":
+        skip("after chroot: CPU and wall windows", TSAN_PRELOAD_WHY)
+        paths = paths[1:3] + paths[4:]
+    for path in paths:
         r = curl(f"{base}/{path}", timeout=30)
-        eq(r.status, 503, f"after chroot: /{path} is 503")
+        ok(r.status == 503, f"after chroot: /{path} is 503",
+           (r, p.stderr_text()[-3000:]))
         ok("/proc/self/" in r.text and "chroot" in r.text and "mount" in r.text,
            f"after chroot: /{path} names the file, the chroot and what to do", r.text)
     eq(curl(base + "/healthz").status, 200, "the agent still answers")
