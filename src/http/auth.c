@@ -191,8 +191,8 @@ unsigned pp_auth_check(struct pp_request *r, char *why, size_t whylen)
 	}
 	if (r->route && r->route->open)
 		return 0;
-	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-	                                               MHD_HTTP_HEADER_HOST);
+	const char *host =
+	    r->host; /* or an absolute-form target's (routes.c) */
 	if (!pp_auth_host_ok(host, cfg->v.hosts, cfg->v.token != NULL,
 	                     r->srv->hostname)) {
 		snprintf(

@@ -72,6 +72,8 @@ static void list_maps(void *arg, const atomic_int *cancel,
 	int rc = pp_symtab_acquire(&st);
 	if (rc) {
 		a->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		if (pp_respond_no_proc(a->msg, sizeof a->msg))
+			return;
 		snprintf(a->msg, sizeof a->msg,
 		         "the mappings could not be read: %s",
 		         pullprof_strerror(rc));

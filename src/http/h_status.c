@@ -346,6 +346,15 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	                       json_object_new_int64((int64_t)atomic_load(
 	                           &st->connections_evicted)));
 	json_object_object_add(
+	    conn, "waiting",
+	    json_object_new_int64((int64_t)pp_server_waiting_count(r->srv)));
+	json_object_object_add(conn, "reserved",
+	                       json_object_new_int64((int64_t)atomic_load(
+	                           &st->connections_reserved)));
+	json_object_object_add(
+	    conn, "waits_refused",
+	    json_object_new_int64((int64_t)atomic_load(&st->windows_refused)));
+	json_object_object_add(
 	    conn, "server_errors",
 	    json_object_new_int64((int64_t)atomic_load(&st->server_errors)));
 	json_object_object_add(o, "connections", conn);
@@ -485,9 +494,15 @@ enum MHD_Result pp_h_threads(struct pp_request *r)
 	pid_t *tids;
 	size_t n;
 
-	if (pp_task_list(&tids, &n))
+	if (pp_task_list(&tids, &n)) {
+		char why[512];
+		if (pp_respond_no_proc(why, sizeof why))
+			return pp_respond_error(
+			    r, MHD_HTTP_SERVICE_UNAVAILABLE,
+			    "cannot read /proc/self/task: %s", why);
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "cannot read /proc/self/task");
+	}
 	struct json_object *o = json_object_new_object();
 	struct json_object *list = json_object_new_array();
 	for (size_t i = 0; i < n; i++) {

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "server.h"
@@ -62,6 +64,11 @@ static enum MHD_Result queue(struct pp_request *r, unsigned status,
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED && r->route)
 		MHD_add_response_header(resp, "Allow", r->route->methods);
+	/* A place kept past the connection limits serves one request and is
+	 * given back (server.c, on_accept). */
+	if (pp_server_is_reserved(r->srv, r->conn))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
+		                        "close");
 	for (size_t i = 0; i < sizeof r->headers / sizeof r->headers[0]; i++)
 		if (r->headers[i][0])
 			MHD_add_response_header(resp, r->headers[i][0],
@@ -117,6 +124,51 @@ int pp_respond_full(struct pp_request *r)
 	const struct pp_server *s = r->srv;
 	size_t max = (size_t)s->cfg->v.max_answers_mb << 20;
 	return atomic_load(&s->answers_bytes) >= max;
+}
+
+static dev_t root_dev;
+static ino_t root_ino;
+static int root_known;
+
+void pp_respond_note_root(void)
+{
+	struct stat st;
+	if (stat("/", &st) == 0) {
+		root_dev = st.st_dev;
+		root_ino = st.st_ino;
+		root_known = 1;
+	}
+}
+
+/*
+ * Every profile reads /proc/self (maps for the symbols, task for the
+ * threads). A host that chroots into a tree without /proc took it away,
+ * and the answer was a bare "No such file or directory": say which file,
+ * why it is gone and what brings it back.
+ */
+int pp_respond_no_proc(char *why, size_t whylen)
+{
+	if (access("/proc/self/maps", R_OK) == 0)
+		return 0;
+	int e = errno;
+	struct stat st;
+	int moved = root_known && stat("/", &st) == 0 &&
+	            (st.st_dev != root_dev || st.st_ino != root_ino);
+	if (moved)
+		snprintf(
+		    why, whylen,
+		    "cannot read /proc/self/maps (%s): the process chrooted "
+		    "since the agent started and its new root has no /proc; "
+		    "mount proc there (mount -t proc proc ROOT/proc) or "
+		    "take profiles before the chroot",
+		    strerror(e));
+	else
+		snprintf(why, whylen,
+		         "cannot read /proc/self/maps (%s): /proc is not "
+		         "mounted in this process's root directory; mount it "
+		         "(mount -t proc proc /proc)",
+		         strerror(e));
+	return 1;
 }
 
 enum MHD_Result pp_respond_busy(struct pp_request *r)
@@ -265,6 +317,10 @@ static enum MHD_Result job_answer(struct pp_request *r)
 		return pp_respond_error(
 		    r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		    "profile cancelled: the agent is stopping");
+	char why[512];
+	if (rc && pp_respond_no_proc(why, sizeof why))
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "could not build the profile: %s", why);
 	if (rc)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "could not build the profile: %s",
@@ -304,11 +360,76 @@ static void job_done(void *request)
 	pp_server_resume(r->srv, r->conn);
 }
 
+/* No body at all: HEAD's answer, whose length is not known without making
+ * the profile (RFC 9110 9.3.2: Content-Length is then left out). */
+static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)cls;
+	(void)pos;
+	(void)buf;
+	(void)max;
+	return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/*
+ * HEAD on a profile: the headers GET would get, at once, without opening a
+ * window (which ran its whole length for an answer with no body) or
+ * building anything. The parameters were checked by then. The length is
+ * not known, so the connection is closed after it (HTTP/1.0 framing):
+ * libmicrohttpd 0.9.75 would otherwise frame it chunked and send the last
+ * chunk even for HEAD, which a client reads as the start of the next
+ * answer; Content-Length: 0 would be false (RFC 9110 section 9.3.2).
+ */
+static enum MHD_Result job_head(struct pp_request *r,
+                                const struct pp_job_request *rq)
+{
+	char disposition[96];
+	r->render = rq->render;
+	const char *encoding = pp_format_encoding(&r->render);
+	if (encoding)
+		add_header(r, "Content-Encoding", encoding);
+	if (r->render.format != PP_FORMAT_PPROF &&
+	    r->render.format != PP_FORMAT_LEGACY)
+		add_header(r, "Vary", "Accept-Encoding");
+	const char *suffix = pp_format_attachment(r->render.format);
+	if (suffix) {
+		snprintf(disposition, sizeof disposition,
+		         "attachment; filename=\"%s%s\"", r->route->name,
+		         suffix);
+		add_header(r, "Content-Disposition", disposition);
+	}
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+	    MHD_SIZE_UNKNOWN, 4096, no_body, NULL, NULL);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type",
+	                        pp_format_content_type(r->render.format));
+	MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT,
+	                         MHD_RO_END);
+	return queue(r, MHD_HTTP_OK, resp);
+}
+
 enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq)
 {
 	char err[300], retry_text[16];
 	unsigned retry = 0;
 	struct pp_job *job;
+
+	if (strcmp(r->method, "HEAD") == 0)
+		return job_head(r, rq);
+	/* A window must leave a connection for liveness and status. */
+	unsigned window = rq->id ? 0 : rq->seconds;
+	if (window) {
+		char why[400];
+		unsigned st = pp_server_may_wait(r->srv, r->conn, 1, why,
+		                                 sizeof why, &retry);
+		if (st) {
+			snprintf(retry_text, sizeof retry_text, "%u", retry);
+			r->headers[0][0] = "Retry-After";
+			r->headers[0][1] = retry_text;
+			return pp_respond_error(r, st, "%s", why);
+		}
+	}
 
 	if (pp_respond_full(r))
 		return pp_respond_busy(r);
@@ -344,5 +465,7 @@ enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq)
 	r->cleanup = job_cleanup;
 	r->resume = job_answer;
 	pp_request_suspend(r);
+	/* When it should end: a Retry-After for those it keeps out. */
+	pp_server_waiting(r->srv, r->conn, 1, window);
 	return MHD_YES;
 }

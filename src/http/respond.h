@@ -20,6 +20,13 @@ enum MHD_Result pp_respond(struct pp_request *r, unsigned status,
 /* Do the answers in flight hold PULLPROF_MAX_ANSWERS_MB? Then answer with
  * pp_respond_busy (503, Retry-After) instead of building another. */
 int pp_respond_full(struct pp_request *r);
+/* Remember the process's root directory (at the server's start), so that
+ * a later chroot can be named. */
+void pp_respond_note_root(void);
+/* When /proc/self/maps cannot be read (the host chrooted into a tree
+ * without /proc, or none is mounted): 1, and one sentence naming the file,
+ * why and what to do in why; else 0. Any agent thread. */
+int pp_respond_no_proc(char *why, size_t whylen);
 enum MHD_Result pp_respond_busy(struct pp_request *r);
 /* One more header (static strings) for r's next answer. */
 void pp_respond_header(struct pp_request *r, const char *name,

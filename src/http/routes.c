@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -20,6 +21,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/",
         .name = "index",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PAGE,
         .handler = pp_h_index,
@@ -29,6 +31,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/healthz",
         .name = "healthz",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PROFILE,
         .handler = pp_h_healthz,
@@ -39,6 +42,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/status",
         .name = "status",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_JSON,
         .handler = pp_h_status,
@@ -49,6 +53,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/metrics",
         .name = "metrics",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PROFILE,
         .handler = pp_h_metrics,
@@ -60,6 +65,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/threads",
         .name = "threads",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_JSON,
         .handler = pp_h_threads,
@@ -70,6 +76,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/cmdline",
         .name = "cmdline",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PROFILE,
         .handler = pp_h_cmdline,
@@ -80,6 +87,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/children",
         .name = "children",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_JSON,
         .handler = pp_h_children,
@@ -210,6 +218,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/ui",
         .name = "ui",
+        .quick = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PAGE,
         .handler = pp_h_ui,
@@ -379,6 +388,20 @@ static enum MHD_Result answer(struct pp_request *r)
 		    "request body over the limit of %zu bytes "
 		    "for %s (PULLPROF_MAX_BODY_BYTES)",
 		    max_body(r), r->url);
+	/* Nothing that waits is served on a place kept past the connection
+	 * limits for liveness and status (server.c, pp_server_may_wait). */
+	if (!r->route->quick) {
+		char why[400], retry_text[16];
+		unsigned retry = 1;
+		unsigned st = pp_server_may_wait(r->srv, r->conn, 0, why,
+		                                 sizeof why, &retry);
+		if (st) {
+			snprintf(retry_text, sizeof retry_text, "%u", retry);
+			r->headers[0][0] = "Retry-After";
+			r->headers[0][1] = retry_text;
+			return pp_respond_error(r, st, "%s", why);
+		}
+	}
 	/* Follow mode: the whole tree, or another process of it. */
 	enum MHD_Result ret;
 	if (pp_tree_dispatch(r, &ret))
@@ -404,6 +427,86 @@ static enum MHD_Result deny(struct pp_request *r, unsigned status,
 
 static void unlink_suspended(struct pp_request *r);
 
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value)
+{
+	unsigned *n = cls;
+	(void)kind;
+	(void)value;
+	*n += key && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0;
+	return MHD_YES;
+}
+
+/*
+ * What libmicrohttpd 0.9.75 passes on that HTTP forbids, answered 400
+ * before anything else (and the connection closed: what follows such a
+ * request cannot be trusted to be the next one):
+ * - a raw NUL byte in the target, which its C strings cut the target at;
+ * - more than one Host header (it hands the first on), or none in an
+ *   HTTP/1.1 request (RFC 9110 7.2, RFC 9112 3.2);
+ * and the absolute-form target (`GET http://host:port/path`, what a client
+ * sends to a proxy), which RFC 9112 3.2.2 says a server must accept, is
+ * taken apart here: the path is routed, its authority replaces the Host
+ * header. Returns 0, or the status with one sentence in why.
+ */
+static unsigned malformed(struct pp_request *r, const char *version, char *why,
+                          size_t whylen)
+{
+	unsigned hosts = 0;
+
+	if (pp_server_target_has_nul(r->srv, r->conn, version)) {
+		snprintf(why, whylen,
+		         "the request target holds a raw NUL byte (a path "
+		         "carries one as %%00)");
+		return MHD_HTTP_BAD_REQUEST;
+	}
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_host, &hosts);
+	if (hosts > 1) {
+		snprintf(why, whylen,
+		         "the request has %u Host headers; HTTP allows one "
+		         "(RFC 9110 section 7.2)",
+		         hosts);
+		return MHD_HTTP_BAD_REQUEST;
+	}
+	if (!hosts && version && strncmp(version, "HTTP/1.", 7) == 0 &&
+	    strcmp(version, "HTTP/1.0") != 0) {
+		snprintf(why, whylen,
+		         "an %s request must carry a Host header (RFC 9112 "
+		         "section 3.2)",
+		         version);
+		return MHD_HTTP_BAD_REQUEST;
+	}
+	r->host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	                                      MHD_HTTP_HEADER_HOST);
+	const char *u = r->url;
+	if (u[0] == '/' || strcmp(u, "*") == 0)
+		return 0;
+	size_t scheme = strspn(u, "abcdefghijklmnopqrstuvwxyz"
+	                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+	if (!scheme || strncmp(u + scheme, "://", 3) != 0)
+		return 0; /* not absolute-form: routed, and not found */
+	if (!((scheme == 4 && strncasecmp(u, "http", 4) == 0) ||
+	      (scheme == 5 && strncasecmp(u, "https", 5) == 0))) {
+		snprintf(why, whylen,
+		         "the target %.80s is not an http or https URL", u);
+		return MHD_HTTP_BAD_REQUEST;
+	}
+	const char *auth = u + scheme + 3;
+	size_t n = strcspn(auth, "/");
+	if (!n || n >= sizeof r->authority || memchr(auth, '@', n)) {
+		snprintf(why, whylen,
+		         "the target %.80s names no host, or user information "
+		         "with it: send GET /path with a Host header",
+		         u);
+		return MHD_HTTP_BAD_REQUEST;
+	}
+	memcpy(r->authority, auth, n);
+	r->authority[n] = 0;
+	r->host = r->authority;
+	r->url = auth[n] ? auth + n : "/";
+	return 0;
+}
+
 enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
                                    const char *url, const char *method,
                                    const char *version, const char *upload,
@@ -412,7 +515,6 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 	struct pp_server *s = cls;
 	struct pp_request *r = *req_cls;
 
-	(void)version;
 	int too_many = 0;
 	if (*req_cls == &pp_server_too_many_params) {
 		/* Set by the URI callback (server.c): a query it hid. */
@@ -423,6 +525,7 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 		pp_handler resume = r->resume;
 		r->resume = NULL;
 		unlink_suspended(r);
+		pp_server_waiting(s, c, 0, 0);
 		return resume(r);
 	}
 	if (!r) {
@@ -436,8 +539,16 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 		r->method = method;
 		r->counter = PP_MAX_ROUTES;
 		r->kind = PP_ROUTE_PROFILE;
-		r->rest = match(r, s->cfg->v.prefix);
 		char why[300];
+		unsigned bad = malformed(r, version, why, sizeof why);
+		if (bad) {
+			r->answered = 1;
+			pp_server_answering(s, c);
+			r->headers[0][0] = MHD_HTTP_HEADER_CONNECTION;
+			r->headers[0][1] = "close";
+			return pp_respond_error(r, bad, "%s", why);
+		}
+		r->rest = match(r, s->cfg->v.prefix);
 		unsigned denied = pp_auth_check(r, why, sizeof why);
 		if (denied) {
 			/* Before anything else, body or not: nothing of the
@@ -507,6 +618,7 @@ void pp_request_suspend(struct pp_request *r)
 		s->suspended->susp_prev = r;
 	s->suspended = r;
 	r->suspended = 1;
+	pp_server_waiting(s, r->conn, 1, 0);
 	MHD_suspend_connection(r->conn);
 }
 

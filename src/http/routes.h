@@ -37,6 +37,9 @@ struct pp_route {
 	int subtree;
 	/* Answers without the token (PULLPROF_TOKEN): healthz only. */
 	int open;
+	/* Answered at once on the HTTP thread, never waits: served on the
+	 * places kept past the connection limits (server.h). */
+	int quick;
 };
 
 extern const struct pp_route pp_routes[];
@@ -48,6 +51,10 @@ struct pp_request {
 	struct MHD_Connection *conn;
 	const char *url;
 	const char *method;
+	/* The Host header, or the authority of an absolute-form target
+	 * (RFC 9112 3.2.2: it replaces the header); NULL: neither. */
+	const char *host;
+	char authority[256];
 	const char *rest; /* url below the prefix; NULL when outside it */
 	const struct pp_route *route; /* NULL when no route matched */
 	unsigned counter;             /* row in srv->stats.requests */

@@ -28,6 +28,7 @@
 #include "error.h"
 #include "fork.h"
 #include "lookup.h"
+#include "respond.h"
 #include "routes.h"
 #include "util/cidr.h"
 #include "util/fds.h"
@@ -71,16 +72,19 @@ static void close_conn(struct pp_conn *k)
 }
 
 /* The oldest connection still waiting for (part of) a request, of client
- * `who` when given, that has waited at least PP_EVICT_AFTER_NS: the one to
- * close when a newcomer needs its place. NULL if none. */
+ * `who` when given, on a kept place or not (`reserved`), that has waited at
+ * least PP_EVICT_AFTER_NS: the one to close when a newcomer needs its
+ * place. NULL if none. */
 #define PP_EVICT_AFTER_NS 1000000000ull
 static struct pp_conn *evictable(struct pp_server *s,
-                                 const struct sockaddr *who, uint64_t now)
+                                 const struct sockaddr *who, int reserved,
+                                 uint64_t now)
 {
 	struct pp_conn *best = NULL;
 	for (unsigned i = 0; i < s->conn_slots; i++) {
 		struct pp_conn *k = &s->conns[i];
 		if (k->fd < 0 || k->closing || k->answering ||
+		    k->reserved != reserved ||
 		    now - k->since < PP_EVICT_AFTER_NS)
 			continue;
 		if (who &&
@@ -118,6 +122,8 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 			memset(k, 0, sizeof *k);
 			k->fd = ci->connect_fd;
 			k->since = now_ns();
+			k->reserved = s->accept_reserved;
+			s->accept_reserved = 0;
 			/* A tree member's Unix socket gives a bare family
 			 * (fork.h): only IP addresses are kept. */
 			if (ai && ai->client_addr) {
@@ -166,8 +172,159 @@ void pp_server_answered(struct pp_server *s, struct MHD_Connection *c)
 	(void)s;
 	if (k) {
 		k->answering = 0;
+		k->waiting = 0;
 		k->since = now_ns();
 	}
+}
+
+void pp_server_waiting(struct pp_server *s, struct MHD_Connection *c,
+                       int waiting, unsigned seconds)
+{
+	struct pp_conn *k = conn_of(c);
+	(void)s;
+	if (!k)
+		return;
+	k->waiting = waiting;
+	k->until =
+	    waiting && seconds ? now_ns() + (uint64_t)seconds * 1000000000u : 0;
+}
+
+/*
+ * libmicrohttpd 0.9.75 splits the request line in place: the target ends
+ * where it writes a NUL over the space before the version, which follows
+ * at once. A raw NUL byte sent inside the target ends the C string there
+ * instead, and the rest of the target was silently dropped ("/status\0junk"
+ * served /status): when the version does not start right after the string
+ * the URI callback saw, the target held one.
+ */
+int pp_server_target_has_nul(struct pp_server *s, struct MHD_Connection *c,
+                             const char *version)
+{
+	struct pp_conn *k = conn_of(c);
+	(void)s;
+	if (!k || !k->target || !version || !*version)
+		return 0;
+	return version != k->target + k->target_len + 1;
+}
+
+unsigned pp_server_waiting_count(const struct pp_server *s)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < s->conn_slots; i++)
+		n += s->conns[i].fd >= 0 && !s->conns[i].closing &&
+		     s->conns[i].waiting;
+	return n;
+}
+
+int pp_server_is_reserved(struct pp_server *s, struct MHD_Connection *c)
+{
+	struct pp_conn *k = conn_of(c);
+	(void)s;
+	return k && k->reserved;
+}
+
+/* Seconds until the first of the waiting connections (of client `who`, or
+ * all) is expected to be answered: a Retry-After; at least 1. */
+static unsigned first_end(const struct pp_server *s, const struct sockaddr *who,
+                          uint64_t now)
+{
+	uint64_t first = UINT64_MAX;
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		const struct pp_conn *k = &s->conns[i];
+		if (k->fd < 0 || k->closing || !k->waiting || !k->until)
+			continue;
+		if (who &&
+		    !pp_cidr_same_host((const struct sockaddr *)&k->addr, who))
+			continue;
+		if (k->until < first)
+			first = k->until;
+	}
+	if (first == UINT64_MAX || first <= now)
+		return 1;
+	return (unsigned)((first - now + 999999999u) / 1000000000u);
+}
+
+/*
+ * A connection waiting for a profile window is busy, not idle: it cannot
+ * be evicted, and a client could fill its connection limit (or all
+ * clients the total one) with windows, after which even /healthz from
+ * that address was closed unanswered. So windows (requests that wait
+ * `seconds`) take at most all but one place of either limit (with a limit
+ * of 1, that one); requests that wait only for their work (a heap
+ * snapshot, a lookup: bounded by their own settings) are not held to that
+ * share. None of them is served on the places kept past the limits
+ * (on_accept), which serve only requests answered at once. The one over
+ * is answered 429 with Retry-After: when the first of the windows in the
+ * way should end.
+ */
+unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
+                            int window, char *why, size_t whylen,
+                            unsigned *retry)
+{
+	struct pp_conn *me = conn_of(c);
+	const struct pp_config *cfg = s->cfg;
+	unsigned max = cfg->v.max_connections,
+	         max_mine = cfg->v.max_client_connections;
+	unsigned cap = max > 1 ? max - 1 : 1,
+	         cap_mine = max_mine > 1 ? max_mine - 1 : 1;
+	unsigned all = 0, mine = 0;
+	uint64_t now = now_ns();
+	char who[80] = "this client";
+
+	if (!me)
+		return 0;
+	const struct sockaddr *addr = (const struct sockaddr *)&me->addr;
+	if (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)
+		pp_format_sockaddr(addr, who, sizeof who);
+	else
+		addr = NULL;
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		const struct pp_conn *k = &s->conns[i];
+		if (k == me || k->fd < 0 || k->closing || !k->waiting ||
+		    !k->until)
+			continue;
+		all++;
+		/* Connections without an IP address (a tree's member socket)
+		 * are under the total limit only, as at accept. */
+		mine += addr && pp_cidr_same_host(
+		                    (const struct sockaddr *)&k->addr, addr);
+	}
+	if (me->reserved) {
+		*retry = first_end(s, addr, now);
+		snprintf(why, whylen,
+		         "%s holds every connection it may open "
+		         "(PULLPROF_MAX_CLIENT_CONNECTIONS=%u, "
+		         "PULLPROF_MAX_CONNECTIONS=%u in all), %u of them "
+		         "waiting for profiles; this one was let in on a place "
+		         "kept for requests answered at once (healthz, status, "
+		         "metrics, the index): retry when a profile is done",
+		         who, max_mine, max, mine);
+	} else if (!window) {
+		return 0;
+	} else if (mine >= cap_mine) {
+		*retry = first_end(s, addr, now);
+		snprintf(why, whylen,
+		         "%s has %u requests waiting for profiles or lookups, "
+		         "the most one client may have: one less than "
+		         "PULLPROF_MAX_CLIENT_CONNECTIONS (%u), so that a "
+		         "connection is left for /healthz and /status; retry "
+		         "when one is done, or raise the setting",
+		         who, mine, max_mine);
+	} else if (all >= cap) {
+		*retry = first_end(s, NULL, now);
+		snprintf(why, whylen,
+		         "%u requests are waiting for profiles or lookups, the "
+		         "most there may be: one less than "
+		         "PULLPROF_MAX_CONNECTIONS (%u), so that a connection "
+		         "is left for /healthz and /status; retry when one is "
+		         "done, or raise the setting",
+		         all, max);
+	} else {
+		return 0;
+	}
+	atomic_fetch_add_explicit(&s->stats.windows_refused, 1,
+	                          memory_order_relaxed);
+	return 429;
 }
 
 /*
@@ -177,21 +334,30 @@ void pp_server_answered(struct pp_server *s, struct MHD_Connection *c)
  * has been waiting over a second for its request (of that client, for the
  * per-client limit) is closed to make room: connections that send nothing,
  * or a byte at a time, cannot lock others out, and answers in progress are
- * never cut. With none to close, the newcomer is closed at once.
- * libmicrohttpd's own limits are not used: at its total limit it stops
- * accepting and in external epoll mode (0.9.75) never resumes, and its
- * per-address limit refuses before this callback can make room.
+ * never cut. With none to close and the limit held (in part) by requests
+ * being answered, profile windows most often, the newcomer goes on one of a few
+ * places kept past the limits (PP_RESERVED_CONNECTIONS, two a client): what
+ * it may ask is known only once its request is read, and there only
+ * requests answered at once are served (pp_server_may_wait), then the
+ * connection is closed. With those full too, a kept place waiting over a
+ * second for its request is closed for it, else the newcomer is closed at
+ * once. libmicrohttpd's own limits are not used: at its total limit it
+ * stops accepting and in external epoll mode (0.9.75) never resumes (its
+ * limit is set above our slots), and its per-address limit (off: the
+ * default) refuses before this callback can make room.
  */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
                                  socklen_t addrlen)
 {
 	struct pp_server *s = cls;
-	unsigned total = 0, mine = 0, max = s->cfg->v.max_connections,
+	unsigned total = 0, mine = 0, kept = 0, kept_mine = 0, busy = 0,
+	         busy_mine = 0, max = s->cfg->v.max_connections,
 	         max_mine = s->cfg->v.max_client_connections;
 	uint64_t now = now_ns();
 	(void)addrlen;
 
 	atomic_store(&s->accept_starved, 0);
+	s->accept_reserved = 0;
 	unsigned used = 0; /* slots: closing connections hold theirs */
 	for (unsigned i = 0; i < s->conn_slots; i++) {
 		struct pp_conn *k = &s->conns[i];
@@ -200,19 +366,43 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 		used++;
 		if (k->closing)
 			continue;
-		total++;
-		mine +=
+		int same =
 		    pp_cidr_same_host((const struct sockaddr *)&k->addr, addr);
+		if (k->reserved) {
+			kept++;
+			kept_mine += same;
+			continue;
+		}
+		total++;
+		mine += same;
+		busy += k->answering;
+		busy_mine += same && k->answering;
 	}
 	struct pp_conn *victim = NULL;
-	if (mine >= max_mine)
-		victim = evictable(s, addr, now);
-	else if (total >= max)
-		victim = evictable(s, NULL, now);
-	if ((mine >= max_mine || total >= max) && !victim) {
+	int over = mine >= max_mine || total >= max, reserved = 0;
+	if (over)
+		victim = evictable(s, mine >= max_mine ? addr : NULL, 0, now);
+	/* Kept places are for a limit held by answers in progress: one held
+	 * by connections that have sent nothing yet is theirs to wait out
+	 * (they are closed for newcomers after a second). */
+	if (over && !victim && !(mine >= max_mine ? busy_mine : busy)) {
 		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
 		                          memory_order_relaxed);
 		return MHD_NO;
+	}
+	if (over && !victim) {
+		reserved = 1;
+		if (kept_mine >= PP_RESERVED_PER_CLIENT)
+			victim = evictable(s, addr, 1, now);
+		else if (kept >= PP_RESERVED_CONNECTIONS)
+			victim = evictable(s, NULL, 1, now);
+		if ((kept_mine >= PP_RESERVED_PER_CLIENT ||
+		     kept >= PP_RESERVED_CONNECTIONS) &&
+		    !victim) {
+			atomic_fetch_add_explicit(&s->stats.connections_refused,
+			                          1, memory_order_relaxed);
+			return MHD_NO;
+		}
 	}
 	if (victim) {
 		close_conn(victim);
@@ -225,6 +415,11 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
 		                          memory_order_relaxed);
 		return MHD_NO;
+	}
+	if (reserved) {
+		atomic_fetch_add_explicit(&s->stats.connections_reserved, 1,
+		                          memory_order_relaxed);
+		s->accept_reserved = 1;
 	}
 	return MHD_YES;
 }
@@ -266,8 +461,13 @@ static int enforce_deadlines(struct pp_server *s)
 char pp_server_too_many_params;
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-	(void)cls;
-	(void)c;
+	struct pp_server *s = cls;
+	struct pp_conn *k = conn_of(c);
+	(void)s;
+	if (k) {
+		k->target = uri;
+		k->target_len = strlen(uri);
+	}
 	const char *q = strchr(uri, '?');
 	if (!q)
 		return NULL;
@@ -531,7 +731,9 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		return -ENOMEM;
 	s->cfg = cfg;
 	s->listen_fd = s->epoll_fd = s->wake_fd = s->mhd_epoll_fd = -1;
-	s->conn_slots = 2 * cfg->v.max_connections;
+	/* Twice the places, kept ones included: a connection closed for a
+	 * newcomer holds its slot until libmicrohttpd lets it go. */
+	s->conn_slots = 2 * (cfg->v.max_connections + PP_RESERVED_CONNECTIONS);
 	s->conns = calloc(s->conn_slots, sizeof *s->conns);
 	if (!s->conns) {
 		free(s);
@@ -541,6 +743,7 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		s->conns[i].fd = -1;
 	if (gethostname(s->hostname, sizeof s->hostname - 1) != 0)
 		s->hostname[0] = 0;
+	pp_respond_note_root();
 
 	rc = bind_listener(s, err, errlen);
 	if (rc)
@@ -562,13 +765,16 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	 * until it reads this option, and warns when it comes later. */
 	s->mhd = MHD_start_daemon(
 	    flags, 0, on_accept, s, pp_routes_dispatch, s,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTEN_SOCKET,
-	    (MHD_socket)s->listen_fd, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)cfg->v.idle_timeout, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
-	    s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-	    (size_t)cfg->v.max_header_bytes, MHD_OPTION_NOTIFY_CONNECTION,
-	    on_connection, s, MHD_OPTION_NOTIFY_COMPLETED, pp_routes_completed,
-	    s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+	    /* Above every slot of ours: on_accept always decides first. */
+	    MHD_OPTION_CONNECTION_LIMIT, s->conn_slots + 8,
+	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->v.idle_timeout,
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->v.max_header_bytes,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	    MHD_OPTION_NOTIFY_COMPLETED, pp_routes_completed, s,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 	    s->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
 	    s->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, s->tls_key,
 	    MHD_OPTION_HTTPS_PRIORITIES, PP_TLS_PRIORITIES, MHD_OPTION_END);

@@ -30,15 +30,30 @@ struct pp_server_stats {
 	atomic_ulong connections_timed_out; /* past PULLPROF_REQUEST_TIMEOUT */
 	atomic_ulong connections_evicted;   /* closed to make room */
 	atomic_ulong answers_refused;       /* over PULLPROF_MAX_ANSWERS_MB */
+	atomic_ulong connections_reserved;  /* accepted on a kept place */
+	atomic_ulong windows_refused;       /* 429: long requests' share */
 };
 
 /* A connection's slot. Touched by the HTTP thread only (and by a forked
  * child, which reads fd). */
 struct pp_conn {
-	int fd;         /* -1: a free slot */
-	int answering;  /* its request is complete: being answered */
-	int closing;    /* shut down by us; libmicrohttpd has yet to see it */
+	int fd;        /* -1: a free slot */
+	int answering; /* its request is complete: being answered */
+	int closing;   /* shut down by us; libmicrohttpd has yet to see it */
+	/* Accepted past a connection limit, on a place kept for requests
+	 * answered at once (server.c, on_accept); closed after its answer. */
+	int reserved;
+	/* Its request waits for something (a profile window, a lookup);
+	 * until: when a window is expected to end (CLOCK_MONOTONIC ns; 0:
+	 * not a window). */
+	int waiting;
+	uint64_t until;
 	uint64_t since; /* CLOCK_MONOTONIC ns: opened, or last answered */
+	/* The request target as libmicrohttpd handed it to the URI callback
+	 * and its length then: a NUL inside it shows in the access handler
+	 * (pp_server_target_has_nul). */
+	const char *target;
+	size_t target_len;
 	struct sockaddr_storage addr;
 };
 
@@ -59,6 +74,9 @@ struct pp_server {
 	 * connections open, 2 without; 0 again once one is accepted
 	 * (server.c, loop). */
 	atomic_int accept_starved;
+	/* on_accept's verdict for the connection libmicrohttpd is about to
+	 * announce (on_connection): it goes on a kept place. */
+	int accept_reserved;
 	/* Open connections: their descriptors (so a forked child can close
 	 * its copies, pp_server_forget_in_child), client addresses and
 	 * deadlines. Twice max_connections slots: a connection closed for
@@ -75,6 +93,13 @@ struct pp_server {
 	char *tls_cert, *tls_key;     /* PEM text, while the daemon runs */
 	char last_log[256];           /* libmicrohttpd's last message */
 };
+
+/* Places kept past the connection limits for requests answered at once
+ * (liveness, status, metrics, the index), in all and per client: a limit
+ * held by connections waiting for profile windows does not shut those
+ * out. */
+#define PP_RESERVED_CONNECTIONS 4
+#define PP_RESERVED_PER_CLIENT 2
 
 /* Requests for the whole tree of processes (follow mode, tree.c) running
  * at once; one more gets 429. */
@@ -103,6 +128,26 @@ void pp_server_resume(struct pp_server *s, struct MHD_Connection *c);
 void pp_server_answering(struct pp_server *s, struct MHD_Connection *c);
 /* c's answer was sent: the deadline for its next request starts now. */
 void pp_server_answered(struct pp_server *s, struct MHD_Connection *c);
+/* c's request waits (suspended) until about `seconds` from now (0:
+ * unknown), or no longer (waiting 0). HTTP thread. */
+void pp_server_waiting(struct pp_server *s, struct MHD_Connection *c,
+                       int waiting, unsigned seconds);
+/* May c's request wait (for a window when `window`, else for its work)?
+ * 0 if so; else an HTTP status (429) with one sentence in why and the
+ * seconds to retry after in *retry. Windows take at most all but one
+ * place of their client's connection limit and of the total one; nothing
+ * that waits is served on the kept places. HTTP thread. */
+unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
+                            int window, char *why, size_t whylen,
+                            unsigned *retry);
+/* Did c's request target hold a raw NUL byte, which libmicrohttpd's C
+ * strings cut it at? version: the access handler's. */
+int pp_server_target_has_nul(struct pp_server *s, struct MHD_Connection *c,
+                             const char *version);
+/* Connections whose request waits now (HTTP thread). */
+unsigned pp_server_waiting_count(const struct pp_server *s);
+/* Is c on a kept place (answered, then closed)? */
+int pp_server_is_reserved(struct pp_server *s, struct MHD_Connection *c);
 /* True when called on the server's own thread. */
 int pp_server_is_own_thread(const struct pp_server *s);
 
