@@ -314,8 +314,9 @@ def test_wall():
         strs = set(strings_of(js))
         for name in thread_texts():
             ok(name in strs, f"/wall?format=json holds {name!r}")
-    text = strict_text(get(f"wall?id={pid}&debug=1").body, "/wall?debug=1")
-    ok(text is not None, "/wall?debug=1: valid UTF-8")
+    if strict_text(get(f"wall?id={pid}&debug=1").body,
+                   "/wall?debug=1") is not None:
+        ok(True, "/wall?debug=1: valid UTF-8")
     trace(get(f"wall?id={pid}&format=perfetto").body,
           "/wall?format=perfetto", thread_texts())
 
@@ -333,10 +334,12 @@ def test_heap():
         if not sanitized():
             ok(FUNC_TEXT in text, f"/heap?debug=1 names {FUNC_TEXT!r}",
                text[:3000])
-    js = strict_json(get("heap?format=json").body, "/heap?format=json")
-    ok(js is not None, "/heap?format=json: strict JSON")
-    text = strict_text(get("heap?format=folded").body, "/heap?format=folded")
-    ok(text is not None, "/heap?format=folded: valid UTF-8")
+    if strict_json(get("heap?format=json").body,
+                   "/heap?format=json") is not None:
+        ok(True, "/heap?format=json: strict JSON")
+    if strict_text(get("heap?format=folded").body,
+                   "/heap?format=folded") is not None:
+        ok(True, "/heap?format=folded: valid UTF-8")
 
 
 # --- the JSON endpoints, /symbol, /metrics, /cmdline ----------------------------
@@ -373,7 +376,8 @@ def test_metrics():
     promtool = next((p for p in PROMTOOL_PLACES if p and os.path.exists(p)),
                     None)
     body = get("metrics").body
-    ok(strict_text(body, "/metrics") is not None, "/metrics: valid UTF-8")
+    if strict_text(body, "/metrics") is not None:
+        ok(True, "/metrics: valid UTF-8")
     if not ok(promtool, "promtool is installed (scripts/deps.sh --test)"):
         return
     p = subprocess.run([promtool, "check", "metrics"], input=body,
