@@ -27,7 +27,6 @@
 #include "util/clock.h"
 #include "util/fds.h"
 #include "util/proc.h"
-#include "util/utf8.h"
 
 static struct json_object *time_string(double t)
 {
@@ -449,14 +448,12 @@ enum MHD_Result pp_h_cmdline(struct pp_request *r)
 	if (pp_proc_cmdline(&args, &len, &argc) != 0)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "cannot read /proc/self/cmdline");
-	/* The arguments exactly, NUL-separated, as Go serves them: bytes a
-	 * client may need as they are (to run the command again). When they
-	 * are not UTF-8 the answer does not claim to be: /status's "cmdline"
-	 * has them as text. */
-	return pp_respond(r, MHD_HTTP_OK,
-	                  pp_utf8_valid(args, len) ? "text/plain; charset=utf-8"
-	                                           : "application/octet-stream",
-	                  args, len, PP_BODY_FREE);
+	/* The arguments' bytes exactly, NUL-separated, with Go's content
+	 * type: the one answer that is not repaired into UTF-8 (a client may
+	 * need the bytes as they are, to run the command again; NULs make it
+	 * no text anyway). /status's "cmdline" has them as text. */
+	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", args,
+	                  len, PP_BODY_FREE);
 }
 
 /* One thread, or NULL when it is gone. */
