@@ -34,7 +34,6 @@
 
 typedef int (*work_fn)(void (*cb)(void *), void *arg);
 static work_fn work;
-static void *volatile sink;
 static uint64_t spin_sink;
 
 struct worker {
@@ -43,6 +42,7 @@ struct worker {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	int tid;
+	char *live; /* the block it keeps: /heap shows it */
 };
 
 static size_t unhex(const char *h, char *out, size_t max)
@@ -61,7 +61,7 @@ static NOINLINE void bad_burn_alloc(void *arg)
 {
 	struct timespec start, now;
 	uint64_t x = 88172645463325252ull;
-	(void)arg;
+	struct worker *w = arg;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
 	do {
 		for (int i = 0; i < 20000; i++) {
@@ -77,8 +77,8 @@ static NOINLINE void bad_burn_alloc(void *arg)
 	char *p = malloc(BLOCK);
 	if (p) {
 		p[0] = p[BLOCK - 1] = 1;
-		/* Keep the last block live: /heap shows it. */
-		free(__atomic_exchange_n(&sink, p, __ATOMIC_RELAXED));
+		free(w->live);
+		w->live = p;
 	}
 }
 
@@ -95,10 +95,11 @@ static void *worker(void *arg)
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->lock);
 	for (;;) {
-		if (work)
-			work(bad_burn_alloc, NULL);
+		work_fn f = __atomic_load_n(&work, __ATOMIC_ACQUIRE);
+		if (f)
+			f(bad_burn_alloc, w);
 		else
-			bad_burn_alloc(NULL);
+			bad_burn_alloc(w);
 		nanosleep(&nap, NULL);
 	}
 	return NULL;
@@ -126,9 +127,11 @@ int main(void)
 			unhex(a, path, sizeof path);
 			unhex(b, sym, sizeof sym);
 			dl = dlopen(path, RTLD_NOW);
-			work = dl ? (work_fn)(uintptr_t)dlsym(dl, sym) : NULL;
-			if (work)
-				printf("ok %p\n", (void *)(uintptr_t)work);
+			work_fn f =
+			    dl ? (work_fn)(uintptr_t)dlsym(dl, sym) : NULL;
+			__atomic_store_n(&work, f, __ATOMIC_RELEASE);
+			if (f)
+				printf("ok %p\n", (void *)(uintptr_t)f);
 			else
 				printf("err %s\n", dlerror());
 		} else if (strcmp(cmd, "thread") == 0 && n >= 2) {
