@@ -457,6 +457,10 @@ enum MHD_Result pp_h_cmdline(struct pp_request *r)
 	if (pp_proc_cmdline(&args, &len, &argc) != 0)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "cannot read /proc/self/cmdline");
+	/* The arguments' bytes exactly, NUL-separated, with Go's content
+	 * type: the one answer that is not repaired into UTF-8 (a client may
+	 * need the bytes as they are, to run the command again; NULs make it
+	 * no text anyway). /status's "cmdline" has them as text. */
 	return pp_respond(r, MHD_HTTP_OK, "text/plain; charset=utf-8", args,
 	                  len, PP_BODY_FREE);
 }

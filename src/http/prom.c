@@ -7,10 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/utf8.h"
+
 /* Escape backslash, newline and, in label values, the double quote: the
- * only characters the format gives a meaning to there. */
+ * only characters the format gives a meaning to there. The format is UTF-8
+ * (Prometheus's parser refuses a scrape with a value that is not): bytes
+ * that are not are written repaired (util/utf8.h). */
 static void escaped(struct pp_buf *b, const char *s, int quote)
 {
+	size_t len = strlen(s);
+	if (!pp_utf8_valid(s, len)) {
+		struct pp_buf t = {0};
+		pp_utf8_append(&t, s, len);
+		if (t.failed)
+			b->failed = 1;
+		else
+			escaped(b, t.data, quote);
+		pp_buf_free(&t);
+		return;
+	}
 	const char *run = s;
 
 	for (; *s; s++) {

@@ -16,7 +16,8 @@
 
 struct pp_prom_label {
 	const char *name;  /* [a-zA-Z_][a-zA-Z0-9_]*, written as it is */
-	const char *value; /* any bytes: escaped */
+	const char *value; /* any bytes: escaped, and repaired when they are
+	                      not UTF-8 */
 };
 
 /* "# HELP name help" and "# TYPE name type": once per family, before its
@@ -42,7 +43,7 @@ void pp_prom_histogram(struct pp_buf *b, const char *name, const char *help,
                        double sum);
 
 /* The text of a label value as the format wants it: \ " and newline
- * escaped. */
+ * escaped, bytes that are not UTF-8 repaired (U+FFFD). */
 void pp_prom_escape(struct pp_buf *b, const char *value);
 
 /* A number as the format writes it: +Inf, -Inf, NaN, or the shortest

@@ -248,17 +248,24 @@ enum MHD_Result pp_respond_json(struct pp_request *r, unsigned status,
 		json_object_put(obj);
 		return MHD_NO;
 	}
-	/* One extra byte: the newline curl users expect at the end. */
-	char *body = malloc(len + 1);
-	if (!body) {
-		json_object_put(obj);
-		return MHD_NO;
-	}
-	memcpy(body, s, len);
-	body[len] = '\n';
+	/* json-c copies a string's bytes as they are: one that is not UTF-8
+	 * (a setting, a name no handler repaired) would make the whole answer
+	 * invalid JSON. Repairing the text is safe: quotes, backslashes and
+	 * every other byte JSON gives a meaning to are ASCII, and never part
+	 * of an ill-formed sequence. Valid text, the rule, is copied. */
+	struct pp_buf b = {0};
+	if (pp_utf8_valid(s, len))
+		pp_buf_append(&b, s, len);
+	else
+		pp_utf8_append(&b, s, len);
 	json_object_put(obj);
-	ret = pp_respond(r, status, "application/json", body, len + 1,
-	                 PP_BODY_FREE);
+	/* The newline curl users expect at the end. */
+	pp_buf_append(&b, "\n", 1);
+	char *body = pp_buf_take(&b, &len);
+	if (!body)
+		return MHD_NO;
+	ret =
+	    pp_respond(r, status, "application/json", body, len, PP_BODY_FREE);
 	return ret;
 }
 
@@ -281,13 +288,19 @@ enum MHD_Result pp_respond_error(struct pp_request *r, unsigned status,
 	}
 
 	/* As Go's net/http/pprof: the pprof tool prints the body of an answer
-	 * that carries X-Go-Pprof instead of a bare status line. */
-	size_t n = strlen(msg);
-	if (n < sizeof msg - 1)
-		msg[n++] = '\n';
+	 * that carries X-Go-Pprof instead of a bare status line. The message
+	 * may name a path, or end in half a character where it was cut: it
+	 * is sent repaired, as text. */
+	struct pp_buf b = {0};
+	pp_utf8_append(&b, msg, strlen(msg));
+	pp_buf_append(&b, "\n", 1);
 	add_header(r, "X-Go-Pprof", "1");
-	return pp_respond(r, status, "text/plain; charset=utf-8", msg, n,
-	                  PP_BODY_COPY);
+	enum MHD_Result ret =
+	    b.failed ? MHD_NO
+	             : pp_respond(r, status, "text/plain; charset=utf-8",
+	                          b.data, b.len, PP_BODY_COPY);
+	pp_buf_free(&b);
+	return ret;
 }
 
 enum MHD_Result pp_respond_redirect(struct pp_request *r, const char *location)

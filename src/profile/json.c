@@ -11,8 +11,11 @@
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "render.h"
+#include "util/utf8.h"
 
 static struct json_object *hex(uint64_t x)
 {
@@ -21,9 +24,20 @@ static struct json_object *hex(uint64_t x)
 	return json_object_new_string(s);
 }
 
+/* The model's and the symbolizer's strings are UTF-8 already (their
+ * string tables repair what comes from outside); checked again here, where
+ * json-c would copy any byte into the text unescaped. */
 static struct json_object *str(const char *s)
 {
-	return json_object_new_string(s ? s : "");
+	if (!s)
+		s = "";
+	size_t len = strlen(s);
+	if (pp_utf8_valid(s, len))
+		return json_object_new_string_len(s, (int)len);
+	char *clean = pp_utf8_sanitize(s, len);
+	struct json_object *o = clean ? json_object_new_string(clean) : NULL;
+	free(clean);
+	return o;
 }
 
 static struct json_object *value_type(const struct pp_value_type *t)
@@ -64,7 +78,7 @@ static struct json_object *mappings(const struct pp_view *v)
 			json_object_object_add(o, "start", hex(m->start));
 			json_object_object_add(o, "limit", hex(m->limit));
 			json_object_object_add(o, "offset", hex(m->offset));
-			json_object_object_add(o, "path", str(m->path));
+			json_object_object_add(o, "path", str(m->name));
 			json_object_object_add(o, "build_id", str(m->build_id));
 			json_object_array_add(a, o);
 			break;

@@ -43,6 +43,7 @@
 #include "util/proc.h"
 #include "util/strtab.h"
 #include "util/u64map.h"
+#include "util/utf8.h"
 
 /* Field numbers of Perfetto's trace protos (protos/perfetto/trace/...). */
 enum {
@@ -212,10 +213,22 @@ static void fail(struct writer *w, int rc)
 		w->err = rc;
 }
 
+/* A string field: UTF-8, as the trace processor (and protoc) insist.
+ * Most are already (the model's and the symbolizer's strings are), but the
+ * process's comm and command line come straight from /proc. */
 static void str(struct pp_pb *pb, int tag, const char *s)
 {
-	if (s)
-		pp_pb_bytes(pb, tag, s, strlen(s));
+	if (!s)
+		return;
+	size_t len = strlen(s);
+	if (pp_utf8_valid(s, len)) {
+		pp_pb_bytes(pb, tag, s, len);
+		return;
+	}
+	struct pp_buf b = {0};
+	pp_utf8_append(&b, s, len);
+	pp_pb_bytes(pb, tag, b.data ? b.data : "", b.len);
+	pp_buf_free(&b);
 }
 
 static const char *label(const struct pp_sample *s, const char *key)
@@ -482,6 +495,9 @@ static int interning_init(struct interning *in, const struct pp_view *v)
 	    !in->map_done || !in->leaf_done || pp_strtab_init(&in->sources) ||
 	    pp_strtab_init(&in->components) || pp_strtab_init(&in->names))
 		return -ENOMEM;
+	/* It also holds build IDs as raw bytes: keep them exact (its text,
+	 * names and path components, is valid already). */
+	in->components.bytes = 1;
 	return 0;
 }
 
@@ -579,7 +595,7 @@ static void mapping(struct writer *w, struct interning *in, size_t mi)
 	if (in->map_done[mi])
 		return;
 	in->map_done[mi] = 1;
-	for (const char *c = mp->path; *c && ncomps < 64;) {
+	for (const char *c = mp->name; *c && ncomps < 64;) {
 		while (*c == '/')
 			c++;
 		size_t len = strcspn(c, "/");

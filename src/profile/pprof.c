@@ -184,7 +184,7 @@ static void mappings(struct render *r)
 			pp_pb_uint64_opt(&r->pb, MAPPING_LIMIT, mp->limit);
 			pp_pb_uint64_opt(&r->pb, MAPPING_OFFSET, mp->offset);
 			pp_pb_int64_opt(&r->pb, MAPPING_FILENAME,
-			                str_id(r, mp->path));
+			                str_id(r, mp->name));
 			pp_pb_int64_opt(&r->pb, MAPPING_BUILD_ID,
 			                str_id(r, mp->build_id));
 			pp_pb_bool(&r->pb, MAPPING_HAS_FUNCTIONS,

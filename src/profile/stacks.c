@@ -156,8 +156,8 @@ int pp_threads_write(const struct pp_view *v, struct pp_buf *out)
 			if (!l->nframes) {
 				pp_buf_printf(
 				    out, "?()\n\t0x%" PRIxPTR " in %s\n", l->pc,
-				    l->mapping && l->mapping->path
-				        ? l->mapping->path
+				    l->mapping && l->mapping->name
+				        ? l->mapping->name
 				        : "unknown code");
 				continue;
 			}

@@ -122,8 +122,8 @@ static void where(struct pp_buf *b, const struct pp_view *v,
 		}
 	} else {
 		const struct pp_mapping *m = v->locs[e->id - v->nfuncs].mapping;
-		if (m && m->path && *m->path)
-			pp_buf_printf(b, " (%s)", m->path);
+		if (m && m->name && *m->name)
+			pp_buf_printf(b, " (%s)", m->name);
 	}
 }
 

@@ -27,6 +27,7 @@
 #include "util/fds.h"
 #include "util/hash.h"
 #include "util/proc.h"
+#include "util/utf8.h"
 
 #define DELETED " (deleted)"
 
@@ -395,6 +396,14 @@ int pp_mappings_parse(const char *text, size_t len, const char *main_path,
 		mp->path = (const char *)(uintptr_t)strings.len;
 		pp_buf_append(&strings, l.path, l.plen);
 		pp_buf_append(&strings, "", 1);
+		/* A path is bytes (a file name need not be UTF-8), an
+		 * answer is text: the repair beside it, when it needs one. */
+		mp->name = mp->path;
+		if (!pp_utf8_valid(l.path, l.plen)) {
+			mp->name = (const char *)(uintptr_t)strings.len;
+			pp_utf8_append(&strings, l.path, l.plen);
+			pp_buf_append(&strings, "", 1);
+		}
 		sig = pp_hash_mix(sig, l.start);
 		sig = pp_hash_mix(sig, l.limit);
 		sig = pp_hash_mix(sig, l.offset);
@@ -411,8 +420,10 @@ int pp_mappings_parse(const char *text, size_t len, const char *main_path,
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < m->n; i++)
+	for (size_t i = 0; i < m->n; i++) {
 		m->v[i].path = m->strings + (size_t)(uintptr_t)m->v[i].path;
+		m->v[i].name = m->strings + (size_t)(uintptr_t)m->v[i].name;
+	}
 	/* The kernel lists mappings in order; a file's text might not. */
 	if (m->n > 1)
 		qsort(m->v, m->n, sizeof *m->v, cmp_mapping);

@@ -16,6 +16,9 @@ struct pp_mapping {
 	uint64_t offset;
 	const char *path;     /* as /proc/self/maps names it ("[vdso]", "" when
 	                         anonymous), without " (deleted)" */
+	const char *name;     /* path as UTF-8 text, what every answer shows:
+	                         path itself when valid, else its repair
+	                         (util/utf8.h); path stays the bytes to open */
 	const char *build_id; /* lowercase hex, "" when unknown */
 	unsigned id; /* 1-based, pprof order: the main executable is 1 */
 	unsigned is_file : 1; /* backed by a file (not [vdso], not anon) */
@@ -27,7 +30,7 @@ struct pp_mappings {
 	struct pp_mapping *v; /* sorted by start */
 	size_t n;
 	uint64_t signature; /* changes when any executable mapping does */
-	char *strings;      /* storage for paths */
+	char *strings;      /* storage for paths and names */
 	char *ids;          /* storage for build IDs */
 };
 

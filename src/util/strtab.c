@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "utf8.h"
 
 int pp_strtab_init(struct pp_strtab *t)
 {
@@ -13,7 +14,7 @@ int pp_strtab_init(struct pp_strtab *t)
 	return pp_strtab_intern(t, "", 0) == 0 ? 0 : -ENOMEM;
 }
 
-int64_t pp_strtab_intern(struct pp_strtab *t, const char *s, size_t len)
+static int64_t intern_as_is(struct pp_strtab *t, const char *s, size_t len)
 {
 	uint64_t h = pp_hash_bytes(s, len);
 	uint64_t *head = pp_u64map_get(&t->by_hash, h);
@@ -53,6 +54,19 @@ int64_t pp_strtab_intern(struct pp_strtab *t, const char *s, size_t len)
 	t->next[i] = inserted ? 0 : (uint32_t)*slot;
 	*slot = i + 1;
 	return (int64_t)i;
+}
+
+int64_t pp_strtab_intern(struct pp_strtab *t, const char *s, size_t len)
+{
+	if (t->bytes || pp_utf8_valid(s, len))
+		return intern_as_is(t, s, len);
+	/* Bytes from outside (a thread's name, a label, a path): the table
+	 * holds them repaired, so every renderer reads text. */
+	struct pp_buf b = {0};
+	pp_utf8_append(&b, s, len);
+	int64_t i = b.failed ? -ENOMEM : intern_as_is(t, b.data, b.len);
+	pp_buf_free(&b);
+	return i;
 }
 
 int64_t pp_strtab_add(struct pp_strtab *t, const char *s)

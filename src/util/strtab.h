@@ -1,6 +1,10 @@
 /* String interning: each distinct string stored once, numbered from 0 in
  * order of first appearance (index 0 is always ""). The numbering is what a
- * pprof string table needs. Agent context. */
+ * pprof string table needs. The table holds UTF-8 text: bytes that are not
+ * valid UTF-8 are stored repaired (util/utf8.h), so the profile model, the
+ * symbolizer's names and every renderer reading them only ever see text
+ * (unless the table is one of bytes, below).
+ * Agent context. */
 #ifndef PP_STRTAB_H
 #define PP_STRTAB_H
 
@@ -17,10 +21,15 @@ struct pp_strtab {
 	size_t len, cap;
 	struct pp_u64map by_hash; /* hash -> index+1 of the first string */
 	uint32_t *next; /* by index: index+1 of the next with the same hash */
+	/* Set after init for a table of bytes (binary build IDs beside
+	 * text): strings are then kept exactly as given, never repaired. */
+	int bytes;
 };
 
 int pp_strtab_init(struct pp_strtab *t);
-/* Index of s (len bytes), adding it when new; negative errno on ENOMEM. */
+/* Index of s (len bytes), adding it when new; negative errno on ENOMEM.
+ * Invalid UTF-8 is interned as its repair: pp_strtab_get returns the stored
+ * text, which is not always s's bytes. */
 int64_t pp_strtab_intern(struct pp_strtab *t, const char *s, size_t len);
 /* The same for a NUL-terminated string (NULL counts as ""). */
 int64_t pp_strtab_add(struct pp_strtab *t, const char *s);

@@ -1,7 +1,8 @@
 /*
  * libFuzzer target: the maps-text parser (/proc/PID/maps format), strict
  * and lenient. Built by scripts/fuzz.sh. Whatever the text, the result is
- * sorted, non-overlapping (strict), with IDs 1..n each used once.
+ * sorted, non-overlapping (strict), with IDs 1..n each used once, and each
+ * mapping's name valid UTF-8: its path itself when that is.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "symbols/symbols.h"
+#include "util/utf8.h"
 
 static void check(const struct pp_mappings *m, int strict)
 {
@@ -19,6 +21,11 @@ static void check(const struct pp_mappings *m, int strict)
 		    mp->id == 0 || mp->id > m->n)
 			abort();
 		if (mp->id < sizeof seen && seen[mp->id]++)
+			abort();
+		if (!mp->name || !pp_utf8_valid(mp->name, strlen(mp->name)))
+			abort();
+		if (pp_utf8_valid(mp->path, strlen(mp->path)) &&
+		    mp->name != mp->path)
 			abort();
 		if (i && mp->start < m->v[i - 1].start)
 			abort();

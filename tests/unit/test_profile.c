@@ -18,8 +18,10 @@
 #include "profile/pprof.h"
 #include "profile/recent.h"
 #include "profile/render.h"
+#include "symbols/symbols.h"
 #include "util/strtab.h"
 #include "util/u64map.h"
+#include "util/utf8.h"
 
 /* Encode with f into raw bytes and compare with want. */
 #define EXPECT_BYTES(code, ...)                                                \
@@ -190,6 +192,44 @@ static void test_strtab(void **state)
 	assert_true(z > 0);
 	assert_int_equal(pp_strtab_intern(&t, "x\0y", 3), z);
 	assert_int_not_equal(pp_strtab_intern(&t, "x\0z", 3), z);
+	pp_strtab_free(&t);
+}
+
+/* Bytes that are not UTF-8 are interned as their repair: two that repair
+ * alike are one string; a table of bytes keeps them exact. */
+static void test_strtab_utf8(void **state)
+{
+	struct pp_strtab t;
+	(void)state;
+	assert_int_equal(pp_strtab_init(&t), 0);
+	int64_t i = pp_strtab_intern(&t,
+	                             "a\xff"
+	                             "b",
+	                             3);
+	assert_true(i > 0);
+	assert_string_equal(pp_strtab_get(&t, (size_t)i),
+	                    "a" PP_UTF8_REPLACEMENT "b");
+	assert_int_equal(pp_strtab_intern(&t,
+	                                  "a\xfe"
+	                                  "b",
+	                                  3),
+	                 i);
+	assert_int_equal(pp_strtab_add(&t, "a" PP_UTF8_REPLACEMENT "b"), i);
+	/* A cut character: one replacement, the rest kept. */
+	i = pp_strtab_add(&t, "worker-\xe2\x82");
+	assert_string_equal(pp_strtab_get(&t, (size_t)i),
+	                    "worker-" PP_UTF8_REPLACEMENT);
+	/* Valid text is stored as it is. */
+	i = pp_strtab_add(&t, "caf\xc3\xa9");
+	assert_string_equal(pp_strtab_get(&t, (size_t)i), "caf\xc3\xa9");
+	pp_strtab_free(&t);
+
+	assert_int_equal(pp_strtab_init(&t), 0);
+	t.bytes = 1;
+	int64_t x = pp_strtab_intern(&t, "\x01\xff\x80", 3);
+	int64_t y = pp_strtab_intern(&t, "\x01\xfe\x80", 3);
+	assert_true(x > 0 && y > 0 && x != y);
+	assert_memory_equal(pp_strtab_get(&t, (size_t)x), "\x01\xff\x80", 3);
 	pp_strtab_free(&t);
 }
 
@@ -409,6 +449,55 @@ static void test_json(void **state)
 	pp_profile_free(p);
 }
 
+/* A label, a comment and a synthetic frame from outside reach every
+ * renderer as text. */
+static void test_model_utf8(void **state)
+{
+	static const struct pp_value_type t[] = {{"samples", "count"}};
+	struct pp_profile *p = pp_profile_new(t, 1, NULL, 0);
+	struct pp_label l = {"thread_name", "\xff\xfe\x80\xc3(", 0, NULL};
+	int64_t v[] = {1};
+	(void)state;
+	assert_non_null(p);
+	uintptr_t pc = pp_profile_synthetic_pc(p, "frame-\xf0\x9f\x98");
+	assert_int_equal(pp_profile_add_comment(p, "note \xc0"), 0);
+	assert_int_equal(pp_profile_add(p, &pc, 1, v, &l, 1), 0);
+	assert_string_equal(p->first->labels[0].str,
+	                    PP_UTF8_REPLACEMENT PP_UTF8_REPLACEMENT
+	                        PP_UTF8_REPLACEMENT PP_UTF8_REPLACEMENT "(");
+	const enum pp_format formats[] = {PP_FORMAT_JSON, PP_FORMAT_TEXT,
+	                                  PP_FORMAT_FOLDED};
+	for (size_t f = 0; f < 3; f++) {
+		char *s = render(p, formats[f], -1);
+		assert_true(pp_utf8_valid(s, strlen(s)));
+		assert_non_null(strstr(s, "frame-" PP_UTF8_REPLACEMENT));
+		free(s);
+	}
+	pp_profile_free(p);
+}
+
+/* A mapping's path stays the bytes to open; its name is the text. */
+static void test_mapping_names(void **state)
+{
+	static const char maps[] =
+	    "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /lib/ok.so\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 2 /tmp/b\xff\xfe"
+	    "\xc3.so\n";
+	struct pp_mappings m;
+	(void)state;
+	assert_int_equal(pp_mappings_parse(maps, sizeof maps - 1, NULL, 0, &m,
+	                                   NULL, 0, NULL),
+	                 0);
+	assert_int_equal(m.n, 2);
+	assert_ptr_equal(m.v[0].name, m.v[0].path);
+	assert_string_equal(m.v[1].path, "/tmp/b\xff\xfe\xc3.so");
+	assert_string_equal(
+	    m.v[1].name,
+	    "/tmp/b" PP_UTF8_REPLACEMENT PP_UTF8_REPLACEMENT PP_UTF8_REPLACEMENT
+	    ".so");
+	pp_mappings_free(&m);
+}
+
 static void test_legacy(void **state)
 {
 	uintptr_t a[3], b[2], c[3];
@@ -500,6 +589,9 @@ int main(void)
 	    cmocka_unit_test(test_nested),
 	    cmocka_unit_test(test_gzip_stream),
 	    cmocka_unit_test(test_strtab),
+	    cmocka_unit_test(test_strtab_utf8),
+	    cmocka_unit_test(test_model_utf8),
+	    cmocka_unit_test(test_mapping_names),
 	    cmocka_unit_test(test_u64map),
 	    cmocka_unit_test(test_model_aggregation),
 	    cmocka_unit_test(test_model_100k),

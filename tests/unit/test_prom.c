@@ -46,6 +46,24 @@ static void test_label_escaping(void **state)
 	free(s);
 }
 
+/* Values that are not UTF-8 (the format is) are written repaired, and
+ * still escaped. */
+static void test_label_utf8(void **state)
+{
+	struct pp_buf b = {0};
+	(void)state;
+
+	struct pp_prom_label l = {"thread", "\xff\"x\\\xe2\x82"};
+	pp_prom_u64(&b, "m_total", &l, 1, 1);
+	pp_prom_family(&b, "y", "gauge", "caf\xc3\xa9 \xc3");
+	char *s = text(&b);
+	assert_string_equal(s, "m_total{thread=\"\xef\xbf\xbd\\\"x\\\\"
+	                       "\xef\xbf\xbd\"} 1\n"
+	                       "# HELP y caf\xc3\xa9 \xef\xbf\xbd\n"
+	                       "# TYPE y gauge\n");
+	free(s);
+}
+
 static void test_help_escaping(void **state)
 {
 	struct pp_buf b = {0};
@@ -112,6 +130,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_label_escaping),
 	    cmocka_unit_test(test_help_escaping),
+	    cmocka_unit_test(test_label_utf8),
 	    cmocka_unit_test(test_numbers),
 	    cmocka_unit_test(test_histogram),
 	};

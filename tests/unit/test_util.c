@@ -215,8 +215,8 @@ static void test_utf8_sanitize(void **state)
 	     "b");                                       /* stray byte */
 	utf8("\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"); /* overlong / */
 	utf8("\xed\xa0\x80", 3,
-	     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");    /* surrogate */
-	utf8("\xe2\x82", 2, "\xef\xbf\xbd\xef\xbf\xbd"); /* truncated */
+	     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* surrogate */
+	utf8("\xe2\x82", 2, "\xef\xbf\xbd"); /* truncated: one character */
 	utf8("\xf4\x90\x80\x80", 4,
 	     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* > U+10FFFF
 	                                                           */
@@ -224,6 +224,111 @@ static void test_utf8_sanitize(void **state)
 	     "a\xef\xbf\xbd"
 	     "b"); /* embedded NUL */
 	utf8("", 0, "");
+}
+
+/* Inputs and what Python's bytes.decode("utf-8", "replace") makes of
+ * them (Unicode's substitution of maximal subparts), with the length of
+ * the valid prefix (UnicodeDecodeError.start). */
+static const struct {
+	const char *in;
+	size_t len, valid;
+	const char *want;
+} repairs[] = {
+    /* The Unicode standard's own example (§3.9, Table 3-8). */
+    {"\x61\xf1\x80\x80\xe1\x80\xc2\x62\x80\x63\x80\xbf\x64", 13, 1,
+     "\x61\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\x62\xef\xbf\xbd\x63\xef\xbf"
+     "\xbd\xef\xbf\xbd\x64"},
+    /* The thread name of issue 27. */
+    {"\xff\xfe\x80\xc3\x28", 5, 0,
+     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\x28"},
+    /* 15-byte comms that cut a 2-, 3- and 4-byte character: one U+FFFD
+     * for the part left, the rest kept. */
+    {"abcdefghijklmn\xc3", 15, 14, "abcdefghijklmn\xef\xbf\xbd"},
+    {"abcdefghijklm\xe2\x82", 15, 13, "abcdefghijklm\xef\xbf\xbd"},
+    {"abcdefghijkl\xf0\x9f\x98", 15, 12, "abcdefghijkl\xef\xbf\xbd"},
+    {"\xe2\x82", 2, 0, "\xef\xbf\xbd"},
+    /* Overlongs, out of range, surrogates: each byte its own. */
+    {"\xe0\x80\x80", 3, 0, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+    {"\xf0\x80\x80\x80", 4, 0,
+     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+    {"\xf5", 1, 0, "\xef\xbf\xbd"},
+    {"\xc1\xbf", 2, 0, "\xef\xbf\xbd\xef\xbf\xbd"},
+    {"\xed\xa0\x80", 3, 0, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+    {"\xf4\x90\x80\x80", 4, 0,
+     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+    /* The edges of every range, valid: U+0080, U+07FF, U+0800, U+FFFF,
+     * U+10000, U+10FFFF, U+D7FF, U+E000. */
+    {"\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf"
+     "\xbf\xed\x9f\xbf\xee\x80\x80",
+     24, 24,
+     "\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf"
+     "\xbf\xed\x9f\xbf\xee\x80\x80"},
+    /* Past the eight-byte ASCII steps, and across one. */
+    {"0123456789abcdef\x80", 17, 16, "0123456789abcdef\xef\xbf\xbd"},
+    {"01234567\xc3\xa9"
+     "89abcdef\xe2\x82\xac",
+     21, 21,
+     "01234567\xc3\xa9"
+     "89abcdef\xe2\x82\xac"},
+    {"\xf0\x9f\x98\x80\xf0\x9f\x98", 7, 4, "\xf0\x9f\x98\x80\xef\xbf\xbd"},
+    {"", 0, 0, ""},
+};
+
+static void test_utf8_repair(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof repairs / sizeof repairs[0]; i++) {
+		const char *in = repairs[i].in;
+		size_t len = repairs[i].len;
+		struct pp_buf b = {0};
+		assert_int_equal(pp_utf8_valid_prefix(in, len),
+		                 repairs[i].valid);
+		assert_int_equal(pp_utf8_valid(in, len),
+		                 repairs[i].valid == len);
+		pp_utf8_append(&b, in, len);
+		assert_false(b.failed);
+		assert_int_equal(b.len, strlen(repairs[i].want));
+		assert_memory_equal(b.data ? b.data : "", repairs[i].want,
+		                    b.len);
+		pp_buf_free(&b);
+		utf8(in, len, repairs[i].want); /* no NUL: the same */
+	}
+	/* NUL is U+0000: valid where the caller keeps lengths. */
+	assert_true(pp_utf8_valid("a\0b", 3));
+}
+
+/* Random bytes, mostly pieces of characters: the repair is always valid,
+ * at most three bytes per byte, keeps the valid prefix (and so valid
+ * input) as it is. */
+static void test_utf8_random(void **state)
+{
+	static const unsigned char pieces[] = {
+	    'a',  '(',  0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf,
+	    0xc0, 0xc1, 0xc2, 0xc3, 0xdf, 0xe0, 0xe1, 0xec, 0xed,
+	    0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xfe, 0xff};
+	unsigned seed = 27;
+	(void)state;
+	for (int round = 0; round < 20000; round++) {
+		char in[40];
+		size_t len = (size_t)(rand_r(&seed) % (int)sizeof in);
+		for (size_t i = 0; i < len; i++)
+			in[i] =
+			    (char)pieces[(size_t)rand_r(&seed) % sizeof pieces];
+		struct pp_buf b = {0};
+		pp_utf8_append(&b, in, len);
+		assert_false(b.failed);
+		assert_true(pp_utf8_valid(b.data ? b.data : "", b.len));
+		assert_true(b.len <= 3 * len);
+		size_t ok = pp_utf8_valid_prefix(in, len);
+		assert_true(ok <= len);
+		assert_true(pp_utf8_valid(in, ok));
+		/* The valid prefix comes through as it is. */
+		assert_true(b.len >= ok);
+		assert_memory_equal(b.data ? b.data : "", in, ok);
+		if (ok == len)
+			assert_int_equal(b.len, len);
+		pp_buf_free(&b);
+	}
 }
 
 int main(int argc, char **argv)
@@ -240,6 +345,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_proc_exe_and_start),
 	    cmocka_unit_test(test_proc_read_limit),
 	    cmocka_unit_test(test_utf8_sanitize),
+	    cmocka_unit_test(test_utf8_repair),
+	    cmocka_unit_test(test_utf8_random),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
