@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "agent.h"
 #include "heap/hot.h"
 #include "heap/table.h"
 #include "shim/shim.h"
@@ -446,6 +447,9 @@ static void account_free(uint32_t bucket)
 void pp_heap_free_hit(void *p)
 {
 	uint32_t bucket;
+	/* In a child made without fork(), mu may be held for good. */
+	if (pp_agent_foreign())
+		return;
 	pthread_mutex_lock(&mu);
 	if (tables.open && live_take((uintptr_t)p, &bucket) == 0) {
 		slot_remove(p);
@@ -460,6 +464,8 @@ void pp_heap_take(void *p, struct pp_heap_taken *t)
 {
 	t->ptr = p;
 	t->found = 0;
+	if (pp_agent_foreign())
+		return;
 	pthread_mutex_lock(&mu);
 	if (tables.open && live_take((uintptr_t)p, &t->bucket) == 0) {
 		slot_remove(p);
