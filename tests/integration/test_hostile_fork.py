@@ -82,8 +82,14 @@ def check(mode):
                        timeout=30),
            f"{mode}: the child allocated for 0.5 s (heap sampling on)",
            p.stderr_text())
-        ok(listen not in socket_inodes(child),
-           f"{mode}: the child does not keep the listening socket")
+        if sanitized():
+            # The child then calls nothing of pullprof's before exit.
+            skip(f"{mode}: the child does not keep the listening socket",
+                 "it lets go of it when it first allocates into the heap "
+                 "sampler: " + NO_HEAP_WHY)
+        else:
+            ok(listen not in socket_inodes(child),
+               f"{mode}: the child does not keep the listening socket")
         os.kill(child, signal.SIGUSR1)
         r = p.cmd(f"reap {child}", rf"^(reaped|hung) {child}")
         ok(r and r.group(1) == "reaped",
