@@ -227,6 +227,9 @@ PULLPROF_API void pullprof_config_init_size(struct pullprof_config *cfg,
  *   -EALREADY         the agent already runs (nothing printed), e.g.
  *                     because it was started at load time
  *                     (PULLPROF_AUTOSTART=1);
+ *   -ECHILD           this process was made without fork() (by _Fork()
+ *                     or a raw clone) from one that runs the agent: the
+ *                     agent's state it copied is not used;
  *   or another errno of socket(2), bind(2) or listen(2).
  * On a failure other than -EALREADY one line explaining why is written to
  * stderr and nothing is left running.
@@ -236,7 +239,9 @@ PULLPROF_API int pullprof_start(const struct pullprof_config *cfg);
 /*
  * Stop the server and every agent thread and free what the agent holds.
  * Requests in flight are cut off. Returns 0 (also when the agent was not
- * running), or -EDEADLK when called from one of the agent's own threads.
+ * running, and in a process made without fork() from one that runs it,
+ * which has none of its threads), or -EDEADLK when called from one of the
+ * agent's own threads.
  */
 PULLPROF_API int pullprof_stop(void);
 

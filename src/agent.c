@@ -11,12 +11,15 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <linux/kcmp.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -153,6 +156,97 @@ double pp_seconds_since(const struct timespec *since)
 }
 
 /*
+ * Copies made without fork(): _Fork() (glibc 2.34's async-signal-safe
+ * fork) and the raw clone call run none of fork()'s handlers. The child
+ * has a copy of the agent's memory as it was (`running` set, locks
+ * perhaps held by threads that are not in it), none of its threads, and
+ * copies of its descriptors, which it shares with the process that runs
+ * the agent. Stopping there (the exit of such a child runs our destructor)
+ * waited forever for threads that do not exist; writing the wake-up
+ * descriptors would wake the parent's. So every path that stops, joins,
+ * serves or records first asks pp_agent_foreign(), and does nothing of
+ * the agent's in such a process.
+ */
+
+/* The process whose agent state this memory is: noted when an agent
+ * starts, and by fork()'s child handler once the handlers made the copy
+ * the child's own. 0: no agent ever started. */
+static _Atomic pid_t owner;
+/* The listening sockets (fd, and the socket they were: a host may close
+ * the number and open something else under it), for a foreign copy to
+ * close its own copies of. */
+static struct {
+	_Atomic int fd;
+	dev_t dev;
+	ino_t ino;
+} sockets[2] = {{-1, 0, 0}, {-1, 0, 0}};
+static _Atomic pid_t dropped_in;
+
+static void note_socket(int i, const struct pp_server *srv)
+{
+	struct stat st;
+	if (srv && fstat(srv->listen_fd, &st) == 0) {
+		sockets[i].dev = st.st_dev;
+		sockets[i].ino = st.st_ino;
+		atomic_store(&sockets[i].fd, srv->listen_fd);
+	} else {
+		atomic_store(&sockets[i].fd, -1);
+	}
+}
+
+/* A foreign copy closes its copies of the listening sockets, once: a
+ * child that lives on would otherwise keep the port bound after the
+ * agent's process ended, and connections to it would wait unanswered.
+ * Not when the descriptor table is shared with the agent's process
+ * (clone with CLONE_FILES), nor when that cannot be told: those are its
+ * sockets. Async-signal-safe; writes nothing the agent's process reads (a
+ * child sharing its memory, vfork, would be writing the parent's). */
+static void drop_copies(pid_t self, pid_t agent_pid)
+{
+	if (atomic_exchange(&dropped_in, self) == self)
+		return;
+	int saved = errno;
+	long same = syscall(SYS_kcmp, self, agent_pid, KCMP_FILES, 0, 0);
+	if (same > 0 || (same < 0 && errno == ESRCH)) {
+		for (int i = 0; i < 2; i++) {
+			int fd = atomic_load(&sockets[i].fd);
+			struct stat st;
+			if (fd >= 0 && fstat(fd, &st) == 0 &&
+			    S_ISSOCK(st.st_mode) &&
+			    st.st_dev == sockets[i].dev &&
+			    st.st_ino == sockets[i].ino)
+				close(fd);
+		}
+	}
+	errno = saved;
+}
+
+int pp_agent_foreign(void)
+{
+	pid_t o = atomic_load_explicit(&owner, memory_order_relaxed);
+	if (!o)
+		return 0;
+	pid_t self = getpid();
+	if (o == self)
+		return 0;
+	drop_copies(self, o);
+	return 1;
+}
+
+/* Said once per process, on the paths a program calls. */
+static void say_foreign(const char *what)
+{
+	static _Atomic pid_t said;
+	pid_t self = getpid();
+	if (atomic_exchange(&said, self) != self)
+		pp_log("%s: this process was made without fork() (by _Fork() "
+		       "or a raw clone) from one that runs the agent, and "
+		       "has none of its threads; the agent's state it "
+		       "copied is not used here",
+		       what);
+}
+
+/*
  * fork(): the child has none of the agent's threads, and its copy of the
  * state may be mid-update. Close the inherited sockets (a daemonizing host
  * must not keep the parent's port, nor hold clients' connections open) and
@@ -172,6 +266,10 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	/* The handlers made the copy consistent: the child's own now. */
+	atomic_store(&owner, getpid());
+	atomic_store(&sockets[0].fd, -1);
+	atomic_store(&sockets[1].fd, -1);
 	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
 		atomic_store(&agent_tids[i], 0);
 	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
@@ -224,7 +322,48 @@ struct start_how {
 	int member;         /* serve the tree's socket only */
 	const char *listen; /* instead of the configured address, or NULL */
 	int quiet;          /* log nothing when it fails */
+	/* "host:port" this process served before a wrapper exec'd this
+	 * program, or NULL: served again when the configured address is the
+	 * same host with port 0 (any free one). When that failed, *again_failed
+	 * is set and the reason is in again_why, nothing logged. */
+	const char *again;
+	int *again_failed;
+	char *again_why;
+	size_t again_whylen;
 };
+
+static uint16_t port_of(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	if (a->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	return 0;
+}
+
+/* Is `again` the configured address with its port 0 made concrete? Then
+ * it replaces it in c. */
+static int serve_again(struct pp_config *c, const char *again)
+{
+	struct sockaddr_storage a;
+	socklen_t len;
+	char why[200];
+	if (!again || !c->serve || port_of(&c->addr) != 0 ||
+	    pp_config_parse_listen(again, &a, &len, why, sizeof why) != 0 ||
+	    a.ss_family != c->addr.ss_family || port_of(&a) == 0)
+		return 0;
+	if (a.ss_family == AF_INET
+	        ? memcmp(&((struct sockaddr_in *)&a)->sin_addr,
+	                 &((struct sockaddr_in *)&c->addr)->sin_addr,
+	                 sizeof(struct in_addr)) != 0
+	        : memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr,
+	                 &((struct sockaddr_in6 *)&c->addr)->sin6_addr,
+	                 sizeof(struct in6_addr)) != 0)
+		return 0;
+	c->addr = a;
+	c->addrlen = len;
+	return 1;
+}
 
 static int start_agent(const struct pullprof_config *cfg,
                        const struct start_how *how)
@@ -235,6 +374,7 @@ static int start_agent(const struct pullprof_config *cfg,
 	if (running)
 		return -EALREADY;
 	pthread_once(&atfork_once, register_atfork);
+	atomic_store(&owner, getpid());
 
 	memset(&agent, 0, sizeof agent);
 	err[0] = 0;
@@ -243,6 +383,7 @@ static int start_agent(const struct pullprof_config *cfg,
 		rc =
 		    pp_config_parse_listen(how->listen, &agent.cfg.addr,
 		                           &agent.cfg.addrlen, err, sizeof err);
+	int again = !rc && serve_again(&agent.cfg, how->again);
 	if (rc) {
 		if (!how->quiet)
 			pp_log("not started: %s",
@@ -325,6 +466,8 @@ static int start_agent(const struct pullprof_config *cfg,
 			       why);
 		rc = 0;
 	}
+	note_socket(0, agent.srv);
+	note_socket(1, agent.member);
 	return 0;
 fail:
 	/* Each stop is a no-op for what did not start. */
@@ -332,8 +475,14 @@ fail:
 	if (agent.srv)
 		pp_server_stop(agent.srv);
 	agent.srv = NULL;
-	if (!how->quiet)
+	if (again) {
+		/* The caller tries the configured address next. */
+		*how->again_failed = 1;
+		snprintf(how->again_why, how->again_whylen, "%s",
+		         err[0] ? err : pullprof_strerror(rc));
+	} else if (!how->quiet) {
 		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
+	}
 	pp_jobs_shutdown();
 	pp_locks_stop();
 	pp_threadcreate_stop();
@@ -357,6 +506,11 @@ static int start_locked(const struct pullprof_config *cfg,
 PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)
 {
 	static const struct start_how how = {0};
+	if (pp_agent_foreign()) {
+		/* Its locks may be held for good: not even taken. */
+		say_foreign("not started");
+		return -ECHILD;
+	}
 	pthread_mutex_lock(&lifecycle);
 	int rc = start_locked(cfg, &how);
 	pthread_mutex_unlock(&lifecycle);
@@ -367,6 +521,8 @@ int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted)
 {
 	const struct start_how how = {
 	    .autostarted = autostarted, .member = 1, .quiet = 1};
+	if (pp_agent_foreign())
+		return -ECHILD;
 	pthread_mutex_lock(&lifecycle);
 	int rc = start_locked(cfg, &how);
 	pthread_mutex_unlock(&lifecycle);
@@ -379,6 +535,8 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
 	const struct start_how how = {
 	    .autostarted = autostarted, .listen = listen, .quiet = 1};
 	int rc;
+	if (pp_agent_foreign())
+		return -ECHILD;
 	pthread_mutex_lock(&lifecycle);
 	int hidden = pp_heap_hide();
 	if (!running) {
@@ -396,6 +554,7 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
 			rc = pp_server_start(&agent.cfg, &srv, err, sizeof err);
 		if (!rc) {
 			__atomic_store_n(&agent.srv, srv, __ATOMIC_RELEASE);
+			note_socket(0, srv);
 			pp_tree_own(); /* the tree is this process's now */
 		}
 	}
@@ -425,6 +584,8 @@ static int stop_agent(void)
 	pp_recent_clear();    /* and the profiles kept for ?id= */
 	pp_config_free(&agent.cfg);
 	memset(&agent, 0, sizeof agent);
+	atomic_store(&sockets[0].fd, -1);
+	atomic_store(&sockets[1].fd, -1);
 	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -439,6 +600,10 @@ static int stop_locked(void)
 
 PULLPROF_API int pullprof_stop(void)
 {
+	/* Nothing of the agent runs here to stop (its copy of the sockets
+	 * is closed). */
+	if (pp_agent_foreign())
+		return 0;
 	pthread_mutex_lock(&lifecycle);
 	int rc = stop_locked();
 	pthread_mutex_unlock(&lifecycle);
@@ -447,6 +612,11 @@ PULLPROF_API int pullprof_stop(void)
 
 int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg)
 {
+	/* A job opened here would wait for threads this process has not. */
+	if (pp_agent_foreign()) {
+		say_foreign("no profile");
+		return -ESRCH;
+	}
 	pthread_mutex_lock(&lifecycle);
 	int rc = running ? fn(running, arg) : -ESRCH;
 	pthread_mutex_unlock(&lifecycle);
@@ -455,6 +625,8 @@ int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg)
 
 PULLPROF_API int pullprof_port(void)
 {
+	if (pp_agent_foreign())
+		return 0; /* this process serves nothing */
 	pthread_mutex_lock(&lifecycle);
 	int port = running && running->srv ? running->srv->port : 0;
 	pthread_mutex_unlock(&lifecycle);
@@ -464,11 +636,64 @@ PULLPROF_API int pullprof_port(void)
 /* The start at load time, which the light object decides on (src/shim/
  * shim.c: preloaded, PULLPROF_AUTOSTART, exec'd descendants) and reports:
  * the address served goes to *url ("none" without a server). */
-int pp_agent_autostart(char *url, size_t n)
+/*
+ * A wrapper that exec'd the program (nice, env, sh -c 'exec ...', bash
+ * exec'ing bash exec'ing python under a pyenv shim) ran in this same
+ * process, with an agent started from the same settings, which served
+ * `before`. With a concrete port the program simply serves there again.
+ * With port 0 ("any free one") each program of the chain would take a
+ * port of its own and print it: lines for addresses that are gone a
+ * moment later, and the one really served last. So the port the process
+ * served is taken again (the old program's socket was closed by the exec:
+ * close-on-exec; SO_REUSEADDR), and the chain prints one line. Should it
+ * be taken meanwhile, a new one is, and stderr says why.
+ *
+ * The wrappers still bind: whether a program will exec another is known
+ * only once it does, and a short-lived program that binds nothing until
+ * it has run a while cannot be profiled at all. Nothing is bound across
+ * an exec either (a socket kept open across it would be left listening,
+ * never answered, in any program that does not load pullprof).
+ */
+static int again_address(const char *before, char *out, size_t n)
 {
+	if (!before)
+		return 0;
+	const char *host = NULL;
+	if (strncmp(before, "http://", 7) == 0)
+		host = before + 7;
+	else if (strncmp(before, "https://", 8) == 0)
+		host = before + 8;
+	if (!host)
+		return 0;
+	size_t len = strcspn(host, "/");
+	if (!len || len >= n)
+		return 0;
+	memcpy(out, host, len);
+	out[len] = 0;
+	return 1;
+}
+
+int pp_agent_autostart(const char *before, char *url, size_t n)
+{
+	char again[160], why[400] = "";
+	int failed = 0;
+	struct start_how how = {.autostarted = 1,
+	                        .again_failed = &failed,
+	                        .again_why = why,
+	                        .again_whylen = sizeof why};
+	if (again_address(before, again, sizeof again))
+		how.again = again;
 	pthread_mutex_lock(&lifecycle);
-	static const struct start_how how = {.autostarted = 1};
 	int rc = start_locked(NULL, &how);
+	if (rc && failed) {
+		how.again = NULL;
+		rc = start_locked(NULL, &how);
+		if (rc == 0)
+			pp_log("could not serve %s again, where this process "
+			       "served before it exec'd this program (%s): "
+			       "serving a new address",
+			       again, why);
+	}
 	if (rc == 0 && agent.srv)
 		snprintf(url, n, "%s://%s%s/",
 		         agent.srv->tls_cert ? "https" : "http",
@@ -483,7 +708,11 @@ __attribute__((destructor)) static void pp_autostop(void)
 {
 	/* At exit, stop before libmicrohttpd's own destructor runs, so our
 	 * thread never uses a library that is being torn down. trylock: exit()
-	 * while another thread starts or stops the agent must not hang. */
+	 * while another thread starts or stops the agent must not hang. A
+	 * child made without fork() (_Fork, clone) has nothing to stop: the
+	 * threads are its parent's. */
+	if (pp_agent_foreign())
+		return;
 	if (pthread_mutex_trylock(&lifecycle) != 0)
 		return;
 	if (running && !pp_server_is_own_thread(running->srv))

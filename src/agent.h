@@ -69,8 +69,18 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
 
 /* Start from the environment at load time (src/shim/shim.c decides when):
  * 0 and the address served in *url ("none": no server), or an error, said
- * on stderr. */
-int pp_agent_autostart(char *url, size_t n);
+ * on stderr. before: the URL this process served before a wrapper exec'd
+ * this program, or NULL (see agent.c). */
+int pp_agent_autostart(const char *before, char *url, size_t n);
+
+/* Is this process a copy of the agent's made without fork()'s handlers
+ * (_Fork(), a raw clone)? Then nothing of the agent may be stopped,
+ * joined, waited for, written to or recorded into here: its threads are
+ * not in this process, its locks may be held for good, its descriptors
+ * are shared with the process that runs it. The first call that finds it
+ * so closes this process's copies of the listening sockets (agent.c says
+ * when). Async-signal-safe, keeps errno; one getpid(). */
+int pp_agent_foreign(void);
 
 /* Seconds elapsed on the monotonic clock since *since. */
 double pp_seconds_since(const struct timespec *since);

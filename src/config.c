@@ -17,6 +17,7 @@
 
 #include "bounds.h"
 #include "locks/locks.h"
+#include "util/env.h"
 
 #define OFF(field) offsetof(struct pullprof_config, field)
 /* Every PULLPROF_* setting, declared once: parsing and validation
@@ -523,7 +524,8 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	for (size_t i = 0; i < pp_settings_count; i++) {
 		const struct pp_setting *s = &pp_settings[i];
 		char *field = (char *)&merged + s->offset;
-		const char *env = merged.ignore_env ? NULL : getenv(s->env);
+		/* Never the host's getenv (util/env.h). */
+		const char *env = merged.ignore_env ? NULL : pp_env_get(s->env);
 
 		if (s->type != PP_SETTING_UINT) {
 			/* NULL means "the default", like an unset variable. */

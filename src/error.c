@@ -23,6 +23,10 @@ PULLPROF_API const char *pullprof_strerror(int err)
 	case -EACCES:
 		return "permission denied (ports below 1024 need privileges)";
 	case -EALREADY: return "the agent is already running";
+	case -ECHILD:
+		return "this process was made without fork() (_Fork() or a "
+		       "raw clone) from one that runs the agent, whose "
+		       "state it copied is not used";
 	case -EDEADLK: return "called from one of the agent's own threads";
 	case -ENOMEM: return "out of memory";
 	case -EAGAIN: return "resource temporarily unavailable";

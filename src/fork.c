@@ -27,6 +27,7 @@
 #include "error.h"
 #include "heap/heap.h"
 #include "http/server.h"
+#include "util/env.h"
 #include "util/fds.h"
 
 /* A follow-mode child waits this long before it starts its agent: a child
@@ -307,6 +308,10 @@ static _Atomic int lazy;
 
 void pp_fork_returned(int event)
 {
+	/* A copy made without fork() (and its forked children) follows
+	 * nothing and starts no thread: the state it copied is not its. */
+	if (pp_agent_foreign())
+		return;
 	if (event == PP_FORKED_PARENT) {
 		/* A child that forks children of its own (a daemon's master
 		 * forking its workers) may be the one to serve. */
@@ -335,7 +340,7 @@ void pp_fork_returned(int event)
 void pp_fork_poke(void)
 {
 	if (!atomic_load_explicit(&lazy, memory_order_relaxed) ||
-	    !parent_gone())
+	    !parent_gone() || pp_agent_foreign())
 		return;
 	if (!atomic_exchange(&lazy, 0))
 		return;
@@ -375,11 +380,11 @@ int pp_tree_socket(pid_t pid, char *buf, size_t len)
  * makes it 0700: only this user may reach the sockets in it. */
 static int make_dir(char *err, size_t errlen)
 {
-	const char *base = getenv("XDG_RUNTIME_DIR");
+	const char *base = pp_env_get("XDG_RUNTIME_DIR");
 	struct stat st;
 	if (!base || !*base || stat(base, &st) != 0 || !S_ISDIR(st.st_mode) ||
 	    st.st_uid != geteuid())
-		base = getenv("TMPDIR");
+		base = pp_env_get("TMPDIR");
 	if (!base || !*base || strlen(base) > 48)
 		base = "/tmp";
 	char path[sizeof tree.dir];

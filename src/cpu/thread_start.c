@@ -185,6 +185,9 @@ int pp_thread_create(pthread_t *t, const pthread_attr_t *attr,
                      void *(*fn)(void *), void *arg, uintptr_t from)
 {
 	int agents = pp_on_agent_thread() || pp_creating_agent_thread();
+	/* A child made without fork() has no agent to report to. */
+	if (pp_agent_foreign())
+		return pp_real_pthread_create(t, attr, fn, arg);
 	/* Only while a window samples per thread, and never for the agent's
 	 * own threads (made by agent threads). */
 	if (!START_PROLOGUE || !pp_timers_want_starts() || agents)

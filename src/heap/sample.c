@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "agent.h"
 #include "bounds.h"
 #include "fork.h"
 #include "heap/heap.h"
@@ -67,6 +68,10 @@ static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 {
 	int saved = errno;
 
+	/* A child made without fork() records nothing: the table's lock and
+	 * the unwinder's may be held for good by threads it has not. */
+	if (pp_agent_foreign())
+		return;
 	atomic_fetch_add(&inside, 1);
 	/* Checked after counting ourselves in: stop waits for us. */
 	if (atomic_load(&rate_now)) {

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "agent.h"
 #include "heap/hot.h"
 #include "heap/table.h"
 #include "shim/shim.h"
@@ -443,10 +444,24 @@ static void account_free(uint32_t bucket)
 		tables.inuse = 0;
 }
 
+/* Take mu, unless this is a child made without fork() (agent.h), where it
+ * may be held for good by a thread the child has not: 0 then. The check
+ * (a system call) only when mu is not free at once. */
+static int lock_here(void)
+{
+	if (pthread_mutex_trylock(&mu) == 0)
+		return 1;
+	if (pp_agent_foreign())
+		return 0;
+	pthread_mutex_lock(&mu);
+	return 1;
+}
+
 void pp_heap_free_hit(void *p)
 {
 	uint32_t bucket;
-	pthread_mutex_lock(&mu);
+	if (!lock_here())
+		return;
 	if (tables.open && live_take((uintptr_t)p, &bucket) == 0) {
 		slot_remove(p);
 		account_free(bucket);
@@ -460,7 +475,8 @@ void pp_heap_take(void *p, struct pp_heap_taken *t)
 {
 	t->ptr = p;
 	t->found = 0;
-	pthread_mutex_lock(&mu);
+	if (!lock_here())
+		return;
 	if (tables.open && live_take((uintptr_t)p, &t->bucket) == 0) {
 		slot_remove(p);
 		t->found = 1;

@@ -122,6 +122,10 @@ static void record(enum pp_lk_kind kind, uintptr_t self, uintptr_t from,
                    uint64_t delay, uint64_t rate)
 {
 	uintptr_t pcs[PP_LK_MAX_DEPTH + PP_UNWIND_SKIP_ROOM];
+	/* A child made without fork(): the unwinder's and the table's locks
+	 * may be held for good there. */
+	if (pp_agent_foreign())
+		return;
 	unsigned max = atomic_load_explicit(&pp_lk_depth, memory_order_relaxed);
 	if (max > PP_LK_MAX_DEPTH)
 		max = PP_LK_MAX_DEPTH;

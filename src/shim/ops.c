@@ -51,9 +51,19 @@ int __wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void),
 	return 0;
 }
 
+/* Set by a fork's prepare phase in a process made without fork() from the
+ * agent's (_Fork, clone; agent.h): that fork runs none of the handlers,
+ * which would take locks perhaps held for good there. Per thread: the
+ * thread that forks runs all three phases (the child its copy). */
+static __thread int fork_skipped __attribute__((tls_model("initial-exec")));
+
 static void pp_agent_fork(int phase)
 {
 	unsigned n = __atomic_load_n(&nhandlers, __ATOMIC_ACQUIRE);
+	if (phase == PP_FORK_PREPARE)
+		fork_skipped = pp_agent_foreign();
+	if (fork_skipped)
+		return;
 	if (phase == PP_FORK_PREPARE) {
 		for (unsigned i = n; i-- > 0;)
 			if (handlers[i].prepare)

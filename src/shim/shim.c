@@ -12,8 +12,12 @@
  * A process that finds a pid other than its own is an exec'd descendant:
  * nothing starts, nothing is printed, the agent is not even loaded, unless
  * PULLPROF_EXEC_LISTEN gives descendants an address of their own. Its own
- * pid means a wrapper (nice, env, sh -c 'exec ...') exec'd the program:
- * it starts again, and says so only when it serves elsewhere.
+ * pid means a wrapper (nice, env, sh -c 'exec ...', a pyenv shim: bash
+ * exec'ing bash exec'ing python) exec'd the program: it starts again, on
+ * the very address the process served before the exec when the setting
+ * names port 0 (agent.c, pp_agent_autostart), and says so only when it
+ * serves elsewhere: a chain of wrappers prints one line, the address the
+ * program is served at.
  *
  * setenv is not safe while other threads read the environment: the
  * variables are added before the agent starts its threads. The address is
@@ -39,6 +43,7 @@
 #include "heap/hot.h"
 #include "labels/labels.h"
 #include "locks/hot.h"
+#include "util/env.h"
 
 PP_SHIM_EXPORT struct pp_shim pp_shim;
 
@@ -237,7 +242,7 @@ __attribute__((constructor(103))) static void register_fork(void)
  * us and the environment is the only way to configure us. */
 static int preloaded(void)
 {
-	const char *list = getenv("LD_PRELOAD");
+	const char *list = pp_env_get("LD_PRELOAD");
 	Dl_info info;
 	char self[PATH_MAX], entry[PATH_MAX], real[PATH_MAX];
 
@@ -274,7 +279,7 @@ static int is_one(const char *v)
  * (this is an exec'd descendant), -1 a value that is not a pid. */
 static int started_before(void)
 {
-	const char *v = getenv("PULLPROF_AGENT_PID");
+	const char *v = pp_env_get("PULLPROF_AGENT_PID");
 	if (!v)
 		return 0;
 	char *end;
@@ -289,7 +294,7 @@ static int started_before(void)
  * already printed by this process before a wrapper exec'd the program. */
 static void say_started(const char *url, const char *printed)
 {
-	if (is_one(getenv("PULLPROF_QUIET")))
+	if (is_one(pp_env_get("PULLPROF_QUIET")))
 		return;
 	if (printed && strcmp(printed, url) == 0)
 		return;
@@ -304,9 +309,11 @@ static void say_started(const char *url, const char *printed)
 
 __attribute__((constructor)) static void pp_autostart(void)
 {
-	const char *listen = getenv("PULLPROF_LISTEN");
-	const char *autostart = getenv("PULLPROF_AUTOSTART");
-	const char *exec_listen = getenv("PULLPROF_EXEC_LISTEN");
+	/* Read and written the C library's way (util/env.h): bash, for
+	 * one, defines getenv and setenv itself. */
+	const char *listen = pp_env_get("PULLPROF_LISTEN");
+	const char *autostart = pp_env_get("PULLPROF_AUTOSTART");
+	const char *exec_listen = pp_env_get("PULLPROF_EXEC_LISTEN");
 
 	if (autostart && strcmp(autostart, "0") == 0)
 		return;
@@ -331,7 +338,7 @@ __attribute__((constructor)) static void pp_autostart(void)
 		pp_log("not started: PULLPROF_AGENT_PID: \"%.32s\" is not a "
 		       "process id (pullprof sets it for the programs a "
 		       "profiled process runs; unset it)",
-		       getenv("PULLPROF_AGENT_PID"));
+		       pp_env_get("PULLPROF_AGENT_PID"));
 		return;
 	}
 	if (before == 2) {
@@ -342,13 +349,13 @@ __attribute__((constructor)) static void pp_autostart(void)
 			       "address, as PULLPROF_LISTEN takes)");
 			return;
 		}
-		if (setenv("PULLPROF_LISTEN", exec_listen, 1))
+		if (pp_env_set("PULLPROF_LISTEN", exec_listen))
 			return;
 	}
 	/* What this process printed before a wrapper exec'd the program:
 	 * kept before the records below are rewritten. */
 	char printed[512] = "";
-	const char *was = before == 1 ? getenv("PULLPROF_AGENT_URL") : NULL;
+	const char *was = before == 1 ? pp_env_get("PULLPROF_AGENT_URL") : NULL;
 	if (was)
 		snprintf(printed, sizeof printed, "%s", was);
 
@@ -358,11 +365,11 @@ __attribute__((constructor)) static void pp_autostart(void)
 	/* The records, while this is the only thread (see the top). */
 	char pid[24];
 	snprintf(pid, sizeof pid, "%d", (int)getpid());
-	setenv("PULLPROF_AGENT_PID", pid, 1);
-	setenv("PULLPROF_AGENT_URL", "", 1);
+	pp_env_set("PULLPROF_AGENT_PID", pid);
+	pp_env_set("PULLPROF_AGENT_URL", "");
 	char url[512];
-	if (ops->autostart(url, sizeof url) != 0)
+	if (ops->autostart(was ? printed : NULL, url, sizeof url) != 0)
 		return; /* the agent said why */
-	setenv("PULLPROF_AGENT_URL", url, 1);
+	pp_env_set("PULLPROF_AGENT_URL", url);
 	say_started(url, was ? printed : NULL);
 }

@@ -52,11 +52,14 @@ struct pp_agent_ops {
 	int (*label_push)(const char *key, const char *value);
 	void (*label_pop)(void);
 
-	/* Start from the environment at load time. On success, *url (n
-	 * bytes) is the address served ("http://127.0.0.1:6060/debug/pprof/")
-	 * or "none" (PULLPROF_LISTEN=none). The agent prints nothing when
-	 * it starts; the caller decides whether to say so. */
-	int (*autostart)(char *url, size_t n);
+	/* Start from the environment at load time. before: what this
+	 * process served before a wrapper exec'd this program (its
+	 * PULLPROF_AGENT_URL), or NULL. On success, *url (n bytes) is the
+	 * address served ("http://127.0.0.1:6060/debug/pprof/") or "none"
+	 * (PULLPROF_LISTEN=none). The agent prints nothing when it starts
+	 * unless it could not serve where it served before; the caller
+	 * decides whether to say it serves. */
+	int (*autostart)(const char *before, char *url, size_t n);
 
 	/* The interposers' slow paths (HOT/UNSAFE CONTEXT). */
 	void *(*heap_sampled)(void *p, size_t size, uintptr_t from);

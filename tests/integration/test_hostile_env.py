@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Hosts that get in the way of the environment (issue 27, item 1).
+
+bash defines getenv and setenv itself: its setenv, called before its main(),
+makes a table of its own, where its getenv then looks alone. The preload
+read its settings through them and found none: under bash the token and the
+allow-list were dropped, PULLPROF_LISTEN was read as 6060 and
+PULLPROF_LISTEN=none served all the same. Checked here as real processes:
+bash, dash for comparison, tests/env/envhost (a host of ours whose getenv
+knows nothing before main), wrapper chains that exec through sh and bash,
+and a pyenv-style chain of shims (env, bash, ... python3) in one process,
+which must print one "serving" line, with the address really served."""
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pptest import (BUILD, Proc, curl, eq, free_port, ok, preload_env,  # noqa: E402
+                    run, until)
+
+ENVHOST = os.path.join(BUILD, "tests", "env", "envhost")
+BASH = shutil.which("bash") or "/bin/bash"
+DASH = shutil.which("dash") or "/bin/sh"
+PYTHON = "/usr/bin/python3"
+SLEEP = shutil.which("sleep") or "/bin/sleep"
+TOKEN = "hostile-env-token-1234"
+SERVING = r"pullprof\[\d+\]: serving (https?://\S+)"
+
+
+def pullprof_lines(p):
+    return [line for line in p.stderr_text().splitlines()
+            if line.startswith("pullprof[")]
+
+
+def served(p, timeout=30):
+    """The URL of p's "serving" line, once there is one."""
+    m = p.wait_line(p.err_lines, SERVING, timeout=timeout)
+    return m.group(1) if m else None
+
+
+def end(p):
+    if p.p.poll() is None:
+        p.p.kill()
+    p.p.wait(timeout=20)
+    p.drain()
+
+
+def check_settings(what, argv, env_extra=None):
+    """A host given a port, a token and an allow-list serves with all
+    three."""
+    port = free_port()
+    p = Proc(argv, env=preload_env(PULLPROF_LISTEN=f"127.0.0.1:{port}",
+                                   PULLPROF_TOKEN=TOKEN,
+                                   PULLPROF_ALLOW="127.0.0.0/8",
+                                   **(env_extra or {})), stdout_lines=True)
+    try:
+        url = served(p)
+        eq(url, f"http://127.0.0.1:{port}/debug/pprof/",
+           f"{what}: serves on the address PULLPROF_LISTEN names")
+        r = curl(f"http://127.0.0.1:{port}/debug/pprof/cmdline")
+        eq(r.status, 401, f"{what}: no token, no answer (PULLPROF_TOKEN kept)")
+        r = curl(f"http://127.0.0.1:{port}/debug/pprof/status",
+                 "-H", f"Authorization: Bearer {TOKEN}")
+        eq(r.status, 200, f"{what}: the token opens it")
+        if r.status == 200:
+            c = r.json()["config"]
+            eq((c["listen"], c["token"], c["allow"], r.json()["pid"]),
+               (f"127.0.0.1:{port}", True, "127.0.0.0/8", p.pid),
+               f"{what}: /status shows the settings given, this process")
+        return p
+    except Exception:
+        end(p)
+        raise
+
+
+def test_bash_and_dash():
+    """bash (own getenv/setenv) and dash (the C library's) both serve with
+    the settings given; bash's children get the records (PID, URL)."""
+    for name, sh in (("bash", BASH), ("dash", DASH)):
+        # Not a lone command (which the shell would exec): the shell stays
+        # the host. Its child prints what the shell exported to it.
+        p = check_settings(name, [sh, "-c",
+                                  "env | grep '^PULLPROF_AGENT_'; read x || :"])
+        try:
+            until(lambda: len([x for x in p.out_lines
+                               if x.startswith("PULLPROF_AGENT_")]) == 2, 20)
+            got = dict(x.split("=", 1) for x in p.out_lines
+                       if x.startswith("PULLPROF_AGENT_"))
+            url = served(p)
+            eq(got, {"PULLPROF_AGENT_PID": str(p.pid),
+                     "PULLPROF_AGENT_URL": url or "?"},
+               f"{name}: its children see the records of its agent")
+            p.p.stdin.close()
+            eq(p.p.wait(timeout=20), 0, f"{name}: exits 0")
+            p.drain()
+            eq(len(pullprof_lines(p)), 1,
+               f"{name}: one line from pullprof: {pullprof_lines(p)}")
+        finally:
+            end(p)
+
+
+def test_bash_listen_none():
+    """PULLPROF_LISTEN=none under bash: no server, and says so."""
+    p = Proc([BASH, "-c", "read x; echo done"],
+             env=preload_env(PULLPROF_LISTEN="none"))
+    try:
+        ok(p.wait_line(p.err_lines, r"profiling without an HTTP server",
+                       timeout=30),
+           "bash, PULLPROF_LISTEN=none: says it serves nothing",
+           p.stderr_text())
+        ok(until(lambda: "pullprof-jobs" in p.threads(), 20),
+           "the agent runs", p.threads())
+        ok("pullprof-http" not in p.threads(), "no HTTP server thread",
+           p.threads())
+        socks = [os.readlink(f"/proc/{p.pid}/fd/{fd}")
+                 for fd in os.listdir(f"/proc/{p.pid}/fd")]
+        eq([s for s in socks if s.startswith("socket:")], [],
+           "bash holds no socket")
+        p.p.stdin.close()
+        eq(p.p.wait(timeout=20), 0, "bash exits 0")
+    finally:
+        end(p)
+
+
+def test_interposing_host():
+    """A host whose getenv knows nothing before its main and whose setenv
+    keeps to its own table: the settings are read all the same, and the
+    records reach the table its main fills from the environment."""
+    p = check_settings("envhost", [ENVHOST])
+    try:
+        ok(p.wait_line(p.out_lines, r"^ready$", timeout=20), "envhost runs")
+        url = served(p)
+        env = {x[4:].split("=", 1)[0]: x.split("=", 1)[1]
+               for x in p.out_lines if x.startswith("env ")}
+        eq((env.get("PULLPROF_AGENT_PID"), env.get("PULLPROF_AGENT_URL")),
+           (str(p.pid), url), "the records are in the host's own table")
+        p.p.stdin.close()
+        eq(p.p.wait(timeout=20), 0, "envhost exits 0")
+    finally:
+        end(p)
+
+
+def chain(what, argv, exe, env=None, stdin=False):
+    """argv execs through wrappers into exe, in one process (port 0):
+    one "serving" line, whose address the last program serves."""
+    p = Proc(argv, env=preload_env(PULLPROF_LISTEN="127.0.0.1:0",
+                                   **(env or {})), stdin=stdin)
+    try:
+        ok(until(lambda: os.path.realpath(f"/proc/{p.pid}/exe") == exe and
+                 "pullprof-http" in p.threads(), 30),
+           f"{what}: the last program runs with its agent", p.stderr_text())
+        url = served(p)
+        ok(url, f"{what}: says where it serves", p.stderr_text())
+        if url:
+            r = curl(url + "status")
+            ok(r.status == 200 and r.json()["pid"] == p.pid and
+               os.path.realpath(r.json()["executable"]) == exe,
+               f"{what}: that address is served by the last program",
+               r.status)
+        lines = pullprof_lines(p)
+        ok(len(lines) == 1 and re.search(SERVING, lines[0]),
+           f"{what}: one line from pullprof in the whole chain", lines)
+        return p, url
+    except Exception:
+        end(p)
+        raise
+
+
+def test_wrapper_chain():
+    """sh -c 'exec sh -c "exec bash -c \\"exec sleep\\""': four programs in
+    one process."""
+    sleep = os.path.realpath(SLEEP)
+    p, url = chain("sh/sh/bash/sleep",
+                   [DASH, "-c", f"exec {DASH} -c \"exec {BASH} -c "
+                    f"\\\"exec {SLEEP} 60\\\"\""], sleep)
+    p.p.terminate()
+    p.p.wait(timeout=20)
+
+
+def test_pyenv_chain():
+    """A pyenv-style shim: python3 (#!/usr/bin/env bash) execs the pyenv
+    script (bash), which execs pyenv-exec (bash), which execs python3:
+    env, bash, env, bash, env, bash, python3 in one process."""
+    with tempfile.TemporaryDirectory() as d:
+        scripts = {
+            "python3": f'exec "{d}/pyenv" exec python3 "$@"\n',
+            "pyenv": f'cmd=$1; shift; exec "{d}/pyenv-$cmd" "$@"\n',
+            "pyenv-exec": f'shift; exec {PYTHON} "$@"\n',
+        }
+        for name, body in scripts.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write("#!/usr/bin/env bash\n" + body)
+            os.chmod(os.path.join(d, name), 0o755)
+        p, url = chain("pyenv shim", [os.path.join(d, "python3"), "-c",
+                                      "import sys; sys.stdin.readline()"],
+                       os.path.realpath(PYTHON), stdin=True)
+        p.p.stdin.close()
+        eq(p.p.wait(timeout=20), 0, "python3 exits 0")
+
+
+def test_address_taken_meanwhile():
+    """The port served before the exec is taken when the program starts:
+    it serves a new one, and stderr says why."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = preload_env(PULLPROF_LISTEN="127.0.0.1:0")
+        lib = env.pop("LD_PRELOAD")
+        # As if a wrapper in this process had served `port` before it
+        # exec'd sleep (sh itself runs without the preload).
+        p = Proc([DASH, "-c",
+                  "PULLPROF_AGENT_PID=$$ PULLPROF_AGENT_URL="
+                  f"http://127.0.0.1:{port}/debug/pprof/ "
+                  f"LD_PRELOAD='{lib}' exec {SLEEP} 60"], env=env,
+                 stdin=False)
+        try:
+            url = served(p)
+            ok(url and f":{port}/" not in url,
+               "serves on another port", p.stderr_text())
+            ok(re.search(rf"could not serve 127\.0\.0\.1:{port} again.*"
+                         r"address already in use", p.stderr_text()),
+               "and says why", p.stderr_text())
+            if url:
+                eq(curl(url + "status").json()["pid"], p.pid,
+                   "the new address answers")
+        finally:
+            end(p)
+
+
+def test_last_program_without_pullprof():
+    """A chain whose last program does not load pullprof: nothing listens
+    once it runs (the wrappers' sockets closed at exec)."""
+    sleep = os.path.realpath(SLEEP)
+    p = Proc([DASH, "-c", f"exec env -u LD_PRELOAD {SLEEP} 60"],
+             env=preload_env(PULLPROF_LISTEN="127.0.0.1:0"), stdin=False)
+    try:
+        url = served(p)
+        ok(url, "the wrapper said where it serves", p.stderr_text())
+        ok(until(lambda: os.path.realpath(f"/proc/{p.pid}/exe") == sleep,
+                 20), "sleep runs")
+        fds = [os.readlink(f"/proc/{p.pid}/fd/{fd}")
+               for fd in os.listdir(f"/proc/{p.pid}/fd")]
+        eq([f for f in fds if f.startswith("socket:")], [],
+           "sleep holds no socket")
+        if url:
+            port = int(re.search(r":(\d+)/", url).group(1))
+            with socket.socket() as s:
+                eq(s.connect_ex(("127.0.0.1", port)) != 0, True,
+                   "nothing listens on the wrappers' address")
+    finally:
+        p.p.send_signal(signal.SIGTERM)
+        end(p)
+
+
+run([test_bash_and_dash, test_bash_listen_none, test_interposing_host,
+     test_wrapper_chain, test_pyenv_chain, test_address_taken_meanwhile,
+     test_last_program_without_pullprof])
