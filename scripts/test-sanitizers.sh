@@ -1,5 +1,5 @@
 #!/bin/bash
-# The test suite under the sanitizers: sh scripts/test-sanitizers.sh [asan|tsan|all]
+# The test suite under the sanitizers: bash scripts/test-sanitizers.sh [asan|tsan|all]
 # Each sanitizer gets its own VPATH build directory (build-asan/, build-tsan/),
 # configured with --enable-asan (ASan + UBSan, UB fatal) or --enable-tsan,
 # built, and `make check` run there. Prints "N passed, N failed" per
