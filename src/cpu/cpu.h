@@ -61,7 +61,10 @@ struct pp_cpu_stats {
 	const char *timer_mode; /* "per-thread", "setitimer" or "off" */
 	unsigned windows_open;
 	unsigned threads_sampled;
-	unsigned hz;       /* current rate, 0 when off */
+	unsigned hz;               /* current rate, 0 when off */
+	const char *signal;        /* "SIGURG", "SIGPROF", or NULL when off */
+	unsigned threads_blocking; /* threads not sampled: signal blocked */
+	uint64_t foreign;  /* signals to the handler not from its timers */
 	uint64_t samples;  /* records taken */
 	uint64_t weighted; /* samples counting timer overruns */
 	uint64_t dropped_ring_full, dropped_no_stack;
