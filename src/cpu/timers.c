@@ -31,6 +31,9 @@ struct thread_timer {
 	/* It blocks the signal: no timer (the host would read what it
 	 * raised), its CPU time measured instead (blocked_measure). */
 	int blocked;
+	/* An agent thread (pullprof-http, -jobs: created with every signal
+	 * blocked, never sampled): not the host's doing, not charged. */
+	int agent;
 	uint64_t blk_check_ns; /* when its SigBlk was last read */
 	/* Its CPU clock and samples drained when last looked at: a thread
 	 * that used periods of CPU and gave no sample may have blocked the
@@ -193,7 +196,9 @@ static void mark_blocked(struct thread_timer *t, uint64_t now)
 {
 	t->blocked = 1;
 	t->blk_check_ns = now;
-	timers.nblocked++;
+	t->agent = pp_agent_thread_is(t->tid);
+	if (!t->agent)
+		timers.nblocked++;
 	if (thread_cpu(t->tid, &t->cpu_mark) != 0)
 		t->cpu_mark = 0;
 }
@@ -203,7 +208,15 @@ uint64_t pp_timers_blocked_measure(unsigned *nthreads)
 	for (size_t i = 0; i < timers.nthreads; i++) {
 		struct thread_timer *t = &timers.threads[i];
 		uint64_t cpu;
-		if (!t->blocked || thread_cpu(t->tid, &cpu) != 0)
+		if (!t->blocked || t->agent)
+			continue;
+		/* One seen before it said it was the agent's. */
+		if (pp_agent_thread_is(t->tid)) {
+			t->agent = 1;
+			timers.nblocked--;
+			continue;
+		}
+		if (thread_cpu(t->tid, &cpu) != 0)
 			continue;
 		if (cpu > t->cpu_mark)
 			timers.blocked_ns += cpu - t->cpu_mark;
@@ -222,7 +235,7 @@ static void remove_thread(size_t i)
 	    pp_u64map_get(&timers.index, (uint64_t)timers.threads[i].tid);
 	if (at)
 		*at = 0;
-	if (timers.threads[i].blocked)
+	if (timers.threads[i].blocked && !timers.threads[i].agent)
 		timers.nblocked--;
 	timers.threads[i] = timers.threads[--timers.nthreads];
 	if (i < timers.nthreads) {
@@ -531,10 +544,13 @@ int pp_timers_scan(void)
 			if (blocks_signal(tid, timers.signo))
 				continue;
 			uint64_t cpu;
-			if (thread_cpu(tid, &cpu) == 0 && cpu > t->cpu_mark)
+			if (!t->agent && thread_cpu(tid, &cpu) == 0 &&
+			    cpu > t->cpu_mark)
 				timers.blocked_ns += cpu - t->cpu_mark;
+			if (!t->agent)
+				timers.nblocked--;
 			t->blocked = 0;
-			timers.nblocked--;
+			t->agent = 0;
 		}
 		if (t->has_timer) {
 			/* Periods of CPU and not one sample: did it block the
@@ -551,7 +567,8 @@ int pp_timers_scan(void)
 				t->has_timer = 0;
 				uint64_t mark = t->cpu_mark;
 				mark_blocked(t, now);
-				timers.blocked_ns += cpu - mark;
+				if (!t->agent)
+					timers.blocked_ns += cpu - mark;
 				t->cpu_mark = cpu;
 				continue;
 			}
