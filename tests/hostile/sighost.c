@@ -17,7 +17,9 @@
  *                   before it starts the burners: start it first) and
  *                   read them: MODE signalfd or sigwait, on a thread of
  *                   its own that also burns CPU between reads
- *   read            "read URG PROF OTHER": signals the reader consumed
+ *   blocklater      the burners block every signal from now on, and each
+ *                   reads its own with sigtimedwait between bursts
+ *   read            "read URG PROF OTHER": signals the readers consumed
  *   quit            exit 0
  */
 #define _GNU_SOURCE 1
@@ -45,13 +47,28 @@ static void burn_some(void)
 		sink += i * i;
 }
 
+static atomic_int block_later;
+static void count(int sig);
+
 static void *burner(void *arg)
 {
 	char name[16];
+	int blocked = 0;
+	sigset_t all;
+	struct timespec zero = {0, 0};
 	snprintf(name, sizeof name, "burn-%d", (int)(long)arg);
 	pthread_setname_np(pthread_self(), name);
-	for (;;)
+	sigfillset(&all);
+	for (;;) {
 		burn_some();
+		if (!blocked && atomic_load(&block_later)) {
+			pthread_sigmask(SIG_BLOCK, &all, NULL);
+			blocked = 1;
+		}
+		int sig;
+		while (blocked && (sig = sigtimedwait(&all, NULL, &zero)) > 0)
+			count(sig);
+	}
 	return NULL;
 }
 
@@ -186,6 +203,9 @@ int main(void)
 			                   ? reader_sigwait
 			                   : reader_signalfd,
 			               NULL);
+			printf("ok\n");
+		} else if (strcmp(line, "blocklater") == 0) {
+			atomic_store(&block_later, 1);
 			printf("ok\n");
 		} else if (strcmp(line, "read") == 0) {
 			printf("read %lu %lu %lu\n", atomic_load(&read_urg),

@@ -149,11 +149,15 @@ def test_own_profiler():
         # (pullprof's signals reaching its handler would double that).
         return (t1 - t0) / ((c1 - c0) / 1e7) if c1 > c0 else 0
 
-    # Its profiler starts during a window.
+    eq(h.cmd("prof"), "ok", "the host starts its own profiler")
+    before = rate(1.0)
+    ok(0.6 < before < 1.4, "before any window: one tick per 10 ms of CPU",
+       before)
+    # Its profiler is started again during a window.
     t, res = in_background(f"{h.base}/profile?seconds=3")
     ok(until(lambda: h.status().get("samples", 0) > 0, timeout=20),
        "the window samples")
-    eq(h.cmd("prof"), "ok", "the host starts its own profiler mid-window")
+    eq(h.cmd("prof"), "ok", "the host starts its profiler again mid-window")
     during = rate(1.0)
     t.join(60)
     r = res.get("r")
@@ -241,7 +245,23 @@ def test_sigurg_host():
     eq(res.get("r") and res["r"].status, 200, "the window: 200")
     eq(h.cmd("urgs"), "urgs 0", "the host's SIGURG handler got nothing")
     ok(idle(h), "sampling is off")
+    # Its own SIGPROF profiler starts during a window on SIGPROF: the
+    # window stops and says why, the host keeps its handler and ticks.
+    t, res = in_background(f"{h.base}/profile?seconds=5")
+    ok(until(lambda: h.status().get("samples", 0) > 30, timeout=20),
+       "a second window samples")
     eq(h.cmd("prof"), "ok", "the host starts its own SIGPROF profiler")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window is answered")
+    if r and r.status == 200:
+        c = " | ".join(comments(Profile(r.body)))
+        ok("sampling stopped" in c and "SIGPROF" in c,
+           "the profile says sampling stopped and why", c)
+    ok(idle(h), "sampling is off")
+    t1 = int(h.cmd("ticks").split()[1])
+    ok(until(lambda: int(h.cmd("ticks").split()[1]) > t1 + 10, timeout=20),
+       "the host's profiler ticks on")
     r = curl(f"{h.base}/profile?seconds=1")
     eq(r.status, 409, "SIGURG and SIGPROF both the host's: 409")
     ok("SIGURG" in r.text and "SIGPROF" in r.text, "the 409 names both",
@@ -275,6 +295,35 @@ def check_blocking_host(mode):
     eq(h.quit(), 0, "the host exits 0")
 
 
+def test_blocks_mid_window():
+    """Threads that block every signal after their timers were armed, and
+    read their own with sigtimedwait: found (CPU without samples, then
+    SigBlk), their timers deleted, their CPU charged from then on."""
+    h = SigHost()
+    eq(h.cmd("burn 2"), "ok", "2 burner threads")
+    t, res = in_background(f"{h.base}/profile?seconds=4")
+    ok(until(lambda: h.status().get("samples", 0) > 20, timeout=20),
+       "the window samples")
+    eq(h.cmd("blocklater"), "ok", "the burners block every signal now")
+    ok(until(lambda: h.status().get("threads_blocking_signal", 0) == 2,
+             timeout=20), "the collector finds both", h.status())
+    r1 = h.cmd("read")
+    time.sleep(0.5)
+    r2 = h.cmd("read")
+    eq(r2, r1, "from then on the host reads none of pullprof's signals")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window: 200")
+    if r and r.status == 200:
+        prof = Profile(r.body)
+        ok(frame_value(prof, BLOCKED_FRAME) > 0.3e9,
+           "their CPU since is charged to the frame",
+           frame_value(prof, BLOCKED_FRAME))
+        ok(thread_samples(prof, "burn-") > 0, "their samples before are there")
+    ok(idle(h), "sampling is off")
+    eq(h.quit(), 0, "the host exits 0")
+
+
 def test_signalfd_host():
     check_blocking_host("signalfd")
 
@@ -285,5 +334,6 @@ def test_sigwait_host():
 
 if __name__ == "__main__":
     run([test_disposition_restored, test_own_profiler,
-         test_reset_during_window, test_sigurg_host, test_signalfd_host,
+         test_reset_during_window, test_sigurg_host, test_blocks_mid_window,
+         test_signalfd_host,
          test_sigwait_host])
