@@ -642,11 +642,18 @@ static void set_setitimer(unsigned hz)
  * gperftools) runs beside pullprof's windows untouched, neither receiving
  * the other's signals.
  *
+ * The same holds for a host that execs during a window: a signal still
+ * pending on the thread that execs goes to the new program, which ignores
+ * a SIGURG and is killed by a SIGPROF.
+ *
  * When the host handles SIGURG itself (a Go runtime, a program using
  * out-of-band data) pullprof falls back to SIGPROF, when the host neither
  * handles SIGPROF nor has armed ITIMER_PROF; otherwise the window is
  * refused (409). The process-wide timer of setitimer mode (no per-thread
- * timers here) can only raise SIGPROF, under the same conditions.
+ * timers here) can only raise SIGPROF, under the same conditions. With
+ * SIGPROF the gap above is back: a host that resets its dispositions may
+ * be killed by an expiry in the 10 ms before the collector's check (what
+ * the collector does then is the same).
  */
 static int is_ours(const struct sigaction *a)
 {
