@@ -72,7 +72,11 @@ static struct {
  * it). */
 static void publish(void)
 {
-	atomic_store(&timers.pub_nthreads, (unsigned)timers.nthreads);
+	/* Threads with a timer: those that block the signal have none. */
+	unsigned armed = 0;
+	for (size_t i = 0; i < timers.nthreads; i++)
+		armed += timers.threads[i].has_timer != 0;
+	atomic_store(&timers.pub_nthreads, armed);
 	atomic_store(&timers.pub_setitimer, timers.setitimer_mode);
 	atomic_store(&timers.pub_hz, timers.hz);
 	atomic_store(&timers.pub_signo, timers.hz ? timers.signo : 0);
