@@ -269,6 +269,35 @@ def test_sigurg_host():
     eq(h.quit(), 0, "the host exits 0")
 
 
+def test_sigurg_handler_mid_window():
+    """A host that installs a SIGURG handler of its own during a window:
+    sampling stops within the collector's check (10 ms), the window says
+    why, the host's handler gets nothing from then on, and the next window
+    samples with SIGPROF."""
+    h = SigHost()
+    eq(h.cmd("burn 1"), "ok", "a burner thread")
+    t, res = in_background(f"{h.base}/profile?seconds=5")
+    ok(until(lambda: h.status().get("samples", 0) > 20, timeout=20),
+       "the window samples")
+    eq(h.status().get("signal"), "SIGURG", "with SIGURG")
+    eq(h.cmd("urg"), "ok", "the host installs its own SIGURG handler")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window is answered")
+    if r and r.status == 200:
+        c = " | ".join(comments(Profile(r.body)))
+        ok("sampling stopped" in c and "SIGURG" in c and
+           "handler of its own" in c, "the profile says why", c)
+    ok(idle(h), "sampling is off")
+    u1 = h.cmd("urgs")
+    r = curl(f"{h.base}/profile?seconds=1")
+    eq(r.status, 200, "the next window: 200")
+    eq(h.cmd("urgs"), u1, "the host's SIGURG handler got nothing more")
+    masks = h.sig_masks()
+    ok(masks["SigCgt"] & SIGURG_BIT, "its SIGURG handler is in place")
+    eq(h.quit(), 0, "the host exits 0")
+
+
 def check_blocking_host(mode):
     h = SigHost()
     eq(h.cmd(f"blockall {mode}"), "ok",
@@ -334,6 +363,7 @@ def test_sigwait_host():
 
 if __name__ == "__main__":
     run([test_disposition_restored, test_own_profiler,
-         test_reset_during_window, test_sigurg_host, test_blocks_mid_window,
+         test_reset_during_window, test_sigurg_host,
+         test_sigurg_handler_mid_window, test_blocks_mid_window,
          test_signalfd_host,
          test_sigwait_host])
