@@ -285,8 +285,9 @@ PULLPROF_API int pullprof_port(void);
  * samples per second of CPU time (1..1000; 0: PULLPROF_CPU_HZ), then write
  * the profile to fd: the calling thread blocks for the window and the
  * build, like a /profile?seconds=N&hz=H request. Also -EEXIST when the
- * process has a SIGPROF handler of its own (another profiler), which
- * pullprof never replaces.
+ * process handles both signals pullprof can sample with itself (a SIGURG
+ * handler, and a SIGPROF handler or ITIMER_PROF of another profiler),
+ * which pullprof never replaces.
  */
 PULLPROF_API int pullprof_write_cpu_profile(int fd, unsigned seconds,
                                             unsigned hz);

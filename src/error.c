@@ -58,8 +58,9 @@ PULLPROF_API const char *pullprof_strerror(int err)
 		return "the agent (libpullprof-agent.so, installed beside "
 		       "libpullprof.so) could not be loaded: stderr says why";
 	case -EEXIST:
-		return "the process has its own SIGPROF handler (another "
-		       "profiler?), which pullprof does not replace";
+		return "the process handles both signals pullprof can sample "
+		       "with itself (SIGURG, and SIGPROF or ITIMER_PROF: "
+		       "another profiler?), and pullprof replaces neither";
 	}
 	if (err < 0) {
 		const char *d = strerrordesc_np(-err);

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "cpu/windows.h"
+#include "error.h"
 #include "heap/heap.h"
 #include "labels/labels.h"
 #include "util/clock.h"
@@ -85,6 +87,7 @@ static void drain(void)
 	if (!pp_cpu.ring_ready)
 		return;
 	while ((rec = pp_ring_peek(&pp_sampler.ring)) != NULL) {
+		pp_timers_count_sample((pid_t)rec->tid);
 		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
 			if (rec->time_ns >= w->start_ns &&
 			    rec->time_ns < w->end_ns)
@@ -102,7 +105,7 @@ static void finish_model(struct pp_cpu_window *w)
 	uint64_t lost = pp_cpu_lost_now() - w->lost_at_open;
 	uint32_t period =
 	    w->min_period ? w->min_period : (uint32_t)(PP_NS_PER_SEC / w->hz);
-	char note[200];
+	char note[400];
 
 	if (lost) {
 		/* Samples the handler had to drop, charged to a frame of their
@@ -115,6 +118,42 @@ static void finish_model(struct pp_cpu_window *w)
 		if (pc)
 			pp_profile_add_at(p, &pc, 1, v, NULL, 0, w->end_ns - 1,
 			                  0);
+	}
+	unsigned nblocked = 0;
+	uint64_t blocked = pp_timers_blocked_measure(&nblocked);
+	blocked = w->blocked_base_set ? blocked - w->blocked_base : 0;
+	if (nblocked > w->blocked_threads)
+		w->blocked_threads = nblocked;
+	if (blocked) {
+		/* The CPU time of threads that block the signal (a host that
+		 * reads its signals with signalfd or sigwait blocks them
+		 * all): measured on their CPU clocks, never sampled, charged
+		 * to a frame of its own like lost samples. */
+		uintptr_t pc = pp_profile_synthetic_pc(
+		    p, "[pullprof: not sampled, the thread blocks the signal]");
+		int64_t n = (int64_t)((blocked + period / 2) / period);
+		int64_t v[2] = {n ? n : 1, (int64_t)blocked};
+		if (pc)
+			pp_profile_add_at(p, &pc, 1, v, NULL, 0, w->end_ns - 1,
+			                  0);
+		snprintf(note, sizeof note,
+		         "%u thread(s) blocked %s, the signal pullprof samples "
+		         "with (a host that reads signals with signalfd or "
+		         "sigwait blocks them): their %.3f s of CPU could not "
+		         "be sampled and is charged to [pullprof: not sampled, "
+		         "the thread blocks the signal]",
+		         w->blocked_threads ? w->blocked_threads : 1,
+		         w->signo == SIGPROF ? "SIGPROF" : "SIGURG",
+		         (double)blocked / 1e9);
+		pp_profile_add_comment(p, note);
+	}
+	if (w->cut) {
+		snprintf(note, sizeof note,
+		         "sampling stopped %.2f s into this %.0f s window: %s; "
+		         "the profile covers only the time before",
+		         (double)(w->end_ns - w->start_ns) / 1e9,
+		         (double)w->asked_ns / 1e9, w->cut_why);
+		pp_profile_add_comment(p, note);
 	}
 	p->period = period;
 	pp_profile_set_time(p, w->start_real_ns,
@@ -233,9 +272,33 @@ static void deliver(struct pp_cpu_window *list)
 
 /* ---- the thread ---------------------------------------------------------- */
 
+/* The host took the signal (or would not let go of it when sampling
+ * started): every listed window ends now, with why, and is delivered as
+ * far as it got. New windows choose the signal again (and get a 409 when
+ * none is free). */
+static void cut_windows(const char *why, uint64_t now)
+{
+	static int said;
+	pthread_mutex_lock(&pp_cpu.mu);
+	for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next) {
+		if (w->cut)
+			continue;
+		w->cut = 1;
+		snprintf(w->cut_why, sizeof w->cut_why, "%s", why);
+		if (w->end_ns > now)
+			w->end_ns = now > w->start_ns ? now : w->start_ns + 1;
+	}
+	pthread_mutex_unlock(&pp_cpu.mu);
+	if (!said) {
+		said = 1;
+		pp_log("CPU sampling stopped: %s", why);
+	}
+}
+
 static void *collector(void *unused)
 {
 	uint64_t last_scan = 0, last_refresh = 0, scan_ns = SCAN_NS;
+	unsigned nblocked = 0; /* threads blocking the signal, last scan */
 	(void)unused;
 	pp_agent_thread_enter(PP_AGENT_UNSAMPLED);
 	pthread_mutex_lock(&pp_cpu.mu);
@@ -252,18 +315,41 @@ static void *collector(void *unused)
 		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 		struct pp_cpu_window *finished = take_finished(now);
 		unsigned want = 0;
-		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
-			if (w->hz > want)
+		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next) {
+			/* A window cut short samples no more. */
+			if (!w->cut && w->hz > want)
 				want = w->hz;
+			if (!w->blocked_base_set) {
+				w->blocked_base =
+				    pp_timers_blocked_measure(NULL);
+				w->blocked_base_set = 1;
+			}
+			if (nblocked > w->blocked_threads)
+				w->blocked_threads = nblocked;
+			if (!w->signo)
+				w->signo = pp_timers_signal();
+		}
 		pthread_mutex_unlock(&pp_cpu.mu);
 
 		unsigned hz = pp_timers_hz();
-		if (want && !hz)
-			pp_timers_start(want, pp_cpu.settings.unwind);
-		else if (!want && hz)
+		char why[160];
+		if (want && !hz) {
+			if (pp_timers_start(want, pp_cpu.settings.unwind, why,
+			                    sizeof why))
+				cut_windows(why, now);
+		} else if (!want && hz) {
 			pp_timers_stop();
-		else if (want && want != hz)
+		} else if (want && want != hz) {
 			pp_timers_change_rate(want);
+		}
+		/* Is the signal still ours? A host that resets every
+		 * disposition, or installs a handler of its own, took it:
+		 * sampling stops and the windows say why (with SIGURG a timer
+		 * expiry meanwhile is ignored, not fatal: timers.c). */
+		if (pp_timers_hz() && pp_timers_check(why, sizeof why)) {
+			pp_timers_abandon();
+			cut_windows(why, now);
+		}
 		if (pp_timers_hz() && now - last_scan >= scan_ns) {
 			/* Threads started through pthread_create arm their
 			 * own timers: while a scan finds none to arm, the
@@ -273,6 +359,7 @@ static void *collector(void *unused)
 			          : scan_ns * 2 > SCAN_MAX_NS ? SCAN_MAX_NS
 			                                      : scan_ns * 2;
 			last_scan = now;
+			pp_timers_blocked_measure(&nblocked);
 		} else if (pp_timers_hz()) {
 			pp_timers_adopt();
 		}

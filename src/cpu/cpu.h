@@ -25,8 +25,8 @@ void pp_cpu_configure(const struct pp_cpu_settings *s);
 /* The CPU profile producer (profile/job.h): a job opens a window on the
  * shared sampler, and the collector delivers the window's model when its
  * time is up. Its query is a struct pp_cpu_query; the job's seconds must be
- * the same. start fails with -EEXIST when the host has its own SIGPROF
- * handler. Its limit is PULLPROF_MAX_CPU_WINDOWS. */
+ * the same. start fails with -EEXIST when the host handles both SIGURG and
+ * SIGPROF itself (timers.c: the signal). Its limit is PULLPROF_MAX_CPU_WINDOWS. */
 extern struct pp_producer pp_cpu_producer;
 
 struct pp_cpu_query {
@@ -61,7 +61,10 @@ struct pp_cpu_stats {
 	const char *timer_mode; /* "per-thread", "setitimer" or "off" */
 	unsigned windows_open;
 	unsigned threads_sampled;
-	unsigned hz;       /* current rate, 0 when off */
+	unsigned hz;               /* current rate, 0 when off */
+	const char *signal;        /* "SIGURG", "SIGPROF", or NULL when off */
+	unsigned threads_blocking; /* threads not sampled: signal blocked */
+	uint64_t foreign;  /* signals to the handler not from its timers */
 	uint64_t samples;  /* records taken */
 	uint64_t weighted; /* samples counting timer overruns */
 	uint64_t dropped_ring_full, dropped_no_stack;

@@ -49,12 +49,22 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	struct pp_sampler_shared *s = &pp_sampler;
 	int saved = errno;
 	size_t pos;
-	(void)sig;
 
 	atomic_fetch_add_explicit(&s->inside, 1, memory_order_acq_rel);
-	/* Only our timers: not a stray kill(), not after sampling stopped. */
-	if (!atomic_load_explicit(&s->active, memory_order_acquire) ||
-	    (si->si_code != SI_TIMER && si->si_code != SI_KERNEL))
+	/* Only our timers, which carry a mark in their value: not a stray
+	 * kill(), not a timer of the host's, not the host's own ITIMER_PROF
+	 * (SI_KERNEL) unless the process-wide timer is ours. */
+	int ours =
+	    si->si_code == SI_TIMER
+	        ? si->si_value.sival_int == PP_TIMER_MARK ||
+	              si->si_value.sival_int == PP_START_TIMER_MARK
+	        : si->si_code == SI_KERNEL && sig == SIGPROF &&
+	              atomic_load_explicit(&s->setitimer, memory_order_relaxed);
+	if (!ours) {
+		count(&s->foreign, 1);
+		goto out;
+	}
+	if (!atomic_load_explicit(&s->active, memory_order_acquire))
 		goto out;
 	/* The handler's cost is measured on the monotonic clock, which the
 	 * vDSO reads without a system call: this thread's CPU clock would

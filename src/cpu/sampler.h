@@ -15,11 +15,19 @@
 struct pp_sampler_shared {
 	atomic_int active; /* the handler records only while set */
 	atomic_int inside; /* handlers running right now */
+	/* The signal the timers raise (SIGURG, or SIGPROF when the host
+	 * handles SIGURG itself: timers.c, choose_signal), and whether the
+	 * process-wide ITIMER_PROF is ours (setitimer mode), the only case in
+	 * which a kernel-sent SIGPROF is a sample. */
+	atomic_int signo, setitimer;
 	enum pp_unwind_mode unwind;
 	_Atomic uint32_t period_ns;
 	struct pp_ring ring;
 	_Atomic uint64_t samples, weighted;
 	_Atomic uint64_t dropped_ring_full;
+	/* Signals that reached the handler but were not the agent's timers'
+	 * (a host's kill(), its own ITIMER_PROF): never recorded. */
+	_Atomic uint64_t foreign;
 	/* Periods charged at thread exit (pp_sampler_record_exit). */
 	_Atomic uint64_t exit_remainders;
 	_Atomic uint64_t unwind_truncated, unwind_unknown_code, unwind_failed;

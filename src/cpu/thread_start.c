@@ -101,7 +101,7 @@ static void thread_ending(void *arg)
 	pp_timers_thread_exited(y->start.session);
 	/* No signal of its timer while this counts what came. */
 	sigemptyset(&prof);
-	sigaddset(&prof, SIGPROF);
+	sigaddset(&prof, y->start.signo);
 	pthread_sigmask(SIG_BLOCK, &prof, NULL);
 	if (pp_timers_generation() != y->start.generation)
 		return; /* re-armed at another rate, or stopped */

@@ -28,6 +28,17 @@ struct thread_timer {
 	int has_timer;
 	timer_t timer;
 	int seen;
+	/* It blocks the signal: no timer (the host would read what it
+	 * raised), its CPU time measured instead (blocked_measure). */
+	int blocked;
+	/* An agent thread (pullprof-http, -jobs: created with every signal
+	 * blocked, never sampled): not the host's doing, not charged. */
+	int agent;
+	uint64_t blk_check_ns; /* when its SigBlk was last read */
+	/* Its CPU clock and samples drained when last looked at: a thread
+	 * that used periods of CPU and gave no sample may have blocked the
+	 * signal since its timer was armed. */
+	uint64_t cpu_mark, samples, samples_mark;
 	uint64_t name_read_ns; /* when name was read */
 	char name[20];
 };
@@ -35,14 +46,25 @@ struct thread_timer {
 static struct {
 	unsigned hz;
 	int setitimer_mode;
+	/* The signal the timers raise, and the host's disposition of it
+	 * before; SIGPROF too when the process-wide timer (setitimer mode)
+	 * needs it and the signal is SIGURG. */
+	int signo;
 	struct sigaction old_action;
+	int prof_taken;
+	struct sigaction old_prof;
+	/* Threads that block the signal, and the CPU time they used while
+	 * not sampled, since the agent started. */
+	unsigned nblocked;
+	uint64_t blocked_ns;
 	struct thread_timer *threads;
 	size_t nthreads, cap_threads;
 	struct pp_u64map index; /* tid -> position in threads + 1 */
 	uint64_t rng;
 	/* What others may read (publish()). */
 	_Atomic unsigned pub_hz, pub_nthreads;
-	_Atomic int pub_setitimer;
+	_Atomic int pub_setitimer, pub_signo;
+	_Atomic unsigned pub_nblocked;
 } timers;
 
 /* The collector's sampling state, for /status and the window-open check
@@ -50,9 +72,20 @@ static struct {
  * it). */
 static void publish(void)
 {
-	atomic_store(&timers.pub_nthreads, (unsigned)timers.nthreads);
+	/* Threads with a timer: those that block the signal have none. */
+	unsigned armed = 0;
+	for (size_t i = 0; i < timers.nthreads; i++)
+		armed += timers.threads[i].has_timer != 0;
+	atomic_store(&timers.pub_nthreads, armed);
 	atomic_store(&timers.pub_setitimer, timers.setitimer_mode);
 	atomic_store(&timers.pub_hz, timers.hz);
+	atomic_store(&timers.pub_signo, timers.hz ? timers.signo : 0);
+	atomic_store(&timers.pub_nblocked, timers.nblocked);
+}
+
+int pp_timers_signal(void)
+{
+	return atomic_load(&timers.pub_signo);
 }
 
 void pp_timers_published(struct pp_timers_published *out)
@@ -60,6 +93,8 @@ void pp_timers_published(struct pp_timers_published *out)
 	out->hz = atomic_load(&timers.pub_hz);
 	out->threads = atomic_load(&timers.pub_nthreads);
 	out->setitimer = atomic_load(&timers.pub_setitimer);
+	out->signo = atomic_load(&timers.pub_signo);
+	out->blocked = atomic_load(&timers.pub_nblocked);
 }
 
 unsigned pp_timers_hz(void)
@@ -116,6 +151,86 @@ static struct thread_timer *thread_of(pid_t tid)
 	return at && *at ? &timers.threads[*at - 1] : NULL;
 }
 
+void pp_timers_count_sample(pid_t tid)
+{
+	struct thread_timer *t = thread_of(tid);
+	if (t)
+		t->samples++;
+}
+
+/* A host thread's CPU clock: MAKE_THREAD_CPUCLOCK(tid, SCHED). */
+static clockid_t thread_clock(pid_t tid)
+{
+	return (clockid_t)((~(unsigned)tid << 3) | 6);
+}
+
+static int thread_cpu(pid_t tid, uint64_t *ns)
+{
+	struct timespec ts;
+	if (clock_gettime(thread_clock(tid), &ts) != 0)
+		return -1;
+	*ns = (uint64_t)ts.tv_sec * PP_NS_PER_SEC + (uint64_t)ts.tv_nsec;
+	return 0;
+}
+
+/* Does the thread block sig (SigBlk in its status)? A blocked signal the
+ * kernel directs at a thread stays pending on that thread, and that
+ * pending signal is exactly what the thread's sigwait() or signalfd read
+ * returns: a host that blocks every signal and reads them itself would
+ * consume the samples. */
+static int blocks_signal(pid_t tid, int sig)
+{
+	char path[64], line[128];
+	int blocked = 0;
+	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+	FILE *f = pp_fds_fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "SigBlk:", 7) == 0) {
+			unsigned long long m = strtoull(line + 7, NULL, 16);
+			blocked = (int)((m >> (sig - 1)) & 1);
+			break;
+		}
+	pp_fds_fclose(f);
+	return blocked;
+}
+
+static void mark_blocked(struct thread_timer *t, uint64_t now)
+{
+	t->blocked = 1;
+	t->blk_check_ns = now;
+	t->agent = pp_agent_thread_is(t->tid);
+	if (!t->agent)
+		timers.nblocked++;
+	if (thread_cpu(t->tid, &t->cpu_mark) != 0)
+		t->cpu_mark = 0;
+}
+
+uint64_t pp_timers_blocked_measure(unsigned *nthreads)
+{
+	for (size_t i = 0; i < timers.nthreads; i++) {
+		struct thread_timer *t = &timers.threads[i];
+		uint64_t cpu;
+		if (!t->blocked || t->agent)
+			continue;
+		/* One seen before it said it was the agent's. */
+		if (pp_agent_thread_is(t->tid)) {
+			t->agent = 1;
+			timers.nblocked--;
+			continue;
+		}
+		if (thread_cpu(t->tid, &cpu) != 0)
+			continue;
+		if (cpu > t->cpu_mark)
+			timers.blocked_ns += cpu - t->cpu_mark;
+		t->cpu_mark = cpu;
+	}
+	if (nthreads)
+		*nthreads = timers.nblocked;
+	return timers.blocked_ns;
+}
+
 /* Forget threads[i] (its timer already deleted): the last takes its
  * place. */
 static void remove_thread(size_t i)
@@ -124,6 +239,8 @@ static void remove_thread(size_t i)
 	    pp_u64map_get(&timers.index, (uint64_t)timers.threads[i].tid);
 	if (at)
 		*at = 0;
+	if (timers.threads[i].blocked && !timers.threads[i].agent)
+		timers.nblocked--;
 	timers.threads[i] = timers.threads[--timers.nthreads];
 	if (i < timers.nthreads) {
 		at = pp_u64map_get(&timers.index,
@@ -136,6 +253,7 @@ static void remove_thread(size_t i)
 static void forget_all_threads(void)
 {
 	timers.nthreads = 0;
+	timers.nblocked = 0;
 	pp_u64map_free(&timers.index);
 	memset(&timers.index, 0, sizeof timers.index);
 }
@@ -261,14 +379,21 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 {
 	int armed = 0;
 	atomic_fetch_add(&arming, 1);
-	if (atomic_load(&want_starts)) {
+	int signo = atomic_load(&pp_sampler.signo);
+	sigset_t mask;
+	/* A thread that starts with the signal blocked (its creator blocked
+	 * it) is left to the scan, which measures its CPU instead. */
+	if (atomic_load(&want_starts) && signo &&
+	    pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 &&
+	    !sigismember(&mask, signo)) {
 		uint32_t period = atomic_load(&pp_sampler.period_ns);
 		pid_t tid = pp_sampler_tid();
 		struct sigevent sev;
 		timer_t timer;
 		memset(&sev, 0, sizeof sev);
 		sev.sigev_notify = SIGEV_THREAD_ID;
-		sev.sigev_signo = SIGPROF;
+		sev.sigev_signo = signo;
+		out->signo = signo;
 		sev.sigev_value.sival_int = PP_START_TIMER_MARK;
 		sev._sigev_un._tid = tid;
 		out->generation = pp_timers_generation();
@@ -346,6 +471,7 @@ static void adopt(int keep)
 			if (t) {
 				if (t->has_timer)
 					timer_delete(t->timer);
+				/* remove_thread counts a blocked one out */
 				remove_thread((size_t)(t - timers.threads));
 			}
 			continue;
@@ -362,6 +488,9 @@ static void adopt(int keep)
 		t->timer = timer;
 		t->has_timer = 1;
 		t->seen = 1;
+		if (thread_cpu(tid, &t->cpu_mark) != 0)
+			t->cpu_mark = 0;
+		t->samples_mark = t->samples;
 		if (period != PP_NS_PER_SEC / timers.hz)
 			arm(t); /* the rate changed meanwhile */
 	}
@@ -388,6 +517,8 @@ int pp_timers_scan(void)
 
 	if (!d)
 		return 0;
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	uint64_t period = timers.hz ? PP_NS_PER_SEC / timers.hz : 0;
 	adopt(1);
 	for (size_t i = 0; i < timers.nthreads; i++)
 		timers.threads[i].seen = 0;
@@ -407,18 +538,64 @@ int pp_timers_scan(void)
 				continue;
 			t->seen = 1;
 		}
-		if (t->has_timer || timers.setitimer_mode || !timers.hz)
+		if (timers.setitimer_mode || !timers.hz)
 			continue;
+		if (t->blocked) {
+			/* Unblocked since? Looked at once a second. */
+			if (now - t->blk_check_ns < PP_NS_PER_SEC)
+				continue;
+			t->blk_check_ns = now;
+			if (blocks_signal(tid, timers.signo))
+				continue;
+			uint64_t cpu;
+			if (!t->agent && thread_cpu(tid, &cpu) == 0 &&
+			    cpu > t->cpu_mark)
+				timers.blocked_ns += cpu - t->cpu_mark;
+			if (!t->agent)
+				timers.nblocked--;
+			t->blocked = 0;
+			t->agent = 0;
+		}
+		if (t->has_timer) {
+			/* Periods of CPU and not one sample: did it block the
+			 * signal after its timer was armed? (Its SigBlk
+			 * decides; the counts only say when to look.) The
+			 * periods since the last look went to the host. */
+			uint64_t cpu;
+			if (thread_cpu(tid, &cpu) != 0)
+				continue;
+			if (t->samples == t->samples_mark && period &&
+			    cpu > t->cpu_mark + 4 * period &&
+			    blocks_signal(tid, timers.signo)) {
+				timer_delete(t->timer);
+				t->has_timer = 0;
+				uint64_t mark = t->cpu_mark;
+				mark_blocked(t, now);
+				if (!t->agent)
+					timers.blocked_ns += cpu - mark;
+				t->cpu_mark = cpu;
+				continue;
+			}
+			t->cpu_mark = cpu;
+			t->samples_mark = t->samples;
+			continue;
+		}
+		if (blocks_signal(tid, timers.signo)) {
+			mark_blocked(t, now);
+			continue;
+		}
 		struct sigevent sev;
 		memset(&sev, 0, sizeof sev);
 		sev.sigev_notify = SIGEV_THREAD_ID;
-		sev.sigev_signo = SIGPROF;
+		sev.sigev_signo = timers.signo;
+		sev.sigev_value.sival_int = PP_TIMER_MARK;
 		sev._sigev_un._tid = tid;
-		/* The thread's CPU clock: MAKE_THREAD_CPUCLOCK(tid, SCHED). */
-		clockid_t clk = (clockid_t)((~(unsigned)tid << 3) | 6);
-		if (timer_create(clk, &sev, &t->timer) == 0) {
+		if (timer_create(thread_clock(tid), &sev, &t->timer) == 0) {
 			t->has_timer = 1;
 			armed++;
+			if (thread_cpu(tid, &t->cpu_mark) != 0)
+				t->cpu_mark = 0;
+			t->samples_mark = t->samples;
 			arm(t);
 		} else if (errno != ESRCH && errno != EINVAL) {
 			/* No per-thread timers here: one process-wide timer. */
@@ -449,29 +626,196 @@ static void set_setitimer(unsigned hz)
 	setitimer(ITIMER_PROF, &it, NULL);
 }
 
-void pp_timers_start(unsigned hz, enum pp_unwind_mode unwind)
+/* ---- the signal ----------------------------------------------------------
+ *
+ * Why SIGURG, and not SIGPROF or a realtime signal: the per-thread timers
+ * (SIGEV_THREAD_ID) may raise any signal, and what matters is what happens
+ * to one that arrives when pullprof's handler is not installed. A host may
+ * reset every disposition to SIG_DFL at any moment (daemons do, at start),
+ * and pullprof only notices at its next check: an expiry between the reset
+ * and the check is delivered with the default action. For SIGPROF and for
+ * every realtime signal that action is to terminate the process; for
+ * SIGURG it is to ignore the signal. No check before each arm can close
+ * that gap (the timers are periodic, and a one-shot re-armed from the
+ * handler still leaves a period between the arm and the expiry); only a
+ * signal whose default action is harmless does. SIGURG is also the signal
+ * the Go runtime chose for the same reason (its preemption signal):
+ * out-of-band TCP data is almost never used, and a program that uses it
+ * must already expect a SIGURG that says nothing. And SIGPROF stays the
+ * host's: its own profiler (a handler and setitimer(ITIMER_PROF),
+ * gperftools) runs beside pullprof's windows untouched, neither receiving
+ * the other's signals.
+ *
+ * The same holds for a host that execs during a window: a signal still
+ * pending on the thread that execs goes to the new program, which ignores
+ * a SIGURG and is killed by a SIGPROF.
+ *
+ * When the host handles SIGURG itself (a Go runtime, a program using
+ * out-of-band data) pullprof falls back to SIGPROF, when the host neither
+ * handles SIGPROF nor has armed ITIMER_PROF; otherwise the window is
+ * refused (409). The process-wide timer of setitimer mode (no per-thread
+ * timers here) can only raise SIGPROF, under the same conditions. With
+ * SIGPROF the gap above is back: a host that resets its dispositions may
+ * be killed by an expiry in the 10 ms before the collector's check (what
+ * the collector does then is the same).
+ */
+static int is_ours(const struct sigaction *a)
+{
+	return (a->sa_flags & SA_SIGINFO) &&
+	       a->sa_sigaction == pp_sampler_handler;
+}
+
+/* The host's handler, not a default or SIG_IGN (nor ours). */
+static int host_handles(int sig)
+{
+	struct sigaction cur;
+	if (sigaction(sig, NULL, &cur) != 0 || is_ours(&cur))
+		return 0;
+	return (cur.sa_flags & SA_SIGINFO) ||
+	       (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
+}
+
+/* Is ITIMER_PROF armed (by the host, when not in setitimer mode)? */
+static int prof_timer_armed(void)
+{
+	struct itimerval it;
+	return getitimer(ITIMER_PROF, &it) == 0 &&
+	       (it.it_value.tv_sec || it.it_value.tv_usec);
+}
+
+/* Can SIGPROF be taken? 0, or -EEXIST with err saying why not. */
+static int prof_free(const char *first, char *err, size_t errlen)
+{
+	const char *why = host_handles(SIGPROF)
+	                      ? "its own SIGPROF handler (another profiler?)"
+	                  : prof_timer_armed()
+	                      ? "its ITIMER_PROF timer armed (setitimer: "
+	                        "another profiler?)"
+	                      : NULL;
+	if (!why)
+		return 0;
+	if (err)
+		snprintf(err, errlen,
+		         "this process has %s and %s: pullprof samples with "
+		         "SIGURG or else SIGPROF, and replaces neither the "
+		         "host's handler nor its timer",
+		         first, why);
+	return -EEXIST;
+}
+
+int pp_timers_choose_signal(char *err, size_t errlen)
+{
+	if (!host_handles(SIGURG))
+		return SIGURG;
+	int rc = prof_free("its own SIGURG handler", err, errlen);
+	return rc ? rc : SIGPROF;
+}
+
+static void install(int sig, struct sigaction *old)
 {
 	struct sigaction sa;
-
-	/* Libraries may have come and gone since the last window. */
-	if (unwind != PP_UNWIND_FP)
-		pp_unwind_refresh();
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = pp_sampler_handler;
 	/* SA_RESTART: the host's interrupted system calls resume by
 	 * themselves where the kernel allows. */
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGPROF, &sa, &timers.old_action);
+	sigaction(sig, &sa, old);
+}
+
+/* The timers are deleted: SIG_IGN first, which discards every instance
+ * still pending on any thread (one blocked in a thread stays pending for
+ * ever, and the host's sigwait or signalfd would read it, or a restored
+ * SIG_DFL of SIGPROF terminate the host when it unblocks it); then exactly
+ * the disposition (handler, flags, mask) the host had. A disposition the
+ * host set since the last check is its choice: it stays. */
+static void restore(int sig, const struct sigaction *old)
+{
+	struct sigaction ign, cur;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	if (sigaction(sig, &ign, &cur) != 0)
+		return;
+	sigaction(sig, is_ours(&cur) ? old : &cur, NULL);
+}
+
+/* The host took sig: what it put there, for the note. */
+static const char *describe(const struct sigaction *a)
+{
+	if (!(a->sa_flags & SA_SIGINFO) && a->sa_handler == SIG_DFL)
+		return "reset it to SIG_DFL";
+	if (!(a->sa_flags & SA_SIGINFO) && a->sa_handler == SIG_IGN)
+		return "set it to SIG_IGN";
+	return "installed a handler of its own";
+}
+
+int pp_timers_check(char *why, size_t len)
+{
+	struct sigaction cur;
+	int sigs[2] = {timers.signo, timers.prof_taken ? SIGPROF : 0};
+
+	if (!timers.hz)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		if (!sigs[i] || sigaction(sigs[i], NULL, &cur) != 0 ||
+		    is_ours(&cur))
+			continue;
+		snprintf(why, len,
+		         "the host %s for %s, the signal pullprof samples "
+		         "with",
+		         describe(&cur),
+		         sigs[i] == SIGURG ? "SIGURG" : "SIGPROF");
+		return 1;
+	}
+	/* Its own ITIMER_PROF: its SIGPROFs would come to pullprof's handler
+	 * (which drops them) instead of its own profiler's. */
+	if (timers.signo == SIGPROF && !timers.setitimer_mode &&
+	    prof_timer_armed()) {
+		snprintf(why, len,
+		         "the host armed ITIMER_PROF (a profiler of its own?) "
+		         "while pullprof sampled with SIGPROF");
+		return 1;
+	}
+	return 0;
+}
+
+int pp_timers_start(unsigned hz, enum pp_unwind_mode unwind, char *err,
+                    size_t errlen)
+{
+	int sig = pp_timers_choose_signal(err, errlen);
+	if (sig < 0)
+		return sig;
+	/* Libraries may have come and gone since the last window. */
+	if (unwind != PP_UNWIND_FP)
+		pp_unwind_refresh();
+	timers.signo = sig;
+	install(sig, &timers.old_action);
+	atomic_store(&pp_sampler.signo, sig);
 	timers.hz = hz;
 	atomic_store(&pp_sampler.period_ns, PP_NS_PER_SEC / hz);
 	atomic_store(&pp_sampler.active, 1);
 	pp_timers_scan();
-	if (timers.setitimer_mode)
+	if (timers.setitimer_mode) {
+		/* ITIMER_PROF raises SIGPROF, whatever the signal chosen. */
+		int rc = sig == SIGPROF
+		             ? 0
+		             : prof_free("no per-thread timers", err, errlen);
+		if (rc) {
+			pp_timers_stop();
+			return rc;
+		}
+		if (sig != SIGPROF) {
+			install(SIGPROF, &timers.old_prof);
+			timers.prof_taken = 1;
+		}
+		atomic_store(&pp_sampler.setitimer, 1);
 		set_setitimer(hz);
-	else
+	} else {
 		atomic_store(&want_starts, 1);
+	}
 	publish();
+	return 0;
 }
 
 void pp_timers_change_rate(unsigned hz)
@@ -488,7 +832,8 @@ void pp_timers_change_rate(unsigned hz)
 	publish();
 }
 
-void pp_timers_stop(void)
+/* No timer left of ours, and the handler records nothing more. */
+static void disarm(void)
 {
 	/* No thread starts arming now; wait for those that began (a second
 	 * at most: a thread stopped by a debugger mid-way must not hang the
@@ -500,27 +845,67 @@ void pp_timers_stop(void)
 		sched_yield();
 	adopt(0);
 	atomic_fetch_add(&sampling_session, 1);
+	pp_timers_blocked_measure(NULL); /* their CPU up to now */
 	for (size_t i = 0; i < timers.nthreads; i++)
 		if (timers.threads[i].has_timer)
 			timer_delete(timers.threads[i].timer);
 	forget_all_threads();
 	if (timers.setitimer_mode)
 		set_setitimer(0);
+	atomic_store(&pp_sampler.setitimer, 0);
 	atomic_store(&pp_sampler.active, 0);
-	/* SIG_IGN first: it discards signals still pending on any thread,
-	 * which the restored disposition (often SIG_DFL: terminate!) would
-	 * otherwise receive. */
-	struct sigaction ign;
+}
+
+void pp_timers_stop(void)
+{
+	disarm();
+	/* Exactly as the host had it, SIG_DFL included: a SIGPROF left
+	 * SIG_IGN was inherited by everything the host executed. The timers
+	 * are gone and restore() discards what they left pending, so nothing
+	 * of pullprof's arrives after this (and with SIGURG, the usual
+	 * signal, a late one would be ignored by default anyway). */
+	restore(timers.signo, &timers.old_action);
+	if (timers.prof_taken)
+		restore(SIGPROF, &timers.old_prof);
+	timers.prof_taken = 0;
+	timers.hz = 0;
+	publish();
+}
+
+/* The host's new disposition stays. Pending signals of ours are discarded
+ * only where the host would discard them anyway (SIG_DFL of SIGURG,
+ * SIG_IGN): never by touching a handler the host installed. A SIG_DFL of
+ * SIGPROF must lose them (it would terminate the host): SIG_IGN, then the
+ * host's SIG_DFL back. */
+static void let_go(int sig)
+{
+	struct sigaction cur, ign;
+	if (sigaction(sig, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+	    (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))
+		return;
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
-	sigaction(SIGPROF, &ign, NULL);
-	/* A default disposition (terminate) stays "ignore": a SIGPROF still
-	 * in flight must not kill the host. Under valgrind, which queues
-	 * signals itself, one arrived after the restore and did (test_safety,
-	 * stops as windows end). A handler or SIG_IGN is put back as it was. */
-	if ((timers.old_action.sa_flags & SA_SIGINFO) ||
-	    timers.old_action.sa_handler != SIG_DFL)
-		sigaction(SIGPROF, &timers.old_action, NULL);
+	sigemptyset(&ign.sa_mask);
+	if (sigaction(sig, &ign, &cur) == 0 && !is_ours(&cur))
+		sigaction(sig, &cur, NULL);
+}
+
+void pp_timers_abandon(void)
+{
+	disarm();
+	for (int i = 0; i < 2; i++) {
+		int sig = i ? (timers.prof_taken ? SIGPROF : 0) : timers.signo;
+		struct sigaction cur;
+		if (!sig)
+			continue;
+		/* A signal still ours (the other one was taken) goes back
+		 * as the host had it. */
+		if (sigaction(sig, NULL, &cur) == 0 && is_ours(&cur))
+			restore(sig, i ? &timers.old_prof : &timers.old_action);
+		else
+			let_go(sig);
+	}
+	timers.prof_taken = 0;
 	timers.hz = 0;
 	publish();
 }
@@ -535,9 +920,14 @@ void pp_timers_free(void)
 
 void pp_timers_forget_in_child(void)
 {
-	if (timers.hz)
-		sigaction(SIGPROF, &timers.old_action, NULL);
+	if (timers.hz) {
+		sigaction(timers.signo, &timers.old_action, NULL);
+		if (timers.prof_taken)
+			sigaction(SIGPROF, &timers.old_prof, NULL);
+	}
+	timers.prof_taken = 0;
 	timers.hz = 0;
+	atomic_store(&pp_sampler.setitimer, 0);
 	/* The parent's table and queue: timers are not inherited, and the
 	 * map's memory is left as it is (as the agent leaves its own). */
 	timers.nthreads = 0;

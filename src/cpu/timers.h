@@ -14,12 +14,35 @@
 
 #include "unwind/unwind.h"
 
-/* Install the handler and arm a timer on every host thread at hz. */
-void pp_timers_start(unsigned hz, enum pp_unwind_mode unwind);
+/* The signal sampling would use now: SIGURG when the host has no handler
+ * of its own for it, else SIGPROF when the host neither handles it nor has
+ * armed ITIMER_PROF; else -EEXIST with err saying why (any thread). */
+int pp_timers_choose_signal(char *err, size_t errlen);
+/* Install the handler and arm a timer on every host thread at hz. 0, or
+ * -EEXIST with err set when the host uses the signals (nothing changed). */
+int pp_timers_start(unsigned hz, enum pp_unwind_mode unwind, char *err,
+                    size_t errlen);
 /* Re-arm every timer at a new rate. */
 void pp_timers_change_rate(unsigned hz);
-/* Delete every timer and put SIGPROF's disposition back. */
+/* Delete every timer and put the signal's disposition back exactly as the
+ * host had it. */
 void pp_timers_stop(void);
+/* While sampling: is the signal still ours? 0, or 1 with why set when the
+ * host took it (replaced the handler, or armed ITIMER_PROF while SIGPROF
+ * is the signal). */
+int pp_timers_check(char *why, size_t len);
+/* Stop sampling because the host took the signal: delete every timer and
+ * leave the host's new disposition in place. */
+void pp_timers_abandon(void);
+/* The signal in use, 0 when not sampling (any thread). */
+int pp_timers_signal(void);
+/* Threads that block the signal are not armed (what they do not receive,
+ * a host's signalfd or sigwait would read): the CPU time they used while
+ * sampling, in ns, so far (measured now), and how many there are. */
+uint64_t pp_timers_blocked_measure(unsigned *nthreads);
+/* The collector drained a sample of this thread (to notice a thread that
+ * blocks the signal after its timer was armed). */
+void pp_timers_count_sample(pid_t tid);
 /* Timers for threads started since, none for those gone (while sampling).
  * Returns how many threads it armed (none: threads start through
  * pthread_create and arm themselves, and the scan may wait longer). */
@@ -33,6 +56,8 @@ const char *pp_timers_thread_name(pid_t tid);
 struct pp_timers_published {
 	unsigned hz, threads;
 	int setitimer; /* one process-wide timer instead of per-thread ones */
+	int signo;     /* the signal sampled with, 0 when off */
+	unsigned blocked; /* threads not armed: they block the signal */
 };
 void pp_timers_published(struct pp_timers_published *out);
 
@@ -44,6 +69,7 @@ struct pp_timers_start {
 	unsigned
 	    session; /* the sampling session (to pp_timers_thread_exited) */
 	uint32_t period_ns;
+	int signo;         /* the signal its timer raises */
 	uint64_t cpu0_ns;  /* the thread's CPU clock when armed */
 	uint64_t first_ns; /* its first expiry, after cpu0_ns */
 };
@@ -57,6 +83,9 @@ unsigned pp_timers_generation(void);
 /* The sigev_value of a timer a starting thread armed (the handler counts
  * what it delivered, for the thread's exit: thread_start.c). */
 #define PP_START_TIMER_MARK 0x70707031
+/* ... and of the timers the collector armed: a signal without either mark
+ * is not the agent's and is never recorded (handler.c). */
+#define PP_TIMER_MARK 0x70707030
 /* Collector: take the timers handed over into the table. */
 void pp_timers_adopt(void);
 /* Threads armed at their start, and those left to the scan (queue full). */

@@ -33,16 +33,6 @@ void pp_cpu_configure(const struct pp_cpu_settings *s)
 	pthread_mutex_unlock(&pp_cpu.mu);
 }
 
-/* Does the host run a SIGPROF handler of its own (another profiler)? */
-static int host_owns_sigprof(void)
-{
-	struct sigaction cur;
-	sigaction(SIGPROF, NULL, &cur);
-	return (cur.sa_flags & SA_SIGINFO)
-	           ? cur.sa_sigaction != pp_sampler_handler
-	           : (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
-}
-
 static int window_start(struct pp_job *j, const void *query, char *err,
                         size_t errlen)
 {
@@ -68,13 +58,15 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 		rc = -ESHUTDOWN;
 		goto out;
 	}
-	/* Do not clobber a profiler the host runs itself. */
-	if (!pp_cpu.windows && !now.hz && host_owns_sigprof()) {
-		snprintf(err, errlen,
-		         "this process has its own SIGPROF handler (another "
-		         "profiler?); pullprof will not replace it");
-		rc = -EEXIST;
-		goto out;
+	/* Never clobber a signal the host uses itself (another profiler's
+	 * SIGPROF, a Go runtime's SIGURG): if neither signal pullprof can
+	 * sample with is free, 409 naming why. While sampling, the signal is
+	 * chosen already (and checked by the collector). */
+	if (!pp_cpu.windows && !now.hz) {
+		rc = pp_timers_choose_signal(err, errlen);
+		if (rc < 0)
+			goto out;
+		rc = 0;
 	}
 	rc = pp_collector_start(err, errlen);
 	if (rc)
@@ -107,7 +99,8 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 	w->listed = 1;
 	w->hz = q->hz;
 	w->start_ns = pp_job_opened_ns(j);
-	w->end_ns = w->start_ns + (uint64_t)q->seconds * PP_NS_PER_SEC;
+	w->asked_ns = (uint64_t)q->seconds * PP_NS_PER_SEC;
+	w->end_ns = w->start_ns + w->asked_ns;
 	w->model->mono_start_ns = w->start_ns;
 	w->model->mono_end_ns = w->end_ns;
 	w->start_real_ns = pp_job_opened_real_ns(j);
@@ -248,6 +241,11 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 	o->windows_open = pp_cpu.nwindows;
 	o->hz = t.hz;
 	o->threads_sampled = t.threads;
+	o->signal = t.signo == SIGURG    ? "SIGURG"
+	            : t.signo == SIGPROF ? "SIGPROF"
+	                                 : NULL;
+	o->threads_blocking = t.blocked;
+	o->foreign = atomic_load(&s->foreign);
 	o->timer_mode = !o->hz        ? "off"
 	                : t.setitimer ? "setitimer"
 	                              : "per-thread";

@@ -27,6 +27,18 @@ struct pp_cpu_window {
 	struct pp_wall_companion *wall; /* /trace?wall=1 */
 	int heap;                       /* /trace?heap=1 */
 	int finished; /* finish_model done (the collector's) */
+	/* The collector's: the CPU time of threads that block the signal
+	 * when the window began (pp_timers_blocked_measure), and how many
+	 * such threads there were at most. */
+	int blocked_base_set;
+	uint64_t blocked_base;
+	unsigned blocked_threads;
+	int signo; /* the signal sampled with (for the note) */
+	/* Sampling stopped early because the host took the signal: why, and
+	 * the span asked (end_ns is then when it stopped). */
+	int cut;
+	uint64_t asked_ns;
+	char cut_why[160];
 	struct pp_cpu_window *next;
 };
 

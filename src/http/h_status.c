@@ -141,6 +141,11 @@ static struct json_object *cpu_json(void)
 	json_object_object_add(o, "hz", I64(c.hz));
 	json_object_object_add(o, "windows_open", I64(c.windows_open));
 	json_object_object_add(o, "threads_sampled", I64(c.threads_sampled));
+	json_object_object_add(
+	    o, "signal", c.signal ? json_object_new_string(c.signal) : NULL);
+	json_object_object_add(o, "threads_blocking_signal",
+	                       I64(c.threads_blocking));
+	json_object_object_add(o, "foreign_signals", I64(c.foreign));
 	json_object_object_add(o, "samples", I64(c.samples));
 	json_object_object_add(o, "samples_weighted", I64(c.weighted));
 	json_object_object_add(d, "ring_full", I64(c.dropped_ring_full));

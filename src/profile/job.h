@@ -32,7 +32,7 @@
  *   -ENOENT     ?id= names no kept profile of that kind (404)
  *   -ENOTSUP    this kind of profile is off in this process (404)
  *   -EEXIST     the producer will not run beside something of the host's
- *               (CPU: the host's own SIGPROF handler) (409)
+ *               (CPU: the host's own SIGURG and SIGPROF) (409)
  *   -ESHUTDOWN  the agent is stopping (503)
  *   -ECANCELED  (take) cancelled: client gone or agent stopping (503)
  *   -ENOMEM, or a producer's or renderer's errno (503)

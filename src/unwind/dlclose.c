@@ -92,7 +92,11 @@ extern __typeof(dl_iterate_phdr) pp_dl_iterate_phdr_self
 
 __attribute__((constructor)) static void resolve_iterate(void)
 {
-	pp_shim.iterate_self = (void *)pp_dl_iterate_phdr_self;
+	/* Atomic: under autostart the agent's threads run (and read it,
+	 * pp_unwind_guard_works) before this constructor does; TSan reported
+	 * the plain store racing with a preloaded host's first CPU window. */
+	__atomic_store_n(&pp_shim.iterate_self, (void *)pp_dl_iterate_phdr_self,
+	                 __ATOMIC_RELEASE);
 	/* Early, so that a capture never calls dlsym. */
 	if (!real_iterate)
 		__atomic_store_n(

@@ -91,7 +91,7 @@ def test_thread_signal_mask():
     with open(f"/proc/{h.pid}/task/{tids[0]}/status") as f:
         blk = [l for l in f if l.startswith("SigBlk:")][0].split()[1]
     mask = int(blk, 16)
-    for name, num in (("SIGINT", 2), ("SIGTERM", 15), ("SIGPROF", 27),
+    for name, num in (("SIGINT", 2), ("SIGTERM", 15), ("SIGPROF", 27), ("SIGURG", 23),
                       ("SIGCHLD", 17), ("SIGUSR1", 10)):
         ok(mask & (1 << (num - 1)), f"agent thread blocks {name}", blk)
     h.quit()

@@ -336,16 +336,24 @@ def test_forks_during_lookup():
 def test_blocked_sigprof():
     h = Faulty()
     h.cmd("workers 1")
-    eq(h.cmd("blocked 2"), "ok", "2 threads block SIGPROF and burn CPU")
+    eq(h.cmd("blocked 2"), "ok",
+       "2 threads block SIGURG and SIGPROF (the sampling signals) and burn CPU")
     port = h.start()
     for hz in (1000, 100):
         r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=2&hz={hz}",
                  timeout=60)
-        eq(r.status, 200, f"{hz} Hz window with SIGPROF blocked in 2 threads: 200")
+        eq(r.status, 200,
+           f"{hz} Hz window with the sampling signals blocked in 2 threads: 200")
         if r.status == 200:
             prof = Profile(r.body)
             eq(thread_samples(prof, "blocked-"), 0,
-               "the blocked threads' CPU does not appear")
+               "the blocked threads' CPU does not appear under their names")
+            blocked = sum(s["value"][1] for s in prof.samples
+                          if prof.stack(s) and prof.stack(s)[0] and
+                          prof.stack(s)[0][0][0] == "[pullprof: not sampled, "
+                          "the thread blocks the signal]")
+            ok(blocked > 0, "it is charged to the frame of threads that "
+               "block the signal", blocked)
             ok(thread_samples(prof, "worker-") > 0, "the others' does",
                [prof.labels(s) for s in prof.samples][:10])
         ok(h.alive(), "host alive after the window")

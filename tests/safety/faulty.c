@@ -112,7 +112,8 @@ __attribute__((noinline)) static void *worker(void *arg)
 	return (void *)(uintptr_t)(x & 1);
 }
 
-/* ---- threads that block SIGPROF ----------------------------------------- */
+/* ---- threads that block the sampling signals ----------------------------
+ * SIGURG, or SIGPROF when the host handles SIGURG (src/cpu/timers.c). */
 
 __attribute__((noinline)) static unsigned long blocked_spin(unsigned long x)
 {
@@ -129,6 +130,7 @@ static void *blocked(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	sigemptyset(&s);
 	sigaddset(&s, SIGPROF);
+	sigaddset(&s, SIGURG);
 	pthread_sigmask(SIG_BLOCK, &s, NULL);
 	return (void *)blocked_spin((uintptr_t)arg);
 }
@@ -348,10 +350,12 @@ static void child(const char *file, const char *dllib)
 {
 	sigset_t pend;
 	sigpending(&pend);
-	/* A SIGPROF pending at birth, or any later one, would come from a
-	 * timer the child should not have. */
-	note(file, "pending %d", sigismember(&pend, SIGPROF));
+	/* A sampling signal (SIGURG, or SIGPROF) pending at birth, or any
+	 * later one, would come from a timer the child should not have. */
+	note(file, "pending %d",
+	     sigismember(&pend, SIGPROF) || sigismember(&pend, SIGURG));
 	signal(SIGPROF, count_sigprof);
+	signal(SIGURG, count_sigprof);
 
 	/* Real work: CPU (timers on a CPU-time clock would fire), the
 	 * allocator (its locks and the heap sampler's), the loader. */
@@ -375,6 +379,7 @@ static void child(const char *file, const char *dllib)
 	note(file, "worked sigprof=%ld malloc=%ld dlopen=%d port=%d",
 	     atomic_load(&child_sigprofs), mallocs, dl_ok, pullprof_port());
 	signal(SIGPROF, SIG_DFL);
+	signal(SIGURG, SIG_DFL);
 
 	/* FILE.go: start an agent of its own; FILE.stop: exit now (a
 	 * ThreadSanitizer build kills a child of a multi-threaded process

@@ -1,0 +1,371 @@
+"""Hosts that use signals themselves (issue 27, items 5 and 6), each a real
+process (tests/hostile/sighost) with libpullprof preloaded: the host's
+signal dispositions are exactly as before after a window (and what it
+execs inherits them), a host's own SIGPROF profiler keeps all its ticks and
+never gets pullprof's, a host that resets every disposition during a window
+survives and the window says why it stopped, a host with a SIGURG handler
+of its own gets none of pullprof's, and hosts that block every signal and
+read them with signalfd or sigwait read none of pullprof's while the
+profile says what could not be sampled."""
+import os
+import re
+import tempfile
+import threading
+import time
+
+import pptest
+from pptest import (BUILD, Proc, Profile, curl, eq, ok, preload_env, run,
+                    until)
+
+SIGHOST = os.path.join(BUILD, "tests", "hostile", "sighost")
+BLOCKED_FRAME = "[pullprof: not sampled, the thread blocks the signal]"
+SIGPROF_BIT, SIGURG_BIT = 1 << 26, 1 << 22
+
+
+class SigHost(Proc):
+    def __init__(self, env=None):
+        super().__init__([SIGHOST], env=preload_env(
+            PULLPROF_LISTEN="127.0.0.1:0", **(env or {})))
+        m = self.wait_line(self.err_lines,
+                           r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
+                           timeout=30)
+        self.port = int(m.group(1)) if m else None
+        self.base = f"http://127.0.0.1:{self.port}/debug/pprof"
+
+    def cmd(self, line, timeout=15):
+        self.p.stdin.write((line + "\n").encode())
+        self.p.stdin.flush()
+        got = {}
+
+        def read():
+            got["line"] = self.p.stdout.readline().decode().strip()
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(timeout)
+        return got.get("line")
+
+    def status(self):
+        r = curl(f"{self.base}/status")
+        return r.json()["cpu"] if r.status == 200 else {}
+
+    def sig_masks(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            text = f.read()
+        return {k: int(re.search(k + r":\s*([0-9a-f]+)", text).group(1), 16)
+                for k in ("SigIgn", "SigCgt", "SigBlk")}
+
+    def cpu_ns(self):
+        """The CPU time of all the process's threads, in ns (schedstat:
+        exact, where utime + stime count whole clock ticks)."""
+        total = 0
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass
+        return total
+
+    def quit(self):
+        try:
+            self.cmd("quit")
+        except OSError:  # it is gone (killed)
+            pass
+        try:
+            return self.p.wait(10)
+        except Exception:
+            self.p.kill()
+            return None
+
+
+def comments(prof):
+    return [prof.s(i) for i in prof.raw.get("comment", [])]
+
+
+def frame_value(prof, name):
+    """The cpu nanoseconds of samples whose leaf is the function name."""
+    total = 0
+    for s in prof.samples:
+        st = prof.stack(s)
+        if st and st[0] and st[0][0][0] == name:
+            total += s["value"][1]
+    return total
+
+
+def thread_samples(prof, prefix):
+    return sum(s["value"][0] for s in prof.samples
+               if str(prof.labels(s).get("thread_name", "")).startswith(prefix))
+
+
+def in_background(url, timeout=60):
+    res = {}
+    t = threading.Thread(target=lambda: res.update(r=curl(url, timeout=timeout)),
+                         daemon=True)
+    t.start()
+    return t, res
+
+
+def idle(h):
+    return until(lambda: h.status().get("timer_mode") == "off" and
+                 h.status().get("windows_open") == 0, timeout=30)
+
+
+def test_disposition_restored():
+    h = SigHost()
+    ok(h.port, "the host serves", h.stderr_text())
+    before = h.sig_masks()
+    with tempfile.TemporaryDirectory() as d:
+        eq(h.cmd(f"exec {d}/before"), "exited 0", "the host execs cat")
+        r = curl(f"{h.base}/profile?seconds=1")
+        eq(r.status, 200, "a 1 s window: 200")
+        ok(idle(h), "sampling is off after the window")
+        after = h.sig_masks()
+        eq(hex(after["SigIgn"]), hex(before["SigIgn"]),
+           "SigIgn as before the window (no signal left ignored)")
+        eq(hex(after["SigCgt"]), hex(before["SigCgt"]),
+           "SigCgt as before the window (no handler left)")
+        eq(h.cmd(f"exec {d}/after"), "exited 0", "the host execs cat again")
+        ign = {}
+        for name in ("before", "after"):
+            with open(f"{d}/{name}") as f:
+                ign[name] = re.search(r"SigIgn:\s*(\S+)", f.read()).group(1)
+        eq(ign["after"], ign["before"],
+           "a program the host execs inherits the host's dispositions")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_own_profiler():
+    """A host with its own SIGPROF handler and ITIMER_PROF: its ticks per
+    CPU tick stay what they are before, during and after windows, whether
+    its profiler started before a window or during one."""
+    h = SigHost()
+    eq(h.cmd("burn 2"), "ok", "2 burner threads")
+
+    def rate(seconds):
+        t0, c0 = int(h.cmd("ticks").split()[1]), h.cpu_ns()
+        time.sleep(seconds)
+        t1, c1 = int(h.cmd("ticks").split()[1]), h.cpu_ns()
+        # ITIMER_PROF at 10 ms of process CPU: one tick per 10 ms of CPU
+        # (pullprof's signals reaching its handler would double that).
+        return (t1 - t0) / ((c1 - c0) / 1e7) if c1 > c0 else 0
+
+    eq(h.cmd("prof"), "ok", "the host starts its own profiler")
+    before = rate(1.0)
+    ok(0.6 < before < 1.4, "before any window: one tick per 10 ms of CPU",
+       before)
+    # Its profiler is started again during a window.
+    t, res = in_background(f"{h.base}/profile?seconds=3")
+    ok(until(lambda: h.status().get("samples", 0) > 0, timeout=20),
+       "the window samples")
+    eq(h.cmd("prof"), "ok", "the host starts its profiler again mid-window")
+    during = rate(1.0)
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window ends 200")
+    if r and r.status == 200:
+        prof = Profile(r.body)
+        ok(thread_samples(prof, "burn-") > 0, "the burners are sampled")
+    ok(idle(h), "sampling is off after the window")
+    after = rate(1.0)
+    ok(0.6 < during < 1.4,
+       "during the window the host's handler gets its own ticks only "
+       "(ticks per 10 ms of CPU)", during)
+    ok(0.6 < after < 1.4,
+       "after the window the host's handler still gets its ticks", after)
+    masks = h.sig_masks()
+    ok(masks["SigCgt"] & SIGPROF_BIT, "its SIGPROF handler is in place")
+
+    # A window opened while its profiler runs: shared, not refused.
+    t, res = in_background(f"{h.base}/profile?seconds=2")
+    ok(until(lambda: h.status().get("samples", 0) > 0 and
+             h.status().get("windows_open") == 1, timeout=20),
+       "a window opens beside the host's profiler")
+    during = rate(1.0)
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "a window beside the host's profiler: 200")
+    if r and r.status == 200:
+        ok(thread_samples(Profile(r.body), "burn-") > 0,
+           "the burners are sampled")
+    ok(0.6 < during < 1.4, "the host's ticks per 10 ms of CPU during it",
+       during)
+    st = h.status()
+    eq(st.get("foreign_signals", 0), 0,
+       "pullprof's handler saw none of the host's signals")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_reset_during_window():
+    h = SigHost()
+    eq(h.cmd("burn 2"), "ok", "2 burner threads")
+    t, res = in_background(f"{h.base}/profile?seconds=4")
+    ok(until(lambda: h.status().get("samples", 0) > 20, timeout=20),
+       "the window samples")
+    eq(h.cmd("reset"), "ok", "the host resets every disposition to SIG_DFL")
+    t.join(60)
+    r = res.get("r")
+    ok(h.p.poll() is None, "the host is alive",
+       f"exit status {h.p.returncode}")
+    eq(r and r.status, 200, "the window is answered")
+    if r and r.status == 200:
+        prof = Profile(r.body)
+        c = " | ".join(comments(prof))
+        ok("sampling stopped" in c and "SIG_DFL" in c,
+           "the profile says sampling stopped and why", c)
+        d = prof.raw["duration_nanos"][0]
+        ok(d < 4e9, "its duration is the time sampled", d)
+        pid_ = r.header("X-Pullprof-Profile-Id")
+        txt = curl(f"{h.base}/profile?id={pid_}&debug=1") if pid_ else None
+        ok(txt and txt.status == 200 and "sampling stopped" in txt.text,
+           "the text form says so too", txt and txt.text[-2000:])
+    ok(idle(h), "sampling is off")
+    ok("CPU sampling stopped" in h.stderr_text(), "stderr says it once",
+       h.stderr_text())
+    # The host ran on: a new window takes the signal again.
+    r = curl(f"{h.base}/profile?seconds=1")
+    eq(r.status, 200, "a window after the reset: 200")
+    if r.status == 200:
+        ok(thread_samples(Profile(r.body), "burn-") > 0, "and samples")
+    ok(idle(h), "sampling is off again")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_sigurg_host():
+    """A host with its own SIGURG handler (a Go runtime has one): pullprof
+    samples with SIGPROF, and none of its signals reach the host's
+    handler; with SIGPROF taken too, a 409 naming both."""
+    h = SigHost()
+    eq(h.cmd("burn 1"), "ok", "a burner thread")
+    eq(h.cmd("urg"), "ok", "the host installs its own SIGURG handler")
+    t, res = in_background(f"{h.base}/profile?seconds=1")
+    ok(until(lambda: h.status().get("samples", 0) > 0, timeout=20),
+       "the window samples")
+    eq(h.status().get("signal"), "SIGPROF", "pullprof samples with SIGPROF")
+    t.join(60)
+    eq(res.get("r") and res["r"].status, 200, "the window: 200")
+    eq(h.cmd("urgs"), "urgs 0", "the host's SIGURG handler got nothing")
+    ok(idle(h), "sampling is off")
+    # Its own SIGPROF profiler starts during a window on SIGPROF: the
+    # window stops and says why, the host keeps its handler and ticks.
+    t, res = in_background(f"{h.base}/profile?seconds=5")
+    ok(until(lambda: h.status().get("samples", 0) > 30, timeout=20),
+       "a second window samples")
+    eq(h.cmd("prof"), "ok", "the host starts its own SIGPROF profiler")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window is answered")
+    if r and r.status == 200:
+        c = " | ".join(comments(Profile(r.body)))
+        ok("sampling stopped" in c and "SIGPROF" in c,
+           "the profile says sampling stopped and why", c)
+    ok(idle(h), "sampling is off")
+    t1 = int(h.cmd("ticks").split()[1])
+    ok(until(lambda: int(h.cmd("ticks").split()[1]) > t1 + 10, timeout=20),
+       "the host's profiler ticks on")
+    r = curl(f"{h.base}/profile?seconds=1")
+    eq(r.status, 409, "SIGURG and SIGPROF both the host's: 409")
+    ok("SIGURG" in r.text and "SIGPROF" in r.text, "the 409 names both",
+       r.text)
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_sigurg_handler_mid_window():
+    """A host that installs a SIGURG handler of its own during a window:
+    sampling stops within the collector's check (10 ms), the window says
+    why, the host's handler gets nothing from then on, and the next window
+    samples with SIGPROF."""
+    h = SigHost()
+    eq(h.cmd("burn 1"), "ok", "a burner thread")
+    t, res = in_background(f"{h.base}/profile?seconds=5")
+    ok(until(lambda: h.status().get("samples", 0) > 20, timeout=20),
+       "the window samples")
+    eq(h.status().get("signal"), "SIGURG", "with SIGURG")
+    eq(h.cmd("urg"), "ok", "the host installs its own SIGURG handler")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window is answered")
+    if r and r.status == 200:
+        c = " | ".join(comments(Profile(r.body)))
+        ok("sampling stopped" in c and "SIGURG" in c and
+           "handler of its own" in c, "the profile says why", c)
+    ok(idle(h), "sampling is off")
+    u1 = h.cmd("urgs")
+    r = curl(f"{h.base}/profile?seconds=1")
+    eq(r.status, 200, "the next window: 200")
+    eq(h.cmd("urgs"), u1, "the host's SIGURG handler got nothing more")
+    masks = h.sig_masks()
+    ok(masks["SigCgt"] & SIGURG_BIT, "its SIGURG handler is in place")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def check_blocking_host(mode):
+    h = SigHost()
+    eq(h.cmd(f"blockall {mode}"), "ok",
+       f"the host blocks every signal and reads them ({mode})")
+    eq(h.cmd("burn 2"), "ok", "2 burner threads (every signal blocked)")
+    r = curl(f"{h.base}/profile?seconds=2")
+    eq(r.status, 200, f"{mode}: a 2 s window: 200")
+    read = h.cmd("read")
+    eq(read, "read 0 0 0", f"{mode}: the host read none of pullprof's signals")
+    if r.status == 200:
+        prof = Profile(r.body)
+        v = frame_value(prof, BLOCKED_FRAME)
+        ok(v > 0.5e9, f"{mode}: the CPU not sampled is charged to "
+           f"{BLOCKED_FRAME}", v)
+        c = " | ".join(comments(prof))
+        ok("block" in c and "signalfd" in c, f"{mode}: a note says why", c)
+        txt = curl(f"{h.base}/profile?seconds=1&debug=1")
+        ok(txt.status == 200 and "signalfd" in txt.text,
+           f"{mode}: the text form says so too", txt.text[-2000:])
+    st = h.status()
+    ok(st.get("threads_blocking_signal", 0) >= 0, "status answers")
+    ok(idle(h), "sampling is off")
+    eq(h.cmd("read"), "read 0 0 0", f"{mode}: nothing pending was read after")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_blocks_mid_window():
+    """Threads that block every signal after their timers were armed, and
+    read their own with sigtimedwait: found (CPU without samples, then
+    SigBlk), their timers deleted, their CPU charged from then on."""
+    h = SigHost()
+    eq(h.cmd("burn 2"), "ok", "2 burner threads")
+    t, res = in_background(f"{h.base}/profile?seconds=6")
+    ok(until(lambda: h.status().get("samples", 0) > 5, timeout=20),
+       "the window samples")
+    eq(h.cmd("blocklater"), "ok", "the burners block every signal now")
+    # (>= 2: under TSan its background thread, which blocks every signal,
+    # is one more.)
+    ok(until(lambda: h.status().get("threads_blocking_signal", 0) >= 2,
+             timeout=20), "the collector finds both", h.status())
+    r1 = h.cmd("read")
+    time.sleep(0.5)
+    r2 = h.cmd("read")
+    eq(r2, r1, "from then on the host reads none of pullprof's signals")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window: 200")
+    if r and r.status == 200:
+        prof = Profile(r.body)
+        ok(frame_value(prof, BLOCKED_FRAME) > 0.3e9,
+           "their CPU since is charged to the frame",
+           frame_value(prof, BLOCKED_FRAME))
+        ok(thread_samples(prof, "burn-") > 0, "their samples before are there")
+    ok(idle(h), "sampling is off")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_signalfd_host():
+    check_blocking_host("signalfd")
+
+
+def test_sigwait_host():
+    check_blocking_host("sigwait")
+
+
+if __name__ == "__main__":
+    run([test_disposition_restored, test_own_profiler,
+         test_reset_during_window, test_sigurg_host,
+         test_sigurg_handler_mid_window, test_blocks_mid_window,
+         test_signalfd_host,
+         test_sigwait_host])
