@@ -183,6 +183,9 @@ KEEP void spin_forever(void)
 static int handler_fds[2] = {-1, -1};
 static atomic_int line_in_handler;
 
+void in_handler(int sig);
+void interrupted(void);
+
 KEEP void in_handler(int sig)
 {
 	char c;
