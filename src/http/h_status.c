@@ -405,6 +405,9 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	                       json_object_new_int64((int64_t)ss.hits));
 	json_object_object_add(sym, "refreshes",
 	                       json_object_new_int64((int64_t)ss.refreshes));
+	json_object_object_add(
+	    sym, "files_changed",
+	    json_object_new_int64((int64_t)pp_mappings_changed_count()));
 	json_object_object_add(o, "symbols", sym);
 
 	struct pp_lookup_stats ls;

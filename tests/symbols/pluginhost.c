@@ -1,11 +1,11 @@
 /*
  * A host that loads plugins, preloaded with libpullprof by
  * tests/integration/test_hostile_images.py. Driven line by line on stdin,
- * answers on stdout:
+ * answers on stdout (after a first line "ready"):
  *
  *   load PATH     dlopen PATH, call its plugin_work (which allocates and
  *                 keeps 16 MiB) and start a thread parked inside its
- *                 plugin_park                          -> "loaded TAG"
+ *                 plugin_park             -> "loaded TAG ADDRESS-OF-plugin_work"
  *   cycle PATH    dlopen PATH and dlclose it at once   -> "cycled"
  *   alive         the ticker thread's count             -> "alive N"
  *   quit          _exit(0)
@@ -59,6 +59,7 @@ int main(void)
 	if (pipe(park_pipe) != 0)
 		return 1;
 	pthread_create(&t, NULL, ticker, NULL);
+	printf("ready\n");
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = 0;
 		if (strncmp(line, "load ", 5) == 0) {
@@ -73,7 +74,7 @@ int main(void)
 			int tag = work();
 			pthread_t p;
 			pthread_create(&p, NULL, park, parkfn);
-			printf("loaded %d\n", tag);
+			printf("loaded %d %p\n", tag, (void *)work);
 		} else if (strncmp(line, "cycle ", 6) == 0) {
 			void *h = dlopen(line + 6, RTLD_NOW);
 			if (!h) {
