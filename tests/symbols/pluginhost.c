@@ -5,9 +5,9 @@
  *
  *   load PATH     dlopen PATH, call its plugin_work (which allocates and
  *                 keeps 16 MiB) and start a thread parked inside its
- *                 plugin_park             -> "loaded TAG ADDRESS-OF-plugin_work"
- *   cycle PATH    dlopen PATH and dlclose it at once   -> "cycled"
- *   alive         the ticker thread's count             -> "alive N"
+ *                 plugin_park             -> "loaded TAG
+ * ADDRESS-OF-plugin_work" cycle PATH    dlopen PATH and dlclose it at once   ->
+ * "cycled" alive         the ticker thread's count             -> "alive N"
  *   quit          _exit(0)
  *
  * After the test truncated or overwrote the plugin's file, the plugin's
