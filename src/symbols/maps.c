@@ -324,6 +324,15 @@ uint64_t pp_mappings_changed_count(void)
 	return atomic_load(&changed_images);
 }
 
+void pp_mappings_forget_in_child(void)
+{
+	/* The same image is mapped in the child: what the parent saw stays
+	 * true, but the list may be half updated. Left to leak. */
+	pthread_mutex_init(&seen_mu, NULL);
+	memset(&seen, 0, sizeof seen);
+	changed_paths = NULL;
+}
+
 /* Build IDs for every mapping: from the loaded images first (when the
  * mappings are this process's), from the file when the loader does not know
  * the mapping. A file changed under its mapping (truncated, or the loaded

@@ -72,6 +72,9 @@ void pp_mappings_free(struct pp_mappings *m);
 int pp_mappings_path_changed(const char *path);
 /* Loaded files found changed under their mappings since start (status). */
 uint64_t pp_mappings_changed_count(void);
+/* In a forked child: the images remembered are the parent's (a parent
+ * thread may have held their lock at fork time); start over. */
+void pp_mappings_forget_in_child(void);
 /* The mapping that holds pc, or NULL. */
 const struct pp_mapping *pp_mappings_find(const struct pp_mappings *m,
                                           uintptr_t pc);

@@ -480,6 +480,7 @@ void pp_symtab_forget_in_child(void)
 	pthread_mutex_init(&lock, NULL);
 	global = NULL;
 	show(NULL);
+	pp_mappings_forget_in_child();
 }
 
 void pp_symtab_shutdown(void)
