@@ -113,6 +113,24 @@ def check_case(name, change, seen_before):
         if seen_before:
             ok(mp and all(m["build_id"] == loaded_id for m in mp),
                f"{name}: /maps keeps the build ID that was loaded", mp)
+        # The plugin's allocations put its addresses in /heap.
+        if sanitized():
+            skip(f"{name}: /heap's comment names the changed file",
+                 NO_HEAP_WHY)
+        else:
+            r = h.get("heap")
+            comments = []
+            if r.status == 200:
+                prof = Profile(r.body)
+                comments = [prof.s(c) for c in prof.raw.get("comment", [])]
+            ok(any(path in c and "unsymbolized" in c for c in comments),
+               f"{name}: /heap's comment names the changed file and says "
+               "why its addresses have no names", comments)
+            r = h.get("heap?format=text")
+            ok(r.status == 200 and
+               any(l.startswith("Comment: pullprof: " + path) and
+                   "unsymbolized" in l for l in r.text.splitlines()),
+               f"{name}: ... and so does its text form", r.text[:1500])
         r = h.get("status")
         ok(r.status == 200 and
            r.json()["symbols"].get("files_changed", 0) >= 1,

@@ -13,7 +13,7 @@
 typedef void (*plugin_cb)(void);
 
 int plugin_work(void);
-void plugin_park(plugin_cb cb);
+int plugin_park(plugin_cb cb);
 
 static void *kept[64];
 
@@ -28,10 +28,11 @@ __attribute__((noinline)) int plugin_work(void)
 	return PLUGIN_TAG;
 }
 
-/* Calls cb, which never returns: the caller's thread keeps this frame. */
-__attribute__((noinline)) void plugin_park(plugin_cb cb)
+/* Calls cb, which never returns: the caller's thread keeps this frame (the
+ * read of `here` after the call keeps it from being a tail call). */
+__attribute__((noinline)) int plugin_park(plugin_cb cb)
 {
 	volatile int here = PLUGIN_TAG;
 	cb();
-	(void)here;
+	return here;
 }
