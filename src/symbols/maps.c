@@ -19,6 +19,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,8 @@ static struct images seen;
 static uint64_t seen_reads;
 static _Atomic uint64_t changed_images;
 static char **changed_paths; /* NULL-terminated, of the last read */
+/* Set by an unload that found the lock taken: forget every image. */
+static atomic_int forget_all;
 
 static void hex(const unsigned char *p, size_t n, char *out, size_t outlen)
 {
@@ -131,7 +134,6 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	ElfW(Phdr) *phdr = NULL;
 	int phnum = info->dlpi_phnum;
 	(void)size;
-
 	img.name_hash =
 	    pp_hash_bytes(info->dlpi_name ? info->dlpi_name : "",
 	                  info->dlpi_name ? strlen(info->dlpi_name) : 0);
@@ -196,6 +198,11 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 static void reconcile_locked(struct images *now, unsigned char *changed)
 {
 	uint64_t read = ++seen_reads;
+	/* An unload whose pruning could not wait for the lock: what is
+	 * remembered may be of images gone (and replaced at the same place
+	 * since), so start over. */
+	if (atomic_exchange(&forget_all, 0))
+		seen.n = 0;
 	for (size_t k = 0; k < now->n; k++) {
 		struct image *img = &now->v[k];
 		struct image *old = NULL;
@@ -322,6 +329,67 @@ int pp_mappings_path_changed(const char *path)
 uint64_t pp_mappings_changed_count(void)
 {
 	return atomic_load(&changed_images);
+}
+
+struct present {
+	uintptr_t *addr;
+	uint64_t *name_hash;
+	size_t n, cap;
+	int oom;
+};
+
+/* Only the loader's own data (the address and the name it keeps): no
+ * image memory is read. */
+static int on_present(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct present *p = arg;
+	(void)size;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 64;
+		uintptr_t *a = realloc(p->addr, cap * sizeof *a);
+		if (a)
+			p->addr = a;
+		uint64_t *h = a ? realloc(p->name_hash, cap * sizeof *h) : NULL;
+		if (!a || !h) {
+			p->oom = 1;
+			return 1;
+		}
+		p->name_hash = h;
+		p->cap = cap;
+	}
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	p->addr[p->n] = info->dlpi_addr;
+	p->name_hash[p->n++] = pp_hash_bytes(name, strlen(name));
+	return 0;
+}
+
+/* An image unloaded and another loaded at the same place with the same
+ * name (a plugin reloaded after an upgrade) is not the one remembered:
+ * after every dlclose the images gone are forgotten. */
+void pp_mappings_after_unload(void)
+{
+	struct present p = {0};
+	dl_iterate_phdr(on_present, &p);
+	/* Never wait: the agent may hold the lock while it waits for the
+	 * loader lock, which this thread may hold (a dlclose from a
+	 * destructor). */
+	if (p.oom || pthread_mutex_trylock(&seen_mu) != 0) {
+		atomic_store(&forget_all, 1);
+	} else {
+		for (size_t i = 0; i < seen.n;) {
+			int found = 0;
+			for (size_t k = 0; k < p.n && !found; k++)
+				found = p.addr[k] == seen.v[i].addr &&
+				        p.name_hash[k] == seen.v[i].name_hash;
+			if (found)
+				i++;
+			else
+				seen.v[i] = seen.v[--seen.n];
+		}
+		pthread_mutex_unlock(&seen_mu);
+	}
+	free(p.addr);
+	free(p.name_hash);
 }
 
 void pp_mappings_forget_in_child(void)

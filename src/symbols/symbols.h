@@ -72,6 +72,9 @@ void pp_mappings_free(struct pp_mappings *m);
 int pp_mappings_path_changed(const char *path);
 /* Loaded files found changed under their mappings since start (status). */
 uint64_t pp_mappings_changed_count(void);
+/* Host context, after a dlclose returned: forget the remembered images
+ * the loader no longer lists. Never waits for the agent. */
+void pp_mappings_after_unload(void);
 /* In a forked child: the images remembered are the parent's (a parent
  * thread may have held their lock at fork time); start over. */
 void pp_mappings_forget_in_child(void);

@@ -189,5 +189,35 @@ def test_written_over():
     check_case("written over", write_over, seen_before=True)
 
 
+def test_reloaded():
+    """The control: a plugin unloaded, upgraded on disk and loaded again is
+    another image, not one changed under its mapping."""
+    d = tempfile.mkdtemp(prefix="pp-images-")
+    path = os.path.join(d, "plugin.so")
+    shutil.copyfile(PLUGIN1, path)
+    h = PluginHost()
+    try:
+        ok(h.cmd("reload " + path).startswith("loaded 1 "),
+           "reloaded: plugin 1 is loaded")
+        r = h.get("maps")
+        ok(r.status == 200 and plugin_mapping(r.json(), path),
+           "reloaded: /maps lists it", r)
+        eq(h.cmd("unload"), "unloaded 0", "reloaded: it is unloaded")
+        shutil.copyfile(PLUGIN2, path)  # an upgrade, while not loaded
+        ok(h.cmd("reload " + path).startswith("loaded 2 "),
+           "reloaded: plugin 2 is loaded from the same path")
+        r = h.get("maps")
+        mp = plugin_mapping(r.json(), path) if r.status == 200 else []
+        ok(mp and all(m.get("file_changed") is None and
+                      not m["replaced"] and
+                      m["build_id"] == elf_build_id(PLUGIN2) and
+                      m["symbols"] != "none" for m in mp),
+           "reloaded: /maps shows plugin 2 as loaded, unchanged, with "
+           "symbols", mp or r)
+    finally:
+        eq(h.quit(), 0, "reloaded: the host exits 0")
+        shutil.rmtree(d, ignore_errors=True)
+
+
 run([test_truncated, test_truncated_after_seen, test_cp_over,
-     test_written_over])
+     test_written_over, test_reloaded])

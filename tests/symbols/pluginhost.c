@@ -3,12 +3,14 @@
  * tests/integration/test_hostile_images.py. Driven line by line on stdin,
  * answers on stdout (after a first line "ready"):
  *
- *   load PATH     dlopen PATH, call its plugin_work (which allocates and
- *                 keeps 16 MiB) and start a thread parked inside its
- *                 plugin_park             -> "loaded TAG
- * ADDRESS-OF-plugin_work" cycle PATH    dlopen PATH and dlclose it at once   ->
- * "cycled" alive         the ticker thread's count             -> "alive N"
- *   quit          _exit(0)
+ *   load PATH    dlopen PATH, call its plugin_work (which allocates and
+ *                keeps 16 MiB), start a thread parked inside its
+ *                plugin_park; answers "loaded TAG ADDRESS" (of plugin_work)
+ *   reload PATH  the same without the parked thread
+ *   unload       dlclose the plugin loaded last: "unloaded RC"
+ *   cycle PATH   dlopen PATH and dlclose it at once: "cycled"
+ *   alive        the ticker thread's count: "alive N"
+ *   quit         _exit(0)
  *
  * After the test truncated or overwrote the plugin's file, the plugin's
  * code is never run again (it is not there any more): the parked thread
@@ -54,6 +56,7 @@ int main(void)
 {
 	char line[4096];
 	pthread_t t;
+	void *last = NULL;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (pipe(park_pipe) != 0)
@@ -62,8 +65,9 @@ int main(void)
 	printf("ready\n");
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = 0;
-		if (strncmp(line, "load ", 5) == 0) {
-			void *h = dlopen(line + 5, RTLD_NOW);
+		int reload = strncmp(line, "reload ", 7) == 0;
+		if (strncmp(line, "load ", 5) == 0 || reload) {
+			void *h = dlopen(line + (reload ? 7 : 5), RTLD_NOW);
 			int (*work)(void) =
 			    h ? (int (*)(void))dlsym(h, "plugin_work") : NULL;
 			void *parkfn = h ? dlsym(h, "plugin_park") : NULL;
@@ -73,8 +77,13 @@ int main(void)
 			}
 			int tag = work();
 			pthread_t p;
-			pthread_create(&p, NULL, park, parkfn);
+			if (!reload)
+				pthread_create(&p, NULL, park, parkfn);
+			last = h;
 			printf("loaded %d %p\n", tag, (void *)work);
+		} else if (strcmp(line, "unload") == 0) {
+			printf("unloaded %d\n", last ? dlclose(last) : -1);
+			last = NULL;
 		} else if (strncmp(line, "cycle ", 6) == 0) {
 			void *h = dlopen(line + 6, RTLD_NOW);
 			if (!h) {

@@ -9,10 +9,11 @@
  * "spinner" burning CPU (in spin). It prints "ready", then obeys lines on
  * stdin:
  *
- *   setuid UID   setgroups(0), setgid(UID), setuid(UID)  -> "dropped UID
- * DUMPABLE" nodump       prctl(PR_SET_DUMPABLE, 0)             -> "dropped UID
- * DUMPABLE" quit         exit 0
+ *   setuid UID  setgroups(0), setgid(UID), setuid(UID)
+ *   nodump      prctl(PR_SET_DUMPABLE, 0)
+ *   quit        exit 0
  *
+ * Each change answers "dropped UID DUMPABLE", or "err ..." when it failed;
  * DUMPABLE is prctl(PR_GET_DUMPABLE) after the change.
  */
 #define _GNU_SOURCE 1
