@@ -92,7 +92,11 @@ extern __typeof(dl_iterate_phdr) pp_dl_iterate_phdr_self
 
 __attribute__((constructor)) static void resolve_iterate(void)
 {
-	pp_shim.iterate_self = (void *)pp_dl_iterate_phdr_self;
+	/* Atomic: this constructor may run after another of this object's
+	 * (the autostart) has started the agent's threads, which read it
+	 * (pp_unwind_guard_works); TSan reported the plain store. */
+	__atomic_store_n(&pp_shim.iterate_self, (void *)pp_dl_iterate_phdr_self,
+	                 __ATOMIC_RELEASE);
 	/* Early, so that a capture never calls dlsym. */
 	if (!real_iterate)
 		__atomic_store_n(

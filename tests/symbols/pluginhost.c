@@ -24,6 +24,7 @@
 
 static unsigned long ticks;
 static int park_pipe[2];
+static int parked_pipe[2]; /* a byte once a thread is parked */
 
 static void *ticker(void *arg)
 {
@@ -38,7 +39,10 @@ static void *ticker(void *arg)
 /* Called from inside the plugin: blocks for good. */
 static void parked(void)
 {
-	char c;
+	char c = 1;
+	/* In the host's code now: the plugin's may go. */
+	if (write(parked_pipe[1], &c, 1) != 1)
+		return;
 	while (read(park_pipe[0], &c, 1) != 0)
 		;
 	for (;;)
@@ -59,7 +63,7 @@ int main(void)
 	void *last = NULL;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (pipe(park_pipe) != 0)
+	if (pipe(park_pipe) != 0 || pipe(parked_pipe) != 0)
 		return 1;
 	pthread_create(&t, NULL, ticker, NULL);
 	printf("ready\n");
@@ -77,8 +81,15 @@ int main(void)
 			}
 			int tag = work();
 			pthread_t p;
-			if (!reload)
-				pthread_create(&p, NULL, park, parkfn);
+			char c;
+			/* "loaded" once the thread is past the plugin's
+			 * code: the test changes the file right after. */
+			if (!reload &&
+			    (pthread_create(&p, NULL, park, parkfn) != 0 ||
+			     read(parked_pipe[0], &c, 1) != 1)) {
+				printf("err park\n");
+				continue;
+			}
 			last = h;
 			printf("loaded %d %p\n", tag, (void *)work);
 		} else if (strcmp(line, "unload") == 0) {
