@@ -488,6 +488,8 @@ void pp_look_threads(struct pp_looker *lk, struct pp_look *looks, size_t n,
 		l->miss = PP_MISS_NONE;
 		l->depth = 0;
 		l->why = PP_UNWIND_OK;
+		/* A thread refused is still shown: no stale name or state. */
+		memset(&l->st, 0, sizeof l->st);
 		int rc = pp_task_stat(l->tid, &l->st);
 		if (rc) {
 			no_look(l, refused(rc) ? PP_MISS_DENIED : PP_MISS_GONE);
