@@ -634,8 +634,15 @@ int pp_frames_walk_mem(struct pp_frames_mem *m, uintptr_t pc, uintptr_t sp,
                        uintptr_t bp, int bp_known, uintptr_t *pcs, unsigned max,
                        int *why)
 {
-	return walk_core(pc, sp, bp, bp_known, pcs, max, why, m, mem_load,
-	                 mem_load_code, mem_other_stack, mem_find_bp);
+	/* Inside the registry's reader count, as a handler's capture is: a
+	 * dlclose on a host thread refreshes the registry and frees the
+	 * range sets and tables it replaced once no reader is inside (TSan
+	 * saw a thread dump's walk read a set that dlclose freed). */
+	pp_registry_enter();
+	int n = walk_core(pc, sp, bp, bp_known, pcs, max, why, m, mem_load,
+	                  mem_load_code, mem_other_stack, mem_find_bp);
+	pp_registry_leave();
+	return n;
 }
 
 int pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max, int *why,

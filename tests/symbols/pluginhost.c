@@ -10,7 +10,7 @@
  *   unload       dlclose the plugin loaded last: "unloaded RC"
  *   cycle PATH   dlopen PATH and dlclose it at once: "cycled"
  *   alive        the ticker thread's count: "alive N"
- *   quit         _exit(0)
+ *   quit         pullprof_stop() when preloaded, then _exit(0)
  *
  * After the test truncated or overwrote the plugin's file, the plugin's
  * code is never run again (it is not there any more): the parked thread
@@ -108,7 +108,13 @@ int main(void)
 			       __atomic_load_n(&ticks, __ATOMIC_RELAXED));
 		} else if (strcmp(line, "quit") == 0) {
 			/* Not exit(): glibc would run the truncated plugin's
-			 * destructors, reading its (gone) .fini_array. */
+			 * destructors, reading its (gone) .fini_array. The
+			 * agent is stopped first, as its destructor would
+			 * have (its threads joined). */
+			int (*stop)(void) =
+			    (int (*)(void))dlsym(RTLD_DEFAULT, "pullprof_stop");
+			if (stop)
+				stop();
 			fflush(stdout);
 			_exit(0);
 		} else {
