@@ -102,8 +102,14 @@ def check_case(name, change, seen_before):
         ok("plugin_work" not in r.text,
            f"{name}: plugin_work's address is not named from the changed "
            "file", r.text)
-        eq(h.cmd("cycle " + OTHER), "cycled",
-           f"{name}: the host dlopens and dlcloses another library")
+        if pptest.SANITIZER == "tsan":
+            skip(f"{name}: the host dlopens and dlcloses another library",
+                 "tsan build: TSan's own dlopen interceptor reads every "
+                 "loaded image's headers and dies on the truncated one "
+                 "(SIGBUS with the TSan runtime alone, no pullprof)")
+        else:
+            eq(h.cmd("cycle " + OTHER), "cycled",
+               f"{name}: the host dlopens and dlcloses another library")
         r = h.get("maps")
         mp = plugin_mapping(r.json(), path) if r.status == 200 else []
         ok(mp and all(m.get("file_changed") and m["replaced"] and
