@@ -31,7 +31,7 @@ static struct json_object *mapping_json(struct pp_symtab *st,
 	pp_symtab_module_info(st, mp, &info);
 	/* Replaced: the file at the path is not the one loaded (another build
 	 * ID); the kernel's "(deleted)" says it was removed or renamed over. */
-	int replaced = mp->deleted;
+	int replaced = mp->deleted || mp->file_changed;
 	if (!replaced && mp->is_file && mp->build_id[0] &&
 	    pp_mappings_file_build_id(mp->path, now, sizeof now) == 0)
 		replaced = strcmp(now, mp->build_id) != 0;
@@ -50,6 +50,9 @@ static struct json_object *mapping_json(struct pp_symtab *st,
 	                       json_object_new_boolean(mp->deleted));
 	json_object_object_add(o, "replaced",
 	                       json_object_new_boolean(replaced));
+	json_object_object_add(
+	    o, "file_changed",
+	    mp->file_changed ? json_object_new_string(mp->file_changed) : NULL);
 	json_object_object_add(o, "symbols",
 	                       json_object_new_string(info.symbols));
 	json_object_object_add(

@@ -238,6 +238,7 @@ static struct json_object *threads_json(void)
 	json_object_object_add(l, "not_caught", I64(t.not_caught));
 	json_object_object_add(l, "moved", I64(t.moved));
 	json_object_object_add(l, "no_perf", I64(t.no_perf));
+	json_object_object_add(l, "denied", I64(t.denied));
 	json_object_object_add(l, "walk_incomplete", I64(t.walk_incomplete));
 	json_object_object_add(o, "looks", l);
 	struct json_object *tc = json_object_new_object();
@@ -419,6 +420,9 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	                       json_object_new_int64((int64_t)ss.hits));
 	json_object_object_add(sym, "refreshes",
 	                       json_object_new_int64((int64_t)ss.refreshes));
+	json_object_object_add(
+	    sym, "files_changed",
+	    json_object_new_int64((int64_t)pp_mappings_changed_count()));
 	json_object_object_add(o, "symbols", sym);
 
 	struct pp_lookup_stats ls;

@@ -256,15 +256,24 @@ int pp_pprof_write(const struct pp_view *v, int gzip_level, struct pp_buf *out)
 	if (p->period_type.type)
 		value_type(&r, PROFILE_PERIOD_TYPE, &p->period_type);
 	pp_pb_int64_opt(&r.pb, PROFILE_PERIOD, p->period);
-	if (p->ncomments) {
-		int64_t *c = malloc(p->ncomments * sizeof *c);
+	size_t nmaps = v->maps ? v->maps->n : 0;
+	if (p->ncomments || nmaps) {
+		int64_t *c = malloc((p->ncomments + nmaps + 1) * sizeof *c);
 		if (!c) {
 			r.err = -ENOMEM;
 			goto out;
 		}
+		size_t nc = 0;
 		for (size_t i = 0; i < p->ncomments; i++)
-			c[i] = str_id(&r, p->comments[i]);
-		pp_pb_int64s(&r.pb, PROFILE_COMMENT, c, p->ncomments);
+			c[nc++] = str_id(&r, p->comments[i]);
+		/* Mappings whose file changed under them: why their
+		 * addresses have no names. */
+		char note[1200];
+		for (size_t i = 0; i < nmaps; i++)
+			if (pp_view_mapping_note(v, i, note, sizeof note))
+				c[nc++] = str_id(&r, note);
+		if (nc)
+			pp_pb_int64s(&r.pb, PROFILE_COMMENT, c, nc);
 		free(c);
 	}
 	if (v->default_type >= 0 && (size_t)v->default_type < p->ntypes)

@@ -90,9 +90,16 @@ int pp_stacks_write(const struct pp_view *v, struct pp_buf *out)
 	qsort(g, n, sizeof *g, by_count);
 	const char *kind = v->p->ntypes ? v->p->types[0].type : "";
 	pp_buf_printf(out, "%s profile: total %" PRId64 "\n", kind, total);
-	if (strcmp(kind, "goroutine") == 0)
+	if (strcmp(kind, "goroutine") == 0) {
 		pp_buf_puts(out, "# each goroutine is a thread of this "
 		                 "process\n");
+		/* What could not be read (pprof's parser skips "#" lines
+		 * between the header and the stacks); the first comment is
+		 * the line above. */
+		for (size_t c = 0; c < v->p->ncomments; c++)
+			if (strncmp(v->p->comments[c], "pullprof: each ", 15))
+				pp_buf_printf(out, "# %s\n", v->p->comments[c]);
+	}
 	for (size_t k = 0; k < n; k++) {
 		size_t i = g[k].sample;
 		const struct pp_sample *s = v->samples[i];

@@ -198,6 +198,10 @@ static void header(struct pp_buf *b, const struct pp_view *v, size_t vi,
 	pp_buf_puts(b, "\n");
 	for (size_t i = 0; i < p->ncomments; i++)
 		pp_buf_printf(b, "Comment: %s\n", p->comments[i]);
+	char note[1200];
+	for (size_t i = 0; v->maps && i < v->maps->n; i++)
+		if (pp_view_mapping_note(v, i, note, sizeof note))
+			pp_buf_printf(b, "Comment: %s\n", note);
 }
 
 int pp_text_write(const struct pp_view *v, const struct pp_render_opts *o,

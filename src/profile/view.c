@@ -2,6 +2,7 @@
 #include "view.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,4 +214,19 @@ size_t pp_view_sample_index(const struct pp_view *v, int want)
 	if (v->default_type >= 0 && (size_t)v->default_type < n)
 		return (size_t)v->default_type;
 	return n ? n - 1 : 0;
+}
+
+int pp_view_mapping_note(const struct pp_view *v, size_t i, char *buf,
+                         size_t len)
+{
+	if (!v->maps || i >= v->maps->n || !v->mapping_used ||
+	    !v->mapping_used[i] || !v->maps->v[i].file_changed)
+		return 0;
+	const struct pp_mapping *mp = &v->maps->v[i];
+	snprintf(buf, len,
+	         "pullprof: %s: %s; its addresses are left unsymbolized "
+	         "(build ID as loaded: %s)",
+	         mp->path, mp->file_changed,
+	         mp->build_id[0] ? mp->build_id : "unknown");
+	return 1;
 }

@@ -55,6 +55,12 @@ int pp_view_build(struct pp_view *v, const struct pp_profile *p,
                   struct pp_symtab *st);
 void pp_view_free(struct pp_view *v);
 
+/* A note on mapping i of the view when a location of the profile is in it
+ * and its file changed under it (pp_mapping.file_changed): why its
+ * addresses are not symbolized. 1 with the note in buf, else 0. */
+int pp_view_mapping_note(const struct pp_view *v, size_t i, char *buf,
+                         size_t len);
+
 /* The index of the sample type to show: want when in range, else the
  * view's default, else the last (as pprof chooses). */
 size_t pp_view_sample_index(const struct pp_view *v, int want);

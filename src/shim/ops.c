@@ -8,10 +8,12 @@
 #include "agent.h"
 #include "cpu/sampler.h"
 #include "fork.h"
+#include "heap/heap.h"
 #include "heap/hot.h"
 #include "locks/hot.h"
 #include "pullprof.h"
 #include "shim/shim.h"
+#include "symbols/symbols.h"
 #include "unwind/registry.h"
 
 /*
@@ -78,6 +80,18 @@ static void pp_agent_fork(int phase)
 	}
 }
 
+/* Host context, after a dlclose returned: the unwind registry catches up,
+ * and the images remembered for their build IDs forget the ones that went
+ * away (one loaded at the same place later is another image). */
+static void unloaded(void)
+{
+	pp_unwind_refresh_after_unload();
+	/* What it allocates is the agent's, not the host's. */
+	int hidden = pp_heap_hide();
+	pp_mappings_after_unload();
+	pp_heap_unhide(hidden);
+}
+
 const struct pp_agent_ops pp_agent_ops_table = {
     .size = sizeof(struct pp_agent_ops),
     .version = PACKAGE_VERSION,
@@ -100,7 +114,7 @@ const struct pp_agent_ops pp_agent_ops_table = {
     .lk_released = pp_lk_released,
     .thread_create = pp_thread_create,
     .unloading = pp_registry_unloading,
-    .unloaded = pp_unwind_refresh_after_unload,
+    .unloaded = unloaded,
     .fork_returned = pp_fork_returned,
     .fork = pp_agent_fork,
 };

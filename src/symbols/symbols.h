@@ -24,6 +24,10 @@ struct pp_mapping {
 	unsigned is_file : 1; /* backed by a file (not [vdso], not anon) */
 	unsigned is_main : 1;
 	unsigned deleted : 1; /* the file was replaced or removed */
+	/* NULL, or why the file is no longer what was loaded although the
+	 * kernel still names it (truncated, written over in place): its
+	 * symbols are not read from it. A static string. */
+	const char *file_changed;
 };
 
 struct pp_mappings {
@@ -66,6 +70,17 @@ int pp_mappings_read_build_ids(struct pp_mappings *m);
  * errno (-ENOENT also when the file has none). */
 int pp_mappings_file_build_id(const char *path, char *out, size_t outlen);
 void pp_mappings_free(struct pp_mappings *m);
+/* Was the file at path changed under its mapping, as of the last
+ * pp_mappings_read? */
+int pp_mappings_path_changed(const char *path);
+/* Loaded files found changed under their mappings since start (status). */
+uint64_t pp_mappings_changed_count(void);
+/* Host context, after a dlclose returned: forget the remembered images
+ * the loader no longer lists. Never waits for the agent. */
+void pp_mappings_after_unload(void);
+/* In a forked child: the images remembered are the parent's (a parent
+ * thread may have held their lock at fork time); start over. */
+void pp_mappings_forget_in_child(void);
 /* The mapping that holds pc, or NULL. */
 const struct pp_mapping *pp_mappings_find(const struct pp_mappings *m,
                                           uintptr_t pc);

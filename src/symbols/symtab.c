@@ -256,6 +256,10 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 {
 	struct stat sb;
 
+	/* A file truncated or written over since it was loaded is not what
+	 * runs: no symbols rather than another file's (or a SIGBUS). */
+	if (modname[0] == '/' && pp_mappings_path_changed(modname))
+		return -1;
 	if (modname[0] != '/' || stat(modname, &sb) != 0 ||
 	    !S_ISREG(sb.st_mode)) {
 		/* The vDSO (read from memory), a deleted file (not found):
@@ -476,6 +480,7 @@ void pp_symtab_forget_in_child(void)
 	pthread_mutex_init(&lock, NULL);
 	global = NULL;
 	show(NULL);
+	pp_mappings_forget_in_child();
 }
 
 void pp_symtab_shutdown(void)

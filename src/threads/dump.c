@@ -99,6 +99,10 @@ static const char *miss_frame(enum pp_look_miss m)
 		       "sampled in time]";
 	case PP_MISS_MOVED:
 		return "[pullprof: kept moving while its stack was read]";
+	case PP_MISS_DENIED:
+		return "[pullprof: stack not readable: /proc/self/task/TID/"
+		       "syscall is root's since the process stopped being "
+		       "dumpable (setuid/setgid or PR_SET_DUMPABLE 0)]";
 	default: return "[pullprof: stack not captured]";
 	}
 }
@@ -203,6 +207,24 @@ int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
 	return rc;
 }
 
+int pp_threads_note_denied(struct pp_profile *p, uint64_t denied,
+                           uint64_t looks)
+{
+	char note[400];
+	if (!denied)
+		return 0;
+	snprintf(note, sizeof note,
+	         "pullprof: %llu of %llu thread looks could not read where the "
+	         "thread stopped: /proc/self/task/TID/syscall is readable by "
+	         "root only since the process stopped being dumpable (it "
+	         "changed its uid or gid, or set PR_SET_DUMPABLE 0); those "
+	         "threads are shown with their name and state under a "
+	         "synthetic frame that says so, running threads are still "
+	         "sampled with perf_event",
+	         (unsigned long long)denied, (unsigned long long)looks);
+	return pp_profile_add_comment(p, note);
+}
+
 /* ---- the dump ------------------------------------------------------------ */
 
 #define BATCH 64
@@ -231,6 +253,7 @@ static int dump(int detail, struct pp_profile **out)
 	p->max_bytes = pp_threads_cfg.max_profile_bytes;
 	pp_profile_set_time(p, (int64_t)pp_clock_ns(CLOCK_REALTIME), 0);
 	int64_t one = 1;
+	uint64_t denied = 0;
 	for (size_t at = 0; at < n && !rc; at += BATCH) {
 		size_t k = n - at < BATCH ? n - at : BATCH;
 		for (size_t i = 0; i < k; i++) {
@@ -239,9 +262,13 @@ static int dump(int detail, struct pp_profile **out)
 		}
 		/* A running thread gets 50 ms to be caught on a CPU. */
 		pp_look_threads(lk, looks, k, 50);
-		for (size_t i = 0; i < k && !rc; i++)
+		for (size_t i = 0; i < k && !rc; i++) {
+			denied += looks[i].miss == PP_MISS_DENIED;
 			rc = pp_threads_add(p, &looks[i], &one, detail, 0);
+		}
 	}
+	if (!rc)
+		rc = pp_threads_note_denied(p, denied, n);
 	atomic_fetch_add(&pp_threads_dumps, 1);
 out:
 	pp_looker_free(lk);

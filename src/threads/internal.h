@@ -26,6 +26,11 @@ void pp_threads_unwind_forget_in_child(void);
 int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
                    const int64_t *values, int detail, uint64_t time_ns);
 
+/* When looks were refused (PP_MISS_DENIED): a comment on p that says how
+ * many and why. 0 or -ENOMEM. */
+int pp_threads_note_denied(struct pp_profile *p, uint64_t denied,
+                           uint64_t looks);
+
 /* The state word of what l found. */
 const char *pp_threads_state(const struct pp_look *l);
 

@@ -51,7 +51,7 @@ struct pp_looker {
 
 static struct {
 	_Atomic uint64_t blocked, running, self, gone, not_caught, moved,
-	    no_perf, incomplete;
+	    no_perf, incomplete, denied;
 	_Atomic int perf_errno;
 	_Atomic int kernel; /* 1: exclude_kernel 0 works; -1: refused */
 } stats;
@@ -65,6 +65,7 @@ void pp_look_stats(struct pp_look_stats *o)
 	o->not_caught = atomic_load(&stats.not_caught);
 	o->moved = atomic_load(&stats.moved);
 	o->no_perf = atomic_load(&stats.no_perf);
+	o->denied = atomic_load(&stats.denied);
 	o->walk_incomplete = atomic_load(&stats.incomplete);
 	o->perf_errno = atomic_load(&stats.perf_errno);
 	o->perf_kernel = atomic_load(&stats.kernel) == 1;
@@ -107,6 +108,25 @@ void pp_looker_free(struct pp_looker *lk)
 	free(lk->stack);
 	free(lk->record);
 	free(lk);
+}
+
+/* A /proc file of the thread refused (not: the thread is gone). A process
+ * that stopped being dumpable (setuid, setgid, PR_SET_DUMPABLE 0) has its
+ * /proc files owned by root, and the mode-0400 ones (syscall) are root's
+ * alone: the kernel's same-process ptrace check would pass, the file's
+ * permission bits do not. */
+static int refused(int rc)
+{
+	return rc == -EACCES || rc == -EPERM;
+}
+
+static void no_look(struct pp_look *l, enum pp_look_miss why)
+{
+	l->how = PP_LOOK_NONE;
+	l->miss = why;
+	l->depth = 0;
+	atomic_fetch_add(why == PP_MISS_DENIED ? &stats.denied : &stats.gone,
+	                 1);
 }
 
 /* ---- walking ------------------------------------------------------------ */
@@ -155,11 +175,9 @@ static int look_blocked(struct pp_looker *lk, struct pp_look *l)
 			return 1;
 		walk(lk, l, l->call.pc, l->call.sp, 0, 0, NULL, 0);
 		struct pp_task_call again;
-		if (pp_task_call(l->tid, &again)) {
-			l->how = PP_LOOK_NONE;
-			l->miss = PP_MISS_GONE;
-			l->depth = 0;
-			atomic_fetch_add(&stats.gone, 1);
+		int rc = pp_task_call(l->tid, &again);
+		if (rc) {
+			no_look(l, refused(rc) ? PP_MISS_DENIED : PP_MISS_GONE);
 			return 0;
 		}
 		if (pp_task_call_same(&l->call, &again)) {
@@ -417,12 +435,20 @@ static void sample_running(struct pp_looker *lk, struct pp_look *looks,
 					/* Off the CPU now? Then it is read
 					 * from outside. */
 					struct pp_task_call c;
-					if (pp_task_call(l->tid, &c)) {
-						l->how = PP_LOOK_NONE;
-						l->miss = PP_MISS_GONE;
-						l->depth = 0;
-						atomic_fetch_add(&stats.gone,
-						                 1);
+					int rc = pp_task_call(l->tid, &c);
+					if (refused(rc)) {
+						/* Where it is cannot be read:
+						 * wait for a sample until the
+						 * deadline. */
+						if (now >= deadline ||
+						    (ev_bits &
+						     (POLLHUP | POLLERR))) {
+							no_look(l,
+							        PP_MISS_DENIED);
+							done = 1;
+						}
+					} else if (rc) {
+						no_look(l, PP_MISS_GONE);
 						done = 1;
 					} else if (c.nr != PP_TASK_RUNNING) {
 						l->call = c;
@@ -462,14 +488,29 @@ void pp_look_threads(struct pp_looker *lk, struct pp_look *looks, size_t n,
 		l->miss = PP_MISS_NONE;
 		l->depth = 0;
 		l->why = PP_UNWIND_OK;
-		if (pp_task_stat(l->tid, &l->st) ||
-		    (l->tid != self && pp_task_call(l->tid, &l->call))) {
-			l->miss = PP_MISS_GONE;
-			atomic_fetch_add(&stats.gone, 1);
+		/* A thread refused is still shown: no stale name or state. */
+		memset(&l->st, 0, sizeof l->st);
+		int rc = pp_task_stat(l->tid, &l->st);
+		if (rc) {
+			no_look(l, refused(rc) ? PP_MISS_DENIED : PP_MISS_GONE);
 			continue;
 		}
 		if (l->tid == self) {
 			look_self(lk, l);
+			continue;
+		}
+		rc = pp_task_call(l->tid, &l->call);
+		if (refused(rc) && l->st.state != 'R') {
+			/* Off the CPU, and where it stopped cannot be read. */
+			no_look(l, PP_MISS_DENIED);
+			continue;
+		}
+		if (refused(rc)) {
+			/* Running: perf_event may still sample it (its
+			 * check is the same-process one, which passes). */
+			l->call.nr = PP_TASK_RUNNING;
+		} else if (rc) {
+			no_look(l, PP_MISS_GONE);
 			continue;
 		}
 		if (look_blocked(lk, l)) {

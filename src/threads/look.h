@@ -41,6 +41,11 @@ enum pp_look_miss {
 	PP_MISS_NOT_CAUGHT, /* running, yet not on a CPU long enough to be
 	                     * sampled within the wait */
 	PP_MISS_MOVED,      /* kept moving between reads */
+	PP_MISS_DENIED,     /* its /proc/self/task/TID/syscall could not be
+	                     * opened (EACCES): the process is no longer
+	                     * dumpable (a uid change, PR_SET_DUMPABLE 0), so
+	                     * the file is root's and only root may read it;
+	                     * a running thread is still sampled by perf */
 };
 
 struct pp_look {
@@ -72,6 +77,7 @@ void pp_look_threads(struct pp_looker *lk, struct pp_look *looks, size_t n,
 struct pp_look_stats {
 	uint64_t blocked, running, self; /* stacks read each way */
 	uint64_t gone, not_caught, moved, no_perf, walk_incomplete;
+	uint64_t denied; /* PP_MISS_DENIED looks */
 	int perf_errno;  /* why perf_event_open failed (0: it works or was
 	                  * never tried) */
 	int perf_kernel; /* 1: samples of threads in the kernel too

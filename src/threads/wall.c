@@ -125,7 +125,7 @@ static int sample(struct window *w, struct pp_profile **out)
 	p->mono_start_ns = opened;
 	p->mono_end_ns = end;
 	uint64_t last = opened, listed = 0, next = opened + interval;
-	uint64_t ticks = 0, late = 0;
+	uint64_t ticks = 0, late = 0, denied = 0, looked = 0;
 	while (!rc) {
 		if (sleep_until(w, next < end ? next : end))
 			break;
@@ -156,6 +156,8 @@ static int sample(struct window *w, struct pp_profile **out)
 		last = now;
 		for (size_t i = 0; i < k && !rc; i++) {
 			values[1] = (int64_t)(span * n / k);
+			denied += looks[i].miss == PP_MISS_DENIED;
+			looked++;
 			rc = pp_threads_add(p, &looks[i], values, 0, now);
 			atomic_fetch_add(&pp_threads_wall_samples, 1);
 		}
@@ -186,6 +188,7 @@ static int sample(struct window *w, struct pp_profile **out)
 		         w->q.hz, per_tick, (unsigned long long)ticks,
 		         (unsigned long long)late);
 		pp_profile_add_comment(p, note);
+		rc = pp_threads_note_denied(p, denied, looked);
 	}
 out:
 	free(tids);
@@ -412,6 +415,7 @@ void pp_threads_stats(struct pp_threads_stats *o)
 	o->not_caught = l.not_caught;
 	o->moved = l.moved;
 	o->no_perf = l.no_perf;
+	o->denied = l.denied;
 	o->walk_incomplete = l.walk_incomplete;
 	o->perf_errno = l.perf_errno;
 	o->perf_kernel = l.perf_kernel;

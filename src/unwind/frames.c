@@ -19,6 +19,8 @@
 #include "unwind/frames.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +481,71 @@ static uintptr_t call_target(uintptr_t ra)
 	return target;
 }
 
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+/* The start of the named function holding pc, or 0: the function symbol
+ * of its image's dynamic symbol table that holds pc (what dladdr answers).
+ * Agent context. dladdr reads the table where the image is mapped, which
+ * for a file truncated after it was loaded (a plugin cp'd over) raises
+ * SIGBUS: here the image is found with _dl_find_object (the loader's own
+ * data, not the image's), and its dynamic section and symbol table are
+ * copied with checked reads first. */
+static uintptr_t function_of(uintptr_t pc)
+{
+	struct dl_find_object fo;
+	if (!pc || _dl_find_object((void *)pc, &fo) != 0 || !fo.dlfo_link_map)
+		return 0;
+	const struct link_map *lm = fo.dlfo_link_map;
+	uintptr_t base = lm->l_addr, symtab = 0, strtab = 0;
+	size_t syment = sizeof(ElfW(Sym));
+	ElfW(Dyn) d;
+	for (uintptr_t at = (uintptr_t)lm->l_ld;; at += sizeof d) {
+		if (!lm->l_ld || copy_remote(at, &d, sizeof d) != sizeof d)
+			return 0;
+		if (d.d_tag == DT_NULL)
+			break;
+		if (d.d_tag == DT_SYMTAB)
+			symtab = d.d_un.d_ptr;
+		else if (d.d_tag == DT_STRTAB)
+			strtab = d.d_un.d_ptr;
+		else if (d.d_tag == DT_SYMENT && d.d_un.d_val)
+			syment = d.d_un.d_val;
+	}
+	/* The loader relocates these in place where .dynamic is writable;
+	 * where it is not (the vDSO) they are still image-relative. */
+	if (symtab && symtab < base)
+		symtab += base;
+	if (strtab && strtab < base)
+		strtab += base;
+	/* .dynstr follows .dynsym: what ld writes, and the only count of
+	 * the symbols short of walking the hash table. */
+	if (!symtab || strtab <= symtab || syment != sizeof(ElfW(Sym)) ||
+	    strtab - symtab > (8u << 20))
+		return 0;
+	size_t n = (strtab - symtab) / syment;
+	ElfW(Sym) *syms = malloc(n * sizeof *syms);
+	if (!syms)
+		return 0;
+	uintptr_t best = 0;
+	if (copy_remote(symtab, syms, n * sizeof *syms) == n * sizeof *syms) {
+		for (size_t i = 0; i < n; i++) {
+			const ElfW(Sym) *sym = &syms[i];
+			if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC &&
+			    ELF64_ST_TYPE(sym->st_info) != STT_GNU_IFUNC)
+				continue;
+			if (sym->st_shndx == SHN_UNDEF || !sym->st_value)
+				continue;
+			/* As glibc's dladdr: a sized symbol holds its range,
+			 * an unsized one only its own address. */
+			uintptr_t lo = base + sym->st_value;
+			if (pc >= lo && lo > best &&
+			    (pc < lo + sym->st_size || pc == lo))
+				best = lo;
+		}
+	}
+	free(syms);
+	return best;
+}
+#else
 /* The start of the named function holding pc, or 0 (dladdr: the loader's
  * symbol tables; agent context). */
 static uintptr_t function_of(uintptr_t pc)
@@ -488,6 +555,7 @@ static uintptr_t function_of(uintptr_t pc)
 		return 0;
 	return (uintptr_t)info.dli_saddr;
 }
+#endif
 
 /* The frame record of a frame whose rule is "CFA = rbp + 16, rbp saved at
  * CFA - 16" (the standard prologue), at code address `at`, when rbp is not
@@ -566,8 +634,15 @@ int pp_frames_walk_mem(struct pp_frames_mem *m, uintptr_t pc, uintptr_t sp,
                        uintptr_t bp, int bp_known, uintptr_t *pcs, unsigned max,
                        int *why)
 {
-	return walk_core(pc, sp, bp, bp_known, pcs, max, why, m, mem_load,
-	                 mem_load_code, mem_other_stack, mem_find_bp);
+	/* Inside the registry's reader count, as a handler's capture is: a
+	 * dlclose on a host thread refreshes the registry and frees the
+	 * range sets and tables it replaced once no reader is inside (TSan
+	 * saw a thread dump's walk read a set that dlclose freed). */
+	pp_registry_enter();
+	int n = walk_core(pc, sp, bp, bp_known, pcs, max, why, m, mem_load,
+	                  mem_load_code, mem_other_stack, mem_find_bp);
+	pp_registry_leave();
+	return n;
 }
 
 int pp_frames_walk_fp(void *ucontext, uintptr_t *pcs, unsigned max, int *why,

@@ -27,6 +27,7 @@
 #include "unwind/registry.h"
 #include "unwind/unwind.h"
 #include "util/fds.h"
+#include "util/proc.h"
 
 struct range {
 	uintptr_t lo, hi;
@@ -175,8 +176,10 @@ static void free_retired(void)
 
 /* The pieces of .eh_frame_hdr we rely on: version 1, a 4-byte FDE count,
  * and the table of (initial location, FDE) pairs as 4-byte offsets from the
- * header — what GNU ld, gold and lld write. */
-static int parse_hdr(const unsigned char *h, uintptr_t *table, size_t *count)
+ * header — what GNU ld, gold and lld write. h is a copy of the header's
+ * first 16 bytes, which were at addr. */
+static int parse_hdr(const unsigned char *h, uintptr_t addr, uintptr_t *table,
+                     size_t *count)
 {
 	enum {
 		PE_absptr = 0x00,
@@ -203,7 +206,7 @@ static int parse_hdr(const unsigned char *h, uintptr_t *table, size_t *count)
 	uint32_t n;
 	memcpy(&n, h + off, 4);
 	*count = n;
-	*table = (uintptr_t)(h + off + 4);
+	*table = addr + off + 4;
 	return n ? 0 : -1;
 }
 
@@ -219,8 +222,27 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	uintptr_t hdr = 0, lo = UINTPTR_MAX, hi = 0;
 	(void)size;
 
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+	/* The program headers and .eh_frame_hdr are in the image's own
+	 * mapping, the file's pages: a file truncated since it was loaded
+	 * (cp over a loaded plugin) has pages that raise SIGBUS, here on a
+	 * host thread too (the dlclose wrapper). Copied with checked reads:
+	 * an image that cannot be read gets no table, and unwinding stops
+	 * there. */
+	int phnum = info->dlpi_phnum;
+	if (phnum <= 0)
+		return 0;
+	ElfW(Phdr) *phdr = malloc((size_t)phnum * sizeof *phdr);
+	if (!phdr) {
+		sc->oom = 1;
+		return 1;
+	}
+	if (pp_proc_copy_self((uintptr_t)info->dlpi_phdr, phdr,
+	                      (size_t)phnum * sizeof *phdr)) {
+		free(phdr);
+		return 0;
+	}
+	for (int i = 0; i < phnum; i++) {
+		const ElfW(Phdr) *ph = &phdr[i];
 		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
 		if (ph->p_type == PT_GNU_EH_FRAME)
 			hdr = start;
@@ -231,13 +253,17 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 				hi = start + ph->p_memsz;
 		}
 	}
+	free(phdr);
 	if (!hdr || hi == 0)
 		return 0;
 	/* Read the header now: the loader lock keeps the image mapped only
-	 * while this callback runs (a dlclose could unmap it right after). */
+	 * while this callback runs (a dlclose could unmap it right after).
+	 * Its fixed part is at most 4 + 8 + 4 bytes. */
+	unsigned char h[16];
 	uintptr_t table;
 	size_t count;
-	if (parse_hdr((const unsigned char *)hdr, &table, &count))
+	if (pp_proc_copy_self(hdr, h, sizeof h) ||
+	    parse_hdr(h, hdr, &table, &count))
 		return 0; /* no usable table: unwinding stops there */
 	if (sc->n == sc->cap) {
 		size_t cap = sc->cap ? sc->cap * 2 : 64;

@@ -1,4 +1,5 @@
 /* Facts about this process (/proc/self) and its sockets. Agent context. */
+#define _GNU_SOURCE 1
 #include "proc.h"
 
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,4 +188,19 @@ int pp_fd_hung_up(int fd)
 	struct pollfd pfd = {fd, POLLRDHUP, 0};
 	return fd >= 0 && poll(&pfd, 1, 0) == 1 &&
 	       (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+int pp_proc_copy_self(uintptr_t addr, void *out, size_t n)
+{
+	struct iovec local = {out, n};
+	struct iovec remote = {(void *)addr, n};
+
+	if (n == 0)
+		return 0;
+	if (addr + n < addr)
+		return -EFAULT;
+	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	if (got == (ssize_t)n)
+		return 0;
+	return got < 0 ? -errno : -EFAULT;
 }

@@ -3,6 +3,7 @@
 #define PP_PROC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Read a whole /proc file (they report size 0) into a NUL-terminated malloc'd
  * buffer of at most max bytes. Returns 0 or a negative errno. */
@@ -30,6 +31,13 @@ char *pp_proc_exe(void);
 
 /* Process start time as seconds since the epoch, or a negative errno. */
 double pp_proc_start_time(void);
+
+/* Copy n bytes of this process's memory at addr into out, with a checked
+ * read (process_vm_readv on itself): a page that is unmapped, PROT_NONE or
+ * a file page past the end of a file truncated under its mapping gives
+ * -EFAULT instead of the SIGSEGV or SIGBUS a plain load would raise.
+ * Returns 0 or a negative errno. Agent context. */
+int pp_proc_copy_self(uintptr_t addr, void *out, size_t n);
 
 /* Has the peer of socket fd hung up (or the socket failed)? Does not
  * block; false for fd < 0. */

@@ -57,7 +57,8 @@ def test_shape():
     eq(sorted(m["id"] for m in doc["mappings"]),
        list(range(1, len(doc["mappings"]) + 1)), "IDs 1..n")
     keys = {"id", "start", "limit", "offset", "path", "build_id", "main",
-            "file", "deleted", "replaced", "symbols", "elf_file", "debug_file"}
+            "file", "deleted", "replaced", "file_changed", "symbols", "elf_file",
+            "debug_file"}
     ok(all(set(m) == keys for m in doc["mappings"]), "every mapping has every key",
        [sorted(m) for m in doc["mappings"][:1]])
     ok(all(m["symbols"] in ("dwarf", "symtab", "none") for m in doc["mappings"]),
