@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static _Atomic long held, kept;
@@ -177,4 +178,33 @@ void pp_fds_stats(struct pp_fds_stats *out)
 void pp_fds_reset(void)
 {
 	atomic_store(&held, atomic_load(&kept));
+}
+
+int pp_fd_id_take(int fd, struct pp_fd_id *id)
+{
+	struct stat st;
+	id->fd = -1;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return fd < 0 ? -EBADF : -errno;
+	*id = (struct pp_fd_id){fd, st.st_dev, st.st_ino};
+	return 0;
+}
+
+int pp_fd_id_ours(const struct pp_fd_id *id)
+{
+	struct stat st;
+	int e = errno;
+	int same = id->fd >= 0 && fstat(id->fd, &st) == 0 &&
+	           st.st_dev == id->dev && st.st_ino == id->ino;
+	errno = e;
+	return same;
+}
+
+int pp_fd_id_close(struct pp_fd_id *id)
+{
+	int mine = pp_fd_id_ours(id);
+	if (mine)
+		close(id->fd);
+	id->fd = -1;
+	return mine;
 }
