@@ -301,7 +301,8 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *str)
 }
 
 /* Bind cfg's address; again (after the host closed the first socket): the
- * port served before, when the configured one was 0 (any). */
+ * address served before, the port included when the configured one was 0
+ * (any): clients know it, and it is never changed under them. */
 static int bind_listener(struct pp_server *s, int again, char *err,
                          size_t errlen)
 {
@@ -335,9 +336,7 @@ static int bind_listener(struct pp_server *s, int again, char *err,
 	else /* a tree's member socket (fork.c): named after this pid, so
 	        what is there was left by a process gone */
 		unlink(((const struct sockaddr_un *)&cfg->addr)->sun_path);
-	if (bind(fd, (const struct sockaddr *)&addr, cfg->addrlen) < 0 &&
-	    (!again || memcmp(&addr, &cfg->addr, sizeof addr) == 0 ||
-	     bind(fd, (const struct sockaddr *)&cfg->addr, cfg->addrlen) < 0)) {
+	if (bind(fd, (const struct sockaddr *)&addr, cfg->addrlen) < 0) {
 		e = errno;
 		close(fd);
 		if (e == EADDRINUSE)
@@ -369,13 +368,20 @@ static int bind_listener(struct pp_server *s, int again, char *err,
 	if (cfg->addr.ss_family == AF_UNIX) {
 		/* Only the owner may connect (its directory says so too). */
 		chmod(((const struct sockaddr_un *)&cfg->addr)->sun_path, 0600);
-		snprintf(s->bound, sizeof s->bound, "%s", cfg->v.listen);
+		if (!again)
+			snprintf(s->bound, sizeof s->bound, "%s",
+			         cfg->v.listen);
 	} else if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-		pp_format_sockaddr((struct sockaddr *)&ss, s->bound,
-		                   sizeof s->bound);
-		s->port = ntohs(ss.ss_family == AF_INET6
-		                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
-		                    : ((struct sockaddr_in *)&ss)->sin_port);
+		/* Again, the same address: left as it is (other threads read
+		 * it without a lock: pullprof_port, the start-up line). */
+		if (!again) {
+			pp_format_sockaddr((struct sockaddr *)&ss, s->bound,
+			                   sizeof s->bound);
+			s->port =
+			    ntohs(ss.ss_family == AF_INET6
+			              ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			              : ((struct sockaddr_in *)&ss)->sin_port);
+		}
 	}
 	s->listen_fd = fd;
 	return 0;
@@ -480,15 +486,23 @@ static void abandon(struct pp_server *s, const char *what)
 static int open_daemon(struct pp_server *s, int again, char *err,
                        size_t errlen);
 
-/* After abandon: a new daemon on the same address (the port served before
- * when any was asked). Said on stderr the first time, as the loss is. */
+/* After abandon: a new daemon on the same address. Its port may be held a
+ * moment longer (the host's closing of the old connections still under
+ * way): tried every 100 ms for two seconds, then every second. Said on
+ * stderr once, as the loss is: when it serves again, or when it has not
+ * for those two seconds. */
+#define PP_RESTART_QUICK 20
 static int restart(struct pp_server *s)
 {
 	char err[300];
 	err[0] = 0;
 	int rc = open_daemon(s, 1, err, sizeof err);
-	if (!rc)
+	if (!rc) {
 		atomic_fetch_add(&s->restarts, 1);
+		s->restart_failures = 0;
+	} else if (++s->restart_failures < PP_RESTART_QUICK) {
+		return rc;
+	}
 	if (!s->lost_said) {
 		s->lost_said = 1;
 		if (!rc)
@@ -523,7 +537,10 @@ static void *loop(void *arg)
 	pp_agent_thread_enter(0);
 	while (!atomic_load(&s->stopping)) {
 		if (!s->mhd && restart(s) != 0) {
-			poll(NULL, 0, PP_FD_CHECK_MS);
+			poll(NULL, 0,
+			     s->restart_failures < PP_RESTART_QUICK
+			         ? 100
+			         : PP_FD_CHECK_MS);
 			continue;
 		}
 		/* Before anything touches a descriptor (the deadlines shut

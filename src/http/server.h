@@ -91,6 +91,7 @@ struct pp_server {
 	atomic_ulong fds_lost, restarts;
 	char lost_what[96];
 	int lost_said;
+	int restart_failures; /* in a row, since the last loss */
 };
 
 /* Requests for the whole tree of processes (follow mode, tree.c) running

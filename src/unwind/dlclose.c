@@ -92,7 +92,11 @@ extern __typeof(dl_iterate_phdr) pp_dl_iterate_phdr_self
 
 __attribute__((constructor)) static void resolve_iterate(void)
 {
-	pp_shim.iterate_self = (void *)pp_dl_iterate_phdr_self;
+	/* Published: the agent may already run (a constructor of this
+	 * object may have started it before this one ran) and reads it from
+	 * its threads (pp_unwind_guard_works). */
+	__atomic_store_n(&pp_shim.iterate_self, (void *)pp_dl_iterate_phdr_self,
+	                 __ATOMIC_RELEASE);
 	/* Early, so that a capture never calls dlsym. */
 	if (!real_iterate)
 		__atomic_store_n(

@@ -95,7 +95,7 @@ int pp_unwind_guard_works(void)
 {
 	/* libunwind binds dl_iterate_phdr in the global scope: the guard
 	 * holds only when that lookup finds the light object's definition. */
-	void *self = __atomic_load_n(&pp_shim.iterate_self, __ATOMIC_RELAXED);
+	void *self = __atomic_load_n(&pp_shim.iterate_self, __ATOMIC_ACQUIRE);
 	return self && dlsym(RTLD_DEFAULT, "dl_iterate_phdr") == self;
 }
 

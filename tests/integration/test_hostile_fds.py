@@ -112,7 +112,8 @@ def test_before_any_request():
     ok(line.startswith("reused ") and ":" not in line,
        "and opens 3 files and 3 pipes, which take the numbers", line)
     st = lost_seen(port)
-    ok(st is not None, "/status answers on the same port afterwards")
+    ok(st is not None, "/status answers on the same port afterwards",
+       h.stderr_text())
     fds = (st or {}).get("descriptors", {})
     ok(fds.get("lost", 0) >= 1 and fds.get("server_restarts", 0) >= 1,
        "/status: descriptors.lost and descriptors.server_restarts", fds)
@@ -157,7 +158,7 @@ def test_during_a_window():
        "the cut-off window's request ends (its connection was the host's "
        "to close)", r)
     st = lost_seen(port)
-    ok(st is not None, "/status answers afterwards")
+    ok(st is not None, "/status answers afterwards", h.stderr_text())
     r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1",
              timeout=30)
     eq(r.status, 200, "a new window (PULLPROF_MAX_CPU_WINDOWS=1): 200, the "
@@ -181,7 +182,7 @@ def test_idle_client():
     ok(line.startswith("reused ") and ":" not in line,
        "files and pipes take the numbers", line)
     st = lost_seen(port)
-    ok(st is not None, "/status answers afterwards")
+    ok(st is not None, "/status answers afterwards", h.stderr_text())
     # Past the idle and request timeouts of the old connection.
     time.sleep(3)
     eq(h.cmd("check"), "check ok", "the host's files and pipes are intact "
