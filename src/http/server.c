@@ -450,7 +450,8 @@ static void drain_wake(struct pp_server *s)
  * descriptor without closing it, and every run, resume or stop of it reads,
  * writes or closes them: it is abandoned as it is (its memory is left) and
  * never called again. What is still ours is closed (the sockets and the pipe,
- * whose inodes are their own; not its epoll set, which could be the host's);
+ * whose inodes are their own; its epoll set, which could be the host's, only
+ * with the listening socket);
  * the requests it suspended let go of their jobs; a new daemon is set up by
  * the loop.
  */
@@ -471,6 +472,11 @@ static void abandon(struct pp_server *s, const char *what)
 		atomic_fetch_sub_explicit(&s->stats.connections_active, 1,
 		                          memory_order_relaxed);
 	}
+	/* The epoll set only along with the listening socket it was made
+	 * with: a host that left that socket alone did not close everything
+	 * (one connection lost), and the set is then still libmicrohttpd's. */
+	if (pp_fd_id_ours(&s->listen_id))
+		pp_fd_id_close(&s->mhd_epoll_id);
 	pp_fd_id_close(&s->listen_id);
 	pp_fd_id_close(&s->wake_rd_id);
 	pp_fd_id_close(&s->wake_wr_id);

@@ -6,6 +6,8 @@
  *
  *   close            close_range(3, ~0U, 0): every descriptor but 0-2
  *                                                  -> "closed"
+ *   closefd N        close(N): one descriptor (the test names a connection
+ *                    of the agent's)                -> "closed N"
  *   reuse DIR N      N files in DIR and N pipes, each with known contents
  *                    written through its descriptor (they take the lowest
  *                    free numbers: the ones just closed)
@@ -186,7 +188,10 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("ready\n");
 	while (fgets(line, sizeof line, stdin)) {
-		if (!strncmp(line, "close", 5)) {
+		if (!strncmp(line, "closefd ", 8)) {
+			n = strtol(line + 8, NULL, 10);
+			printf("closed %ld %d\n", n, close((int)n));
+		} else if (!strncmp(line, "close", 5)) {
 			close_all();
 			printf("closed\n");
 		} else if (sscanf(line, "reuse %4095s %ld", arg, &n) == 2) {

@@ -191,6 +191,54 @@ def test_idle_client():
     finish(h, d, 4, "closed with an idle client")
 
 
+def sockets(pid):
+    """The process's socket descriptors: {number: inode}."""
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        m = re.match(r"socket:\[(\d+)\]", link)
+        if m:
+            out[int(fd)] = int(m.group(1))
+    return out
+
+
+def test_one_connection():
+    """The host closes one descriptor only, a client's connection to the
+    agent, and opens a file that takes its number; everything else is as
+    it was. The agent must not close that file when the connection's
+    timeouts pass."""
+    d = tempfile.mkdtemp(dir=tmp)
+    h, port = start(PULLPROF_IDLE_TIMEOUT="1", PULLPROF_REQUEST_TIMEOUT="2")
+    before = sockets(h.pid)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"GET /debug/pprof/status HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    ok(until(lambda: len(set(sockets(h.pid)) - set(before)) == 1,
+             timeout=20), "the agent accepted the client's connection")
+    new = sorted(set(sockets(h.pid)) - set(before))
+    fd = new[0] if new else -1
+    eq(h.cmd(f"closefd {fd}"), f"closed {fd} 0",
+       "the host closes that one descriptor")
+    line = h.cmd(f"reuse {d} 1")
+    ok(line.startswith(f"reused {fd} "),
+       "a file of the host's takes its number", line)
+    st = lost_seen(port)
+    ok(st is not None, "/status answers afterwards", h.stderr_text())
+    ok("connection" in ((st or {}).get("descriptors", {})
+                        .get("lost_last") or ""),
+       "descriptors.lost_last: a client's connection",
+       (st or {}).get("descriptors"))
+    time.sleep(3)  # past the old connection's timeouts: nothing happens
+    eq(h.cmd("check"), "check ok", "the host's file and pipe are intact")
+    c.close()
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1",
+             timeout=30)
+    eq(r.status, 200, "a CPU profile afterwards: 200")
+    finish(h, d, 1, "one connection closed")
+
+
 def test_issue_repro():
     """close_range(3, ~0U, 0), a pipe, then mallocs in a loop (every one
     heap-sampled where the sampler runs): it finishes, and so does exit."""
@@ -209,6 +257,6 @@ def test_issue_repro():
 
 try:
     run([test_before_any_request, test_during_a_window, test_idle_client,
-         test_issue_repro])
+         test_one_connection, test_issue_repro])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
