@@ -190,7 +190,11 @@ int main(void)
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strncmp(line, "closefd ", 8)) {
 			n = strtol(line + 8, NULL, 10);
-			printf("closed %ld %d\n", n, close((int)n));
+			/* The system call itself, as close_range is: under
+			 * ThreadSanitizer, close() of a descriptor another
+			 * thread made is a report, and this host's point is
+			 * doing just that. */
+			printf("closed %ld %ld\n", n, syscall(SYS_close, n));
 		} else if (!strncmp(line, "close", 5)) {
 			close_all();
 			printf("closed\n");
