@@ -380,6 +380,17 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(fds, "share", I64(fs.share));
 	json_object_object_add(fds, "limit", I64(fs.limit));
 	json_object_object_add(fds, "refused", I64(fs.refused));
+	/* The host closed descriptors of the server (server.c): how often
+	 * that was found, the last one, how often the server was set up
+	 * again. */
+	json_object_object_add(fds, "lost",
+	                       I64(atomic_load(&r->srv->fds_lost)));
+	json_object_object_add(fds, "lost_last",
+	                       r->srv->lost_what[0]
+	                           ? json_object_new_string(r->srv->lost_what)
+	                           : NULL);
+	json_object_object_add(fds, "server_restarts",
+	                       I64(atomic_load(&r->srv->restarts)));
 	json_object_object_add(o, "descriptors", fds);
 
 	/* Across fork (fork.h): the mode, this process's part in a tree. */

@@ -657,6 +657,20 @@ unsigned pp_routes_resume_all(struct pp_server *s)
 	return left;
 }
 
+unsigned pp_routes_forget_all(struct pp_server *s)
+{
+	unsigned n = 0;
+	while (s->suspended) {
+		struct pp_request *r = s->suspended;
+		unlink_suspended(r);
+		if (r->cleanup)
+			r->cleanup(r);
+		r->cleanup = NULL;
+		n++;
+	}
+	return n;
+}
+
 void pp_routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {

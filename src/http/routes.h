@@ -93,6 +93,11 @@ void pp_request_suspend(struct pp_request *r);
  * still suspended and run libmicrohttpd until each has been answered (their
  * jobs were cancelled: 503). Returns how many could not be (0 when all). */
 unsigned pp_routes_resume_all(struct pp_server *s);
+/* The daemon is abandoned (its descriptors are gone, server.c): let go of
+ * what its suspended requests hold (jobs, lookups) without libmicrohttpd.
+ * The requests themselves are left (a job may be on its way to resume
+ * one). Returns how many there were. */
+unsigned pp_routes_forget_all(struct pp_server *s);
 
 /* libmicrohttpd's completion callback: frees the request. */
 void pp_routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,

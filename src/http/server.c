@@ -3,9 +3,19 @@
  *
  * libmicrohttpd runs in external epoll mode and one thread of ours drives it:
  * we own the thread (named, all signals blocked so the host's SIGPROF, SIGINT
- * and friends never land here) and we can wake it through an eventfd to stop.
+ * and friends never land here) and we can wake it through a pipe to stop.
  * We bind the listening socket ourselves, so a taken port is reported with
  * its real errno and the socket is close-on-exec.
+ *
+ * The descriptors are the host's to close: a daemon calls closefrom(3) at
+ * start-up, and the numbers then name its own files. Before every use that
+ * matters (a run of libmicrohttpd, which reads its epoll set and the
+ * sockets; a wake-up write; a close) the loop checks that each is still the
+ * file it opened (lost_fd). When one is not, libmicrohttpd's daemon is
+ * abandoned — never run, resumed or stopped again, since each of those
+ * touches its descriptors — and a new one is set up on the same address;
+ * /status counts it and stderr says it once. The loop waits at most
+ * PP_FD_CHECK_MS, so a stop never waits on a wake-up that went nowhere.
  */
 #include "server.h"
 
@@ -13,12 +23,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -121,6 +130,7 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 				continue;
 			memset(k, 0, sizeof *k);
 			k->fd = ci->connect_fd;
+			pp_fd_id_take(k->fd, &k->id);
 			k->since = now_ns();
 			k->reserved = s->accept_reserved;
 			s->accept_reserved = 0;
@@ -490,14 +500,25 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *str)
 	return pp_args_unescape(str);
 }
 
-static int bind_listener(struct pp_server *s, char *err, size_t errlen)
+/* Bind cfg's address; again (after the host closed the first socket): the
+ * address served before, the port included when the configured one was 0
+ * (any): clients know it, and it is never changed under them. */
+static int bind_listener(struct pp_server *s, int again, char *err,
+                         size_t errlen)
 {
 	const struct pp_config *cfg = s->cfg;
-	if (cfg->have_bound_fd) {
+	if (cfg->have_bound_fd && !again) {
 		s->listen_fd = cfg->bound_fd;
 		snprintf(s->bound, sizeof s->bound, "%s", cfg->v.listen);
 		return 0;
 	}
+	struct sockaddr_storage addr = cfg->addr;
+	if (again && s->port && addr.ss_family == AF_INET &&
+	    !((struct sockaddr_in *)&addr)->sin_port)
+		((struct sockaddr_in *)&addr)->sin_port = htons(s->port);
+	else if (again && s->port && addr.ss_family == AF_INET6 &&
+	         !((struct sockaddr_in6 *)&addr)->sin6_port)
+		((struct sockaddr_in6 *)&addr)->sin6_port = htons(s->port);
 	int fd = socket(cfg->addr.ss_family,
 	                SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1, e;
@@ -515,7 +536,7 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 	else /* a tree's member socket (fork.c): named after this pid, so
 	        what is there was left by a process gone */
 		unlink(((const struct sockaddr_un *)&cfg->addr)->sun_path);
-	if (bind(fd, (const struct sockaddr *)&cfg->addr, cfg->addrlen) < 0) {
+	if (bind(fd, (const struct sockaddr *)&addr, cfg->addrlen) < 0) {
 		e = errno;
 		close(fd);
 		if (e == EADDRINUSE)
@@ -547,16 +568,160 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
 	if (cfg->addr.ss_family == AF_UNIX) {
 		/* Only the owner may connect (its directory says so too). */
 		chmod(((const struct sockaddr_un *)&cfg->addr)->sun_path, 0600);
-		snprintf(s->bound, sizeof s->bound, "%s", cfg->v.listen);
+		if (!again)
+			snprintf(s->bound, sizeof s->bound, "%s",
+			         cfg->v.listen);
 	} else if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-		pp_format_sockaddr((struct sockaddr *)&ss, s->bound,
-		                   sizeof s->bound);
-		s->port = ntohs(ss.ss_family == AF_INET6
-		                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
-		                    : ((struct sockaddr_in *)&ss)->sin_port);
+		/* Again, the same address: left as it is (other threads read
+		 * it without a lock: pullprof_port, the start-up line). */
+		if (!again) {
+			pp_format_sockaddr((struct sockaddr *)&ss, s->bound,
+			                   sizeof s->bound);
+			s->port =
+			    ntohs(ss.ss_family == AF_INET6
+			              ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			              : ((struct sockaddr_in *)&ss)->sin_port);
+		}
 	}
 	s->listen_fd = fd;
 	return 0;
+}
+
+/* ---- the descriptors the server owns ---------------------------------- */
+
+/* The longest the loop waits without looking at its descriptors (and at a
+ * stop whose wake-up could not be written). */
+#define PP_FD_CHECK_MS 1000
+
+/* Which descriptor of the server is no longer the file it opened (said in
+ * buf); NULL when all are. libmicrohttpd's epoll set is an anonymous inode
+ * like any other epoll set: that it is still an epoll set is all that can
+ * be checked without reading /proc. */
+static const char *lost_fd(struct pp_server *s, char *buf, size_t len)
+{
+	const struct {
+		const struct pp_fd_id *id;
+		const char *what;
+	} own[] = {
+	    {&s->listen_id, "the listening socket"},
+	    {&s->wake_rd_id, "the wake-up pipe"},
+	    {&s->wake_wr_id, "the wake-up pipe"},
+	    {&s->mhd_epoll_id, "libmicrohttpd's epoll set"},
+	};
+	for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+		if (!pp_fd_id_ours(own[i].id)) {
+			snprintf(buf, len, "%s, descriptor %d", own[i].what,
+			         own[i].id->fd);
+			return buf;
+		}
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		const struct pp_conn *k = &s->conns[i];
+		if (k->fd >= 0 && !pp_fd_id_ours(&k->id)) {
+			snprintf(buf, len,
+			         "a client's connection, descriptor %d", k->fd);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+/* Write to the wake-up pipe if it is still ours (mhd_mu held, or the HTTP
+ * thread). Non-blocking: a full pipe wakes the loop already. */
+static void wake_locked(struct pp_server *s)
+{
+	if (s->mhd && pp_fd_id_ours(&s->wake_wr_id)) {
+		ssize_t w = write(s->wake_wr, "w", 1);
+		(void)w;
+	}
+}
+
+static void drain_wake(struct pp_server *s)
+{
+	char buf[64];
+	if (!pp_fd_id_ours(&s->wake_rd_id))
+		return;
+	while (read(s->wake_rd, buf, sizeof buf) == (ssize_t)sizeof buf)
+		;
+}
+
+/*
+ * The host closed a descriptor of the server (and may have its number for a
+ * file of its own). libmicrohttpd's daemon cannot be told to forget a
+ * descriptor without closing it, and every run, resume or stop of it reads,
+ * writes or closes them: it is abandoned as it is (its memory is left) and
+ * never called again. What is still ours is closed (the sockets and the pipe,
+ * whose inodes are their own; its epoll set, which could be the host's, only
+ * with the listening socket);
+ * the requests it suspended let go of their jobs; a new daemon is set up by
+ * the loop.
+ */
+static void abandon(struct pp_server *s, const char *what)
+{
+	pthread_mutex_lock(&s->mhd_mu);
+	s->mhd = NULL; /* leaked: see above */
+	pthread_mutex_unlock(&s->mhd_mu);
+	pp_routes_forget_all(s);
+	long held = 4;
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		struct pp_conn *k = &s->conns[i];
+		if (k->fd < 0)
+			continue;
+		pp_fd_id_close(&k->id);
+		k->fd = -1;
+		held++;
+		atomic_fetch_sub_explicit(&s->stats.connections_active, 1,
+		                          memory_order_relaxed);
+	}
+	/* The epoll set only along with the listening socket it was made
+	 * with: a host that left that socket alone did not close everything
+	 * (one connection lost), and the set is then still libmicrohttpd's. */
+	if (pp_fd_id_ours(&s->listen_id))
+		pp_fd_id_close(&s->mhd_epoll_id);
+	pp_fd_id_close(&s->listen_id);
+	pp_fd_id_close(&s->wake_rd_id);
+	pp_fd_id_close(&s->wake_wr_id);
+	s->mhd_epoll_id.fd = -1;
+	s->listen_fd = s->mhd_epoll_fd = s->wake_rd = s->wake_wr = -1;
+	pp_fds_add(-held);
+	/* The answers it held are never sent nor freed now. */
+	atomic_store(&s->answers_bytes, 0);
+	atomic_fetch_add(&s->fds_lost, 1);
+	snprintf(s->lost_what, sizeof s->lost_what, "%s", what);
+}
+
+static int open_daemon(struct pp_server *s, int again, char *err,
+                       size_t errlen);
+
+/* After abandon: a new daemon on the same address. Its port may be held a
+ * moment longer (the host's closing of the old connections still under
+ * way): tried every 100 ms for two seconds, then every second. Said on
+ * stderr once, as the loss is: when it serves again, or when it has not
+ * for those two seconds. */
+#define PP_RESTART_QUICK 20
+static int restart(struct pp_server *s)
+{
+	char err[300];
+	err[0] = 0;
+	int rc = open_daemon(s, 1, err, sizeof err);
+	if (!rc) {
+		atomic_fetch_add(&s->restarts, 1);
+		s->restart_failures = 0;
+	} else if (++s->restart_failures < PP_RESTART_QUICK) {
+		return rc;
+	}
+	if (!s->lost_said) {
+		s->lost_said = 1;
+		if (!rc)
+			pp_log("the host closed descriptors the agent had open "
+			       "(%s): the HTTP server was set up again on %s",
+			       s->lost_what, s->bound);
+		else
+			pp_log("the host closed descriptors the agent had open "
+			       "(%s): the HTTP server cannot be set up again "
+			       "(%s); trying every second",
+			       s->lost_what, err);
+	}
+	return rc;
 }
 
 /*
@@ -566,47 +731,56 @@ static int bind_listener(struct pp_server *s, char *err, size_t errlen)
  * cause: the agent went deaf for good. With no connection open it keeps the
  * socket instead, ready, and each run fails again: a spinning loop. So,
  * until a connection is accepted again, the loop runs libmicrohttpd every
- * quarter of a second, and in the second case takes libmicrohttpd's epoll
- * set out of its own meanwhile.
+ * quarter of a second, and in the second case does not wait on its epoll set
+ * meanwhile.
  */
 static void *loop(void *arg)
 {
 	struct pp_server *s = arg;
-	struct epoll_event ev[4];
-	int paused = 0;
+	char buf[96];
+	const char *lost;
 
 	pp_agent_thread_enter(0);
 	while (!atomic_load(&s->stopping)) {
+		if (!s->mhd && restart(s) != 0) {
+			poll(NULL, 0,
+			     s->restart_failures < PP_RESTART_QUICK
+			         ? 100
+			         : PP_FD_CHECK_MS);
+			continue;
+		}
+		/* Before anything touches a descriptor (the deadlines shut
+		 * connections down). */
+		if ((lost = lost_fd(s, buf, sizeof buf))) {
+			abandon(s, lost);
+			continue;
+		}
 		MHD_UNSIGNED_LONG_LONG to = 0;
 		int timeout = enforce_deadlines(s);
 		if (MHD_get_timeout(s->mhd, &to) == MHD_YES &&
 		    (timeout < 0 || to < (MHD_UNSIGNED_LONG_LONG)timeout))
-			timeout = (int)(to > 60000 ? 60000 : to);
-		if (timeout > 60000)
-			timeout = 60000;
+			timeout =
+			    (int)(to > PP_FD_CHECK_MS ? PP_FD_CHECK_MS : to);
+		if (timeout < 0 || timeout > PP_FD_CHECK_MS)
+			timeout = PP_FD_CHECK_MS;
 		int starved = atomic_load(&s->accept_starved);
-		if ((starved == 2) != paused) {
-			struct epoll_event e = {.events = EPOLLIN};
-			e.data.fd = s->mhd_epoll_fd;
-			if (epoll_ctl(s->epoll_fd,
-			              paused ? EPOLL_CTL_ADD : EPOLL_CTL_DEL,
-			              s->mhd_epoll_fd, &e) == 0)
-				paused = !paused;
-		}
-		if (starved && (timeout < 0 || timeout > 250))
+		if (starved && timeout > 250)
 			timeout = 250;
-		int n = epoll_wait(s->epoll_fd, ev, 4, timeout);
-		if (n < 0 && errno != EINTR)
-			break;
-		for (int i = 0; i < n; i++) {
-			if (ev[i].data.fd == s->wake_fd) {
-				uint64_t v;
-				ssize_t r = read(s->wake_fd, &v, sizeof v);
-				(void)r;
-			}
-		}
+		/* poll holds no descriptor of ours between two turns, and
+		 * closing the pipe's write end wakes it (POLLHUP). */
+		struct pollfd pf[2] = {{s->wake_rd, POLLIN, 0},
+		                       {s->mhd_epoll_fd, POLLIN, 0}};
+		int n = poll(pf, starved == 2 ? 1 : 2, timeout);
+		if (n > 0 && (pf[0].revents & POLLIN))
+			drain_wake(s);
 		if (atomic_load(&s->stopping))
 			break;
+		if ((lost = lost_fd(s, buf, sizeof buf))) {
+			abandon(s, lost);
+			continue;
+		}
+		/* What is not closed: the host may reuse a number between that
+		 * look and libmicrohttpd's use of it, microseconds later. */
 		MHD_run(s->mhd);
 	}
 	pp_agent_thread_leave();
@@ -721,37 +895,15 @@ static void free_tls(struct pp_server *s)
 	s->tls_key = s->tls_cert = NULL;
 }
 
-int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
-                    char *err, size_t errlen)
+/* The listening socket, libmicrohttpd's daemon and the wake-up pipe, and
+ * what each is (lost_fd). On failure nothing is left open. */
+static int open_daemon(struct pp_server *s, int again, char *err, size_t errlen)
 {
-	struct pp_server *s = calloc(1, sizeof *s);
-	int rc;
-
-	if (!s)
-		return -ENOMEM;
-	s->cfg = cfg;
-	s->listen_fd = s->epoll_fd = s->wake_fd = s->mhd_epoll_fd = -1;
-	/* Twice the places, kept ones included: a connection closed for a
-	 * newcomer holds its slot until libmicrohttpd lets it go. */
-	s->conn_slots = 2 * (cfg->v.max_connections + PP_RESERVED_CONNECTIONS);
-	s->conns = calloc(s->conn_slots, sizeof *s->conns);
-	if (!s->conns) {
-		free(s);
-		return -ENOMEM;
-	}
-	for (unsigned i = 0; i < s->conn_slots; i++)
-		s->conns[i].fd = -1;
-	if (gethostname(s->hostname, sizeof s->hostname - 1) != 0)
-		s->hostname[0] = 0;
-	pp_respond_note_root();
-
-	rc = bind_listener(s, err, errlen);
+	const struct pp_config *cfg = s->cfg;
+	int rc = bind_listener(s, again, err, errlen);
 	if (rc)
-		goto fail;
-
-	rc = read_tls(s, cfg, err, errlen);
-	if (rc)
-		goto fail;
+		return rc;
+	pp_fd_id_take(s->listen_fd, &s->listen_id);
 
 	unsigned flags =
 	    MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
@@ -763,7 +915,7 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	 * ends before the certificate. */
 	/* The logger first: libmicrohttpd logs with its own (to stderr)
 	 * until it reads this option, and warns when it comes later. */
-	s->mhd = MHD_start_daemon(
+	struct MHD_Daemon *d = MHD_start_daemon(
 	    flags, 0, on_accept, s, pp_routes_dispatch, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 	    /* Above every slot of ours: on_accept always decides first. */
@@ -778,7 +930,7 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	    s->tls_cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
 	    s->tls_cert, MHD_OPTION_HTTPS_MEM_KEY, s->tls_key,
 	    MHD_OPTION_HTTPS_PRIORITIES, PP_TLS_PRIORITIES, MHD_OPTION_END);
-	if (!s->mhd) {
+	if (!d) {
 		if (s->tls_cert)
 			snprintf(err, errlen,
 			         "cannot start HTTPS on %s with %s and %s: %s",
@@ -791,30 +943,107 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 			         "cannot start the HTTP server on %s%s%s",
 			         s->bound, s->last_log[0] ? ": " : "",
 			         s->last_log);
-		rc = s->tls_cert ? -EINVAL : -EIO;
-		goto fail;
+		close(s->listen_fd);
+		s->listen_fd = s->listen_id.fd = -1;
+		return s->tls_cert ? -EINVAL : -EIO;
 	}
 	const union MHD_DaemonInfo *di =
-	    MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	    MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
+	int p[2] = {-1, -1};
 	if (!di) {
 		snprintf(err, errlen, "libmicrohttpd was built without epoll");
 		rc = -ENOSYS;
-		goto fail;
+	} else if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot set up the HTTP event loop: %s",
+		         strerror(errno));
+	}
+	if (rc) {
+		MHD_stop_daemon(d); /* closes the listening socket */
+		s->listen_fd = s->listen_id.fd = -1;
+		return rc;
 	}
 	s->mhd_epoll_fd = di->epoll_fd;
-	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->wake_fd < 0)
-		goto fail_errno;
-	s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (s->epoll_fd < 0)
-		goto fail_errno;
-	struct epoll_event ev = {.events = EPOLLIN};
-	ev.data.fd = s->mhd_epoll_fd;
-	if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->mhd_epoll_fd, &ev) < 0)
-		goto fail_errno;
-	ev.data.fd = s->wake_fd;
-	if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->wake_fd, &ev) < 0)
-		goto fail_errno;
+	pp_fd_id_take(s->mhd_epoll_fd, &s->mhd_epoll_id);
+	s->wake_rd = p[0];
+	s->wake_wr = p[1];
+	pp_fd_id_take(p[0], &s->wake_rd_id);
+	pp_fd_id_take(p[1], &s->wake_wr_id);
+	/* The listening socket, libmicrohttpd's epoll set and the pipe. */
+	pp_fds_add(4);
+	pthread_mutex_lock(&s->mhd_mu);
+	s->mhd = d;
+	pthread_mutex_unlock(&s->mhd_mu);
+	return 0;
+}
+
+/* Stop a daemon whose descriptors are all still ours. */
+static void close_daemon(struct pp_server *s)
+{
+	/* Every suspended request answered before libmicrohttpd stops: it
+	 * aborts the process otherwise. Should one never come back (a bug),
+	 * the daemon is left as is — leaked, its sockets closed — rather than
+	 * take the host down. */
+	unsigned left = pp_routes_resume_all(s);
+	if (!left) {
+		MHD_stop_daemon(s->mhd);
+	} else {
+		pp_log(
+		    "stop: %u requests could not be ended; the HTTP server's "
+		    "memory is left behind",
+		    left);
+		pp_fd_id_close(&s->listen_id);
+		for (unsigned i = 0; i < s->conn_slots; i++)
+			if (s->conns[i].fd >= 0) {
+				pp_fd_id_close(&s->conns[i].id);
+				pp_fds_add(-1);
+			}
+	}
+	pp_fd_id_close(&s->wake_rd_id);
+	pp_fd_id_close(&s->wake_wr_id);
+	pp_fds_add(-4);
+	pthread_mutex_lock(&s->mhd_mu);
+	s->mhd = NULL;
+	pthread_mutex_unlock(&s->mhd_mu);
+}
+
+int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
+                    char *err, size_t errlen)
+{
+	struct pp_server *s = calloc(1, sizeof *s);
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	s->cfg = cfg;
+	s->listen_fd = s->wake_rd = s->wake_wr = s->mhd_epoll_fd = -1;
+	s->listen_id.fd = s->wake_rd_id.fd = s->wake_wr_id.fd =
+	    s->mhd_epoll_id.fd = -1;
+	pthread_mutex_init(&s->mhd_mu, NULL);
+	/* Twice the places, kept ones included: a connection closed for a
+	 * newcomer holds its slot until libmicrohttpd lets it go. */
+	s->conn_slots = 2 * (cfg->v.max_connections + PP_RESERVED_CONNECTIONS);
+	s->conns = calloc(s->conn_slots, sizeof *s->conns);
+	if (!s->conns) {
+		free(s);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < s->conn_slots; i++)
+		s->conns[i].fd = s->conns[i].id.fd = -1;
+	if (gethostname(s->hostname, sizeof s->hostname - 1) != 0)
+		s->hostname[0] = 0;
+	pp_respond_note_root();
+
+	rc = read_tls(s, cfg, err, errlen);
+	if (rc) {
+		/* The early socket is the server's to close (fork.c). */
+		if (cfg->have_bound_fd)
+			close(cfg->bound_fd);
+		goto fail;
+	}
+	rc = open_daemon(s, 0, err, errlen);
+	if (rc)
+		goto fail;
 	const struct pp_lookups_spec lookups = {
 	    .thread_name = "pullprof-lookup",
 	    .threads = 1,
@@ -847,13 +1076,9 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 		}
 	}
 
-	/* The listening socket, libmicrohttpd's epoll, ours and the eventfd:
-	 * counted once the loop may accept connections (they count too). */
-	pp_fds_add(4);
 	/* Named at creation, so the name is there when start returns. */
 	rc = pp_agent_thread_create(&s->thread, "pullprof-http", loop, s);
 	if (rc) {
-		pp_fds_add(-4);
 		snprintf(err, errlen, "cannot start the HTTP thread: %s",
 		         strerror(-rc));
 		goto fail;
@@ -861,24 +1086,15 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	*out = s;
 	return 0;
 
-fail_errno:
-	rc = -errno;
-	snprintf(err, errlen, "cannot set up the HTTP event loop: %s",
-	         strerror(errno));
 fail:
 	pp_lookups_stop(s->tree);
 	pp_lookups_free(s->tree);
 	pp_lookups_stop(s->lookups);
 	pp_lookups_free(s->lookups);
 	if (s->mhd)
-		MHD_stop_daemon(s->mhd); /* closes the listening socket */
-	else if (s->listen_fd >= 0)
-		close(s->listen_fd);
-	if (s->wake_fd >= 0)
-		close(s->wake_fd);
-	if (s->epoll_fd >= 0)
-		close(s->epoll_fd);
+		close_daemon(s);
 	free_tls(s);
+	pthread_mutex_destroy(&s->mhd_mu);
 	free(s->conns);
 	free(s);
 	return rc;
@@ -886,65 +1102,70 @@ fail:
 
 void pp_server_stop(struct pp_server *s)
 {
-	uint64_t one = 1;
-
 	if (!s)
 		return;
 	/* Lookups first: what they cancel is answered through the loop. */
 	pp_lookups_stop(s->tree);
 	pp_lookups_stop(s->lookups);
 	atomic_store(&s->stopping, 1);
-	ssize_t w = write(s->wake_fd, &one, sizeof one);
-	(void)w;
+	pthread_mutex_lock(&s->mhd_mu);
+	wake_locked(s);
+	pthread_mutex_unlock(&s->mhd_mu);
+	/* The loop looks at least every PP_FD_CHECK_MS: a wake-up the host's
+	 * closing took away delays this by that much at most. */
 	pthread_join(s->thread, NULL);
-	/* Every suspended request answered before libmicrohttpd stops: it
-	 * aborts the process otherwise. Should one never come back (a bug),
-	 * the daemon is left as is — leaked, its sockets closed — rather than
-	 * take the host down. */
-	unsigned left = pp_routes_resume_all(s);
-	if (!left) {
-		MHD_stop_daemon(s->mhd);
-	} else {
-		pp_log(
-		    "stop: %u requests could not be ended; the HTTP server's "
-		    "memory is left behind",
-		    left);
-		close(s->listen_fd);
-		for (unsigned i = 0; i < s->conn_slots; i++)
-			if (s->conns[i].fd >= 0) {
-				close(s->conns[i].fd);
-				pp_fds_add(-1);
-			}
-	}
+	char buf[96];
+	const char *lost = s->mhd ? lost_fd(s, buf, sizeof buf) : NULL;
+	if (lost)
+		abandon(s, lost);
+	if (s->mhd)
+		close_daemon(s);
+	else
+		pp_routes_forget_all(s); /* none: forgotten at abandon */
 	pp_lookups_free(s->lookups);
 	pp_lookups_free(s->tree);
-	close(s->wake_fd);
-	close(s->epoll_fd);
-	pp_fds_add(-4);
 	free_tls(s);
+	pthread_mutex_destroy(&s->mhd_mu);
 	free(s->conns);
 	free(s);
 }
 
+/* Async-signal-safe: fstat and close only, and only what is still ours
+ * (libmicrohttpd's epoll set, whose identity is weak, only along with the
+ * listening socket it was made with). */
 void pp_server_forget_in_child(struct pp_server *s)
 {
 	if (!s)
 		return;
 	for (unsigned i = 0; i < s->conn_slots; i++)
 		if (s->conns[i].fd >= 0)
-			close(s->conns[i].fd);
-	close(s->mhd_epoll_fd);
-	close(s->listen_fd);
-	close(s->wake_fd);
-	close(s->epoll_fd);
+			pp_fd_id_close(&s->conns[i].id);
+	if (!s->mhd)
+		return;
+	if (pp_fd_id_ours(&s->listen_id))
+		pp_fd_id_close(&s->mhd_epoll_id);
+	pp_fd_id_close(&s->listen_id);
+	pp_fd_id_close(&s->wake_rd_id);
+	pp_fd_id_close(&s->wake_wr_id);
+}
+
+static struct MHD_Daemon *daemon_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_DAEMON);
+	return ci ? ci->daemon : NULL;
 }
 
 void pp_server_resume(struct pp_server *s, struct MHD_Connection *c)
 {
-	uint64_t one = 1;
-	MHD_resume_connection(c);
-	ssize_t w = write(s->wake_fd, &one, sizeof one);
-	(void)w;
+	/* A connection of an abandoned daemon is left alone: resuming it
+	 * would wake that daemon, whose descriptors are gone. */
+	pthread_mutex_lock(&s->mhd_mu);
+	if (s->mhd && daemon_of(c) == s->mhd) {
+		MHD_resume_connection(c);
+		wake_locked(s);
+	}
+	pthread_mutex_unlock(&s->mhd_mu);
 }
 
 int pp_server_is_own_thread(const struct pp_server *s)

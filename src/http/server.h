@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "config.h"
+#include "util/fds.h"
 
 struct MHD_Connection;
 
@@ -37,9 +38,10 @@ struct pp_server_stats {
 /* A connection's slot. Touched by the HTTP thread only (and by a forked
  * child, which reads fd). */
 struct pp_conn {
-	int fd;        /* -1: a free slot */
-	int answering; /* its request is complete: being answered */
-	int closing;   /* shut down by us; libmicrohttpd has yet to see it */
+	int fd;             /* -1: a free slot */
+	struct pp_fd_id id; /* the socket accepted (util/fds.h) */
+	int answering;      /* its request is complete: being answered */
+	int closing; /* shut down by us; libmicrohttpd has yet to see it */
 	/* Accepted past a connection limit, on a place kept for requests
 	 * answered at once (server.c, on_accept); closed after its answer. */
 	int reserved;
@@ -59,11 +61,20 @@ struct pp_conn {
 
 struct pp_server {
 	const struct pp_config *cfg;
+	/* libmicrohttpd's daemon; NULL while there is none (its descriptors
+	 * were closed by the host and a new one is not set up yet). Set and
+	 * cleared by the HTTP thread under mhd_mu, which other threads hold
+	 * to resume a connection and to wake the loop. */
 	struct MHD_Daemon *mhd;
+	pthread_mutex_t mhd_mu;
 	int listen_fd;
-	int epoll_fd;
 	int mhd_epoll_fd;
-	int wake_fd; /* eventfd: wakes the loop (stop, resumed connections) */
+	/* A pipe: wakes the loop (stop, resumed connections). A pipe rather
+	 * than an eventfd: its inode is its own, so it can be told from a
+	 * host's pipe or eventfd that took its number. */
+	int wake_rd, wake_wr;
+	/* What each descriptor was when opened (server.c, lost_fd). */
+	struct pp_fd_id listen_id, mhd_epoll_id, wake_rd_id, wake_wr_id;
 	uint16_t port;
 	/* The address actually bound, "host:port", or "unix:PATH" for a
 	 * tree's member socket (fork.c). */
@@ -92,6 +103,13 @@ struct pp_server {
 	struct pp_request *suspended; /* requests waiting (routes.h) */
 	char *tls_cert, *tls_key;     /* PEM text, while the daemon runs */
 	char last_log[256];           /* libmicrohttpd's last message */
+	/* The host closed descriptors of the server (HTTP thread): how often,
+	 * the last one found, how often the server was set up again, and
+	 * whether that was said on stderr. */
+	atomic_ulong fds_lost, restarts;
+	char lost_what[96];
+	int lost_said;
+	int restart_failures; /* in a row, since the last loss */
 };
 
 /* Places kept past the connection limits for requests answered at once
@@ -115,7 +133,10 @@ extern char pp_server_too_many_params;
  * negative errno and one sentence in err. */
 int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
                     char *err, size_t errlen);
-/* Stop the loop, close every connection and free the server. */
+/* Stop the loop, close every connection and free the server. Never
+ * blocks on, writes to or closes a descriptor the host closed and perhaps
+ * reused; with its descriptors gone, libmicrohttpd's daemon is left as it
+ * is (its memory), since stopping it would close them. */
 void pp_server_stop(struct pp_server *s);
 /* In a forked child: close the descriptors inherited from the parent's
  * server without touching its (possibly locked) state. Async-signal-safe. */

@@ -34,6 +34,11 @@
 struct event {
 	pid_t tid; /* 0: free */
 	int fd;
+	/* The event's file: a host that closes descriptors it did not open
+	 * (closefrom) may have the number for a file of its own, which is
+	 * then neither touched nor closed (util/fds.h; a perf event is an
+	 * anonymous inode, so only another kind of file is told apart). */
+	struct pp_fd_id id;
 	unsigned char *ring;
 	uint64_t used; /* looker's clock of the last use (LRU) */
 	int pending;   /* index into the batch's looks, or -1 */
@@ -94,7 +99,10 @@ static void event_close(struct pp_looker *lk, struct event *e)
 	if (!e->tid)
 		return;
 	munmap(e->ring, (1 + RING_PAGES) * lk->page);
-	pp_fds_close(e->fd);
+	if (pp_fd_id_ours(&e->id))
+		pp_fds_close(e->fd);
+	else
+		pp_fds_release(); /* closed by the host */
 	e->tid = 0;
 }
 
@@ -228,6 +236,8 @@ static struct event *event_of(struct pp_looker *lk, pid_t tid)
 	struct event *free_one = NULL, *oldest = NULL;
 	for (unsigned i = 0; i < lk->max_events; i++) {
 		struct event *e = &lk->events[i];
+		if (e->tid == tid && !pp_fd_id_ours(&e->id))
+			event_close(lk, e); /* opened again below */
 		if (e->tid == tid)
 			return e;
 		if (!e->tid && !free_one)
@@ -277,6 +287,7 @@ static struct event *event_of(struct pp_looker *lk, pid_t tid)
 	}
 	free_one->tid = tid;
 	free_one->fd = fd;
+	pp_fd_id_take(fd, &free_one->id);
 	free_one->ring = ring;
 	free_one->pending = -1;
 	return free_one;
@@ -463,7 +474,10 @@ static void sample_running(struct pp_looker *lk, struct pp_look *looks,
 					}
 				}
 				if (done) {
-					ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+					if (pp_fd_id_ours(&e->id))
+						ioctl(e->fd,
+						      PERF_EVENT_IOC_DISABLE,
+						      0);
 					e->pending = -1;
 					pf[j].fd = -1;
 					left--;

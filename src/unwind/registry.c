@@ -20,6 +20,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "heap/heap.h"
 #include "shim/shim.h"
@@ -34,15 +36,24 @@ struct range {
 	const struct pp_frame_table *frames; /* NULL: libunwind only */
 };
 
+/* r[0, n): code ranges, sorted; r[n, n + nread): the readable segments
+ * of the same images (PT_LOAD with PF_R: .eh_frame, its header, code),
+ * sorted, for libunwind's memory reads (read_checked). */
 struct range_set {
-	size_t n;
+	size_t n, nread;
 	struct range r[];
 };
+
+/* Readable segments kept per image; an image with more has its others read
+ * with a checked copy. */
+#define SEGS 6
 
 struct image {
 	uintptr_t hdr;    /* .eh_frame_hdr address: the identity of the image */
 	uintptr_t lo, hi; /* executable code */
-	uintptr_t table;  /* its search table, and the number of entries */
+	uintptr_t rlo[SEGS], rhi[SEGS]; /* readable segments */
+	int nr;
+	uintptr_t table; /* its search table, and the number of entries */
 	size_t count;
 	unw_dyn_info_t *di;
 	struct pp_frame_table *frames;
@@ -99,25 +110,89 @@ void pp_registry_leave(void)
 	atomic_fetch_sub_explicit(&readers, 1, memory_order_release);
 }
 
+static const struct range *search(const struct range *r, size_t n, uintptr_t ip)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ip < r[mid].lo)
+			hi = mid;
+		else if (ip >= r[mid].hi)
+			lo = mid + 1;
+		else
+			return &r[mid];
+	}
+	return NULL;
+}
+
 static const struct range *find(uintptr_t ip)
 {
 	if (atomic_load_explicit(&unloading, memory_order_acquire))
 		return NULL;
 	const struct range_set *s =
 	    atomic_load_explicit(&published, memory_order_acquire);
+	return s ? search(s->r, s->n, ip) : NULL;
+}
+
+/* Can [addr, addr + len) be loaded without a check: inside one readable
+ * segment of a registered image (and no image is being unloaded)? */
+static int readable(uintptr_t addr, size_t len)
+{
+	if (atomic_load_explicit(&unloading, memory_order_acquire))
+		return 0;
+	const struct range_set *s =
+	    atomic_load_explicit(&published, memory_order_acquire);
 	if (!s)
-		return NULL;
-	size_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (ip < s->r[mid].lo)
-			hi = mid;
-		else if (ip >= s->r[mid].hi)
-			lo = mid + 1;
-		else
-			return &s->r[mid];
+		return 0;
+	const struct range *r = search(s->r + s->n, s->nread, addr);
+	return r && addr <= UINTPTR_MAX - len && addr + len <= r->hi;
+}
+
+/*
+ * libunwind's own accessor reads the local address space with plain loads
+ * and, once a step fell back to its frame-chain heuristics, "validates" an
+ * address first by writing a byte of it into a pipe it opened at its start
+ * and reading it back (libunwind 1.6, x86_64 Ginit.c). That pipe is two
+ * descriptor numbers kept in a static: a host that closes descriptors it did
+ * not open (closefrom(3) at start-up) and makes a pipe of its own gets them,
+ * and the next validation, in a SIGPROF handler or a heap-sampled malloc,
+ * reads a byte out of the host's pipe (blocking forever on a blocking one)
+ * and writes one into it; when the read fails libunwind closes both numbers
+ * and opens a new pipe. Replacing the accessor keeps the pipe out of every
+ * capture: memory inside a registered image's readable segments is loaded
+ * (it stays mapped while registered: a dlclose first sets `unloading`),
+ * anything else is copied with process_vm_readv, which fails instead of
+ * faulting. HOT/UNSAFE CONTEXT: no lock, no allocation, errno kept.
+ */
+static int (*libunwind_access_mem)(unw_addr_space_t, unw_word_t, unw_word_t *,
+                                   int, void *);
+
+static int read_checked(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
+                        int write, void *arg)
+{
+	if (write) /* libunwind writes only into its own cursor's frames */
+		return libunwind_access_mem(as, addr, val, write, arg);
+	if (readable(addr, sizeof *val)) {
+		memcpy(val, (const void *)addr, sizeof *val);
+		return 0;
 	}
-	return NULL;
+	int saved = errno;
+	struct iovec local = {val, sizeof *val};
+	struct iovec remote = {(void *)addr, sizeof *val};
+	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	errno = saved;
+	return got == (ssize_t)sizeof *val ? 0 : -UNW_EINVAL;
+}
+
+/* Once, before the first capture: libunwind's accessors of the local
+ * address space are a table it hands out (unw_get_accessors). */
+static void install_read_checked(void)
+{
+	unw_accessors_t *a = unw_get_accessors(unw_local_addr_space);
+	if (!a || a->access_mem == read_checked)
+		return;
+	libunwind_access_mem = a->access_mem;
+	__atomic_store_n(&a->access_mem, read_checked, __ATOMIC_RELEASE);
 }
 
 int pp_registry_covers(uintptr_t ip)
@@ -220,6 +295,8 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *sc = arg;
 	uintptr_t hdr = 0, lo = UINTPTR_MAX, hi = 0;
+	uintptr_t rlo[SEGS], rhi[SEGS];
+	int nr = 0;
 	(void)size;
 
 	/* The program headers and .eh_frame_hdr are in the image's own
@@ -246,6 +323,13 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
 		if (ph->p_type == PT_GNU_EH_FRAME)
 			hdr = start;
+		/* The loader maps p_filesz bytes of the file and zeroes up
+		 * to p_memsz: all of it readable while the image is loaded. */
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) &&
+		    nr < SEGS && ph->p_memsz) {
+			rlo[nr] = start;
+			rhi[nr++] = start + ph->p_memsz;
+		}
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
 			if (start < lo)
 				lo = start;
@@ -275,8 +359,15 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		sc->found = v;
 		sc->cap = cap;
 	}
-	sc->found[sc->n++] =
-	    (struct image){hdr, lo, hi, table, count, NULL, NULL, 0};
+	struct image *im = &sc->found[sc->n++];
+	*im = (struct image){.hdr = hdr,
+	                     .lo = lo,
+	                     .hi = hi,
+	                     .table = table,
+	                     .count = count,
+	                     .nr = nr};
+	memcpy(im->rlo, rlo, sizeof rlo);
+	memcpy(im->rhi, rhi, sizeof rhi);
 	return 0;
 }
 
@@ -386,14 +477,24 @@ static void refresh_images(void)
 	}
 	free(sc.found);
 
-	struct range_set *set = malloc(sizeof *set + (nimages ? nimages : 1) *
-	                                                 sizeof(struct range));
+	size_t nread = 0;
+	for (size_t i = 0; i < nimages; i++)
+		nread += (size_t)images[i].nr;
+	struct range_set *set =
+	    malloc(sizeof *set + (nimages + nread + 1) * sizeof(struct range));
 	if (set) {
 		set->n = nimages;
-		for (size_t i = 0; i < nimages; i++)
+		set->nread = nread;
+		struct range *rd = set->r + nimages;
+		for (size_t i = 0; i < nimages; i++) {
 			set->r[i] = (struct range){images[i].lo, images[i].hi,
 			                           images[i].frames};
+			for (int k = 0; k < images[i].nr; k++)
+				*rd++ = (struct range){images[i].rlo[k],
+				                       images[i].rhi[k], NULL};
+		}
 		qsort(set->r, set->n, sizeof set->r[0], cmp_range);
+		qsort(set->r + set->n, set->nread, sizeof set->r[0], cmp_range);
 		retire(atomic_exchange_explicit(&published, set,
 		                                memory_order_acq_rel));
 	}
@@ -426,9 +527,11 @@ int pp_unwind_init(void)
 	 * blocked, so a handler never interrupts its own thread's holder. */
 	unw_set_caching_policy(unw_local_addr_space,
 	                       forked ? UNW_CACHE_NONE : UNW_CACHE_PER_THREAD);
+	install_read_checked();
 	/* libunwind (1.6, x86-64) opens a pipe at its first use, to check
 	 * that addresses can be read, and keeps it: two descriptors for the
-	 * rest of the process, counted as the agent's (/status). */
+	 * rest of the process, counted as the agent's (/status), never used
+	 * again once read_checked is its reader. */
 	static atomic_int pipe_counted;
 	if (!atomic_exchange(&pipe_counted, 1))
 		pp_fds_add_kept(2);

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* Count one descriptor about to be opened: 0, or -EMFILE when the agent
  * holds its share already (it is then not counted). */
@@ -46,6 +47,28 @@ void pp_fds_closedir(DIR *d);
 /* Count a failed open(2): EMFILE or ENFILE from the kernel, or a
  * reservation refused. */
 void pp_fds_note_error(int err);
+
+/*
+ * Is a descriptor number still the file the agent opened? A host may close
+ * descriptors it did not open (closefrom(3) at start-up) and get the numbers
+ * again for its own files: the agent then must neither read, write nor
+ * close them. The identity is the file's (st_dev, st_ino): unique for a
+ * socket (sockfs) and a pipe (pipefs), the same for every epoll set or
+ * eventfd (one anonymous inode), so for those it proves only the kind.
+ */
+struct pp_fd_id {
+	int fd; /* -1: none */
+	dev_t dev;
+	ino_t ino;
+};
+/* Take fd's identity now: 0, or a negative errno (id->fd is -1 then). */
+int pp_fd_id_take(int fd, struct pp_fd_id *id);
+/* Is id->fd still that file? Async-signal-safe (one fstat). What is not
+ * closed: the host may reuse the number between this check and the use. */
+int pp_fd_id_ours(const struct pp_fd_id *id);
+/* close(id->fd) if it is still ours; the id is forgotten either way.
+ * Returns 1 when it was closed. */
+int pp_fd_id_close(struct pp_fd_id *id);
 
 struct pp_fds_stats {
 	size_t held;    /* descriptors the agent holds now */

@@ -1,4 +1,6 @@
 /* Unit tests: the byte buffer and the /proc readers. */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 #include <cmocka.h>
 
 #include "util/buf.h"
+#include "util/fds.h"
 #include "util/proc.h"
 #include "util/utf8.h"
 
@@ -331,6 +334,51 @@ static void test_utf8_random(void **state)
 	}
 }
 
+/* A descriptor the host closed and got again for a file of its own is not
+ * the agent's: not ours, and pp_fd_id_close leaves it open. */
+static void test_fd_id(void **state)
+{
+	(void)state;
+	int ours[2], host[2];
+	struct pp_fd_id rd, wr;
+	assert_int_equal(pipe2(ours, O_CLOEXEC), 0);
+	assert_int_equal(pp_fd_id_take(ours[0], &rd), 0);
+	assert_int_equal(pp_fd_id_take(ours[1], &wr), 0);
+	assert_true(pp_fd_id_ours(&rd));
+	assert_true(pp_fd_id_ours(&wr));
+	/* The host closes both and makes a pipe, which takes the numbers. */
+	close(ours[0]);
+	close(ours[1]);
+	assert_false(pp_fd_id_ours(&rd));
+	assert_int_equal(pipe2(host, O_CLOEXEC), 0);
+	assert_int_equal(host[0], ours[0]);
+	assert_false(pp_fd_id_ours(&rd));
+	assert_false(pp_fd_id_ours(&wr));
+	assert_int_equal(pp_fd_id_close(&rd), 0);
+	assert_int_equal(rd.fd, -1);
+	assert_int_equal(write(host[1], "x", 1), 1); /* still the host's */
+	char c = 0;
+	assert_int_equal(read(host[0], &c, 1), 1);
+	assert_int_equal(c, 'x');
+	/* dup2 onto a number: the same kind of file, another inode. */
+	int ours2[2];
+	assert_int_equal(pipe2(ours2, O_CLOEXEC), 0);
+	struct pp_fd_id id;
+	assert_int_equal(pp_fd_id_take(ours2[0], &id), 0);
+	assert_int_equal(dup2(host[0], ours2[0]), ours2[0]);
+	assert_false(pp_fd_id_ours(&id));
+	close(ours2[0]);
+	close(ours2[1]);
+	/* What is still ours is closed. */
+	struct pp_fd_id h;
+	assert_int_equal(pp_fd_id_take(host[1], &h), 0);
+	assert_int_equal(pp_fd_id_close(&h), 1);
+	assert_int_equal(fcntl(host[1], F_GETFD), -1);
+	close(host[0]);
+	assert_int_equal(pp_fd_id_take(-1, &h), -EBADF);
+	assert_false(pp_fd_id_ours(&h));
+}
+
 int main(int argc, char **argv)
 {
 	main_argc = argc;
@@ -347,6 +395,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_utf8_sanitize),
 	    cmocka_unit_test(test_utf8_repair),
 	    cmocka_unit_test(test_utf8_random),
+	    cmocka_unit_test(test_fd_id),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
