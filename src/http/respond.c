@@ -45,6 +45,23 @@ static void add_header(struct pp_request *r, const char *name,
 	}
 }
 
+int pp_respond_may_wait(struct pp_request *r, int window,
+                        enum MHD_Result *answered)
+{
+	char why[400];
+	unsigned retry = 1;
+	unsigned st = pp_server_may_wait(r->srv, r->conn, window, why,
+	                                 sizeof why, &retry);
+	if (!st)
+		return 0;
+	/* The value outlives this call: the answer is built at once, but
+	 * the header table holds pointers. */
+	snprintf(r->retry_text, sizeof r->retry_text, "%u", retry);
+	add_header(r, "Retry-After", r->retry_text);
+	*answered = pp_respond_error(r, st, "%s", why);
+	return 1;
+}
+
 void pp_respond_header(struct pp_request *r, const char *name,
                        const char *value)
 {
@@ -317,6 +334,27 @@ static void job_cleanup(struct pp_request *r)
 	r->job = NULL;
 }
 
+/* The headers a profile's format decides, for GET's answer and HEAD's:
+ * text and JSON are gzipped for clients that take it (the answer then
+ * depends on Accept-Encoding); binary formats are files to save, named
+ * after the route. disposition holds that header's value until the
+ * answer is queued. */
+static void format_headers(struct pp_request *r, char *disposition, size_t n)
+{
+	const char *encoding = pp_format_encoding(&r->render);
+	if (encoding)
+		add_header(r, "Content-Encoding", encoding);
+	if (r->render.format != PP_FORMAT_PPROF &&
+	    r->render.format != PP_FORMAT_LEGACY)
+		add_header(r, "Vary", "Accept-Encoding");
+	const char *suffix = pp_format_attachment(r->render.format);
+	if (suffix) {
+		snprintf(disposition, n, "attachment; filename=\"%s%s\"",
+		         r->route->name, suffix);
+		add_header(r, "Content-Disposition", disposition);
+	}
+}
+
 static enum MHD_Result job_answer(struct pp_request *r)
 {
 	char *body = NULL, disposition[96], id_text[24];
@@ -344,23 +382,7 @@ static enum MHD_Result job_answer(struct pp_request *r)
 		         (unsigned long long)id);
 		add_header(r, "X-Pullprof-Profile-Id", id_text);
 	}
-	/* Text and JSON are gzipped for clients that take it; the answer
-	 * then depends on Accept-Encoding. */
-	const char *encoding = pp_format_encoding(&r->render);
-	if (encoding)
-		add_header(r, "Content-Encoding", encoding);
-	if (r->render.format != PP_FORMAT_PPROF &&
-	    r->render.format != PP_FORMAT_LEGACY)
-		add_header(r, "Vary", "Accept-Encoding");
-	/* Binary formats are files to save (named after the route); text and
-	 * JSON are shown. */
-	const char *suffix = pp_format_attachment(r->render.format);
-	if (suffix) {
-		snprintf(disposition, sizeof disposition,
-		         "attachment; filename=\"%s%s\"", r->route->name,
-		         suffix);
-		add_header(r, "Content-Disposition", disposition);
-	}
+	format_headers(r, disposition, sizeof disposition);
 	return pp_respond(r, MHD_HTTP_OK,
 	                  pp_format_content_type(r->render.format), body, len,
 	                  PP_BODY_FREE);
@@ -398,19 +420,7 @@ static enum MHD_Result job_head(struct pp_request *r,
 {
 	char disposition[96];
 	r->render = rq->render;
-	const char *encoding = pp_format_encoding(&r->render);
-	if (encoding)
-		add_header(r, "Content-Encoding", encoding);
-	if (r->render.format != PP_FORMAT_PPROF &&
-	    r->render.format != PP_FORMAT_LEGACY)
-		add_header(r, "Vary", "Accept-Encoding");
-	const char *suffix = pp_format_attachment(r->render.format);
-	if (suffix) {
-		snprintf(disposition, sizeof disposition,
-		         "attachment; filename=\"%s%s\"", r->route->name,
-		         suffix);
-		add_header(r, "Content-Disposition", disposition);
-	}
+	format_headers(r, disposition, sizeof disposition);
 	struct MHD_Response *resp = MHD_create_response_from_callback(
 	    MHD_SIZE_UNKNOWN, 4096, no_body, NULL, NULL);
 	if (!resp)
@@ -432,17 +442,9 @@ enum MHD_Result pp_respond_job(struct pp_request *r, struct pp_job_request *rq)
 		return job_head(r, rq);
 	/* A window must leave a connection for liveness and status. */
 	unsigned window = rq->id ? 0 : rq->seconds;
-	if (window) {
-		char why[400];
-		unsigned st = pp_server_may_wait(r->srv, r->conn, 1, why,
-		                                 sizeof why, &retry);
-		if (st) {
-			snprintf(retry_text, sizeof retry_text, "%u", retry);
-			r->headers[0][0] = "Retry-After";
-			r->headers[0][1] = retry_text;
-			return pp_respond_error(r, st, "%s", why);
-		}
-	}
+	enum MHD_Result refused;
+	if (window && pp_respond_may_wait(r, 1, &refused))
+		return refused;
 
 	if (pp_respond_full(r))
 		return pp_respond_busy(r);

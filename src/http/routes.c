@@ -390,20 +390,10 @@ static enum MHD_Result answer(struct pp_request *r)
 		    max_body(r), r->url);
 	/* Nothing that waits is served on a place kept past the connection
 	 * limits for liveness and status (server.c, pp_server_may_wait). */
-	if (!r->route->quick) {
-		char why[400], retry_text[16];
-		unsigned retry = 1;
-		unsigned st = pp_server_may_wait(r->srv, r->conn, 0, why,
-		                                 sizeof why, &retry);
-		if (st) {
-			snprintf(retry_text, sizeof retry_text, "%u", retry);
-			r->headers[0][0] = "Retry-After";
-			r->headers[0][1] = retry_text;
-			return pp_respond_error(r, st, "%s", why);
-		}
-	}
-	/* Follow mode: the whole tree, or another process of it. */
 	enum MHD_Result ret;
+	if (!r->route->quick && pp_respond_may_wait(r, 0, &ret))
+		return ret;
+	/* Follow mode: the whole tree, or another process of it. */
 	if (pp_tree_dispatch(r, &ret))
 		return ret;
 	return r->route->handler(r);

@@ -76,6 +76,7 @@ struct pp_request {
 	struct pp_render_opts render; /* a profile's format */
 	/* Extra response headers, name/value pairs, for the next answer. */
 	const char *headers[6][2];
+	char retry_text[16]; /* Retry-After's value, when one is set */
 };
 
 /* The libmicrohttpd access handler; cls is the struct pp_server. */
