@@ -36,6 +36,7 @@
 #include "util/hash.h"
 #include "util/strtab.h"
 #include "util/u64map.h"
+#include "util/utf8.h"
 
 /* ---- decoding ---------------------------------------------------------- */
 
@@ -1068,11 +1069,24 @@ static void charge_limit(struct merge *m, const struct part *pt,
 	m->over_limit++;
 }
 
+/* Is a part's string the merged table's string mi? The table holds text
+ * repaired to UTF-8 (util/strtab.h), so a part's string is compared in
+ * that form: two parts that named a sample type with the same ill-formed
+ * bytes are the same type. */
 static int same_string(const struct merge *m, uint64_t mi,
                        const struct pp_merge_decoded *d, uint64_t di)
 {
-	return m->strings.lens[mi] == d->strs[di].len &&
-	       memcmp(m->strings.strs[mi], d->strs[di].p, d->strs[di].len) == 0;
+	const char *p = (const char *)d->strs[di].p;
+	size_t len = d->strs[di].len;
+	if (pp_utf8_valid(p, len))
+		return m->strings.lens[mi] == len &&
+		       memcmp(m->strings.strs[mi], p, len) == 0;
+	struct pp_buf b = {0};
+	pp_utf8_append(&b, p, len);
+	int same = !b.failed && m->strings.lens[mi] == b.len &&
+	           memcmp(m->strings.strs[mi], b.data, b.len) == 0;
+	pp_buf_free(&b);
+	return same;
 }
 
 static int same_type(const struct merge *m, const struct pp_merge_vt *a,
@@ -1101,7 +1115,8 @@ static void describe(struct pp_buf *b, const struct merge *m,
 			if (u)
 				pp_buf_puts(b, "/");
 			if (d)
-				pp_buf_append(b, d->strs[s].p, d->strs[s].len);
+				pp_utf8_append(b, (const char *)d->strs[s].p,
+				               d->strs[s].len);
 			else
 				pp_buf_append(b, m->strings.strs[s],
 				              m->strings.lens[s]);

@@ -538,7 +538,8 @@ def stop_with_requests(h, port, what, hz=1000, check_fds=True):
             background(f"{base}/mutex?seconds=30", timeout=120)]
     slow = []
     for data in (b"", b"GET /debug/pprof/heap HTTP/1.1\r\nHost: localhost\r\n",
-                 b"GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\n\r\n"):
+                 b"GET /debug/pprof/profile?seconds=30 HTTP/1.1\r\n"
+                 b"Host: localhost\r\n\r\n"):
         s = socket.create_connection(("127.0.0.1", port), timeout=60)
         s.sendall(data)
         slow.append(s)
