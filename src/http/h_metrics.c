@@ -26,6 +26,7 @@
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
+#include "threads/threads.h"
 #include "util/clock.h"
 #include "util/fds.h"
 #include "util/proc.h"
@@ -119,6 +120,32 @@ static void http_metrics(struct pp_buf *b, struct pp_server *srv)
 	        "HTTP connections waiting for a request that were closed to "
 	        "make room for a new one at a connection limit.",
 	        atomic_load(&st->connections_evicted));
+	gauge(b, "pullprof_http_connections_waiting",
+	      "HTTP connections whose request waits now (a profile window, "
+	      "a thread dump, a lookup).",
+	      pp_server_waiting_count(srv));
+	counter(b, "pullprof_http_connections_reserved_total",
+	        "HTTP connections let in past a connection limit on a place "
+	        "kept for requests answered at once (healthz, status, "
+	        "metrics, the index).",
+	        atomic_load(&st->connections_reserved));
+	counter(b, "pullprof_http_waits_refused_total",
+	        "Requests answered 429 because profile windows held their "
+	        "share of a connection limit, or because they would wait on "
+	        "a kept place.",
+	        atomic_load(&st->windows_refused));
+	/* The host closing the server's descriptors (closefrom in a
+	 * daemon's start-up) is rare and silent but for one stderr line: a
+	 * counter is what an alert can see. */
+	counter(b, "pullprof_http_descriptors_lost_total",
+	        "Times the agent found a descriptor of its HTTP server closed "
+	        "by the host (a listening socket, wake-up pipe, epoll set or "
+	        "connection no longer the file it opened).",
+	        atomic_load(&srv->fds_lost));
+	counter(b, "pullprof_http_server_restarts_total",
+	        "Times the HTTP server was set up again on its address after "
+	        "the host closed its descriptors.",
+	        atomic_load(&srv->restarts));
 	gauge(b, "pullprof_http_answers_bytes",
 	      "Bytes of answers being sent now (bounded by "
 	      "PULLPROF_MAX_ANSWERS_MB).",
@@ -157,6 +184,26 @@ static void cpu_metrics(struct pp_buf *b)
 		pp_prom_u64(b, "pullprof_cpu_timer_mode", &l, 1,
 		            strcmp(c.timer_mode, modes[i]) == 0);
 	}
+	/* Like the timer mode: a series per signal, so a dashboard sees
+	 * the switch to SIGPROF (the host handles SIGURG); all 0 when off. */
+	static const char *const sigs[] = {"SIGURG", "SIGPROF"};
+	pp_prom_family(b, "pullprof_cpu_timer_signal", "gauge",
+	               "1 for the signal the CPU timers raise now: SIGURG, or "
+	               "SIGPROF when the host handles SIGURG; all 0 when no "
+	               "window is open.");
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		struct pp_prom_label l = {"signal", sigs[i]};
+		pp_prom_u64(b, "pullprof_cpu_timer_signal", &l, 1,
+		            c.signal && strcmp(c.signal, sigs[i]) == 0);
+	}
+	gauge(b, "pullprof_cpu_threads_blocking_signal",
+	      "Threads not sampled because they block the timers' signal "
+	      "(their CPU is charged to a frame of its own).",
+	      c.threads_blocking);
+	counter(b, "pullprof_cpu_foreign_signals_total",
+	        "Signals that reached the CPU sampling handler but were not "
+	        "its timers' (a stray kill, a timer of the host's): dropped.",
+	        c.foreign);
 	counter(b, "pullprof_cpu_samples_total",
 	        "CPU samples recorded by the SIGPROF handler.", c.samples);
 	counter(b, "pullprof_cpu_sample_periods_total",
@@ -338,6 +385,20 @@ static void other_metrics(struct pp_buf *b, struct pp_lookups *lookups)
 	counter(b, "pullprof_symbols_refreshes_total",
 	        "Times the mappings were read again because they changed.",
 	        ss.refreshes);
+	counter(b, "pullprof_symbols_files_changed_total",
+	        "Loaded files found changed under their mappings (truncated "
+	        "or written over in place); their addresses are left "
+	        "unsymbolized.",
+	        pp_mappings_changed_count());
+
+	struct pp_threads_stats ts;
+	pp_threads_stats(&ts);
+	counter(b, "pullprof_thread_looks_denied_total",
+	        "Looks at threads off the CPU (thread dumps, wall windows) "
+	        "whose stack could not be read because "
+	        "/proc/self/task/TID/syscall was refused (the process is not "
+	        "dumpable).",
+	        ts.denied);
 
 	pp_lookups_stats(lookups, &ls);
 	gauge(b, "pullprof_lookups_queued",

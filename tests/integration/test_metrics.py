@@ -5,15 +5,22 @@ Debian's prometheus package: scripts/deps.sh --test puts it in
 python3-prometheus-client). Then the numbers: request counters move with
 known requests, the SIGPROF handler histogram after a real CPU window, heap
 gauges against /status and known allocations, process metrics against
-/proc/PID. PULLPROF_METRICS_PATH, the token, bad settings. Real processes
-(tests/host, tests/heap/heapwork), real curl."""
+/proc/PID; the counters of hostile hosts (issue 27: the signal in use,
+threads blocking it, foreign signals, connections waiting and let in on
+kept places, descriptors the host closed, files changed under their
+mappings, thread stacks not readable) against the same moment's /status.
+PULLPROF_METRICS_PATH, the token, bad settings. Real processes
+(tests/host, tests/heap/heapwork, tests/hostile/*, tests/symbols/pluginhost,
+tests/threads/dropper), real curl."""
 import gzip
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -29,8 +36,9 @@ except ImportError:  # pragma: no cover - depends on the machine
     text_string_to_metric_families = None
 
 import pptest  # noqa: E402
-from pptest import (NO_HEAP_WHY, SRC, Host, Profile, Work,  # noqa: E402
-                    curl, eq, ok, run, sanitized, skip, version)
+from pptest import (BUILD, NO_HEAP_WHY, SRC, Host, Profile,  # noqa: E402
+                    Work, curl, eq, ok, preload_env, run, sanitized, skip,
+                    until, version)
 
 PREFIX = "/debug/pprof"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -50,12 +58,20 @@ FAMILIES = {
     "pullprof_http_server_errors_total": "counter",
     "pullprof_http_connections_timed_out_total": "counter",
     "pullprof_http_connections_evicted_total": "counter",
+    "pullprof_http_connections_waiting": "gauge",
+    "pullprof_http_connections_reserved_total": "counter",
+    "pullprof_http_waits_refused_total": "counter",
+    "pullprof_http_descriptors_lost_total": "counter",
+    "pullprof_http_server_restarts_total": "counter",
     "pullprof_http_answers_bytes": "gauge",
     "pullprof_http_answers_refused_total": "counter",
     "pullprof_cpu_windows_open": "gauge",
     "pullprof_cpu_threads_sampled": "gauge",
     "pullprof_cpu_sampling_frequency_hertz": "gauge",
     "pullprof_cpu_timer_mode": "gauge",
+    "pullprof_cpu_timer_signal": "gauge",
+    "pullprof_cpu_threads_blocking_signal": "gauge",
+    "pullprof_cpu_foreign_signals_total": "counter",
     "pullprof_cpu_samples_total": "counter",
     "pullprof_cpu_sample_periods_total": "counter",
     "pullprof_cpu_samples_dropped_total": "counter",
@@ -95,6 +111,8 @@ FAMILIES = {
     "pullprof_symbols_lookups_total": "counter",
     "pullprof_symbols_cache_hits_total": "counter",
     "pullprof_symbols_refreshes_total": "counter",
+    "pullprof_symbols_files_changed_total": "counter",
+    "pullprof_thread_looks_denied_total": "counter",
     "pullprof_lookups_queued": "gauge",
     "pullprof_lookups_running": "gauge",
     "pullprof_lookups_completed_total": "counter",
@@ -603,6 +621,267 @@ def test_scrape_load():
     ok(h.alive(), "host alive")
 
 
+def same_moment(base, pairs, what, *args):
+    """Each (metric, labels, value from /status) of pairs checked against
+    the /status read between two scrapes that agree on it (the value did
+    not move meanwhile). args go to curl. The last scrape and /status."""
+    for _ in range(20):
+        m1 = scrape(base, *args)
+        st = curl(base + "/status", *args).json()
+        m2 = scrape(base, *args)
+        got = [(m1.get(n, **labels), m2.get(n, **labels))
+               for n, labels, _ in pairs]
+        if all(a == b for a, b in got):
+            break
+    for (n, labels, value), (a, _) in zip(pairs, got):
+        sel = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        eq(a, float(value(st)), f"{what}: {n}{{{sel}}} is /status's value "
+           "at that moment" if sel else
+           f"{what}: {n} is /status's value at that moment")
+    return m2, st
+
+
+def signal_pairs(status_of):
+    """pullprof_cpu_timer_signal's series against /status's cpu.signal."""
+    return [("pullprof_cpu_timer_signal", {"signal": sig},
+             lambda st, sig=sig: status_of(st).get("signal") == sig)
+            for sig in ("SIGURG", "SIGPROF")]
+
+
+def test_cpu_signals():
+    """cpu.signal, cpu.threads_blocking_signal and cpu.foreign_signals:
+    idle, then during a window that a stray kill(SIGURG) reaches."""
+    def cpu(st):
+        return st["cpu"]
+    pairs = signal_pairs(cpu) + [
+        ("pullprof_cpu_threads_blocking_signal", {},
+         lambda st: st["cpu"]["threads_blocking_signal"]),
+        ("pullprof_cpu_foreign_signals_total", {},
+         lambda st: st["cpu"]["foreign_signals"])]
+    m, st = same_moment(base, pairs, "no window")
+    ok(st["cpu"]["signal"] is None and
+       m("pullprof_cpu_timer_signal", signal="SIGURG") == 0,
+       "no window: no signal, every timer_signal series 0", st["cpu"])
+    # No thread of the host's burns CPU: the kill is taken by one that
+    # waits in a system call. (TSan runs a handler late, at the thread's
+    # next intercepted call, which a spinning thread may not make before
+    # the window ends and the handler is gone.)
+    def spinners():
+        n = 0
+        for tid in os.listdir(f"/proc/{h.pid}/task"):
+            try:
+                with open(f"/proc/{h.pid}/task/{tid}/comm") as f:
+                    n += f.read().strip() == "late-spinner"
+            except OSError:
+                pass
+        return n
+    ok(until(lambda: spinners() == 0, timeout=30),
+       "the spinner of an earlier test has ended")
+    res = {}
+    t = threading.Thread(target=lambda: res.update(
+        r=curl(base + "/profile?seconds=5", timeout=30)))
+    t.start()
+    ok(until(lambda: curl(base + "/status").json()["cpu"]["signal"] ==
+             "SIGURG", timeout=20), "the window samples with SIGURG")
+    f0 = curl(base + "/status").json()["cpu"]["foreign_signals"]
+    os.kill(h.pid, signal.SIGURG)
+    # A host command each time: TSan holds a signal that lands in the
+    # main thread's read() until its next intercepted call.
+    ok(until(lambda: h.alive() and
+             curl(base + "/status").json()["cpu"]["foreign_signals"] > f0,
+             timeout=10), "a kill(SIGURG) reaches the handler as a foreign "
+       "signal")
+    m, st = same_moment(base, pairs, "during a window")
+    eq(m("pullprof_cpu_timer_signal", signal="SIGURG"), 1.0,
+       "during the window: timer_signal{signal=SIGURG} 1")
+    ok(m("pullprof_cpu_foreign_signals_total") > f0,
+       "pullprof_cpu_foreign_signals_total counts the kill",
+       (f0, m("pullprof_cpu_foreign_signals_total")))
+    t.join(40)
+    eq(res.get("r") and res["r"].status, 200, "the window's profile arrives")
+    ok(h.alive(), "host alive")
+
+
+def test_sigprof_blocking_host():
+    """A host with a SIGURG handler of its own (pullprof samples with
+    SIGPROF) whose threads block every signal mid-window
+    (tests/hostile/sighost, as test_hostile_signals.py drives it)."""
+    from test_hostile_signals import SigHost, in_background
+    sh = SigHost()
+    ok(sh.port, "sighost serves", sh.stderr_text())
+    eq(sh.cmd("burn 2"), "ok", "2 burner threads")
+    eq(sh.cmd("urg"), "ok", "the host installs its own SIGURG handler")
+    t, res = in_background(f"{sh.base}/profile?seconds=6")
+    ok(until(lambda: sh.status().get("samples", 0) > 5, timeout=20),
+       "the window samples")
+    eq(sh.cmd("blocklater"), "ok", "the burners block every signal now")
+    ok(until(lambda: sh.status().get("threads_blocking_signal", 0) >= 2,
+             timeout=20), "the collector finds both", sh.status())
+    m, _ = same_moment(sh.base, signal_pairs(lambda st: st["cpu"]) + [
+        ("pullprof_cpu_threads_blocking_signal", {},
+         lambda st: st["cpu"]["threads_blocking_signal"])],
+        "sighost during the window")
+    ok(m("pullprof_cpu_timer_signal", signal="SIGPROF") == 1 and
+       m("pullprof_cpu_timer_signal", signal="SIGURG") == 0,
+       "timer_signal{signal=SIGPROF} 1, {signal=SIGURG} 0")
+    ok(m("pullprof_cpu_threads_blocking_signal") >= 2,
+       "pullprof_cpu_threads_blocking_signal counts the burners")
+    t.join(60)
+    eq(res.get("r") and res["r"].status, 200, "the window: 200")
+    eq(sh.quit(), 0, "sighost exits 0")
+
+
+def test_connection_metrics():
+    """connections.waiting, .reserved and .waits_refused with one client
+    at a limit of 1: its window waits, its healthz comes in on a kept
+    place, its second window is refused. Read from another address,
+    which is at no limit and moves none of them."""
+    c = Host(env={"PULLPROF_MAX_CLIENT_CONNECTIONS": "1"})
+    port = c.start()
+    ok(isinstance(port, int), "host with PULLPROF_MAX_CLIENT_CONNECTIONS=1",
+       port)
+    cbase = f"http://127.0.0.1:{port}{PREFIX}"
+    other = ("--interface", "127.0.0.250")
+
+    def conns(st):
+        return st["connections"]
+    pairs = [("pullprof_http_connections_waiting", {},
+              lambda st: conns(st)["waiting"]),
+             ("pullprof_http_connections_reserved_total", {},
+              lambda st: conns(st)["reserved"]),
+             ("pullprof_http_waits_refused_total", {},
+              lambda st: conns(st)["waits_refused"])]
+    s = socket.create_connection(("127.0.0.1", port), timeout=30,
+                                 source_address=("127.0.0.1", 0))
+    s.sendall(f"GET {PREFIX}/profile?seconds=20 HTTP/1.1\r\n"
+              "Host: localhost\r\n\r\n".encode())
+    ok(until(lambda: conns(curl(cbase + "/status", *other).json())
+             ["waiting"] == 1, timeout=30), "the window waits")
+    eq(curl(cbase + "/healthz").status, 200,
+       "/healthz from the same client: 200 (on a kept place)")
+    eq(curl(cbase + "/profile?seconds=1").status, 429,
+       "a second window from it: 429")
+    m, st = same_moment(cbase, pairs, "one window at the limit", *other)
+    ok(m("pullprof_http_connections_waiting") == 1 and
+       m("pullprof_http_connections_reserved_total") >= 2 and
+       m("pullprof_http_waits_refused_total") >= 1,
+       "waiting 1, reserved >= 2, waits_refused >= 1", conns(st))
+    s.close()
+    ok(until(lambda: conns(curl(cbase + "/status", *other).json())
+             ["waiting"] == 0, timeout=30), "the window ends with its client")
+    m, _ = same_moment(cbase, pairs, "client gone", *other)
+    eq(m("pullprof_http_connections_waiting"), 0.0,
+       "pullprof_http_connections_waiting 0 again")
+    c.quit()
+
+
+def test_descriptors_lost():
+    """A host that closes every descriptor from 3 on and reuses the
+    numbers (tests/hostile/closefrom, as test_hostile_fds.py drives it)."""
+    if pptest.SANITIZER == "tsan":
+        skip("descriptors lost and server restarts against /status",
+             "tsan build: ThreadSanitizer reports a race of the server's "
+             "abandon() (src/http/server.c) with note_socket() "
+             "(src/agent.c) once the host closes the descriptors, and "
+             "ends the host; test_hostile_fds.py fails on it the same way")
+        return
+    ch = Host(env=preload_env(PULLPROF_LISTEN="127.0.0.1:0"),
+              exe=os.path.join(BUILD, "tests", "hostile", "closefrom"))
+    mt = ch.wait_line(ch.err_lines, r"serving http://127\.0\.0\.1:(\d+)/",
+                      timeout=30)
+    ok(mt, "closefrom serves", ch.stderr_text())
+    cbase = f"http://127.0.0.1:{mt.group(1) if mt else 0}{PREFIX}"
+    pairs = [("pullprof_http_descriptors_lost_total", {},
+              lambda st: st["descriptors"]["lost"]),
+             ("pullprof_http_server_restarts_total", {},
+              lambda st: st["descriptors"]["server_restarts"])]
+    m, _ = same_moment(cbase, pairs, "before")
+    eq(m("pullprof_http_descriptors_lost_total"), 0.0, "nothing lost at first")
+    with tempfile.TemporaryDirectory() as d:
+        eq(ch.cmd("close"), "closed", "the host closes every descriptor >= 3")
+        ok(ch.cmd(f"reuse {d} 3").startswith("reused "),
+           "and opens files and pipes that take the numbers")
+
+        def restarted():
+            r = curl(cbase + "/status", timeout=10)
+            return r.status == 200 and \
+                r.json()["descriptors"]["server_restarts"] >= 1
+        ok(until(restarted, timeout=30), "the server is set up again")
+        m, _ = same_moment(cbase, pairs, "after closefrom")
+        ok(m("pullprof_http_descriptors_lost_total") >= 1 and
+           m("pullprof_http_server_restarts_total") >= 1,
+           "descriptors lost and server restarts counted")
+        code, out = lint(curl(cbase + "/metrics").body)
+        ok(code == 0 and out == "", "its /metrics lints clean", out)
+        ch.p.stdin.write(b"exit\n")
+        ch.p.stdin.flush()
+        eq(ch.p.wait(20), 0, "closefrom exits 0")
+
+
+def test_files_changed():
+    """A loaded plugin truncated under its mapping
+    (tests/symbols/pluginhost, as test_hostile_images.py drives it)."""
+    d = tempfile.mkdtemp(prefix="pp-metrics-")
+    path = os.path.join(d, "plugin.so")
+    shutil.copyfile(os.path.join(BUILD, "tests", "symbols", "plugin1.so"), path)
+    ph = Host(env=preload_env(PULLPROF_LISTEN="127.0.0.1:0"),
+              exe=os.path.join(BUILD, "tests", "symbols", "pluginhost"))
+    mt = ph.wait_line(ph.err_lines,
+                      r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
+                      timeout=30)
+    ok(mt, "pluginhost serves", ph.stderr_text())
+    pbase = f"http://127.0.0.1:{mt.group(1) if mt else 0}{PREFIX}"
+    pairs = [("pullprof_symbols_files_changed_total", {},
+              lambda st: st["symbols"]["files_changed"])]
+    try:
+        ok(ph.cmd("load " + path).startswith("loaded 1 "), "a plugin loaded")
+        m, _ = same_moment(pbase, pairs, "before the change")
+        eq(m("pullprof_symbols_files_changed_total"), 0.0, "none changed yet")
+        os.truncate(path, 0)
+
+        def seen():
+            curl(pbase + "/maps")
+            return curl(pbase + "/status").json()["symbols"]["files_changed"] >= 1
+        ok(until(seen, timeout=30), "the agent finds the file changed")
+        m, _ = same_moment(pbase, pairs, "after the truncation")
+        ok(m("pullprof_symbols_files_changed_total") >= 1,
+           "pullprof_symbols_files_changed_total counts it")
+    finally:
+        eq(ph.quit(), 0, "pluginhost exits 0")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_looks_denied():
+    """Thread stacks the agent may not read once the host is not
+    dumpable (tests/threads/dropper, as test_hostile_privileges.py drives
+    it; as root it runs as uid 65534, since root reads root's files)."""
+    env = preload_env(PULLPROF_LISTEN="127.0.0.1:0")
+    prefix = ()
+    if os.geteuid() == 0:
+        prefix = ("setpriv", "--reuid=65534", "--regid=65534",
+                  "--clear-groups", "env",
+                  *(f"{k}={v}" for k, v in env.items()))
+        env = {}
+    dh = Host(env=env, exe=os.path.join(BUILD, "tests", "threads", "dropper"),
+              prefix=prefix)
+    mt = dh.wait_line(dh.err_lines,
+                      r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
+                      timeout=30)
+    ok(mt, "dropper serves", dh.stderr_text())
+    dbase = f"http://127.0.0.1:{mt.group(1) if mt else 0}{PREFIX}"
+    pairs = [("pullprof_thread_looks_denied_total", {},
+              lambda st: st["threads"]["looks"]["denied"])]
+    m, _ = same_moment(dbase, pairs, "dumpable")
+    eq(m("pullprof_thread_looks_denied_total"), 0.0, "nothing denied at first")
+    ok(re.match(r"dropped \d+ 0$", dh.cmd("nodump")),
+       "the host is not dumpable any more")
+    eq(curl(dbase + "/goroutine").status, 200, "a thread dump: 200")
+    m, _ = same_moment(dbase, pairs, "not dumpable")
+    ok(m("pullprof_thread_looks_denied_total") > 0,
+       "pullprof_thread_looks_denied_total counts the refused looks")
+    eq(dh.quit(), 0, "dropper exits 0")
+
+
 def test_readme():
     """Every family served is documented in docs/endpoints.md's metrics
     table, and the table names nothing else."""
@@ -621,5 +900,8 @@ def teardown():
 
 
 run([test_tools, setup, test_format, test_request_counters, test_cpu_window,
-     test_process, test_other_families, test_heap, test_metrics_path,
+     test_process, test_other_families, test_cpu_signals,
+     test_sigprof_blocking_host, test_connection_metrics,
+     test_descriptors_lost, test_files_changed, test_looks_denied,
+     test_heap, test_metrics_path,
      test_bad_metrics_path, test_token, test_scrape_load, test_readme, teardown])
