@@ -172,27 +172,7 @@ double pp_seconds_since(const struct timespec *since)
  * starts, and by fork()'s child handler once the handlers made the copy
  * the child's own. 0: no agent ever started. */
 static _Atomic pid_t owner;
-/* The listening sockets (fd, and the socket they were: a host may close
- * the number and open something else under it), for a foreign copy to
- * close its own copies of. */
-static struct {
-	_Atomic int fd;
-	dev_t dev;
-	ino_t ino;
-} sockets[2] = {{-1, 0, 0}, {-1, 0, 0}};
 static _Atomic pid_t dropped_in;
-
-static void note_socket(int i, const struct pp_server *srv)
-{
-	struct stat st;
-	if (srv && fstat(srv->listen_fd, &st) == 0) {
-		sockets[i].dev = st.st_dev;
-		sockets[i].ino = st.st_ino;
-		atomic_store(&sockets[i].fd, srv->listen_fd);
-	} else {
-		atomic_store(&sockets[i].fd, -1);
-	}
-}
 
 /* A foreign copy closes its copies of the listening sockets, once: a
  * child that lives on would otherwise keep the port bound after the
@@ -207,15 +187,21 @@ static void drop_copies(pid_t self, pid_t agent_pid)
 		return;
 	int saved = errno;
 	long same = syscall(SYS_kcmp, self, agent_pid, KCMP_FILES, 0, 0);
-	if (same > 0 || (same < 0 && errno == ESRCH)) {
+	/* The sockets as this copy of the server's memory knows them, with
+	 * the file each was (the host may have closed the number and opened
+	 * something else under it; the server keeps the identity current
+	 * when it sets itself up again, server.c). Nothing else runs here
+	 * to change them: the copy has no agent thread. */
+	const struct pp_agent *a = __atomic_load_n(&running, __ATOMIC_ACQUIRE);
+	if (a && (same > 0 || (same < 0 && errno == ESRCH))) {
+		struct pp_server *srvs[2] = {
+		    __atomic_load_n(&a->srv, __ATOMIC_ACQUIRE), a->member};
 		for (int i = 0; i < 2; i++) {
-			int fd = atomic_load(&sockets[i].fd);
-			struct stat st;
-			if (fd >= 0 && fstat(fd, &st) == 0 &&
-			    S_ISSOCK(st.st_mode) &&
-			    st.st_dev == sockets[i].dev &&
-			    st.st_ino == sockets[i].ino)
-				close(fd);
+			if (!srvs[i])
+				continue;
+			struct pp_fd_id id = srvs[i]->listen_id;
+			if (id.fd >= 0 && pp_fd_id_ours(&id))
+				close(id.fd);
 		}
 	}
 	errno = saved;
@@ -268,8 +254,6 @@ static void atfork_child(void)
 {
 	/* The handlers made the copy consistent: the child's own now. */
 	atomic_store(&owner, getpid());
-	atomic_store(&sockets[0].fd, -1);
-	atomic_store(&sockets[1].fd, -1);
 	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
 		atomic_store(&agent_tids[i], 0);
 	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
@@ -466,8 +450,6 @@ static int start_agent(const struct pullprof_config *cfg,
 			       why);
 		rc = 0;
 	}
-	note_socket(0, agent.srv);
-	note_socket(1, agent.member);
 	return 0;
 fail:
 	/* Each stop is a no-op for what did not start. */
@@ -554,7 +536,6 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
 			rc = pp_server_start(&agent.cfg, &srv, err, sizeof err);
 		if (!rc) {
 			__atomic_store_n(&agent.srv, srv, __ATOMIC_RELEASE);
-			note_socket(0, srv);
 			pp_tree_own(); /* the tree is this process's now */
 		}
 	}
@@ -584,8 +565,6 @@ static int stop_agent(void)
 	pp_recent_clear();    /* and the profiles kept for ?id= */
 	pp_config_free(&agent.cfg);
 	memset(&agent, 0, sizeof agent);
-	atomic_store(&sockets[0].fd, -1);
-	atomic_store(&sockets[1].fd, -1);
 	__atomic_store_n(&running, NULL, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -778,13 +778,6 @@ def test_connection_metrics():
 def test_descriptors_lost():
     """A host that closes every descriptor from 3 on and reuses the
     numbers (tests/hostile/closefrom, as test_hostile_fds.py drives it)."""
-    if pptest.SANITIZER == "tsan":
-        skip("descriptors lost and server restarts against /status",
-             "tsan build: ThreadSanitizer reports a race of the server's "
-             "abandon() (src/http/server.c) with note_socket() "
-             "(src/agent.c) once the host closes the descriptors, and "
-             "ends the host; test_hostile_fds.py fails on it the same way")
-        return
     ch = Host(env=preload_env(PULLPROF_LISTEN="127.0.0.1:0"),
               exe=os.path.join(BUILD, "tests", "hostile", "closefrom"))
     mt = ch.wait_line(ch.err_lines, r"serving http://127\.0\.0\.1:(\d+)/",
