@@ -26,7 +26,8 @@ void pp_cpu_configure(const struct pp_cpu_settings *s);
  * shared sampler, and the collector delivers the window's model when its
  * time is up. Its query is a struct pp_cpu_query; the job's seconds must be
  * the same. start fails with -EEXIST when the host handles both SIGURG and
- * SIGPROF itself (timers.c: the signal). Its limit is PULLPROF_MAX_CPU_WINDOWS. */
+ * SIGPROF itself (timers.c: the signal). Its limit is PULLPROF_MAX_CPU_WINDOWS.
+ */
 extern struct pp_producer pp_cpu_producer;
 
 struct pp_cpu_query {
@@ -64,6 +65,9 @@ struct pp_cpu_stats {
 	unsigned hz;               /* current rate, 0 when off */
 	const char *signal;        /* "SIGURG", "SIGPROF", or NULL when off */
 	unsigned threads_blocking; /* threads not sampled: signal blocked */
+	/* Threads sampled with SIGPROF: they block SIGURG (signal "SIGURG+
+	 * SIGPROF"). */
+	unsigned threads_sigprof;
 	uint64_t foreign;  /* signals to the handler not from its timers */
 	uint64_t samples;  /* records taken */
 	uint64_t weighted; /* samples counting timer overruns */
