@@ -754,6 +754,36 @@ static void set_setitimer(unsigned hz)
  * SIGPROF the gap above is back: a host that resets its dispositions may
  * be killed by an expiry in the 10 ms before the collector's check (what
  * the collector does then is the same).
+ *
+ * The signal is chosen per thread. A thread that blocks SIGURG gets no
+ * SIGURG timer (what it does not receive, the host's signalfd or sigwait
+ * would read), and some hosts block exactly SIGURG: PostgreSQL 14+ on
+ * Linux blocks it in every backend and reads it from a signalfd (its
+ * latches: WAIT_USE_SIGNALFD), and other latch-style programs do the
+ * same. With SIGURG alone every backend's CPU went to the "blocks the
+ * signal" frame. So a thread that blocks SIGURG but not SIGPROF gets a
+ * timer raising SIGPROF (signal_for), under the conditions of the
+ * fallback above (the host neither handles SIGPROF nor has armed
+ * ITIMER_PROF): the handler is installed for SIGPROF the first time a
+ * thread needs it, both dispositions are re-checked every 10 ms
+ * (pp_timers_check: a host that takes SIGPROF, or arms ITIMER_PROF, stops
+ * the window with a note, as for SIGURG), and both are given back exactly
+ * when sampling stops. A thread's SigBlk is looked at again when its
+ * timer gives CPU without samples (it blocked its signal since: it moves
+ * to the other one if that is free, else it is charged to the frame) and
+ * once a second for a thread on SIGPROF (SIGURG unblocked: back to it)
+ * or one not sampled. A thread that starts with SIGURG blocked uses
+ * SIGPROF at once if the collector took it already (pp_sampler.alt_signo),
+ * else it waits for the scan. Only threads that block both, or block
+ * SIGURG while SIGPROF is the host's, are not sampled.
+ *
+ * The residual risk is the one of SIGPROF above, limited to the threads
+ * that block SIGURG: a host that resets SIGPROF to SIG_DFL while a SIGPROF
+ * timer is armed on one of its threads is killed by an expiry before the
+ * collector's next check (10 ms). Such a thread blocks SIGURG and reads
+ * it, so it is a host that manages its signals (PostgreSQL resets its
+ * dispositions at a backend's start, before it blocks SIGURG: no timer of
+ * ours is on that thread then).
  */
 static int is_ours(const struct sigaction *a)
 {
