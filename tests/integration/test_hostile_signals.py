@@ -387,7 +387,7 @@ def test_latch_threads():
     if r and r.status == 200:
         prof = Profile(r.body)
         v = frame_value(prof, "latch_work")
-        ok(v > 1e9, "the latch threads' CPU is under latch_work", v)
+        ok(v > 0.3e9, "the latch threads' CPU is under latch_work", v)
         ok(thread_samples(prof, "latch-") > 0, "samples of latch-* threads")
         eq(thread_samples(prof, "both-"), 0, "none of the thread blocking both")
         b = frame_value(prof, BLOCKED_FRAME)
