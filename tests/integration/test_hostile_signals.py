@@ -92,6 +92,16 @@ def frame_value(prof, name):
     return total
 
 
+def stack_value(prof, name):
+    """The cpu nanoseconds of samples with the function name anywhere in
+    their stack (under TSan the leaf is often its instrumentation)."""
+    total = 0
+    for s in prof.samples:
+        if any(f[0] == name for loc in prof.stack(s) for f in loc):
+            total += s["value"][1]
+    return total
+
+
 def thread_samples(prof, prefix):
     return sum(s["value"][0] for s in prof.samples
                if str(prof.labels(s).get("thread_name", "")).startswith(prefix))
@@ -386,7 +396,7 @@ def test_latch_threads():
     eq(h.cmd("read"), "read 0 0 0", "the host read none of pullprof's signals")
     if r and r.status == 200:
         prof = Profile(r.body)
-        v = frame_value(prof, "latch_work")
+        v = stack_value(prof, "latch_work")
         ok(v > 0.3e9, "the latch threads' CPU is under latch_work", v)
         ok(thread_samples(prof, "latch-") > 0, "samples of latch-* threads")
         eq(thread_samples(prof, "both-"), 0, "none of the thread blocking both")
@@ -423,7 +433,14 @@ def test_latch_started_mid_window():
         for k in (1, 2):
             ok(thread_samples(prof, f"latch-{k}") > 0,
                f"latch-{k} (started in the window) has samples")
-        eq(frame_value(prof, BLOCKED_FRAME), 0, "nothing charged to the frame")
+        # (Under TSan its background thread, which blocks every signal,
+        # is charged there: a little.)
+        b = frame_value(prof, BLOCKED_FRAME)
+        if pptest.SANITIZER == "tsan":
+            ok(b < 0.2e9, "almost nothing charged to the frame (TSan's "
+               "own thread)", b)
+        else:
+            eq(b, 0, "nothing charged to the frame")
     ok(idle(h), "sampling is off")
     eq(h.quit(), 0, "the host exits 0")
 
