@@ -136,14 +136,20 @@ static void finish_model(struct pp_cpu_window *w)
 		if (pc)
 			pp_profile_add_at(p, &pc, 1, v, NULL, 0, w->end_ns - 1,
 			                  0);
+		/* A thread that blocks only SIGURG is sampled with SIGPROF
+		 * when that is free (timers.c, signal_for): those here block
+		 * both, or SIGPROF was the host's. */
 		snprintf(note, sizeof note,
-		         "%u thread(s) blocked %s, the signal pullprof samples "
-		         "with (a host that reads signals with signalfd or "
-		         "sigwait blocks them): their %.3f s of CPU could not "
-		         "be sampled and is charged to [pullprof: not sampled, "
-		         "the thread blocks the signal]",
+		         "%u thread(s) blocked %s, the signal(s) pullprof "
+		         "samples with (a host that reads signals with "
+		         "signalfd or sigwait blocks them): their %.3f s of "
+		         "CPU could not be sampled and is charged to "
+		         "[pullprof: not sampled, the thread blocks the "
+		         "signal]",
 		         w->blocked_threads ? w->blocked_threads : 1,
-		         w->signo == SIGPROF ? "SIGPROF" : "SIGURG",
+		         w->blocked_what       ? w->blocked_what
+		         : w->signo == SIGPROF ? "SIGPROF"
+		                               : "SIGURG",
 		         (double)blocked / 1e9);
 		pp_profile_add_comment(p, note);
 	}
@@ -315,7 +321,11 @@ static void *collector(void *unused)
 		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 		struct pp_cpu_window *finished = take_finished(now);
 		unsigned want = 0;
+		struct pp_timers_published tp;
+		pp_timers_published(&tp);
 		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next) {
+			if (tp.blocked_what && !w->cut)
+				w->blocked_what = tp.blocked_what;
 			/* A window cut short samples no more. */
 			if (!w->cut && w->hz > want)
 				want = w->hz;

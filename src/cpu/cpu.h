@@ -65,6 +65,9 @@ struct pp_cpu_stats {
 	unsigned hz;               /* current rate, 0 when off */
 	const char *signal;        /* "SIGURG", "SIGPROF", or NULL when off */
 	unsigned threads_blocking; /* threads not sampled: signal blocked */
+	/* Threads sampled with SIGPROF: they block SIGURG (signal "SIGURG+
+	 * SIGPROF"). */
+	unsigned threads_sigprof;
 	uint64_t foreign;  /* signals to the handler not from its timers */
 	uint64_t samples;  /* records taken */
 	uint64_t weighted; /* samples counting timer overruns */

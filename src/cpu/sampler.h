@@ -20,6 +20,10 @@ struct pp_sampler_shared {
 	 * process-wide ITIMER_PROF is ours (setitimer mode), the only case in
 	 * which a kernel-sent SIGPROF is a sample. */
 	atomic_int signo, setitimer;
+	/* SIGPROF while the collector has taken it beside SIGURG for threads
+	 * that block SIGURG only (timers.c, signal_for), else 0: what a
+	 * thread starting with SIGURG blocked may use (thread_start). */
+	atomic_int alt_signo;
 	enum pp_unwind_mode unwind;
 	_Atomic uint32_t period_ns;
 	struct pp_ring ring;

@@ -27,6 +27,9 @@ struct thread_timer {
 	pid_t tid;
 	int has_timer;
 	timer_t timer;
+	/* The signal its timer raises: the window's (timers.signo), or
+	 * SIGPROF for a thread that blocks SIGURG only (signal_for). */
+	int signo;
 	int seen;
 	/* It blocks the signal: no timer (the host would read what it
 	 * raised), its CPU time measured instead (blocked_measure). */
@@ -53,6 +56,8 @@ static struct {
 	struct sigaction old_action;
 	int prof_taken;
 	struct sigaction old_prof;
+	/* What the threads not sampled block, for the note (blocked_what). */
+	const char *blocked_what;
 	/* Threads that block the signal, and the CPU time they used while
 	 * not sampled, since the agent started. */
 	unsigned nblocked;
@@ -64,7 +69,9 @@ static struct {
 	/* What others may read (publish()). */
 	_Atomic unsigned pub_hz, pub_nthreads;
 	_Atomic int pub_setitimer, pub_signo;
-	_Atomic unsigned pub_nblocked;
+	_Atomic unsigned pub_nblocked, pub_nprof;
+	_Atomic int pub_mixed;
+	_Atomic(const char *) pub_blocked_what;
 } timers;
 
 /* The collector's sampling state, for /status and the window-open check
@@ -73,9 +80,17 @@ static struct {
 static void publish(void)
 {
 	/* Threads with a timer: those that block the signal have none. */
-	unsigned armed = 0;
-	for (size_t i = 0; i < timers.nthreads; i++)
+	unsigned armed = 0, prof = 0;
+	for (size_t i = 0; i < timers.nthreads; i++) {
 		armed += timers.threads[i].has_timer != 0;
+		prof += timers.threads[i].has_timer &&
+		        timers.threads[i].signo != timers.signo;
+	}
+	atomic_store(&timers.pub_nprof, prof);
+	atomic_store(&timers.pub_mixed, timers.hz && !timers.setitimer_mode &&
+	                                    timers.signo != SIGPROF &&
+	                                    timers.prof_taken);
+	atomic_store(&timers.pub_blocked_what, timers.blocked_what);
 	atomic_store(&timers.pub_nthreads, armed);
 	atomic_store(&timers.pub_setitimer, timers.setitimer_mode);
 	atomic_store(&timers.pub_hz, timers.hz);
@@ -95,6 +110,9 @@ void pp_timers_published(struct pp_timers_published *out)
 	out->setitimer = atomic_load(&timers.pub_setitimer);
 	out->signo = atomic_load(&timers.pub_signo);
 	out->blocked = atomic_load(&timers.pub_nblocked);
+	out->threads_sigprof = atomic_load(&timers.pub_nprof);
+	out->mixed = atomic_load(&timers.pub_mixed);
+	out->blocked_what = atomic_load(&timers.pub_blocked_what);
 }
 
 unsigned pp_timers_hz(void)
@@ -178,22 +196,64 @@ static int thread_cpu(pid_t tid, uint64_t *ns)
  * pending signal is exactly what the thread's sigwait() or signalfd read
  * returns: a host that blocks every signal and reads them itself would
  * consume the samples. */
-static int blocks_signal(pid_t tid, int sig)
+static unsigned long long sigblk(pid_t tid)
 {
 	char path[64], line[128];
-	int blocked = 0;
+	unsigned long long blocked = 0;
 	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
 	FILE *f = pp_fds_fopen(path, "r");
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof line, f))
 		if (strncmp(line, "SigBlk:", 7) == 0) {
-			unsigned long long m = strtoull(line + 7, NULL, 16);
-			blocked = (int)((m >> (sig - 1)) & 1);
+			blocked = strtoull(line + 7, NULL, 16);
 			break;
 		}
 	pp_fds_fclose(f);
 	return blocked;
+}
+
+static int in_mask(unsigned long long m, int sig)
+{
+	return (int)((m >> (sig - 1)) & 1);
+}
+
+static int host_handles(int sig);
+static int prof_free(const char *first, char *err, size_t errlen);
+static void install(int sig, struct sigaction *old);
+
+/* The signal a thread whose SigBlk is m can be sampled with, 0 when none
+ * (its CPU is then measured instead): the window's signal, or SIGPROF for
+ * a thread that blocks SIGURG but not SIGPROF (PostgreSQL's backends read
+ * SIGURG, their latch signal, from a signalfd; the Go runtime and other
+ * latch-style programs do likewise), when SIGPROF is free. The handler is
+ * installed for SIGPROF here, the first time a thread needs it, and stays
+ * until sampling stops (pp_timers_stop gives it back exactly). See "the
+ * signal" below. */
+static int signal_for(unsigned long long m)
+{
+	if (!in_mask(m, timers.signo))
+		return timers.signo;
+	if (timers.signo != SIGURG) {
+		timers.blocked_what = "SIGPROF";
+		return 0;
+	}
+	if (in_mask(m, SIGPROF)) {
+		timers.blocked_what = "both SIGURG and SIGPROF";
+		return 0;
+	}
+	if (!timers.prof_taken) {
+		if (prof_free(NULL, NULL, 0)) {
+			if (!timers.blocked_what)
+				timers.blocked_what =
+				    "SIGURG (SIGPROF is the host's)";
+			return 0;
+		}
+		install(SIGPROF, &timers.old_prof);
+		timers.prof_taken = 1;
+		atomic_store(&pp_sampler.alt_signo, SIGPROF);
+	}
+	return SIGPROF;
 }
 
 static void mark_blocked(struct thread_timer *t, uint64_t now)
@@ -322,6 +382,7 @@ static struct adopt_slot {
 	pid_t tid;
 	timer_t timer;
 	uint32_t period_ns;
+	int signo;
 } adopt_slots[ADOPT_SLOTS];
 /* Set at the first hand-over: until then the slots' pages were never
  * touched, and a forked child need not read them in (fault them in) to
@@ -341,7 +402,7 @@ int pp_timers_want_starts(void)
 static atomic_uint sampling_session;
 
 static int hand_over(int kind, unsigned session, pid_t tid, timer_t timer,
-                     uint32_t period_ns)
+                     uint32_t period_ns, int signo)
 {
 	unsigned first = (unsigned)tid % ADOPT_SLOTS;
 	for (unsigned k = 0; k < ADOPT_SLOTS; k++) {
@@ -355,6 +416,7 @@ static int hand_over(int kind, unsigned session, pid_t tid, timer_t timer,
 		s->tid = tid;
 		s->timer = timer;
 		s->period_ns = period_ns;
+		s->signo = signo;
 		if (!atomic_load_explicit(&adopt_used, memory_order_relaxed))
 			atomic_store_explicit(&adopt_used, 1,
 			                      memory_order_relaxed);
@@ -382,10 +444,16 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 	int signo = atomic_load(&pp_sampler.signo);
 	sigset_t mask;
 	/* A thread that starts with the signal blocked (its creator blocked
-	 * it) is left to the scan, which measures its CPU instead. */
-	if (atomic_load(&want_starts) && signo &&
-	    pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 &&
-	    !sigismember(&mask, signo)) {
+	 * it) raises SIGPROF instead when the collector took SIGPROF for
+	 * such threads already (signal_for; alt_signo) and it does not block
+	 * that; else it is left to the scan, which takes SIGPROF if free or
+	 * measures its CPU instead. */
+	if (signo && pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 &&
+	    sigismember(&mask, signo)) {
+		int alt = atomic_load(&pp_sampler.alt_signo);
+		signo = alt && !sigismember(&mask, alt) ? alt : 0;
+	}
+	if (atomic_load(&want_starts) && signo) {
 		uint32_t period = atomic_load(&pp_sampler.period_ns);
 		pid_t tid = pp_sampler_tid();
 		struct sigevent sev;
@@ -418,7 +486,7 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 			out->first_ns = first;
 			timer_settime(timer, 0, &its, NULL);
 			if (hand_over(SLOT_START, out->session, tid, timer,
-			              period)) {
+			              period, signo)) {
 				armed = 1;
 				atomic_fetch_add_explicit(&starts_armed, 1,
 				                          memory_order_relaxed);
@@ -441,7 +509,7 @@ void pp_timers_thread_exited(unsigned session)
 	/* Its timer went with the session; no room: the next scan finds the
 	 * thread gone. */
 	if (session == atomic_load(&sampling_session))
-		hand_over(SLOT_EXIT, session, pp_sampler_tid(), none, 0);
+		hand_over(SLOT_EXIT, session, pp_sampler_tid(), none, 0, 0);
 }
 
 /* Collector: take the handed-over timers into the table (keep = 1), or
@@ -462,6 +530,7 @@ static void adopt(int keep)
 		int current = s->session == atomic_load(&sampling_session);
 		timer_t timer = s->timer;
 		uint32_t period = s->period_ns;
+		int signo = s->signo;
 		atomic_store_explicit(&s->state, SLOT_FREE,
 		                      memory_order_release);
 		atomic_fetch_sub(&adopt_pending, 1);
@@ -487,6 +556,8 @@ static void adopt(int keep)
 		}
 		t->timer = timer;
 		t->has_timer = 1;
+		t->signo = signo;
+		t->blk_check_ns = pp_clock_ns(CLOCK_MONOTONIC);
 		t->seen = 1;
 		if (thread_cpu(tid, &t->cpu_mark) != 0)
 			t->cpu_mark = 0;
@@ -540,58 +611,83 @@ int pp_timers_scan(void)
 		}
 		if (timers.setitimer_mode || !timers.hz)
 			continue;
+		unsigned long long m = 0;
 		if (t->blocked) {
-			/* Unblocked since? Looked at once a second. */
+			/* Unblocked since (either signal)? Looked at once a
+			 * second. */
 			if (now - t->blk_check_ns < PP_NS_PER_SEC)
 				continue;
 			t->blk_check_ns = now;
-			if (blocks_signal(tid, timers.signo))
+			m = sigblk(tid);
+			if (in_mask(m, timers.signo) &&
+			    (timers.signo != SIGURG || in_mask(m, SIGPROF)))
 				continue;
 			uint64_t cpu;
 			if (!t->agent && thread_cpu(tid, &cpu) == 0 &&
-			    cpu > t->cpu_mark)
+			    cpu > t->cpu_mark) {
 				timers.blocked_ns += cpu - t->cpu_mark;
+				t->cpu_mark = cpu;
+			}
 			if (!t->agent)
 				timers.nblocked--;
 			t->blocked = 0;
 			t->agent = 0;
-		}
-		if (t->has_timer) {
-			/* Periods of CPU and not one sample: did it block the
-			 * signal after its timer was armed? (Its SigBlk
-			 * decides; the counts only say when to look.) The
-			 * periods since the last look went to the host. */
+		} else if (t->has_timer) {
+			/* Periods of CPU and not one sample: did it block its
+			 * timer's signal after the timer was armed? (Its
+			 * SigBlk decides; the counts only say when to look.)
+			 * The periods since the last look went to the host.
+			 * And a thread on SIGPROF that unblocked SIGURG goes
+			 * back to it (looked at once a second): SIGURG is the
+			 * safer signal ("the signal" below). */
 			uint64_t cpu;
 			if (thread_cpu(tid, &cpu) != 0)
 				continue;
+			int stuck = 0, back = 0;
 			if (t->samples == t->samples_mark && period &&
-			    cpu > t->cpu_mark + 4 * period &&
-			    blocks_signal(tid, timers.signo)) {
-				timer_delete(t->timer);
-				t->has_timer = 0;
-				uint64_t mark = t->cpu_mark;
-				mark_blocked(t, now);
-				if (!t->agent)
-					timers.blocked_ns += cpu - mark;
+			    cpu > t->cpu_mark + 4 * period) {
+				m = sigblk(tid);
+				stuck = in_mask(m, t->signo);
+			}
+			if (!stuck && t->signo != timers.signo &&
+			    now - t->blk_check_ns >= PP_NS_PER_SEC) {
+				t->blk_check_ns = now;
+				m = sigblk(tid);
+				back = !in_mask(m, timers.signo);
+			}
+			if (!stuck && !back) {
 				t->cpu_mark = cpu;
+				t->samples_mark = t->samples;
 				continue;
 			}
+			timer_delete(t->timer);
+			t->has_timer = 0;
+			if (stuck && !t->agent && !pp_agent_thread_is(t->tid))
+				timers.blocked_ns += cpu - t->cpu_mark;
 			t->cpu_mark = cpu;
-			t->samples_mark = t->samples;
-			continue;
+		} else {
+			m = sigblk(tid);
 		}
-		if (blocks_signal(tid, timers.signo)) {
+		/* Its signal: the window's, or SIGPROF when it blocks only
+		 * SIGURG; neither: its CPU is measured instead. */
+		int sig = signal_for(m);
+		if (!sig) {
+			uint64_t mark = t->cpu_mark;
 			mark_blocked(t, now);
+			if (mark && !t->agent && t->cpu_mark > mark)
+				timers.blocked_ns += t->cpu_mark - mark;
 			continue;
 		}
 		struct sigevent sev;
 		memset(&sev, 0, sizeof sev);
 		sev.sigev_notify = SIGEV_THREAD_ID;
-		sev.sigev_signo = timers.signo;
+		sev.sigev_signo = sig;
 		sev.sigev_value.sival_int = PP_TIMER_MARK;
 		sev._sigev_un._tid = tid;
 		if (timer_create(thread_clock(tid), &sev, &t->timer) == 0) {
 			t->has_timer = 1;
+			t->signo = sig;
+			t->blk_check_ns = now;
 			armed++;
 			if (thread_cpu(tid, &t->cpu_mark) != 0)
 				t->cpu_mark = 0;
@@ -658,6 +754,36 @@ static void set_setitimer(unsigned hz)
  * SIGPROF the gap above is back: a host that resets its dispositions may
  * be killed by an expiry in the 10 ms before the collector's check (what
  * the collector does then is the same).
+ *
+ * The signal is chosen per thread. A thread that blocks SIGURG gets no
+ * SIGURG timer (what it does not receive, the host's signalfd or sigwait
+ * would read), and some hosts block exactly SIGURG: PostgreSQL 14+ on
+ * Linux blocks it in every backend and reads it from a signalfd (its
+ * latches: WAIT_USE_SIGNALFD), and other latch-style programs do the
+ * same. With SIGURG alone every backend's CPU went to the "blocks the
+ * signal" frame. So a thread that blocks SIGURG but not SIGPROF gets a
+ * timer raising SIGPROF (signal_for), under the conditions of the
+ * fallback above (the host neither handles SIGPROF nor has armed
+ * ITIMER_PROF): the handler is installed for SIGPROF the first time a
+ * thread needs it, both dispositions are re-checked every 10 ms
+ * (pp_timers_check: a host that takes SIGPROF, or arms ITIMER_PROF, stops
+ * the window with a note, as for SIGURG), and both are given back exactly
+ * when sampling stops. A thread's SigBlk is looked at again when its
+ * timer gives CPU without samples (it blocked its signal since: it moves
+ * to the other one if that is free, else it is charged to the frame) and
+ * once a second for a thread on SIGPROF (SIGURG unblocked: back to it)
+ * or one not sampled. A thread that starts with SIGURG blocked uses
+ * SIGPROF at once if the collector took it already (pp_sampler.alt_signo),
+ * else it waits for the scan. Only threads that block both, or block
+ * SIGURG while SIGPROF is the host's, are not sampled.
+ *
+ * The residual risk is the one of SIGPROF above, limited to the threads
+ * that block SIGURG: a host that resets SIGPROF to SIG_DFL while a SIGPROF
+ * timer is armed on one of its threads is killed by an expiry before the
+ * collector's next check (10 ms). Such a thread blocks SIGURG and reads
+ * it, so it is a host that manages its signals (PostgreSQL resets its
+ * dispositions at a backend's start, before it blocks SIGURG: no timer of
+ * ours is on that thread then).
  */
 static int is_ours(const struct sigaction *a)
 {
@@ -770,8 +896,8 @@ int pp_timers_check(char *why, size_t len)
 	}
 	/* Its own ITIMER_PROF: its SIGPROFs would come to pullprof's handler
 	 * (which drops them) instead of its own profiler's. */
-	if (timers.signo == SIGPROF && !timers.setitimer_mode &&
-	    prof_timer_armed()) {
+	if ((timers.signo == SIGPROF || timers.prof_taken) &&
+	    !timers.setitimer_mode && prof_timer_armed()) {
 		snprintf(why, len,
 		         "the host armed ITIMER_PROF (a profiler of its own?) "
 		         "while pullprof sampled with SIGPROF");
@@ -790,6 +916,7 @@ int pp_timers_start(unsigned hz, enum pp_unwind_mode unwind, char *err,
 	if (unwind != PP_UNWIND_FP)
 		pp_unwind_refresh();
 	timers.signo = sig;
+	timers.blocked_what = NULL;
 	install(sig, &timers.old_action);
 	atomic_store(&pp_sampler.signo, sig);
 	timers.hz = hz;
@@ -805,7 +932,7 @@ int pp_timers_start(unsigned hz, enum pp_unwind_mode unwind, char *err,
 			pp_timers_stop();
 			return rc;
 		}
-		if (sig != SIGPROF) {
+		if (sig != SIGPROF && !timers.prof_taken) {
 			install(SIGPROF, &timers.old_prof);
 			timers.prof_taken = 1;
 		}
@@ -839,6 +966,7 @@ static void disarm(void)
 	 * at most: a thread stopped by a debugger mid-way must not hang the
 	 * agent; what it hands over later is deleted by the next start). */
 	atomic_store(&want_starts, 0);
+	atomic_store(&pp_sampler.alt_signo, 0);
 	atomic_fetch_add(&arm_generation, 1);
 	uint64_t until = pp_clock_ns(CLOCK_MONOTONIC) + PP_NS_PER_SEC;
 	while (atomic_load(&arming) && pp_clock_ns(CLOCK_MONOTONIC) < until)
@@ -928,6 +1056,7 @@ void pp_timers_forget_in_child(void)
 	timers.prof_taken = 0;
 	timers.hz = 0;
 	atomic_store(&pp_sampler.setitimer, 0);
+	atomic_store(&pp_sampler.alt_signo, 0);
 	/* The parent's table and queue: timers are not inherited, and the
 	 * map's memory is left as it is (as the agent leaves its own). */
 	timers.nthreads = 0;

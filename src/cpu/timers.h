@@ -58,6 +58,12 @@ struct pp_timers_published {
 	int setitimer; /* one process-wide timer instead of per-thread ones */
 	int signo;     /* the signal sampled with, 0 when off */
 	unsigned blocked; /* threads not armed: they block the signal */
+	/* Threads whose timer raises SIGPROF: they block SIGURG only. */
+	unsigned threads_sigprof;
+	int mixed; /* SIGURG, and SIGPROF for those (handler on both) */
+	/* What the threads not sampled block ("both SIGURG and SIGPROF"),
+	 * NULL when none was seen (a static string). */
+	const char *blocked_what;
 };
 void pp_timers_published(struct pp_timers_published *out);
 

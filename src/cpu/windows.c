@@ -241,9 +241,11 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 	o->windows_open = pp_cpu.nwindows;
 	o->hz = t.hz;
 	o->threads_sampled = t.threads;
-	o->signal = t.signo == SIGURG    ? "SIGURG"
-	            : t.signo == SIGPROF ? "SIGPROF"
-	                                 : NULL;
+	o->signal = t.signo == SIGURG && t.mixed ? "SIGURG+SIGPROF"
+	            : t.signo == SIGURG          ? "SIGURG"
+	            : t.signo == SIGPROF         ? "SIGPROF"
+	                                         : NULL;
+	o->threads_sigprof = t.threads_sigprof;
 	o->threads_blocking = t.blocked;
 	o->foreign = atomic_load(&s->foreign);
 	o->timer_mode = !o->hz        ? "off"

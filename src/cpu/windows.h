@@ -34,6 +34,8 @@ struct pp_cpu_window {
 	uint64_t blocked_base;
 	unsigned blocked_threads;
 	int signo; /* the signal sampled with (for the note) */
+	/* What the threads not sampled block, for the note (timers.h). */
+	const char *blocked_what;
 	/* Sampling stopped early because the host took the signal: why, and
 	 * the span asked (end_ns is then when it stopped). */
 	int cut;

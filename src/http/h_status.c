@@ -145,6 +145,7 @@ static struct json_object *cpu_json(void)
 	    o, "signal", c.signal ? json_object_new_string(c.signal) : NULL);
 	json_object_object_add(o, "threads_blocking_signal",
 	                       I64(c.threads_blocking));
+	json_object_object_add(o, "threads_sigprof", I64(c.threads_sigprof));
 	json_object_object_add(o, "foreign_signals", I64(c.foreign));
 	json_object_object_add(o, "samples", I64(c.samples));
 	json_object_object_add(o, "samples_weighted", I64(c.weighted));

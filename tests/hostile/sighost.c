@@ -19,6 +19,15 @@
  *                   its own that also burns CPU between reads
  *   blocklater      the burners block every signal from now on, and each
  *                   reads its own with sigtimedwait between bursts
+ *   latch N HOW     N threads "latch-K" that block SIGURG only and read it
+ *                   from a signalfd between bursts in latch_work (as
+ *                   PostgreSQL's backends do with their latch signal):
+ *                   HOW self, each blocks it itself; inherit, they start
+ *                   with it blocked (made by a thread that blocked it)
+ *   both N          N threads "both-K" that block SIGURG and SIGPROF and
+ *                   read them from a signalfd, burning in both_work
+ *   urglater        the burners block SIGURG only from now on, and each
+ *                   reads its own with sigtimedwait between bursts
  *   read            "read URG PROF OTHER": signals the readers consumed
  *   quit            exit 0
  */
@@ -52,7 +61,7 @@ static void burn_some(void)
 	atomic_fetch_add(&bursts, 1);
 }
 
-static atomic_int block_later;
+static atomic_int block_later, urg_later;
 static void count(int sig);
 
 static void *burner(void *arg)
@@ -67,6 +76,12 @@ static void *burner(void *arg)
 	for (;;) {
 		burn_some();
 		if (!blocked && atomic_load(&block_later)) {
+			pthread_sigmask(SIG_BLOCK, &all, NULL);
+			blocked = 1;
+		}
+		if (!blocked && atomic_load(&urg_later)) {
+			sigemptyset(&all);
+			sigaddset(&all, SIGURG);
 			pthread_sigmask(SIG_BLOCK, &all, NULL);
 			blocked = 1;
 		}
@@ -130,6 +145,83 @@ static void *reader_sigwait(void *arg)
 			count(sig);
 		burn_some();
 	}
+	return NULL;
+}
+
+/* A burst of CPU in a function of its own (the leaf of its samples). */
+__attribute__((noinline)) static void latch_work(void)
+{
+	for (unsigned long i = 0; i < 200000; i++)
+		sink += i * i;
+	atomic_fetch_add(&bursts, 1);
+}
+
+__attribute__((noinline)) static void both_work(void)
+{
+	for (unsigned long i = 0; i < 200000; i++)
+		sink += i * i;
+	atomic_fetch_add(&bursts, 1);
+}
+
+/* arg: the signals to block (and read from a signalfd), SIGPROF's too
+ * when non-zero; the name's prefix follows. */
+struct blocker {
+	int both;
+	int self;
+	int k;
+};
+
+static void *blocker(void *arg)
+{
+	struct blocker b = *(struct blocker *)arg;
+	char name[16];
+	sigset_t set;
+	struct signalfd_siginfo si;
+	free(arg);
+	snprintf(name, sizeof name, "%s-%d", b.both ? "both" : "latch", b.k);
+	pthread_setname_np(pthread_self(), name);
+	sigemptyset(&set);
+	sigaddset(&set, SIGURG);
+	if (b.both)
+		sigaddset(&set, SIGPROF);
+	if (b.self)
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+	int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		while (read(fd, &si, sizeof si) == sizeof si)
+			count((int)si.ssi_signo);
+		if (b.both)
+			both_work();
+		else
+			latch_work();
+	}
+	return NULL;
+}
+
+static int nblockers;
+
+static void start_blockers(int n, int both, int self)
+{
+	for (int i = 0; i < n; i++) {
+		struct blocker *b = malloc(sizeof *b);
+		pthread_t t;
+		b->both = both;
+		b->self = self;
+		b->k = nblockers++;
+		pthread_create(&t, NULL, blocker, b);
+	}
+}
+
+/* Makes the latch threads with SIGURG blocked already (they start so). */
+static void *spawner(void *arg)
+{
+	sigset_t urg;
+	sigemptyset(&urg);
+	sigaddset(&urg, SIGURG);
+	pthread_sigmask(SIG_BLOCK, &urg, NULL);
+	start_blockers((int)(long)arg, 0, 0);
 	return NULL;
 }
 
@@ -208,6 +300,22 @@ int main(void)
 			                   ? reader_sigwait
 			                   : reader_signalfd,
 			               NULL);
+			printf("ok\n");
+		} else if (sscanf(line, "latch %d %4095s", &n, arg) == 2) {
+			if (strcmp(arg, "inherit") == 0) {
+				pthread_t t;
+				pthread_create(&t, NULL, spawner,
+				               (void *)(long)n);
+				pthread_join(t, NULL);
+			} else {
+				start_blockers(n, 0, 1);
+			}
+			printf("ok\n");
+		} else if (sscanf(line, "both %d", &n) == 1) {
+			start_blockers(n, 1, 1);
+			printf("ok\n");
+		} else if (strcmp(line, "urglater") == 0) {
+			atomic_store(&urg_later, 1);
 			printf("ok\n");
 		} else if (strcmp(line, "blocklater") == 0) {
 			atomic_store(&block_later, 1);

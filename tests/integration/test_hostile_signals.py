@@ -92,6 +92,16 @@ def frame_value(prof, name):
     return total
 
 
+def stack_value(prof, name):
+    """The cpu nanoseconds of samples with the function name anywhere in
+    their stack (under TSan the leaf is often its instrumentation)."""
+    total = 0
+    for s in prof.samples:
+        if any(f[0] == name for loc in prof.stack(s) for f in loc):
+            total += s["value"][1]
+    return total
+
+
 def thread_samples(prof, prefix):
     return sum(s["value"][0] for s in prof.samples
                if str(prof.labels(s).get("thread_name", "")).startswith(prefix))
@@ -363,9 +373,134 @@ def test_sigwait_host():
     check_blocking_host("sigwait")
 
 
+def test_latch_threads():
+    """PostgreSQL's pattern (14+, its latches on Linux): threads that block
+    SIGURG only and read it from a signalfd are sampled with SIGPROF, which
+    the host leaves free; their CPU is in the profile under their own
+    function, their signalfd reads none of pullprof's signals, and only a
+    thread that blocks both is charged to the frame."""
+    h = SigHost()
+    before = h.sig_masks()
+    eq(h.cmd("latch 2 self"), "ok", "2 threads block SIGURG, read a signalfd")
+    eq(h.cmd("both 1"), "ok", "1 thread blocks SIGURG and SIGPROF")
+    t, res = in_background(f"{h.base}/profile?seconds=3")
+    ok(until(lambda: h.status().get("threads_sigprof", 0) >= 2, timeout=20),
+       "both latch threads are sampled with SIGPROF", h.status())
+    st = h.status()
+    eq(st.get("signal"), "SIGURG+SIGPROF", "/status says both signals")
+    ok(st.get("threads_blocking_signal", 0) >= 1,
+       "the thread blocking both is counted", st)
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window: 200")
+    eq(h.cmd("read"), "read 0 0 0", "the host read none of pullprof's signals")
+    if r and r.status == 200:
+        prof = Profile(r.body)
+        v = stack_value(prof, "latch_work")
+        ok(v > 0.3e9, "the latch threads' CPU is under latch_work", v)
+        ok(thread_samples(prof, "latch-") > 0, "samples of latch-* threads")
+        eq(thread_samples(prof, "both-"), 0, "none of the thread blocking both")
+        b = frame_value(prof, BLOCKED_FRAME)
+        ok(b > 0.3e9, f"its CPU is charged to {BLOCKED_FRAME}", b)
+        ok(b < 2.5e9, "and only its CPU (one thread, 3 s)", b)
+        c = " | ".join(comments(prof))
+        ok("both SIGURG and SIGPROF" in c, "the note says what it blocks", c)
+    ok(idle(h), "sampling is off")
+    after = h.sig_masks()
+    eq(hex(after["SigIgn"]), hex(before["SigIgn"]), "SigIgn as before")
+    eq(hex(after["SigCgt"]), hex(before["SigCgt"]), "SigCgt as before")
+    eq(h.cmd("read"), "read 0 0 0", "nothing pending was read after")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_latch_started_mid_window():
+    """A thread that starts during a window with SIGURG blocked (its creator
+    blocked it) is sampled with SIGPROF."""
+    h = SigHost()
+    eq(h.cmd("latch 1 self"), "ok", "a latch thread (SIGPROF taken for it)")
+    t, res = in_background(f"{h.base}/profile?seconds=3")
+    ok(until(lambda: h.status().get("threads_sigprof", 0) >= 1, timeout=20),
+       "it is sampled with SIGPROF", h.status())
+    eq(h.cmd("latch 2 inherit"), "ok", "2 more start with SIGURG blocked")
+    ok(until(lambda: h.status().get("threads_sigprof", 0) >= 3, timeout=20),
+       "they are sampled with SIGPROF too", h.status())
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window: 200")
+    eq(h.cmd("read"), "read 0 0 0", "the host read none of pullprof's signals")
+    if r and r.status == 200:
+        prof = Profile(r.body)
+        for k in (1, 2):
+            ok(thread_samples(prof, f"latch-{k}") > 0,
+               f"latch-{k} (started in the window) has samples")
+        # (Under TSan its background thread, which blocks every signal,
+        # is charged there: a little.)
+        b = frame_value(prof, BLOCKED_FRAME)
+        if pptest.SANITIZER == "tsan":
+            ok(b < 0.2e9, "almost nothing charged to the frame (TSan's "
+               "own thread)", b)
+        else:
+            eq(b, 0, "nothing charged to the frame")
+    ok(idle(h), "sampling is off")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_blocks_urg_mid_window():
+    """Threads that block SIGURG only after their timers were armed, and
+    read it with sigtimedwait: moved to SIGPROF, sampled on; from then on
+    they read nothing of pullprof's."""
+    h = SigHost()
+    eq(h.cmd("burn 2"), "ok", "2 burner threads")
+    t, res = in_background(f"{h.base}/profile?seconds=5")
+    ok(until(lambda: h.status().get("samples", 0) > 5, timeout=20),
+       "the window samples")
+    eq(h.cmd("urglater"), "ok", "the burners block SIGURG now")
+    ok(until(lambda: h.status().get("threads_sigprof", 0) >= 2, timeout=20),
+       "the collector moves both to SIGPROF", h.status())
+    s1 = h.status().get("samples", 0)
+    r1 = h.cmd("read")
+    time.sleep(0.5)
+    r2 = h.cmd("read")
+    eq(r2, r1, "from then on the host reads none of pullprof's signals")
+    ok(until(lambda: h.status().get("samples", 0) > s1 + 20, timeout=20),
+       "and they are sampled on")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window: 200")
+    ok(idle(h), "sampling is off")
+    eq(h.quit(), 0, "the host exits 0")
+
+
+def test_prof_taken_mid_window():
+    """A host that starts its own SIGPROF profiler while a latch thread is
+    sampled with SIGPROF: the window stops and says why, the host lives on
+    and gets its own ticks, and neither of its handlers is replaced."""
+    h = SigHost()
+    eq(h.cmd("latch 1 self"), "ok", "a latch thread")
+    t, res = in_background(f"{h.base}/profile?seconds=20")
+    ok(until(lambda: h.status().get("threads_sigprof", 0) >= 1, timeout=20),
+       "it is sampled with SIGPROF", h.status())
+    eq(h.cmd("prof"), "ok", "the host takes SIGPROF mid-window")
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, "the window ends early: 200")
+    if r and r.status == 200:
+        c = " | ".join(comments(Profile(r.body)))
+        ok("sampling stopped" in c and "SIGPROF" in c,
+           "a note says the host took SIGPROF", c)
+    ok(idle(h), "sampling is off")
+    t0 = int(h.cmd("ticks").split()[1])
+    ok(until(lambda: int(h.cmd("ticks").split()[1]) > t0 + 10, timeout=20),
+       "the host's profiler gets its ticks")
+    ok(h.sig_masks()["SigCgt"] & SIGPROF_BIT, "its SIGPROF handler stays")
+    eq(h.cmd("read"), "read 0 0 0", "the host read none of pullprof's signals")
+    eq(h.quit(), 0, "the host exits 0")
+
+
 if __name__ == "__main__":
     run([test_disposition_restored, test_own_profiler,
          test_reset_during_window, test_sigurg_host,
          test_sigurg_handler_mid_window, test_blocks_mid_window,
          test_signalfd_host,
-         test_sigwait_host])
+         test_sigwait_host, test_latch_threads, test_latch_started_mid_window,
+         test_blocks_urg_mid_window, test_prof_taken_mid_window])
