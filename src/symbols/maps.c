@@ -16,6 +16,7 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -121,6 +122,32 @@ static void note_build_id(const unsigned char *p, size_t len, char *out,
 	}
 }
 
+/* The hash of an image's name (dlpi_name), read with checked copies a page
+ * at a time rather than in place: the name is the loader's memory, written
+ * under its lock by a host's dlopen, and ThreadSanitizer's dl_iterate_phdr
+ * interceptor vouches for the name's bytes but not its terminating NUL
+ * (a strlen here was reported racing with the loader's strdup). */
+static uint64_t name_hash(const char *name)
+{
+	char buf[PATH_MAX];
+	size_t len = 0;
+	if (!name)
+		return pp_hash_bytes("", 0);
+	while (len < sizeof buf) {
+		uintptr_t at = (uintptr_t)name + len;
+		size_t n = 4096 - (at & 4095);
+		if (n > sizeof buf - len)
+			n = sizeof buf - len;
+		if (pp_proc_copy_self(at, buf + len, n))
+			break;
+		char *end = memchr(buf + len, 0, n);
+		if (end)
+			return pp_hash_bytes(buf, (size_t)(end - buf));
+		len += n;
+	}
+	return pp_hash_bytes(buf, len);
+}
+
 /*
  * The loader's list of images. Their program headers and notes live in
  * the images' own mappings, which are the files' pages: a file truncated
@@ -135,9 +162,7 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	ElfW(Phdr) *phdr = NULL;
 	int phnum = info->dlpi_phnum;
 	(void)size;
-	img.name_hash =
-	    pp_hash_bytes(info->dlpi_name ? info->dlpi_name : "",
-	                  info->dlpi_name ? strlen(info->dlpi_name) : 0);
+	img.name_hash = name_hash(info->dlpi_name);
 	if (phnum > 0) {
 		phdr = malloc((size_t)phnum * sizeof *phdr);
 		if (!phdr)
@@ -358,9 +383,8 @@ static int on_present(struct dl_phdr_info *info, size_t size, void *arg)
 		p->name_hash = h;
 		p->cap = cap;
 	}
-	const char *name = info->dlpi_name ? info->dlpi_name : "";
 	p->addr[p->n] = info->dlpi_addr;
-	p->name_hash[p->n++] = pp_hash_bytes(name, strlen(name));
+	p->name_hash[p->n++] = name_hash(info->dlpi_name);
 	return 0;
 }
 
