@@ -208,8 +208,10 @@ def test_own_profiler():
 def test_reset_during_window():
     h = SigHost()
     eq(h.cmd("burn 2"), "ok", "2 burner threads")
-    t, res = in_background(f"{h.base}/profile?seconds=4")
-    ok(until(lambda: h.status().get("samples", 0) > 20, timeout=20),
+    # A window long enough to be open whenever the reset comes, however
+    # slowly a busy machine runs the host: the reset ends it.
+    t, res = in_background(f"{h.base}/profile?seconds=60")
+    ok(until(lambda: h.status().get("samples", 0) > 20, timeout=50),
        "the window samples")
     eq(h.cmd("reset"), "ok", "the host resets every disposition to SIG_DFL")
     t.join(60)
@@ -223,7 +225,7 @@ def test_reset_during_window():
         ok("sampling stopped" in c and "SIG_DFL" in c,
            "the profile says sampling stopped and why", c)
         d = prof.raw["duration_nanos"][0]
-        ok(d < 4e9, "its duration is the time sampled", d)
+        ok(d < 60e9, "its duration is the time sampled", d)
         pid_ = r.header("X-Pullprof-Profile-Id")
         txt = curl(f"{h.base}/profile?id={pid_}&debug=1") if pid_ else None
         ok(txt and txt.status == 200 and "sampling stopped" in txt.text,
