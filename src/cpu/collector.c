@@ -128,11 +128,20 @@ static void finish_model(struct pp_cpu_window *w)
 		/* The CPU time of threads that block the signal (a host that
 		 * reads its signals with signalfd or sigwait blocks them
 		 * all): measured on their CPU clocks, never sampled, charged
-		 * to a frame of its own like lost samples. */
-		uintptr_t pc = pp_profile_synthetic_pc(
-		    p, "[pullprof: not sampled, the thread blocks the signal]");
+		 * to a frame of its own like lost samples.
+		 * In whole periods, as every sample stands for one: the
+		 * formats that keep counts only (legacy) or weigh a timeline
+		 * event by the period (Perfetto) then say what pprof says;
+		 * the note below keeps the time measured. Less than half a
+		 * period, which sampling would most likely miss too, is in
+		 * the note alone. */
 		int64_t n = (int64_t)((blocked + period / 2) / period);
-		int64_t v[2] = {n ? n : 1, (int64_t)blocked};
+		uintptr_t pc =
+		    n ? pp_profile_synthetic_pc(
+		            p, "[pullprof: not sampled, the thread blocks "
+		               "the signal]")
+		      : 0;
+		int64_t v[2] = {n, n * (int64_t)period};
 		if (pc)
 			pp_profile_add_at(p, &pc, 1, v, NULL, 0, w->end_ns - 1,
 			                  0);
