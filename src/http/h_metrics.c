@@ -185,16 +185,20 @@ static void cpu_metrics(struct pp_buf *b)
 		            strcmp(c.timer_mode, modes[i]) == 0);
 	}
 	/* Like the timer mode: a series per signal, so a dashboard sees
-	 * the switch to SIGPROF (the host handles SIGURG); all 0 when off. */
+	 * SIGPROF taken (the host handles SIGURG, or threads block it);
+	 * all 0 when off. /status says "SIGURG+SIGPROF" when both are. */
 	static const char *const sigs[] = {"SIGURG", "SIGPROF"};
 	pp_prom_family(b, "pullprof_cpu_timer_signal", "gauge",
-	               "1 for the signal the CPU timers raise now: SIGURG, or "
-	               "SIGPROF when the host handles SIGURG; all 0 when no "
-	               "window is open.");
+	               "1 for each signal the CPU timers raise now: SIGURG, "
+	               "and SIGPROF when the host handles SIGURG or for "
+	               "threads that block it; all 0 when no window is open.");
 	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
 		struct pp_prom_label l = {"signal", sigs[i]};
-		pp_prom_u64(b, "pullprof_cpu_timer_signal", &l, 1,
-		            c.signal && strcmp(c.signal, sigs[i]) == 0);
+		size_t n = strlen(sigs[i]);
+		const char *at = c.signal ? strstr(c.signal, sigs[i]) : NULL;
+		int in_use = at && (at == c.signal || at[-1] == '+') &&
+		             (at[n] == 0 || at[n] == '+');
+		pp_prom_u64(b, "pullprof_cpu_timer_signal", &l, 1, in_use);
 	}
 	gauge(b, "pullprof_cpu_threads_blocking_signal",
 	      "Threads not sampled because they block the timers' signal "
@@ -205,7 +209,8 @@ static void cpu_metrics(struct pp_buf *b)
 	        "its timers' (a stray kill, a timer of the host's): dropped.",
 	        c.foreign);
 	counter(b, "pullprof_cpu_samples_total",
-	        "CPU samples recorded by the SIGPROF handler.", c.samples);
+	        "CPU samples recorded by the sampling signal's handler.",
+	        c.samples);
 	counter(b, "pullprof_cpu_sample_periods_total",
 	        "Sampling periods the recorded samples stand for: one each, "
 	        "plus the timer overruns they carry.",
@@ -235,13 +240,15 @@ static void cpu_metrics(struct pp_buf *b)
 	double bounds[PP_CPU_HANDLER_BUCKETS];
 	for (size_t i = 0; i < PP_CPU_HANDLER_BUCKETS; i++)
 		bounds[i] = pp_ns_to_seconds(pp_cpu_handler_bounds_ns[i]);
-	pp_prom_histogram(b, "pullprof_cpu_handler_duration_seconds",
-	                  "Time the SIGPROF handler took per recorded "
-	                  "sample (stack capture included).",
-	                  bounds, c.handler_buckets, PP_CPU_HANDLER_BUCKETS,
-	                  pp_ns_to_seconds(c.handler_ns_total));
+	pp_prom_histogram(
+	    b, "pullprof_cpu_handler_duration_seconds",
+	    "Time the sampling signal's handler took per recorded "
+	    "sample (stack capture included).",
+	    bounds, c.handler_buckets, PP_CPU_HANDLER_BUCKETS,
+	    pp_ns_to_seconds(c.handler_ns_total));
 	gauge_f(b, "pullprof_cpu_handler_max_duration_seconds",
-	        "The longest the SIGPROF handler took for one sample.",
+	        "The longest the sampling signal's handler took for one "
+	        "sample.",
 	        pp_ns_to_seconds(c.handler_ns_max));
 	gauge(b, "pullprof_cpu_ring_capacity",
 	      "Samples the ring between the handler and the collector holds.",
@@ -250,7 +257,7 @@ static void cpu_metrics(struct pp_buf *b)
 	      "The most samples the ring has held at once.", c.ring_high_water);
 	gauge(b, "pullprof_cpu_unwind_images",
 	      "Loaded images whose unwind tables are registered for the "
-	      "SIGPROF handler.",
+	      "sampling signal's handler.",
 	      c.unwind_images);
 	counter(b, "pullprof_cpu_unwind_fallbacks_total",
 	        "CPU samples the compact frame tables handed to libunwind (a "

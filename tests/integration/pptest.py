@@ -42,11 +42,12 @@ NO_VALGRIND_WHY = (f"{SANITIZER} build: valgrind cannot run a sanitized "
 
 # ThreadSanitizer delivers an asynchronous signal only when the thread next
 # reaches one of its own safe points (an intercepted call), and hands the
-# handler the context of that point: under TSan a SIGPROF sample does not say
+# handler the context of that point: under TSan a CPU sample does not say
 # where the thread was burning CPU, so checks of what a CPU profile contains
 # (shares, leaves, durations at load) cannot hold there.
-NO_CPU_TRUTH_WHY = ("tsan build: TSan defers SIGPROF to its own safe points, "
-                    "so samples do not show where the CPU was spent")
+NO_CPU_TRUTH_WHY = ("tsan build: TSan defers the sampling signal to its own "
+                    "safe points, so samples do not show where the CPU was "
+                    "spent")
 
 
 def sanitized():
