@@ -95,7 +95,10 @@ def test_bash_and_dash():
                      "PULLPROF_AGENT_URL": url or "?"},
                f"{name}: its children see the records of its agent")
             p.p.stdin.close()
-            eq(p.p.wait(timeout=20), 0, f"{name}: exits 0")
+            rc = p.p.wait(timeout=20)
+            ok(rc == 0, f"{name}: exits 0",
+               f"exit status {rc}; its stderr:\n" +
+               "\n".join(p.stderr_text().splitlines()[-30:]))
             p.drain()
             eq(len(pullprof_lines(p)), 1,
                f"{name}: one line from pullprof: {pullprof_lines(p)}")
