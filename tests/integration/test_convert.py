@@ -402,7 +402,12 @@ def test_agent_legacy():
     c1, t1 = top_lines(out)
     c2, t2 = top_lines(agent_pb)
     t1, t2 = plain_text(t1), plain_text(t2)
-    ok(c1 == 0 and c2 == 0 and t1 == t2 and "burn_heavy" in t1,
+    # The same rows; rows that tie (no flat time, one name inlined) may
+    # come in another order (seen under TSan, whose runtime frames a
+    # sample can land in).
+    ok(c1 == 0 and c2 == 0 and
+       sorted(t1.splitlines()) == sorted(t2.splitlines()) and
+       "burn_heavy" in t1,
        "go tool pprof -top -lines reads the same from both", t1[:1500] + "\n---\n" + t2[:1500])
 
 
