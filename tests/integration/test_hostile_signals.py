@@ -120,6 +120,22 @@ def idle(h):
                  h.status().get("windows_open") == 0, timeout=30)
 
 
+def answered(t, res, name):
+    """The answer of a window opened in the background (in_background),
+    once it ends: checked to be 200 under name; None when it is not."""
+    t.join(60)
+    r = res.get("r")
+    eq(r and r.status, 200, name)
+    return r if r and r.status == 200 else None
+
+
+def ticks_on(h, name):
+    """The host's own profiler goes on ticking (ITIMER_PROF, its handler)."""
+    t0 = int(h.cmd("ticks").split()[1])
+    ok(until(lambda: int(h.cmd("ticks").split()[1]) > t0 + 10, timeout=20),
+       name)
+
+
 def test_disposition_restored():
     h = SigHost()
     ok(h.port, "the host serves", h.stderr_text())
@@ -169,10 +185,8 @@ def test_own_profiler():
        "the window samples")
     eq(h.cmd("prof"), "ok", "the host starts its profiler again mid-window")
     during = rate(1.0)
-    t.join(60)
-    r = res.get("r")
-    eq(r and r.status, 200, "the window ends 200")
-    if r and r.status == 200:
+    r = answered(t, res, "the window ends 200")
+    if r:
         prof = Profile(r.body)
         ok(thread_samples(prof, "burn-") > 0, "the burners are sampled")
     ok(idle(h), "sampling is off after the window")
@@ -191,10 +205,8 @@ def test_own_profiler():
              h.status().get("windows_open") == 1, timeout=20),
        "a window opens beside the host's profiler")
     during = rate(1.0)
-    t.join(60)
-    r = res.get("r")
-    eq(r and r.status, 200, "a window beside the host's profiler: 200")
-    if r and r.status == 200:
+    r = answered(t, res, "a window beside the host's profiler: 200")
+    if r:
         ok(thread_samples(Profile(r.body), "burn-") > 0,
            "the burners are sampled")
     ok(0.6 < during < 1.4, "the host's ticks per 10 ms of CPU during it",
@@ -268,17 +280,13 @@ def test_sigurg_host():
              h.status().get("samples", 0) > before + 30, timeout=50),
        "a second window samples")
     eq(h.cmd("prof"), "ok", "the host starts its own SIGPROF profiler")
-    t.join(60)
-    r = res.get("r")
-    eq(r and r.status, 200, "the window is answered")
-    if r and r.status == 200:
+    r = answered(t, res, "the window is answered")
+    if r:
         c = " | ".join(comments(Profile(r.body)))
         ok("sampling stopped" in c and "SIGPROF" in c,
            "the profile says sampling stopped and why", c)
     ok(idle(h), "sampling is off")
-    t1 = int(h.cmd("ticks").split()[1])
-    ok(until(lambda: int(h.cmd("ticks").split()[1]) > t1 + 10, timeout=20),
-       "the host's profiler ticks on")
+    ticks_on(h, "the host's profiler ticks on")
     r = curl(f"{h.base}/profile?seconds=1")
     eq(r.status, 409, "SIGURG and SIGPROF both the host's: 409")
     ok("SIGURG" in r.text and "SIGPROF" in r.text, "the 409 names both",
@@ -299,10 +307,8 @@ def test_sigurg_handler_mid_window():
        "the window samples")
     eq(h.status().get("signal"), "SIGURG", "with SIGURG")
     eq(h.cmd("urg"), "ok", "the host installs its own SIGURG handler")
-    t.join(60)
-    r = res.get("r")
-    eq(r and r.status, 200, "the window is answered")
-    if r and r.status == 200:
+    r = answered(t, res, "the window is answered")
+    if r:
         c = " | ".join(comments(Profile(r.body)))
         ok("sampling stopped" in c and "SIGURG" in c and
            "handler of its own" in c, "the profile says why", c)
@@ -360,10 +366,8 @@ def test_blocks_mid_window():
     time.sleep(0.5)
     r2 = h.cmd("read")
     eq(r2, r1, "from then on the host reads none of pullprof's signals")
-    t.join(60)
-    r = res.get("r")
-    eq(r and r.status, 200, "the window: 200")
-    if r and r.status == 200:
+    r = answered(t, res, "the window: 200")
+    if r:
         prof = Profile(r.body)
         ok(frame_value(prof, BLOCKED_FRAME) > 0.3e9,
            "their CPU since is charged to the frame",
@@ -489,17 +493,13 @@ def test_prof_taken_mid_window():
     ok(until(lambda: h.status().get("threads_sigprof", 0) >= 1, timeout=20),
        "it is sampled with SIGPROF", h.status())
     eq(h.cmd("prof"), "ok", "the host takes SIGPROF mid-window")
-    t.join(60)
-    r = res.get("r")
-    eq(r and r.status, 200, "the window ends early: 200")
-    if r and r.status == 200:
+    r = answered(t, res, "the window ends early: 200")
+    if r:
         c = " | ".join(comments(Profile(r.body)))
         ok("sampling stopped" in c and "SIGPROF" in c,
            "a note says the host took SIGPROF", c)
     ok(idle(h), "sampling is off")
-    t0 = int(h.cmd("ticks").split()[1])
-    ok(until(lambda: int(h.cmd("ticks").split()[1]) > t0 + 10, timeout=20),
-       "the host's profiler gets its ticks")
+    ticks_on(h, "the host's profiler gets its ticks")
     ok(h.sig_masks()["SigCgt"] & SIGPROF_BIT, "its SIGPROF handler stays")
     eq(h.cmd("read"), "read 0 0 0", "the host read none of pullprof's signals")
     eq(h.quit(), 0, "the host exits 0")
