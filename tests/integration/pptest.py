@@ -369,6 +369,43 @@ def memcheck_quit(proc, what, timeout=300):
     return report
 
 
+def socket_inodes(pid):
+    """The inodes of the sockets pid has open."""
+    out = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            m = re.match(r"socket:\[(\d+)\]$",
+                         os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+        if m:
+            out.add(int(m.group(1)))
+    return out
+
+
+def listening_inode(port):
+    """The inode of the socket listening on 127.0.0.1:port."""
+    with open("/proc/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            cols = line.split()
+            if cols[1] == f"0100007F:{port:04X}" and cols[3] == "0A":
+                return int(cols[9])
+    return None
+
+
+def socket_owners(inode):
+    """The pids holding the socket with this inode (any process this
+    user can read)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if inode in socket_inodes(int(pid)):
+                pids.append(int(pid))
+        except OSError:
+            continue
+    return pids
+
+
 def until(pred, timeout=30):
     """Poll pred until it holds (True) or timeout seconds pass (False)."""
     end = time.time() + timeout

@@ -16,34 +16,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pptest import (BUILD, NO_HEAP_WHY, Proc, Profile, curl, eq,  # noqa: E402
-                    fork_safe_env, ok, preload_env, run, sanitized, skip)
+                    fork_safe_env, listening_inode, ok, preload_env, run,
+                    sanitized, skip, socket_inodes)
 
 RAWFORK = os.path.join(BUILD, "tests", "fork", "rawfork")
 SERVING = r"pullprof\[\d+\]: serving (http://\S+)"
-
-
-def socket_inodes(pid):
-    """The inodes of the sockets pid has open."""
-    out = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            m = re.match(r"socket:\[(\d+)\]$",
-                         os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            continue
-        if m:
-            out.add(int(m.group(1)))
-    return out
-
-
-def listening_inode(port):
-    """The inode of the socket listening on 127.0.0.1:port."""
-    with open("/proc/net/tcp") as f:
-        for line in f.read().splitlines()[1:]:
-            cols = line.split()
-            if cols[1] == f"0100007F:{port:04X}" and cols[3] == "0A":
-                return int(cols[9])
-    return None
 
 
 class Rawfork(Proc):

@@ -261,10 +261,18 @@ def test_sigurg_host():
     h = SigHost()
     eq(h.cmd("burn 1"), "ok", "a burner thread")
     eq(h.cmd("urg"), "ok", "the host installs its own SIGURG handler")
-    t, res = in_background(f"{h.base}/profile?seconds=1")
-    ok(until(lambda: h.status().get("samples", 0) > 0, timeout=20),
-       "the window samples")
-    eq(h.status().get("signal"), "SIGPROF", "pullprof samples with SIGPROF")
+    # The signal is read from a status taken while the window is open and
+    # has samples (it is null once sampling is off: a short window may be
+    # over before a busy machine answers the next request).
+    t, res = in_background(f"{h.base}/profile?seconds=3")
+    seen = {}
+
+    def open_and_sampled():
+        seen.clear()
+        seen.update(h.status())
+        return seen.get("windows_open") == 1 and seen.get("samples", 0) > 0
+    ok(until(open_and_sampled, timeout=20), "the window samples", seen)
+    eq(seen.get("signal"), "SIGPROF", "pullprof samples with SIGPROF")
     t.join(60)
     eq(res.get("r") and res["r"].status, 200, "the window: 200")
     eq(h.cmd("urgs"), "urgs 0", "the host's SIGURG handler got nothing")
