@@ -6,6 +6,7 @@
  * state set up before they started, and stop joins them before freeing it.
  */
 #include "agent.h"
+#include "agent_threads.h"
 #include "threads/threads.h"
 
 #include <dlfcn.h>
@@ -51,108 +52,6 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 const struct pp_agent *pp_agent_get(void)
 {
 	return __atomic_load_n(&running, __ATOMIC_ACQUIRE);
-}
-
-/* ---- the agent's threads ------------------------------------------------ */
-
-#define MAX_UNSAMPLED 4
-
-static __thread int on_agent_thread __attribute__((tls_model("initial-exec")));
-static __thread int creating_agent_thread
-    __attribute__((tls_model("initial-exec")));
-static _Atomic pid_t unsampled[MAX_UNSAMPLED];
-/* Every agent thread's tid, for the thread dump to mark them. */
-#define MAX_AGENT_TIDS 32
-static _Atomic pid_t agent_tids[MAX_AGENT_TIDS];
-
-int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
-                           void *arg)
-{
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	/* pthread_create as the program sees it: a sanitizer's interceptor
-	 * (which must know every thread) comes before ours, which lets an
-	 * agent thread through untouched. */
-	creating_agent_thread = 1;
-	int rc = -pthread_create(t, NULL, fn, arg);
-	creating_agent_thread = 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!rc)
-		pthread_setname_np(*t, name);
-	return rc;
-}
-
-static void tid_add(_Atomic pid_t *slots, size_t n, pid_t tid)
-{
-	for (size_t i = 0; i < n; i++) {
-		pid_t free_slot = 0;
-		if (atomic_compare_exchange_strong(&slots[i], &free_slot, tid))
-			return;
-	}
-}
-
-void pp_agent_thread_enter(int flags)
-{
-	on_agent_thread = 1;
-	pp_heap_exclude_thread();
-	pid_t self = (pid_t)syscall(SYS_gettid);
-	tid_add(agent_tids, MAX_AGENT_TIDS, self);
-	if (!(flags & PP_AGENT_UNSAMPLED))
-		return;
-	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
-		pid_t free_slot = 0;
-		if (atomic_compare_exchange_strong(&unsampled[i], &free_slot,
-		                                   self))
-			return;
-	}
-}
-
-void pp_agent_thread_leave(void)
-{
-	pid_t self = (pid_t)syscall(SYS_gettid);
-	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
-		pid_t mine = self;
-		atomic_compare_exchange_strong(&unsampled[i], &mine, 0);
-	}
-	for (size_t i = 0; i < MAX_AGENT_TIDS; i++) {
-		pid_t mine = self;
-		atomic_compare_exchange_strong(&agent_tids[i], &mine, 0);
-	}
-}
-
-int pp_agent_thread_is(pid_t tid)
-{
-	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
-		if (atomic_load(&agent_tids[i]) == tid)
-			return 1;
-	return 0;
-}
-
-int pp_on_agent_thread(void)
-{
-	return on_agent_thread;
-}
-
-int pp_creating_agent_thread(void)
-{
-	return creating_agent_thread;
-}
-
-int pp_agent_thread_unsampled(pid_t tid)
-{
-	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
-		if (atomic_load(&unsampled[i]) == tid)
-			return 1;
-	return 0;
-}
-
-double pp_seconds_since(const struct timespec *since)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - since->tv_sec) +
-	       (double)(now.tv_nsec - since->tv_nsec) / PP_NS_PER_SEC;
 }
 
 /*
@@ -254,10 +153,7 @@ static void atfork_child(void)
 {
 	/* The handlers made the copy consistent: the child's own now. */
 	atomic_store(&owner, getpid());
-	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
-		atomic_store(&agent_tids[i], 0);
-	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
-		atomic_store(&unsampled[i], 0);
+	pp_agent_threads_forget_in_child();
 	pp_jobs_forget_in_child();
 	pp_cpu_forget_in_child();
 	pp_heap_forget_in_child();

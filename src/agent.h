@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "agent_threads.h"
 #include "config.h"
 
 struct pp_server;
@@ -35,29 +36,6 @@ const struct pp_agent *pp_agent_get(void);
  * when the agent is not running. */
 int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg);
 
-/* The agent's own threads. Create one: every signal blocked in it (they are
- * the host's), named (pthread_setname_np). 0 or a negative errno. */
-int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
-                           void *arg);
-/* The first call of every agent thread: its allocations are never heap
- * samples, and pp_on_agent_thread() is true on it. With PP_AGENT_UNSAMPLED
- * its CPU time is not sampled either (the threads that make and render
- * profiles: their work would show in the profiles beside them); every agent
- * thread calls pp_agent_thread_leave() when it ends. */
-#define PP_AGENT_UNSAMPLED 1
-void pp_agent_thread_enter(int flags);
-void pp_agent_thread_leave(void);
-/* Is tid one of the agent's threads (between its enter and leave)? */
-int pp_agent_thread_is(pid_t tid);
-/* Is the calling thread one of the agent's? */
-int pp_on_agent_thread(void);
-/* Is it inside pp_agent_thread_create (the thread being made is the
- * agent's, whichever thread makes it)? */
-int pp_creating_agent_thread(void);
-
-/* Is tid an agent thread the CPU profiler leaves out? Any thread. */
-int pp_agent_thread_unsampled(pid_t tid);
-
 /* For fork.c, on its watcher thread in a forked child. Start this
  * process's agent as a member of its parent's tree (follow mode), with the
  * parent's settings cfg; quietly. Take the address over (listen: the one
@@ -81,8 +59,5 @@ int pp_agent_autostart(const char *before, char *url, size_t n);
  * so closes this process's copies of the listening sockets (agent.c says
  * when). Async-signal-safe, keeps errno; one getpid(). */
 int pp_agent_foreign(void);
-
-/* Seconds elapsed on the monotonic clock since *since. */
-double pp_seconds_since(const struct timespec *since);
 
 #endif

@@ -42,4 +42,13 @@ static inline double pp_ns_to_seconds(uint64_t ns)
 	return (double)ns / PP_NS_PER_SEC;
 }
 
+/* Seconds elapsed on the monotonic clock since *since. */
+static inline double pp_seconds_since(const struct timespec *since)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - since->tv_sec) +
+	       (double)(now.tv_nsec - since->tv_nsec) / PP_NS_PER_SEC;
+}
+
 #endif

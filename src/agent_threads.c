@@ -1,0 +1,119 @@
+/*
+ * The agent's own threads: made with every signal blocked, named, never
+ * heap-sampled, some never CPU-sampled; and the registry that tells any
+ * thread whether a tid is one of them (the thread dump marks them, the CPU
+ * sampler leaves the unsampled ones out). A utility of every agent thread
+ * (the jobs thread, the server, lookups, wall, the collector, fork's
+ * watcher), apart from the lifecycle that starts them.
+ * Context: agent.
+ */
+#include "agent_threads.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "heap/heap.h"
+
+#define MAX_UNSAMPLED 4
+
+static __thread int on_agent_thread __attribute__((tls_model("initial-exec")));
+static __thread int creating_agent_thread
+    __attribute__((tls_model("initial-exec")));
+static _Atomic pid_t unsampled[MAX_UNSAMPLED];
+/* Every agent thread's tid, for the thread dump to mark them. */
+#define MAX_AGENT_TIDS 32
+static _Atomic pid_t agent_tids[MAX_AGENT_TIDS];
+
+int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
+                           void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* pthread_create as the program sees it: a sanitizer's interceptor
+	 * (which must know every thread) comes before ours, which lets an
+	 * agent thread through untouched. */
+	creating_agent_thread = 1;
+	int rc = -pthread_create(t, NULL, fn, arg);
+	creating_agent_thread = 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!rc)
+		pthread_setname_np(*t, name);
+	return rc;
+}
+
+static void tid_add(_Atomic pid_t *slots, size_t n, pid_t tid)
+{
+	for (size_t i = 0; i < n; i++) {
+		pid_t free_slot = 0;
+		if (atomic_compare_exchange_strong(&slots[i], &free_slot, tid))
+			return;
+	}
+}
+
+void pp_agent_thread_enter(int flags)
+{
+	on_agent_thread = 1;
+	pp_heap_exclude_thread();
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	tid_add(agent_tids, MAX_AGENT_TIDS, self);
+	if (!(flags & PP_AGENT_UNSAMPLED))
+		return;
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
+		pid_t free_slot = 0;
+		if (atomic_compare_exchange_strong(&unsampled[i], &free_slot,
+		                                   self))
+			return;
+	}
+}
+
+void pp_agent_thread_leave(void)
+{
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
+		pid_t mine = self;
+		atomic_compare_exchange_strong(&unsampled[i], &mine, 0);
+	}
+	for (size_t i = 0; i < MAX_AGENT_TIDS; i++) {
+		pid_t mine = self;
+		atomic_compare_exchange_strong(&agent_tids[i], &mine, 0);
+	}
+}
+
+int pp_agent_thread_is(pid_t tid)
+{
+	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
+		if (atomic_load(&agent_tids[i]) == tid)
+			return 1;
+	return 0;
+}
+
+int pp_on_agent_thread(void)
+{
+	return on_agent_thread;
+}
+
+int pp_creating_agent_thread(void)
+{
+	return creating_agent_thread;
+}
+
+int pp_agent_thread_unsampled(pid_t tid)
+{
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
+		if (atomic_load(&unsampled[i]) == tid)
+			return 1;
+	return 0;
+}
+
+void pp_agent_threads_forget_in_child(void)
+{
+	/* The parent's threads are not in the child. */
+	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
+		atomic_store(&agent_tids[i], 0);
+	for (size_t i = 0; i < MAX_UNSAMPLED; i++)
+		atomic_store(&unsampled[i], 0);
+}
