@@ -7,7 +7,6 @@
  */
 #include "agent.h"
 #include "agent_threads.h"
-#include "threads/threads.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,14 +23,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cpu/cpu.h"
 #include "error.h"
 #include "fork.h"
 #include "heap/heap.h"
-#include "heap/sample.h"
-#include "heap/table.h"
 #include "http/server.h"
-#include "locks/locks.h"
+#include "kinds.h"
 #include "profile/job.h"
 #include "profile/recent.h"
 #include "pullprof.h"
@@ -155,22 +151,13 @@ static void atfork_child(void)
 	atomic_store(&owner, getpid());
 	pp_agent_threads_forget_in_child();
 	pp_jobs_forget_in_child();
-	pp_cpu_forget_in_child();
-	pp_heap_forget_in_child();
-	pp_threads_forget_in_child();
-	pp_threadcreate_forget_in_child();
-	pp_locks_forget_in_child();
 	pp_symtab_forget_in_child();
 	pp_fds_reset();
 	/* What the child needs of the parent's agent to follow it or take
-	 * its address over (fork.h), noted before it is forgotten. */
+	 * its address over (fork.h), noted before it is forgotten: the kinds
+	 * ask it (pp_fork_child_follows) whether to record on. */
 	pp_fork_child(running);
-	/* Heap sampling goes on only in a child that will run an agent of
-	 * its own (follow mode: what it allocates from its fork on is in its
-	 * profile); any other has none to show it to, and stops (its own
-	 * pullprof_start, or a takeover, samples again from then on). */
-	if (!pp_fork_child_follows())
-		pp_heap_sampling_set(0, 0);
+	pp_kinds_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
 		pp_server_forget_in_child(running->member);
@@ -186,9 +173,9 @@ static void register_atfork(void)
 	 * handlers first, so fork()'s prepare handlers, which run in reverse,
 	 * take ours first too (ThreadSanitizer found the inversion when the
 	 * autostart constructor ran before the registry's). The same for
-	 * the heap table's and the profile store's locks. */
+	 * the kinds' own (the heap table's) and the profile store's locks. */
 	pp_registry_register_atfork();
-	pp_heap_table_register_atfork();
+	pp_kinds_register_atfork();
 	pp_recent_register_atfork();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
@@ -249,7 +236,7 @@ static int start_agent(const struct pullprof_config *cfg,
                        const struct start_how *how)
 {
 	char err[400];
-	int rc;
+	int rc, kinds_started = 0;
 
 	if (running)
 		return -EALREADY;
@@ -278,48 +265,13 @@ static int start_agent(const struct pullprof_config *cfg,
 	clock_gettime(CLOCK_MONOTONIC, &agent.start_mono);
 	agent.autostarted = autostarted;
 
-	struct pp_cpu_settings cpu = {
-	    .unwind = pp_unwind_mode_parse(agent.cfg.v.unwind),
-	    .max_depth = agent.cfg.v.max_depth,
-	    .max_windows = agent.cfg.v.max_cpu_windows,
-	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
-	};
-	pp_cpu_configure(&cpu);
 	/* Profiles kept for ?id= hold, together, what one may hold. */
 	pp_recent_set_max_bytes((size_t)agent.cfg.v.max_profile_mb << 20);
-	struct pp_threads_settings threads = {
-	    .max_depth = agent.cfg.v.max_depth,
-	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
-	    .max_dumps = agent.cfg.v.max_thread_dumps,
-	    .max_wall = agent.cfg.v.max_wall_profiles,
-	    .wall_threads = agent.cfg.v.wall_threads,
-	};
-	pp_threads_configure(&threads);
-	rc = pp_threadcreate_start(agent.cfg.v.max_depth, err, sizeof err);
+	/* Every kind of profile: its settings, and what records from now. */
+	rc = pp_kinds_start(&agent.cfg, err, sizeof err);
 	if (rc)
 		goto fail;
-	struct pp_locks_settings locks = {
-	    .mutex_rate = agent.cfg.v.mutex_rate,
-	    .block_rate = agent.cfg.v.block_rate,
-	    .max_depth = agent.cfg.v.max_depth,
-	    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb << 20,
-	    .max_open = agent.cfg.v.max_thread_dumps,
-	};
-	rc = pp_locks_start(&locks, err, sizeof err);
-	if (rc)
-		goto fail;
-	if (agent.cfg.v.heap_rate) {
-		struct pp_heap_settings heap = {
-		    .rate = agent.cfg.v.heap_rate,
-		    .max_depth = agent.cfg.v.max_depth,
-		    .max_profile_bytes = (size_t)agent.cfg.v.max_profile_mb
-		                         << 20,
-		    .max_pending = agent.cfg.v.max_heap_profiles,
-		};
-		rc = pp_heap_start(&heap, err, sizeof err);
-		if (rc)
-			goto fail;
-	}
+	kinds_started = 1;
 	rc = pp_jobs_start(err, sizeof err);
 	if (rc)
 		goto fail;
@@ -362,10 +314,8 @@ fail:
 		pp_log("not started: %s", err[0] ? err : pullprof_strerror(rc));
 	}
 	pp_jobs_shutdown();
-	pp_locks_stop();
-	pp_threadcreate_stop();
-	pp_threads_shutdown();
-	pp_heap_stop();
+	if (kinds_started)
+		pp_kinds_stop();
 	pp_config_free(&agent.cfg);
 	return rc;
 }
@@ -450,11 +400,7 @@ static int stop_agent(void)
 	 * server goes), then the samplers, then the server; handlers read
 	 * `running`, so it is cleared only once their thread is gone. */
 	pp_jobs_shutdown();
-	pp_locks_stop();
-	pp_threadcreate_stop();
-	pp_threads_shutdown();
-	pp_cpu_shutdown();
-	pp_heap_stop();
+	pp_kinds_stop();
 	pp_tree_leave(&agent);
 	pp_server_stop(running->srv);
 	pp_symtab_shutdown(); /* the symbol cache goes with the agent */

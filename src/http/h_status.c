@@ -11,19 +11,15 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "cpu/cpu.h"
 #include "fork.h"
 #include "handlers.h"
-#include "heap/heap.h"
+#include "kinds.h"
 #include "labels/labels.h"
-#include "locks/locks.h"
 #include "lookup.h"
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
 #include "threads/task.h"
-#include "threads/threads.h"
-#include "unwind/unwind.h"
 #include "util/clock.h"
 #include "util/fds.h"
 #include "util/proc.h"
@@ -101,190 +97,6 @@ static struct json_object *requests_json(const struct pp_server_stats *st)
 	json_object_object_add(o, "total",
 	                       json_object_new_int64((int64_t)total));
 	json_object_object_add(o, "by_endpoint", by);
-	return o;
-}
-
-#define I64(v) json_object_new_int64((int64_t)(v))
-
-/* The stack-capture problems every profiler counts, in a new object. */
-static struct json_object *unwind_json(uint64_t truncated, uint64_t unknown,
-                                       uint64_t failed)
-{
-	struct json_object *u = json_object_new_object();
-	json_object_object_add(u, "truncated", I64(truncated));
-	json_object_object_add(u, "unknown_code", I64(unknown));
-	json_object_object_add(u, "failed", I64(failed));
-	return u;
-}
-
-/* The mean and the largest of `n` costs adding up to total_ns. */
-static void add_cost(struct json_object *o, uint64_t n, uint64_t total_ns,
-                     uint64_t max_ns)
-{
-	json_object_object_add(o, "mean_ns", I64(n ? total_ns / n : 0));
-	json_object_object_add(o, "max_ns", I64(max_ns));
-}
-
-static struct json_object *cpu_json(void)
-{
-	struct pp_cpu_stats c;
-	struct json_object *o = json_object_new_object();
-	struct json_object *d = json_object_new_object();
-	struct json_object *h = json_object_new_object();
-	struct json_object *ring = json_object_new_object();
-
-	pp_cpu_stats(&c);
-	struct json_object *u = unwind_json(
-	    c.unwind_truncated, c.unwind_unknown_code, c.unwind_failed);
-	json_object_object_add(o, "timer_mode",
-	                       json_object_new_string(c.timer_mode));
-	json_object_object_add(o, "hz", I64(c.hz));
-	json_object_object_add(o, "windows_open", I64(c.windows_open));
-	json_object_object_add(o, "threads_sampled", I64(c.threads_sampled));
-	json_object_object_add(
-	    o, "signal", c.signal ? json_object_new_string(c.signal) : NULL);
-	json_object_object_add(o, "threads_blocking_signal",
-	                       I64(c.threads_blocking));
-	json_object_object_add(o, "threads_sigprof", I64(c.threads_sigprof));
-	json_object_object_add(o, "foreign_signals", I64(c.foreign));
-	json_object_object_add(o, "samples", I64(c.samples));
-	json_object_object_add(o, "samples_weighted", I64(c.weighted));
-	json_object_object_add(d, "ring_full", I64(c.dropped_ring_full));
-	json_object_object_add(o, "dropped", d);
-	json_object_object_add(u, "images", I64(c.unwind_images));
-	json_object_object_add(
-	    u, "mode",
-	    json_object_new_string(pp_unwind_mode_name(c.unwind_mode)));
-	json_object_object_add(u, "compact", I64(c.unwind_compact));
-	json_object_object_add(u, "fallbacks", I64(c.unwind_fallbacks));
-	json_object_object_add(u, "stack_checks", I64(c.unwind_stack_checks));
-	struct json_object *t = json_object_new_object();
-	json_object_object_add(t, "rows", I64(c.tables.rows));
-	json_object_object_add(t, "unsupported_rows",
-	                       I64(c.tables.unsupported_rows));
-	json_object_object_add(t, "bytes", I64(c.tables.bytes));
-	json_object_object_add(t, "images_without",
-	                       I64(c.tables.images_without));
-	json_object_object_add(u, "tables", t);
-	struct json_object *ts = json_object_new_object();
-	json_object_object_add(ts, "armed", I64(c.starts_armed));
-	json_object_object_add(ts, "left_to_scan", I64(c.starts_unarmed));
-	json_object_object_add(ts, "exit_periods", I64(c.exit_periods));
-	json_object_object_add(o, "thread_starts", ts);
-	json_object_object_add(o, "unwind", u);
-	json_object_object_add(h, "calls", I64(c.handler_calls));
-	add_cost(h, c.handler_calls, c.handler_ns_total, c.handler_ns_max);
-	json_object_object_add(o, "handler", h);
-	json_object_object_add(ring, "capacity", I64(c.ring_capacity));
-	json_object_object_add(ring, "high_water", I64(c.ring_high_water));
-	json_object_object_add(o, "ring", ring);
-	return o;
-}
-
-static struct json_object *heap_json(void)
-{
-	struct pp_heap_stats h;
-	struct json_object *o = json_object_new_object();
-
-	pp_heap_stats(&h);
-	struct json_object *u = unwind_json(
-	    h.unwind_truncated, h.unwind_unknown_code, h.unwind_failed);
-	json_object_object_add(o, "enabled",
-	                       json_object_new_boolean(h.running));
-	json_object_object_add(o, "rate", I64(h.rate));
-	json_object_object_add(o, "sampled", I64(h.sampled));
-	json_object_object_add(o, "sampled_freed", I64(h.sampled_freed));
-	json_object_object_add(o, "live_sampled", I64(h.live_objects));
-	json_object_object_add(o, "inuse_bytes_estimate", I64(h.inuse_bytes));
-	json_object_object_add(o, "peak_bytes_estimate", I64(h.peak_bytes));
-	json_object_object_add(
-	    o, "peak_time",
-	    h.peak_time > 0 ? json_object_new_double(h.peak_time) : NULL);
-	json_object_object_add(o, "stacks", I64(h.stacks));
-	json_object_object_add(o, "buckets", I64(h.buckets));
-	json_object_object_add(o, "table_bytes", I64(h.table_bytes));
-	json_object_object_add(o, "dropped", I64(h.dropped));
-	json_object_object_add(o, "filter_false_hits", I64(h.false_hits));
-	json_object_object_add(o, "pending_requests", I64(h.pending));
-	json_object_object_add(u, "fast", I64(pp_unwind_fast_traces()));
-	json_object_object_add(u, "loader_avoided",
-	                       I64(pp_unwind_loader_avoided()));
-	json_object_object_add(u, "timed", I64(h.unwind_timed));
-	add_cost(u, h.unwind_timed, h.unwind_ns_total, h.unwind_ns_max);
-	json_object_object_add(o, "unwind", u);
-	return o;
-}
-
-/* The thread dump and the wall-clock profile: how threads were looked at
- * (never with a signal). */
-static struct json_object *threads_json(void)
-{
-	struct pp_threads_stats t;
-	pp_threads_stats(&t);
-	struct json_object *o = json_object_new_object();
-	struct json_object *w = json_object_new_object();
-	struct json_object *l = json_object_new_object();
-	json_object_object_add(o, "dumps", I64(t.dumps));
-	json_object_object_add(o, "dumps_open", I64(t.dumps_open));
-	json_object_object_add(w, "open", I64(t.wall_open));
-	json_object_object_add(w, "threads_per_tick", I64(t.wall_threads));
-	json_object_object_add(w, "ticks", I64(t.wall_ticks));
-	json_object_object_add(w, "late_ticks", I64(t.wall_late_ticks));
-	json_object_object_add(w, "samples", I64(t.wall_samples));
-	json_object_object_add(o, "wall", w);
-	json_object_object_add(l, "blocked", I64(t.blocked));
-	json_object_object_add(l, "running", I64(t.running));
-	json_object_object_add(l, "self", I64(t.self));
-	json_object_object_add(l, "gone", I64(t.gone));
-	json_object_object_add(l, "not_caught", I64(t.not_caught));
-	json_object_object_add(l, "moved", I64(t.moved));
-	json_object_object_add(l, "no_perf", I64(t.no_perf));
-	json_object_object_add(l, "denied", I64(t.denied));
-	json_object_object_add(l, "walk_incomplete", I64(t.walk_incomplete));
-	json_object_object_add(o, "looks", l);
-	struct json_object *tc = json_object_new_object();
-	unsigned tc_open;
-	size_t tc_stacks;
-	uint64_t tc_past;
-	pp_threadcreate_stats(&tc_open, &tc_stacks, &tc_past);
-	json_object_object_add(tc, "open", I64(tc_open));
-	json_object_object_add(tc, "stacks", I64(tc_stacks));
-	json_object_object_add(tc, "past_table", I64(tc_past));
-	json_object_object_add(o, "threadcreate", tc);
-	char perf[160];
-	if (t.perf_errno)
-		snprintf(perf, sizeof perf,
-		         "unavailable: perf_event_open: %s (running threads "
-		         "are shown without a stack)",
-		         strerror(t.perf_errno));
-	else
-		snprintf(perf, sizeof perf, "%s",
-		         t.perf_kernel ? "ok" : "ok (user time only)");
-	json_object_object_add(o, "perf_event", json_object_new_string(perf));
-	return o;
-}
-
-/* The mutex and block profiles: their rates and what was recorded. */
-static struct json_object *locks_json(void)
-{
-	struct pp_locks_stats s;
-	pp_locks_stats(&s);
-	struct json_object *o = json_object_new_object();
-	static const char *const names[PP_LK_NKINDS] = {"mutex", "block"};
-	const unsigned rates[PP_LK_NKINDS] = {s.mutex_rate, s.block_rate};
-	const unsigned open[PP_LK_NKINDS] = {s.mutex_open, s.block_open};
-	for (int k = 0; k < PP_LK_NKINDS; k++) {
-		struct json_object *m = json_object_new_object();
-		json_object_object_add(m, "rate", I64(rates[k]));
-		json_object_object_add(m, "open", I64(open[k]));
-		json_object_object_add(m, "events", I64(s.events[k]));
-		json_object_object_add(m, "stacks", I64(s.stacks[k]));
-		json_object_object_add(m, "past_table", I64(s.past_table[k]));
-		json_object_object_add(m, "dropped", I64(s.dropped[k]));
-		json_object_object_add(o, names[k], m);
-	}
-	json_object_object_add(o, "waiting", I64(s.waiting));
-	json_object_object_add(o, "slot_collisions", I64(s.collisions));
 	return o;
 }
 
@@ -377,21 +189,21 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	struct pp_fds_stats fs;
 	pp_fds_stats(&fs);
 	struct json_object *fds = json_object_new_object();
-	json_object_object_add(fds, "held", I64(fs.held));
-	json_object_object_add(fds, "share", I64(fs.share));
-	json_object_object_add(fds, "limit", I64(fs.limit));
-	json_object_object_add(fds, "refused", I64(fs.refused));
+	json_object_object_add(fds, "held", PP_JSON_I64(fs.held));
+	json_object_object_add(fds, "share", PP_JSON_I64(fs.share));
+	json_object_object_add(fds, "limit", PP_JSON_I64(fs.limit));
+	json_object_object_add(fds, "refused", PP_JSON_I64(fs.refused));
 	/* The host closed descriptors of the server (server.c): how often
 	 * that was found, the last one, how often the server was set up
 	 * again. */
 	json_object_object_add(fds, "lost",
-	                       I64(atomic_load(&r->srv->fds_lost)));
+	                       PP_JSON_I64(atomic_load(&r->srv->fds_lost)));
 	json_object_object_add(fds, "lost_last",
 	                       r->srv->lost_what[0]
 	                           ? json_object_new_string(r->srv->lost_what)
 	                           : NULL);
 	json_object_object_add(fds, "server_restarts",
-	                       I64(atomic_load(&r->srv->restarts)));
+	                       PP_JSON_I64(atomic_load(&r->srv->restarts)));
 	json_object_object_add(o, "descriptors", fds);
 
 	/* Across fork (fork.h): the mode, this process's part in a tree. */
@@ -407,16 +219,16 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 		pid_t members[1];
 		json_object_object_add(fo, "dir",
 		                       json_object_new_string(pp_tree_dir()));
-		json_object_object_add(fo, "root", I64(pp_tree_root()));
+		json_object_object_add(fo, "root", PP_JSON_I64(pp_tree_root()));
 		json_object_object_add(
 		    fo, "role",
 		    json_object_new_string(
 		        pp_tree_root() == getpid() ? "root" : "member"));
-		json_object_object_add(fo, "processes",
-		                       I64(pp_tree_members(members, 1)));
+		json_object_object_add(
+		    fo, "processes", PP_JSON_I64(pp_tree_members(members, 1)));
 	}
-	json_object_object_add(fo, "takeovers", I64(fk.takeovers));
-	json_object_object_add(fo, "watchers", I64(fk.watchers));
+	json_object_object_add(fo, "takeovers", PP_JSON_I64(fk.takeovers));
+	json_object_object_add(fo, "watchers", PP_JSON_I64(fk.watchers));
 	json_object_object_add(o, "fork", fo);
 
 	struct pp_symtab_stats ss;
@@ -440,24 +252,22 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	struct pp_lookup_stats ls;
 	pp_lookups_stats(r->srv->lookups, &ls);
 	struct json_object *lk = json_object_new_object();
-	json_object_object_add(lk, "max", I64(ls.max));
-	json_object_object_add(lk, "queued", I64(ls.queued));
-	json_object_object_add(lk, "running", I64(ls.running));
-	json_object_object_add(lk, "done", I64(ls.done));
-	json_object_object_add(lk, "cancelled", I64(ls.cancelled));
-	json_object_object_add(lk, "refused", I64(ls.refused));
+	json_object_object_add(lk, "max", PP_JSON_I64(ls.max));
+	json_object_object_add(lk, "queued", PP_JSON_I64(ls.queued));
+	json_object_object_add(lk, "running", PP_JSON_I64(ls.running));
+	json_object_object_add(lk, "done", PP_JSON_I64(ls.done));
+	json_object_object_add(lk, "cancelled", PP_JSON_I64(ls.cancelled));
+	json_object_object_add(lk, "refused", PP_JSON_I64(ls.refused));
 	json_object_object_add(o, "lookups", lk);
 
 	struct pp_label_stats lb;
 	pp_labels_stats(&lb);
 	struct json_object *labels = json_object_new_object();
-	json_object_object_add(labels, "sets", I64(lb.sets));
-	json_object_object_add(labels, "refused", I64(lb.refused));
+	json_object_object_add(labels, "sets", PP_JSON_I64(lb.sets));
+	json_object_object_add(labels, "refused", PP_JSON_I64(lb.refused));
 	json_object_object_add(o, "labels", labels);
-	json_object_object_add(o, "cpu", cpu_json());
-	json_object_object_add(o, "heap", heap_json());
-	json_object_object_add(o, "threads", threads_json());
-	json_object_object_add(o, "locks", locks_json());
+	/* Each kind's section(s): cpu, heap, threads, locks. */
+	pp_kinds_status(o);
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
 

@@ -133,3 +133,36 @@ void pp_prom_histogram(struct pp_buf *b, const char *name, const char *help,
 	snprintf(series, sizeof series, "%s_count", name);
 	pp_prom_u64(b, series, NULL, 0, total);
 }
+
+void pp_prom_counter(struct pp_buf *b, const char *name, const char *help,
+                     uint64_t v)
+{
+	pp_prom_family(b, name, "counter", help);
+	pp_prom_u64(b, name, NULL, 0, v);
+}
+
+void pp_prom_gauge(struct pp_buf *b, const char *name, const char *help,
+                   uint64_t v)
+{
+	pp_prom_family(b, name, "gauge", help);
+	pp_prom_u64(b, name, NULL, 0, v);
+}
+
+void pp_prom_gauge_f(struct pp_buf *b, const char *name, const char *help,
+                     double v)
+{
+	pp_prom_family(b, name, "gauge", help);
+	pp_prom_f64(b, name, NULL, 0, v);
+}
+
+/* One counter family with one label: names[i] = values[i]. */
+void pp_prom_counter_by(struct pp_buf *b, const char *name, const char *help,
+                        const char *label, const char *const *names,
+                        const uint64_t *values, size_t n)
+{
+	pp_prom_family(b, name, "counter", help);
+	for (size_t i = 0; i < n; i++) {
+		struct pp_prom_label l = {label, names[i]};
+		pp_prom_u64(b, name, &l, 1, values[i]);
+	}
+}

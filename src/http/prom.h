@@ -42,6 +42,18 @@ void pp_prom_histogram(struct pp_buf *b, const char *name, const char *help,
                        const double *bounds, const uint64_t *counts, size_t n,
                        double sum);
 
+/* A whole family of one unlabelled sample: a counter, a gauge. */
+void pp_prom_counter(struct pp_buf *b, const char *name, const char *help,
+                     uint64_t v);
+void pp_prom_gauge(struct pp_buf *b, const char *name, const char *help,
+                   uint64_t v);
+void pp_prom_gauge_f(struct pp_buf *b, const char *name, const char *help,
+                     double v);
+/* One counter family with one label: label=names[i] has values[i]. */
+void pp_prom_counter_by(struct pp_buf *b, const char *name, const char *help,
+                        const char *label, const char *const *names,
+                        const uint64_t *values, size_t n);
+
 /* The text of a label value as the format wants it: \ " and newline
  * escaped, bytes that are not UTF-8 repaired (U+FFFD). */
 void pp_prom_escape(struct pp_buf *b, const char *value);

@@ -1,0 +1,111 @@
+/*
+ * The table of profile kinds (kinds.h) and the loops over it.
+ * Context: agent.
+ *
+ * Adding a kind: its folder (producer, settings, its kind.c with the row),
+ * one line here, its route in src/http/routes.c, its docs (HACKING.md,
+ * "Adding a kind of profile").
+ */
+#include "kinds.h"
+
+#include <string.h>
+
+/* The rows (each defined as pp_kind_<name> in its folder's kind.c), in
+ * start order. The CPU sampler and the thread looks are only configured at
+ * start (their threads start with the first window); the others start
+ * recording at once. Stop runs the other way. */
+#define PP_KINDS(X) X(cpu) X(threads) X(threadcreate) X(locks) X(heap)
+
+#define DECLARE(name) extern const struct pp_kind pp_kind_##name;
+#define ROW(name) &pp_kind_##name,
+PP_KINDS(DECLARE)
+const struct pp_kind *const pp_kinds[] = {PP_KINDS(ROW)};
+const size_t pp_kinds_count = sizeof pp_kinds / sizeof pp_kinds[0];
+
+int pp_kinds_start(const struct pp_config *c, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < pp_kinds_count; i++) {
+		int rc =
+		    pp_kinds[i]->start ? pp_kinds[i]->start(c, err, errlen) : 0;
+		if (rc) {
+			while (i--)
+				if (pp_kinds[i]->stop)
+					pp_kinds[i]->stop();
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void pp_kinds_stop(void)
+{
+	for (size_t i = pp_kinds_count; i--;)
+		if (pp_kinds[i]->stop)
+			pp_kinds[i]->stop();
+}
+
+void pp_kinds_forget_in_child(void)
+{
+	for (size_t i = 0; i < pp_kinds_count; i++)
+		if (pp_kinds[i]->forget_in_child)
+			pp_kinds[i]->forget_in_child();
+}
+
+void pp_kinds_register_atfork(void)
+{
+	for (size_t i = 0; i < pp_kinds_count; i++)
+		if (pp_kinds[i]->register_atfork)
+			pp_kinds[i]->register_atfork();
+}
+
+void pp_kinds_status(struct json_object *root)
+{
+	for (size_t i = 0; i < pp_kinds_count; i++)
+		if (pp_kinds[i]->status)
+			pp_kinds[i]->status(root);
+}
+
+void pp_kinds_metrics(struct pp_buf *b)
+{
+	for (size_t i = 0; i < pp_kinds_count; i++)
+		if (pp_kinds[i]->metrics)
+			pp_kinds[i]->metrics(b);
+}
+
+int pp_kinds_tree_merges(const char *route)
+{
+	for (size_t i = 0; i < pp_kinds_count; i++) {
+		const char *const *m = pp_kinds[i]->tree_merges;
+		for (; m && *m; m++)
+			if (strcmp(*m, route) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+struct json_object *pp_kind_section(struct json_object *root, const char *key)
+{
+	struct json_object *o;
+	if (json_object_object_get_ex(root, key, &o) && o)
+		return o;
+	o = json_object_new_object();
+	json_object_object_add(root, key, o);
+	return o;
+}
+
+struct json_object *pp_kind_unwind_json(uint64_t truncated, uint64_t unknown,
+                                        uint64_t failed)
+{
+	struct json_object *u = json_object_new_object();
+	json_object_object_add(u, "truncated", PP_JSON_I64(truncated));
+	json_object_object_add(u, "unknown_code", PP_JSON_I64(unknown));
+	json_object_object_add(u, "failed", PP_JSON_I64(failed));
+	return u;
+}
+
+void pp_kind_add_cost(struct json_object *o, uint64_t n, uint64_t total_ns,
+                      uint64_t max_ns)
+{
+	json_object_object_add(o, "mean_ns", PP_JSON_I64(n ? total_ns / n : 0));
+	json_object_object_add(o, "max_ns", PP_JSON_I64(max_ns));
+}
