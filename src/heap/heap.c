@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "labels/labels.h"
+#include "profile/counts.h"
 #include "profile/model.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
@@ -25,12 +27,6 @@ static struct {
 	int running, unwind_ready;
 	struct pp_heap_settings settings;
 } heap = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-/* A job's own: what it asked, and where a delta starts. */
-struct heap_job {
-	struct pp_heap_query q;
-	struct pp_heap_snapshot start;
-};
 
 /* ---- models ----------------------------------------------------------------
  */
@@ -99,26 +95,22 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 	return rc;
 }
 
-static int make_model(struct pp_job *job, const struct heap_job *j,
+static int make_model(struct pp_job *job, const struct pp_heap_query *q,
+                      const struct pp_heap_snapshot *start,
                       struct pp_profile **out);
 static int heap_running(void);
 
-static int heap_make(struct pp_job *job, struct pp_profile **out)
-{
-	return make_model(job, pp_job_data(job), out);
-}
-
 int pp_heap_trace_models(struct pp_profile **now, struct pp_profile **peak)
 {
-	struct heap_job j = {.q = {.view = PP_HEAP_INUSE}};
+	struct pp_heap_query q = {.view = PP_HEAP_INUSE};
 	*now = *peak = NULL;
 	if (!heap_running())
 		return -ENOTSUP;
-	int rc = make_model(NULL, &j, now);
+	int rc = make_model(NULL, &q, NULL, now);
 	if (rc)
 		return rc;
-	j.q.peak = 1;
-	rc = make_model(NULL, &j, peak);
+	q.peak = 1;
+	rc = make_model(NULL, &q, NULL, peak);
 	if (rc) {
 		pp_profile_free(*now);
 		*now = NULL;
@@ -126,16 +118,18 @@ int pp_heap_trace_models(struct pp_profile **now, struct pp_profile **peak)
 	return rc;
 }
 
-/* The model j asks for; job (for a delta's times) may be NULL when
- * j->q.seconds is 0. */
-static int make_model(struct pp_job *job, const struct heap_job *j,
+/* The model q asks for: since the start, or (start: the table at the
+ * window's open) its change; job (for a delta's times) may be NULL
+ * without a start. */
+static int make_model(struct pp_job *job, const struct pp_heap_query *q,
+                      const struct pp_heap_snapshot *start,
                       struct pp_profile **out)
 {
 	struct pp_heap_snapshot end;
 	char note[240];
 	int rc;
 
-	rc = pp_heap_table_snapshot(j->q.peak, j->q.peak_reset, &end);
+	rc = pp_heap_table_snapshot(q->peak, q->peak_reset, &end);
 	if (rc)
 		return rc;
 	struct pp_profile *p =
@@ -145,9 +139,9 @@ static int make_model(struct pp_job *job, const struct heap_job *j,
 		return -ENOMEM;
 	}
 	p->leaf_is_return = 1;
-	if (j->q.view == PP_HEAP_ALLOCS)
+	if (q->view == PP_HEAP_ALLOCS)
 		pp_profile_set_default_type(p, "alloc_space");
-	if (j->q.seconds)
+	if (start)
 		pp_profile_set_time(p, pp_job_opened_real_ns(job),
 		                    (int64_t)(pp_clock_ns(CLOCK_MONOTONIC) -
 		                              pp_job_opened_ns(job)));
@@ -158,7 +152,7 @@ static int make_model(struct pp_job *job, const struct heap_job *j,
 	         "values unsampled per (stack, size)",
 	         PACKAGE_VERSION, (unsigned long long)end.rate);
 	pp_profile_add_comment(p, note);
-	if (j->q.peak) {
+	if (q->peak) {
 		time_t t = (time_t)end.peak_time;
 		struct tm tm;
 		char when[40] = "never";
@@ -173,7 +167,7 @@ static int make_model(struct pp_job *job, const struct heap_job *j,
 	pthread_mutex_lock(&heap.mu);
 	p->max_bytes = heap.settings.max_profile_bytes;
 	pthread_mutex_unlock(&heap.mu);
-	rc = add_rows(p, &end, j->q.seconds ? &j->start : NULL);
+	rc = add_rows(p, &end, start);
 	free(end.rows);
 	if (!rc && p->over_limit) {
 		snprintf(note, sizeof note,
@@ -206,41 +200,55 @@ int pp_heap_running(void)
 	return heap_running();
 }
 
-static int heap_start(struct pp_job *job, const void *query, char *err,
-                      size_t errlen)
+static int heap_check(const void *query, char *err, size_t errlen)
 {
-	const struct pp_heap_query *q = query;
-	if (!heap_running()) {
-		snprintf(err, errlen,
-		         "heap profiling is off in this process: start it with "
-		         "PULLPROF_HEAP_RATE greater than 0");
-		return -ENOTSUP;
+	(void)query;
+	if (heap_running())
+		return 0;
+	snprintf(err, errlen,
+	         "heap profiling is off in this process: start "
+	         "it with PULLPROF_HEAP_RATE greater than 0");
+	return -ENOTSUP;
+}
+
+/* A window's start: the table's rows, from which the change is made. */
+static int heap_begin(const void *query, void **start, char *err, size_t errlen)
+{
+	(void)query;
+	struct pp_heap_snapshot *s = calloc(1, sizeof *s);
+	int rc = s ? pp_heap_table_snapshot(0, 0, s) : -ENOMEM;
+	if (rc) {
+		free(s);
+		snprintf(err, errlen, "%s",
+		         rc == -ESHUTDOWN ? "heap profiling is off"
+		                          : "out of memory");
+		return rc == -ESHUTDOWN ? -ENOTSUP : rc;
 	}
-	struct heap_job *j = calloc(1, sizeof *j);
-	if (!j) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	j->q = *q;
-	pp_job_set_data(job, j);
-	if (q->seconds) {
-		int rc = pp_heap_table_snapshot(0, 0, &j->start);
-		if (rc) {
-			snprintf(err, errlen, "%s",
-			         rc == -ESHUTDOWN ? "heap profiling is off"
-			                          : "out of memory");
-			return rc == -ESHUTDOWN ? -ENOTSUP : rc;
-		}
-	}
+	*start = s;
 	return 0;
 }
 
-static void heap_free(void *data)
+static int heap_finish(struct pp_job *job, const void *query, const void *start,
+                       struct pp_profile **out)
 {
-	struct heap_job *j = data;
-	free(j->start.rows);
-	free(j);
+	return make_model(job, query, start, out);
 }
+
+static void heap_free_start(void *start)
+{
+	struct pp_heap_snapshot *s = start;
+	free(s->rows);
+	free(s);
+}
+
+static const struct pp_counts heap_counts = {
+    .query_size = sizeof(struct pp_heap_query),
+    .seconds_offset = offsetof(struct pp_heap_query, seconds),
+    .check = heap_check,
+    .begin = heap_begin,
+    .finish = heap_finish,
+    .free_start = heap_free_start,
+};
 
 /* While sampling runs, new libraries get their unwind tables (cheap when
  * nothing was loaded or unloaded). */
@@ -255,9 +263,7 @@ struct pp_producer pp_heap_producer = {
     .what = "heap profiles",
     .limit_setting = "PULLPROF_MAX_HEAP_PROFILES",
     .max_open = 16,
-    .start = heap_start,
-    .make = heap_make,
-    .free = heap_free,
+    PP_COUNTS_PRODUCER(&heap_counts),
     .tick = heap_tick,
 };
 

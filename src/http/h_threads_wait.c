@@ -13,19 +13,26 @@
 #include "respond.h"
 #include "threads/threads.h"
 
-enum MHD_Result pp_h_goroutine(struct pp_request *r)
+/* The profiles of counts since the agent started: the thread dump,
+ * threadcreate, mutex and block. seconds=N is their change over a window;
+ * debug=1 Go's text (and debug=2, the dump's block per thread, up to
+ * max_debug). */
+static enum MHD_Result since_start(struct pp_request *r,
+                                   struct pp_producer *producer,
+                                   const char *types, int flags,
+                                   unsigned max_debug)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
 	struct pp_dump_query q = {0};
 	struct pp_job_request rq = {
-	    .producer = &pp_dump_producer, .query = &q, .keep = 1};
+	    .producer = producer, .query = &q, .keep = 1};
 	char err[300];
 
 	if (pp_query_uint(r, "seconds", 0, 0, cfg->v.max_seconds, &q.seconds,
 	                  err, sizeof err) ||
-	    pp_query_uint(r, "debug", 0, 0, 2, &q.debug, err, sizeof err) ||
-	    pp_query_render(r, "goroutine", PP_RENDER_DUMP, &rq.render, err,
-	                    sizeof err) ||
+	    pp_query_uint(r, "debug", 0, 0, max_debug, &q.debug, err,
+	                  sizeof err) ||
+	    pp_query_render(r, types, flags, &rq.render, err, sizeof err) ||
 	    pp_query_id(r, "seconds", &rq.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
 	if (q.seconds && q.debug)
@@ -39,50 +46,28 @@ enum MHD_Result pp_h_goroutine(struct pp_request *r)
 	return pp_respond_job(r, &rq);
 }
 
-/* The profiles of counts since the agent started: threadcreate, mutex and
- * block. seconds=N is their change over a window; debug=1 Go's text. */
-static enum MHD_Result since_start(struct pp_request *r,
-                                   struct pp_producer *producer,
-                                   const char *types, int flags)
+enum MHD_Result pp_h_goroutine(struct pp_request *r)
 {
-	const struct pp_config *cfg = &pp_agent_get()->cfg;
-	struct pp_dump_query q = {0};
-	struct pp_job_request rq = {
-	    .producer = producer, .query = &q, .keep = 1};
-	char err[300];
-
-	if (pp_query_uint(r, "seconds", 0, 0, cfg->v.max_seconds, &q.seconds,
-	                  err, sizeof err) ||
-	    pp_query_uint(r, "debug", 0, 0, 1, &q.debug, err, sizeof err) ||
-	    pp_query_render(r, types, flags, &rq.render, err, sizeof err) ||
-	    pp_query_id(r, "seconds", &rq.id, err, sizeof err))
-		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
-	if (q.seconds && q.debug)
-		return pp_respond_error(
-		    r, MHD_HTTP_BAD_REQUEST,
-		    "seconds and debug do not combine: the change over a "
-		    "window "
-		    "is a profile (format=pprof|text|folded|json)");
-	rq.seconds = q.seconds;
-	return pp_respond_job(r, &rq);
+	return since_start(r, &pp_dump_producer, "goroutine", PP_RENDER_DUMP,
+	                   2);
 }
 
 enum MHD_Result pp_h_threadcreate(struct pp_request *r)
 {
 	return since_start(r, &pp_threadcreate_producer, "threadcreate",
-	                   PP_RENDER_DUMP);
+	                   PP_RENDER_DUMP, 1);
 }
 
 enum MHD_Result pp_h_mutex(struct pp_request *r)
 {
 	return since_start(r, &pp_mutex_producer, "contentions|delay",
-	                   PP_RENDER_CONTENTION);
+	                   PP_RENDER_CONTENTION, 1);
 }
 
 enum MHD_Result pp_h_block(struct pp_request *r)
 {
 	return since_start(r, &pp_block_producer, "contentions|delay",
-	                   PP_RENDER_CONTENTION);
+	                   PP_RENDER_CONTENTION, 1);
 }
 
 static enum MHD_Result wall(struct pp_request *r, int fgprof)

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "labels/labels.h"
 #include "locks/hot.h"
 #include "locks/locks.h"
+#include "profile/counts.h"
 #include "threads/internal.h"
 #include "util/clock.h"
 
@@ -383,111 +385,98 @@ static int snapshot(enum pp_lk_kind kind, struct pp_profile **out)
 	return 0;
 }
 
-struct lk_job {
-	enum pp_lk_kind kind;
-	unsigned seconds;
-	struct pp_profile *start;
-};
-
 static int kind_on(enum pp_lk_kind kind)
 {
 	return pp_lk_on() &&
 	       (kind == PP_LK_MUTEX ? lk.cfg.mutex_rate : lk.cfg.block_rate);
 }
 
-static int lk_start(struct pp_job *job, const void *query, char *err,
-                    size_t errlen, enum pp_lk_kind kind)
+static int lk_check(enum pp_lk_kind kind, char *err, size_t errlen)
 {
-	const struct pp_dump_query *q = query;
-	if (!kind_on(kind)) {
-		snprintf(
-		    err, errlen,
-		    kind == PP_LK_MUTEX
-		        ? "mutex profiling is off in this process "
-		          "(PULLPROF_MUTEX_RATE=0): start the program with "
-		          "PULLPROF_MUTEX_RATE=N to record 1 in N contended "
-		          "unlocks (default %u), or turn the scraper's "
-		          "mutex job off"
-		        : "block profiling is off in this process "
-		          "(PULLPROF_BLOCK_RATE=0): start the program with "
-		          "PULLPROF_BLOCK_RATE=NS for one sample per NS "
-		          "nanoseconds blocked (default %u), or turn the "
-		          "scraper's block job off",
-		    kind == PP_LK_MUTEX ? PP_LOCKS_MUTEX_RATE
-		                        : PP_LOCKS_BLOCK_RATE);
-		return -ENOTSUP;
-	}
-	struct lk_job *j = calloc(1, sizeof *j);
-	if (!j) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	j->kind = kind;
-	j->seconds = q->seconds;
-	pp_job_set_data(job, j);
-	if (j->seconds) {
-		int rc = snapshot(kind, &j->start);
-		if (rc) {
-			snprintf(err, errlen, "out of memory");
-			return rc;
-		}
-	}
-	return 0;
-}
-
-static int mutex_start(struct pp_job *job, const void *query, char *err,
-                       size_t errlen)
-{
-	return lk_start(job, query, err, errlen, PP_LK_MUTEX);
-}
-
-static int block_start(struct pp_job *job, const void *query, char *err,
-                       size_t errlen)
-{
-	return lk_start(job, query, err, errlen, PP_LK_BLOCK);
-}
-
-static int lk_make(struct pp_job *job, struct pp_profile **out)
-{
-	struct lk_job *j = pp_job_data(job);
-	struct pp_profile *p;
-	char note[200];
-	int rc = snapshot(j->kind, &p);
-	if (rc)
-		return rc;
-	if (j->kind == PP_LK_MUTEX)
-		snprintf(note, sizeof note,
-		         "pullprof: time others waited for the locks each "
-		         "stack unlocked; 1 in %u contended unlocks recorded, "
-		         "values scaled",
-		         lk.cfg.mutex_rate);
-	else
-		snprintf(note, sizeof note,
-		         "pullprof: time each stack waited; one sample per %u "
-		         "ns blocked, values scaled",
-		         lk.cfg.block_rate);
-	if (!j->seconds) {
-		pp_profile_add_comment(p, note);
-		*out = p;
+	if (kind_on(kind))
 		return 0;
-	}
-	struct pp_profile *d;
-	rc = pp_job_window_delta(job, p, j->start, &d);
-	if (rc)
-		return rc;
-	pp_profile_add_comment(d, note);
-	*out = d;
-	return 0;
+	snprintf(err, errlen,
+	         kind == PP_LK_MUTEX
+	             ? "mutex profiling is off in this process "
+	               "(PULLPROF_MUTEX_RATE=0): start the program with "
+	               "PULLPROF_MUTEX_RATE=N to record 1 in N contended "
+	               "unlocks (default %u), or turn the scraper's "
+	               "mutex job off"
+	             : "block profiling is off in this process "
+	               "(PULLPROF_BLOCK_RATE=0): start the program with "
+	               "PULLPROF_BLOCK_RATE=NS for one sample per NS "
+	               "nanoseconds blocked (default %u), or turn the "
+	               "scraper's block job off",
+	         kind == PP_LK_MUTEX ? PP_LOCKS_MUTEX_RATE
+	                             : PP_LOCKS_BLOCK_RATE);
+	return -ENOTSUP;
 }
 
-static void lk_free(void *data)
+static int mutex_check(const void *query, char *err, size_t errlen)
 {
-	struct lk_job *j = data;
-	if (!j)
-		return;
-	pp_profile_free(j->start);
-	free(j);
+	(void)query;
+	return lk_check(PP_LK_MUTEX, err, errlen);
 }
+
+static int block_check(const void *query, char *err, size_t errlen)
+{
+	(void)query;
+	return lk_check(PP_LK_BLOCK, err, errlen);
+}
+
+static int mutex_snapshot(const void *query, struct pp_profile **out)
+{
+	(void)query;
+	return snapshot(PP_LK_MUTEX, out);
+}
+
+static int block_snapshot(const void *query, struct pp_profile **out)
+{
+	(void)query;
+	return snapshot(PP_LK_BLOCK, out);
+}
+
+/* The same sentence on counts since the start and on a window's change. */
+static void mutex_note(const void *query, int delta, struct pp_profile *p)
+{
+	char note[200];
+	(void)query;
+	(void)delta;
+	snprintf(note, sizeof note,
+	         "pullprof: time others waited for the locks each "
+	         "stack unlocked; 1 in %u contended unlocks recorded, "
+	         "values scaled",
+	         lk.cfg.mutex_rate);
+	pp_profile_add_comment(p, note);
+}
+
+static void block_note(const void *query, int delta, struct pp_profile *p)
+{
+	char note[200];
+	(void)query;
+	(void)delta;
+	snprintf(note, sizeof note,
+	         "pullprof: time each stack waited; one sample per %u "
+	         "ns blocked, values scaled",
+	         lk.cfg.block_rate);
+	pp_profile_add_comment(p, note);
+}
+
+static const struct pp_counts mutex_counts = {
+    .query_size = sizeof(struct pp_dump_query),
+    .seconds_offset = offsetof(struct pp_dump_query, seconds),
+    .check = mutex_check,
+    .snapshot = mutex_snapshot,
+    .note = mutex_note,
+};
+
+static const struct pp_counts block_counts = {
+    .query_size = sizeof(struct pp_dump_query),
+    .seconds_offset = offsetof(struct pp_dump_query, seconds),
+    .check = block_check,
+    .snapshot = block_snapshot,
+    .note = block_note,
+};
 
 /* Drain the ring while it has room. (Libraries loaded later get their
  * unwind tables from threadcreate's tick, on the same thread.) */
@@ -505,9 +494,7 @@ struct pp_producer pp_mutex_producer = {
     .what = "mutex profiles",
     .limit_setting = "PULLPROF_MAX_THREAD_DUMPS",
     .max_open = 4,
-    .start = mutex_start,
-    .make = lk_make,
-    .free = lk_free,
+    PP_COUNTS_PRODUCER(&mutex_counts),
     .tick = lk_tick,
 };
 
@@ -516,9 +503,7 @@ struct pp_producer pp_block_producer = {
     .what = "block profiles",
     .limit_setting = "PULLPROF_MAX_THREAD_DUMPS",
     .max_open = 4,
-    .start = block_start,
-    .make = lk_make,
-    .free = lk_free,
+    PP_COUNTS_PRODUCER(&block_counts),
 };
 
 void pp_locks_stats(struct pp_locks_stats *out)

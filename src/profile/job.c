@@ -94,6 +94,11 @@ void pp_job_set_data(struct pp_job *j, void *data)
 	j->data = data;
 }
 
+const struct pp_producer *pp_job_producer(const struct pp_job *j)
+{
+	return j->producer;
+}
+
 uint64_t pp_job_opened_ns(const struct pp_job *j)
 {
 	return j->opened_ns;

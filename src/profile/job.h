@@ -47,6 +47,7 @@
 #include "profile/render.h"
 
 struct pp_job;
+struct pp_counts;
 
 /* A kind of profile. Defined (and its limit set) by the producer's module;
  * the hooks run on agent threads, never with the pipeline's lock held. */
@@ -72,6 +73,9 @@ struct pp_producer {
 	/* Every PP_JOB_TICK_NS on the pipeline's thread while the agent runs
 	 * (housekeeping such as unwind-table refreshes). May be NULL. */
 	void (*tick)(void);
+	/* The shape "counts since the start, or the change over ?seconds"
+	 * (profile/counts.h), whose hooks above come from there. */
+	const struct pp_counts *counts;
 };
 
 #define PP_JOB_TICK_NS 250000000ull
@@ -107,6 +111,7 @@ int pp_job_take(struct pp_job *j, char **body, size_t *len, uint64_t *id);
 void pp_job_release(struct pp_job *j);
 
 /* For producers. */
+const struct pp_producer *pp_job_producer(const struct pp_job *j);
 void *pp_job_data(const struct pp_job *j);
 void pp_job_set_data(struct pp_job *j, void *data);
 /* The moments the job was opened (CLOCK_MONOTONIC and CLOCK_REALTIME). */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include "agent.h"
 #include "bounds.h"
+#include "profile/counts.h"
 #include "threads/internal.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
@@ -185,70 +187,40 @@ static int snapshot(struct pp_profile **out)
 	return 0;
 }
 
-struct tc_job {
-	unsigned seconds;
-	struct pp_profile *start;
+static int tc_check(const void *query, char *err, size_t errlen)
+{
+	(void)query;
+	if (pp_threadcreate_on())
+		return 0;
+	snprintf(err, errlen,
+	         "thread-creation recording is off in this "
+	         "process");
+	return -ENOTSUP;
+}
+
+static int tc_snapshot(const void *query, struct pp_profile **out)
+{
+	(void)query;
+	return snapshot(out);
+}
+
+static void tc_note(const void *query, int delta, struct pp_profile *p)
+{
+	(void)query;
+	pp_profile_add_comment(
+	    p, delta ? "pullprof: threads created by each stack over the "
+	               "window"
+	             : "pullprof: threads created by each stack since the "
+	               "agent started");
+}
+
+static const struct pp_counts tc_counts = {
+    .query_size = sizeof(struct pp_dump_query),
+    .seconds_offset = offsetof(struct pp_dump_query, seconds),
+    .check = tc_check,
+    .snapshot = tc_snapshot,
+    .note = tc_note,
 };
-
-static int tc_start(struct pp_job *job, const void *query, char *err,
-                    size_t errlen)
-{
-	const struct pp_dump_query *q = query;
-	if (!pp_threadcreate_on()) {
-		snprintf(err, errlen,
-		         "thread-creation recording is off in "
-		         "this process");
-		return -ENOTSUP;
-	}
-	struct tc_job *j = calloc(1, sizeof *j);
-	if (!j) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	j->seconds = q->seconds;
-	pp_job_set_data(job, j);
-	if (j->seconds) {
-		int rc = snapshot(&j->start);
-		if (rc) {
-			snprintf(err, errlen, "out of memory");
-			return rc;
-		}
-	}
-	return 0;
-}
-
-static int tc_make(struct pp_job *job, struct pp_profile **out)
-{
-	struct tc_job *j = pp_job_data(job);
-	struct pp_profile *p;
-	int rc = snapshot(&p);
-	if (rc || !j->seconds) {
-		if (!rc) {
-			pp_profile_add_comment(
-			    p, "pullprof: threads created by each stack since "
-			       "the agent started");
-			*out = p;
-		}
-		return rc;
-	}
-	struct pp_profile *d;
-	rc = pp_job_window_delta(job, p, j->start, &d);
-	if (rc)
-		return rc;
-	pp_profile_add_comment(d, "pullprof: threads created by each stack "
-	                          "over the window");
-	*out = d;
-	return 0;
-}
-
-static void tc_free(void *data)
-{
-	struct tc_job *j = data;
-	if (!j)
-		return;
-	pp_profile_free(j->start);
-	free(j);
-}
 
 /* Libraries loaded later get their unwind tables (cheap when nothing was
  * loaded or unloaded): a thread they create is captured through them. */
@@ -263,8 +235,6 @@ struct pp_producer pp_threadcreate_producer = {
     .what = "thread-creation profiles",
     .limit_setting = "PULLPROF_MAX_THREAD_DUMPS",
     .max_open = 4,
-    .start = tc_start,
-    .make = tc_make,
-    .free = tc_free,
+    PP_COUNTS_PRODUCER(&tc_counts),
     .tick = tc_tick,
 };

@@ -11,12 +11,14 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "agent.h"
+#include "profile/counts.h"
 #include "threads/internal.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
@@ -283,79 +285,42 @@ out:
 	return 0;
 }
 
-struct dump_job {
-	struct pp_dump_query q;
-	struct pp_profile *start;
-};
+static int dump_check(const void *query, char *err, size_t errlen)
+{
+	(void)query;
+	return pp_threads_unwind_ready(err, errlen);
+}
 
-static int dump_start(struct pp_job *job, const void *query, char *err,
-                      size_t errlen)
+static int dump_snapshot(const void *query, struct pp_profile **out)
 {
 	const struct pp_dump_query *q = query;
-	int rc = pp_threads_unwind_ready(err, errlen);
-	if (rc)
-		return rc;
-	struct dump_job *j = calloc(1, sizeof *j);
-	if (!j) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	j->q = *q;
-	pp_job_set_data(job, j);
-	if (q->seconds) {
-		rc = dump(0, &j->start);
-		if (rc) {
-			snprintf(err, errlen, "cannot read the threads: %s",
-			         strerror(-rc));
-			return rc;
-		}
-	}
-	return 0;
-}
-
-static int dump_make(struct pp_job *job, struct pp_profile **out)
-{
-	struct dump_job *j = pp_job_data(job);
 	char err[120];
-	struct pp_profile *p;
 	int rc = pp_threads_unwind_ready(err, sizeof err);
-	if (rc)
-		return rc;
-	rc = dump(j->q.debug == 2, &p);
-	if (rc || !j->q.seconds) {
-		if (!rc) {
-			*out = p;
-			pp_profile_add_comment(
-			    p, "pullprof: each goroutine is a thread; its "
-			       "stack read without stopping or signalling it");
-		}
-		return rc;
-	}
-	struct pp_profile *d;
-	rc = pp_job_window_delta(job, p, j->start, &d);
-	if (rc)
-		return rc;
-	pp_profile_add_comment(d, "pullprof: the change in the number of "
-	                          "threads at each stack over the window");
-	*out = d;
-	return 0;
+	return rc ? rc : dump(q->debug == 2, out);
 }
 
-static void dump_free(void *data)
+static void dump_note(const void *query, int delta, struct pp_profile *p)
 {
-	struct dump_job *j = data;
-	if (!j)
-		return;
-	pp_profile_free(j->start);
-	free(j);
+	(void)query;
+	pp_profile_add_comment(
+	    p, delta ? "pullprof: the change in the number of threads at "
+	               "each stack over the window"
+	             : "pullprof: each goroutine is a thread; its stack read "
+	               "without stopping or signalling it");
 }
+
+static const struct pp_counts dump_counts = {
+    .query_size = sizeof(struct pp_dump_query),
+    .seconds_offset = offsetof(struct pp_dump_query, seconds),
+    .check = dump_check,
+    .snapshot = dump_snapshot,
+    .note = dump_note,
+};
 
 struct pp_producer pp_dump_producer = {
     .kind = "goroutine",
     .what = "thread dumps",
     .limit_setting = "PULLPROF_MAX_THREAD_DUMPS",
     .max_open = 4,
-    .start = dump_start,
-    .make = dump_make,
-    .free = dump_free,
+    PP_COUNTS_PRODUCER(&dump_counts),
 };
