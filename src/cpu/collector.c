@@ -22,7 +22,7 @@
 #include "bounds.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
-#include "cpu/windows.h"
+#include "cpu/producer.h"
 #include "error.h"
 #include "heap/heap.h"
 #include "labels/labels.h"

@@ -1,5 +1,5 @@
 /* What the SIGPROF handler (handler.c, hot context) shares with the agent
- * side of the CPU profiler (timers.c, collector.c, windows.c). */
+ * side of the CPU profiler (timers.c, collector.c, producer.c). */
 #ifndef PP_SAMPLER_H
 #define PP_SAMPLER_H
 

@@ -21,7 +21,7 @@
  * semaphore waits are not tried, only timed.
  *
  * Light object (src/shim/shim.h): the recorder's calls go through the
- * agent's table. pp_lk.on and pp_lk.waiting stay 0 until the agent is
+ * agent's table. pp_locks.on and pp_locks.waiting stay 0 until the agent is
  * loaded and records, so the slow paths find it there.
  */
 #ifndef _GNU_SOURCE
@@ -39,7 +39,7 @@
 #include "pullprof.h"
 #include "shim/shim.h"
 
-/* What the wrappers' fast paths read, pp_lk, is defined in src/shim/shim.c
+/* What the wrappers' fast paths read, pp_locks, is defined in src/shim/shim.c
  * (the light object); the agent's recorder sets it. All zero until the
  * agent runs, so nothing below calls into the agent before it is loaded. */
 
@@ -122,12 +122,12 @@ __asm__(".symver pp_glibc_mutex_unlock, __pthread_mutex_unlock@GLIBC_2.2.5");
 
 static int recording(void)
 {
-	return RECORDING && pp_lk_on();
+	return RECORDING && pp_locks_on();
 }
 
 static int anyone_waiting(void)
 {
-	return RECORDING && pp_lk_anyone_waiting();
+	return RECORDING && pp_locks_anyone_waiting();
 }
 
 static void *next(const char *name, const char *version)
@@ -220,14 +220,14 @@ static int deadline_ok(const struct timespec *t)
 /* A wait the try could not spare: timed and counted around the real call. */
 #define WAITED(addr, owned, self, from, expr)                                  \
 	({                                                                     \
-		struct pp_lk_wait w_;                                          \
+		struct pp_locks_wait w_;                                       \
 		const struct pp_agent_ops *ops_ = PP_AGENT_OPS();              \
 		int r_;                                                        \
-		if (!ops_ || !ops_->lk_wait_begin(&w_, (addr), (owned))) {     \
+		if (!ops_ || !ops_->locks_wait_begin(&w_, (addr), (owned))) {  \
 			r_ = (expr);                                           \
 		} else {                                                       \
 			r_ = (expr);                                           \
-			ops_->lk_wait_end(&w_, (self), (from));                \
+			ops_->locks_wait_end(&w_, (self), (from));             \
 		}                                                              \
 		r_;                                                            \
 	})
@@ -248,7 +248,7 @@ PULLPROF_API int pthread_mutex_lock(pthread_mutex_t *m)
 	int rc = CALL(mutex_trylock, m);
 	if (LIKELY(rc != EBUSY))
 		return rc; /* taken, or refused as lock would refuse it */
-	return mutex_wait(m, RA(), PP_LK_SELF());
+	return mutex_wait(m, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int mutex_timed_wait(pthread_mutex_t *m,
@@ -267,7 +267,7 @@ PULLPROF_API int pthread_mutex_timedlock(pthread_mutex_t *m,
 	int rc = CALL(mutex_trylock, m);
 	if (rc != EBUSY)
 		return rc;
-	return mutex_timed_wait(m, t, RA(), PP_LK_SELF());
+	return mutex_timed_wait(m, t, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int
@@ -285,7 +285,7 @@ PULLPROF_API int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t c,
 	int rc = CALL(mutex_trylock, m);
 	if (rc != EBUSY)
 		return rc;
-	return mutex_clock_wait(m, c, t, RA(), PP_LK_SELF());
+	return mutex_clock_wait(m, c, t, RA(), PP_LOCKS_SELF());
 }
 
 /*
@@ -309,10 +309,10 @@ static __attribute__((noinline)) int
 mutex_unlock_slow(pthread_mutex_t *m, uintptr_t from, uintptr_t self)
 {
 	const struct pp_agent_ops *ops = PP_AGENT_OPS();
-	uint64_t charge = ops && releases(m) ? ops->lk_release(m) : 0;
+	uint64_t charge = ops && releases(m) ? ops->locks_release(m) : 0;
 	int rc = CALL(mutex_unlock, m);
 	if (charge && rc == 0)
-		ops->lk_released(charge, self, from);
+		ops->locks_released(charge, self, from);
 	return rc;
 }
 
@@ -323,7 +323,7 @@ PULLPROF_API int pthread_mutex_unlock(pthread_mutex_t *m)
 		return pp_glibc_mutex_unlock(m);
 	if (LIKELY(!anyone_waiting()))
 		return CALL(mutex_unlock, m);
-	return mutex_unlock_slow(m, RA(), PP_LK_SELF());
+	return mutex_unlock_slow(m, RA(), PP_LOCKS_SELF());
 }
 
 /* ---- reader-writer locks ----------------------------------------------------
@@ -343,7 +343,7 @@ PULLPROF_API int pthread_rwlock_rdlock(pthread_rwlock_t *l)
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_wait(l, 0, RA(), PP_LK_SELF());
+	return rw_wait(l, 0, RA(), PP_LOCKS_SELF());
 }
 
 PULLPROF_API int pthread_rwlock_wrlock(pthread_rwlock_t *l)
@@ -353,7 +353,7 @@ PULLPROF_API int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_wait(l, 1, RA(), PP_LK_SELF());
+	return rw_wait(l, 1, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int
@@ -374,7 +374,7 @@ PULLPROF_API int pthread_rwlock_timedrdlock(pthread_rwlock_t *l,
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_timed_wait(l, 0, t, RA(), PP_LK_SELF());
+	return rw_timed_wait(l, 0, t, RA(), PP_LOCKS_SELF());
 }
 
 PULLPROF_API int pthread_rwlock_timedwrlock(pthread_rwlock_t *l,
@@ -385,7 +385,7 @@ PULLPROF_API int pthread_rwlock_timedwrlock(pthread_rwlock_t *l,
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_timed_wait(l, 1, t, RA(), PP_LK_SELF());
+	return rw_timed_wait(l, 1, t, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int
@@ -404,7 +404,7 @@ PULLPROF_API int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c,
 	int rc = CALL(tryrdlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_clock_wait(l, 0, c, t, RA(), PP_LK_SELF());
+	return rw_clock_wait(l, 0, c, t, RA(), PP_LOCKS_SELF());
 }
 
 PULLPROF_API int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c,
@@ -415,17 +415,17 @@ PULLPROF_API int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c,
 	int rc = CALL(trywrlock, l);
 	if (rc != EBUSY)
 		return rc;
-	return rw_clock_wait(l, 1, c, t, RA(), PP_LK_SELF());
+	return rw_clock_wait(l, 1, c, t, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int
 rw_unlock_slow(pthread_rwlock_t *l, uintptr_t from, uintptr_t self)
 {
 	const struct pp_agent_ops *ops = PP_AGENT_OPS();
-	uint64_t charge = ops ? ops->lk_release(l) : 0;
+	uint64_t charge = ops ? ops->locks_release(l) : 0;
 	int rc = CALL(rwunlock, l);
 	if (charge && rc == 0)
-		ops->lk_released(charge, self, from);
+		ops->locks_released(charge, self, from);
 	return rc;
 }
 
@@ -433,13 +433,13 @@ PULLPROF_API int pthread_rwlock_unlock(pthread_rwlock_t *l)
 {
 	if (LIKELY(!anyone_waiting()))
 		return CALL(rwunlock, l);
-	return rw_unlock_slow(l, RA(), PP_LK_SELF());
+	return rw_unlock_slow(l, RA(), PP_LOCKS_SELF());
 }
 
 static int block_on(void)
 {
 	return recording() &&
-	       atomic_load_explicit(&pp_lk.block_rate, memory_order_relaxed);
+	       atomic_load_explicit(&pp_locks.block_rate, memory_order_relaxed);
 }
 
 /* ---- condition variables ----------------------------------------------------
@@ -455,7 +455,7 @@ PULLPROF_API int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
 	if (LIKELY(!block_on()))
 		return CALL(cond_wait, c, m);
-	return cond_wait(c, m, RA(), PP_LK_SELF());
+	return cond_wait(c, m, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int
@@ -470,7 +470,7 @@ PULLPROF_API int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 {
 	if (LIKELY(!block_on()))
 		return CALL(cond_timedwait, c, m, t);
-	return cond_timed_wait(c, m, t, RA(), PP_LK_SELF());
+	return cond_timed_wait(c, m, t, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int
@@ -485,7 +485,7 @@ PULLPROF_API int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
 {
 	if (LIKELY(!block_on()))
 		return CALL(cond_clockwait, c, m, k, t);
-	return cond_clock_wait(c, m, k, t, RA(), PP_LK_SELF());
+	return cond_clock_wait(c, m, k, t, RA(), PP_LOCKS_SELF());
 }
 
 /* ---- semaphores
@@ -511,7 +511,7 @@ PULLPROF_API int sem_wait(sem_t *s)
 {
 	if (LIKELY(!block_on()))
 		return CALL(sem_wait, s);
-	return sem_wait_slow(s, RA(), PP_LK_SELF());
+	return sem_wait_slow(s, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int sem_timed_wait(sem_t *s,
@@ -526,7 +526,7 @@ PULLPROF_API int sem_timedwait(sem_t *s, const struct timespec *t)
 {
 	if (LIKELY(!block_on()))
 		return CALL(sem_timedwait, s, t);
-	return sem_timed_wait(s, t, RA(), PP_LK_SELF());
+	return sem_timed_wait(s, t, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int sem_clock_wait(sem_t *s, clockid_t c,
@@ -541,7 +541,7 @@ PULLPROF_API int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *t)
 {
 	if (LIKELY(!block_on()))
 		return CALL(sem_clockwait, s, c, t);
-	return sem_clock_wait(s, c, t, RA(), PP_LK_SELF());
+	return sem_clock_wait(s, c, t, RA(), PP_LOCKS_SELF());
 }
 
 /* ---- joins
@@ -557,7 +557,7 @@ PULLPROF_API int pthread_join(pthread_t t, void **ret)
 {
 	if (LIKELY(!block_on()))
 		return CALL(join, t, ret);
-	return join_wait(t, ret, RA(), PP_LK_SELF());
+	return join_wait(t, ret, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int join_timed_wait(pthread_t t, void **ret,
@@ -573,7 +573,7 @@ PULLPROF_API int pthread_timedjoin_np(pthread_t t, void **ret,
 {
 	if (LIKELY(!block_on()))
 		return CALL(timedjoin, t, ret, d);
-	return join_timed_wait(t, ret, d, RA(), PP_LK_SELF());
+	return join_timed_wait(t, ret, d, RA(), PP_LOCKS_SELF());
 }
 
 static __attribute__((noinline)) int
@@ -588,7 +588,7 @@ PULLPROF_API int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t c,
 {
 	if (LIKELY(!block_on()))
 		return CALL(clockjoin, t, ret, c, d);
-	return join_clock_wait(t, ret, c, d, RA(), PP_LK_SELF());
+	return join_clock_wait(t, ret, c, d, RA(), PP_LOCKS_SELF());
 }
 
 #endif /* RECORDING */

@@ -27,10 +27,10 @@ static void status(struct json_object *root)
 	struct pp_locks_stats s;
 	pp_locks_stats(&s);
 	struct json_object *o = json_object_new_object();
-	static const char *const names[PP_LK_NKINDS] = {"mutex", "block"};
-	const unsigned rates[PP_LK_NKINDS] = {s.mutex_rate, s.block_rate};
-	const unsigned open[PP_LK_NKINDS] = {s.mutex_open, s.block_open};
-	for (int k = 0; k < PP_LK_NKINDS; k++) {
+	static const char *const names[PP_LOCKS_NKINDS] = {"mutex", "block"};
+	const unsigned rates[PP_LOCKS_NKINDS] = {s.mutex_rate, s.block_rate};
+	const unsigned open[PP_LOCKS_NKINDS] = {s.mutex_open, s.block_open};
+	for (int k = 0; k < PP_LOCKS_NKINDS; k++) {
 		struct json_object *m = json_object_new_object();
 		json_object_object_add(m, "rate", PP_JSON_I64(rates[k]));
 		json_object_object_add(m, "open", PP_JSON_I64(open[k]));
@@ -50,24 +50,24 @@ static void metrics(struct pp_buf *b)
 {
 	struct pp_locks_stats s;
 	pp_locks_stats(&s);
-	static const char *const names[PP_LK_NKINDS] = {"mutex", "block"};
-	uint64_t rates[PP_LK_NKINDS] = {s.mutex_rate, s.block_rate};
+	static const char *const names[PP_LOCKS_NKINDS] = {"mutex", "block"};
+	uint64_t rates[PP_LOCKS_NKINDS] = {s.mutex_rate, s.block_rate};
 	pp_prom_family(b, "pullprof_lock_sampling_rate", "gauge",
 	               "The rate each lock profile samples at (mutex: 1 in N "
 	               "contended unlocks; block: one sample per N ns "
 	               "waited); 0: off.");
-	for (int k = 0; k < PP_LK_NKINDS; k++) {
+	for (int k = 0; k < PP_LOCKS_NKINDS; k++) {
 		struct pp_prom_label l = {"profile", names[k]};
 		pp_prom_u64(b, "pullprof_lock_sampling_rate", &l, 1, rates[k]);
 	}
 	pp_prom_counter_by(b, "pullprof_lock_events_total",
 	                   "Sampled lock events recorded, by profile.",
-	                   "profile", names, s.events, PP_LK_NKINDS);
+	                   "profile", names, s.events, PP_LOCKS_NKINDS);
 	pp_prom_counter_by(
 	    b, "pullprof_lock_events_dropped_total",
 	    "Sampled lock events lost because the event ring was full, "
 	    "by profile.",
-	    "profile", names, s.dropped, PP_LK_NKINDS);
+	    "profile", names, s.dropped, PP_LOCKS_NKINDS);
 	pp_prom_gauge(b, "pullprof_lock_waiting_threads",
 	              "Threads waiting for a mutex or rwlock now, as the mutex "
 	              "profile counts them.",

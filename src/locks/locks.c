@@ -9,7 +9,7 @@
  * delay and the rate it was sampled at: a mutex event sampled 1 in N counts
  * N contentions and N times its delay; a blocking event shorter than the
  * block rate R (sampled with probability delay / R) counts R / delay
- * contentions and R ns. Agent context but for pp_lk_put (host context:
+ * contentions and R ns. Agent context but for pp_locks_put (host context:
  * atomics and plain stores into a claimed ring slot).
  */
 #ifndef _GNU_SOURCE
@@ -34,7 +34,7 @@
 #define RING_EVENTS 4096u /* a power of two */
 #define MAX_STACKS 16384u /* per profile */
 
-_Atomic unsigned pp_lk_depth = PP_LK_MAX_DEPTH;
+_Atomic unsigned pp_locks_depth = PP_LOCKS_MAX_DEPTH;
 
 struct lk_event {
 	uint8_t kind;
@@ -43,7 +43,7 @@ struct lk_event {
 	uint32_t labels;
 	uint64_t delay, rate;
 	char name[16];
-	uintptr_t pcs[PP_LK_MAX_DEPTH];
+	uintptr_t pcs[PP_LOCKS_MAX_DEPTH];
 };
 
 struct lk_entry {
@@ -64,22 +64,22 @@ struct lk_table {
 
 static struct {
 	pthread_mutex_t mu; /* tables and the ring's reading end */
-	struct lk_table t[PP_LK_NKINDS];
+	struct lk_table t[PP_LOCKS_NKINDS];
 	struct pp_ring ring;
 	int ring_made;
 	int ring_stale; /* a forked child's copy: made again before use */
 	_Atomic int ring_ready;
-	_Atomic uint64_t dropped[PP_LK_NKINDS];
+	_Atomic uint64_t dropped[PP_LOCKS_NKINDS];
 	/* What the lost events stood for, estimated as if kept. */
-	_Atomic uint64_t dropped_count[PP_LK_NKINDS];
-	_Atomic uint64_t dropped_delay[PP_LK_NKINDS];
+	_Atomic uint64_t dropped_count[PP_LOCKS_NKINDS];
+	_Atomic uint64_t dropped_delay[PP_LOCKS_NKINDS];
 	struct pp_locks_settings cfg;
 } lk = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void estimate(enum pp_lk_kind kind, uint64_t delay, uint64_t rate,
+static void estimate(enum pp_locks_kind kind, uint64_t delay, uint64_t rate,
                      double *count, double *d)
 {
-	if (kind == PP_LK_MUTEX) {
+	if (kind == PP_LOCKS_MUTEX) {
 		*count = (double)rate;
 		*d = (double)delay * (double)rate;
 	} else if (delay >= rate) {
@@ -94,9 +94,9 @@ static void estimate(enum pp_lk_kind kind, uint64_t delay, uint64_t rate,
 /* ---- host side ------------------------------------------------------------
  */
 
-void pp_lk_put(enum pp_lk_kind kind, const uintptr_t *pcs, unsigned depth,
-               int truncated, uint64_t delay, uint64_t rate,
-               const char name[16], uint32_t labels)
+void pp_locks_put(enum pp_locks_kind kind, const uintptr_t *pcs, unsigned depth,
+                  int truncated, uint64_t delay, uint64_t rate,
+                  const char name[16], uint32_t labels)
 {
 	size_t pos;
 	struct lk_event *e = NULL;
@@ -178,7 +178,7 @@ static int grow(struct lk_table *t)
 static void table_add(struct lk_table *t, const struct lk_event *e)
 {
 	double c, d;
-	estimate((enum pp_lk_kind)e->kind, e->delay, e->rate, &c, &d);
+	estimate((enum pp_locks_kind)e->kind, e->delay, e->rate, &c, &d);
 	t->events++;
 	uint64_t h = event_hash(e);
 	if ((t->n + 1) * 2 > t->cap && t->n < MAX_STACKS && grow(t))
@@ -229,8 +229,8 @@ static void drain_locked(void)
 		return;
 	const struct lk_event *e;
 	while ((e = (const struct lk_event *)pp_ring_peek(&lk.ring))) {
-		if (e->kind < PP_LK_NKINDS && e->depth <= PP_LK_MAX_DEPTH &&
-		    pp_lk_on())
+		if (e->kind < PP_LOCKS_NKINDS &&
+		    e->depth <= PP_LOCKS_MAX_DEPTH && pp_locks_on())
 			table_add(&lk.t[e->kind], e);
 		pp_ring_release(&lk.ring);
 	}
@@ -265,7 +265,7 @@ int pp_locks_start(const struct pp_locks_settings *s, char *err, size_t errlen)
 		/* What a previous agent left (written after its stop). */
 		while (pp_ring_peek(&lk.ring))
 			pp_ring_release(&lk.ring);
-		for (int k = 0; k < PP_LK_NKINDS; k++) {
+		for (int k = 0; k < PP_LOCKS_NKINDS; k++) {
 			table_free(&lk.t[k]);
 			atomic_store(&lk.dropped[k], 0);
 			atomic_store(&lk.dropped_count[k], 0);
@@ -277,33 +277,33 @@ int pp_locks_start(const struct pp_locks_settings *s, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory for the lock events");
 		return rc;
 	}
-	atomic_store(&pp_lk_depth, s->max_depth < PP_LK_MAX_DEPTH
-	                               ? s->max_depth
-	                               : PP_LK_MAX_DEPTH);
-	atomic_store(&pp_lk.mutex_rate, s->mutex_rate);
-	atomic_store(&pp_lk.block_rate, s->block_rate);
+	atomic_store(&pp_locks_depth, s->max_depth < PP_LOCKS_MAX_DEPTH
+	                                  ? s->max_depth
+	                                  : PP_LOCKS_MAX_DEPTH);
+	atomic_store(&pp_locks.mutex_rate, s->mutex_rate);
+	atomic_store(&pp_locks.block_rate, s->block_rate);
 	atomic_store_explicit(&lk.ring_ready, 1, memory_order_release);
-	atomic_store(&pp_lk.on, 1);
+	atomic_store(&pp_locks.on, 1);
 	pp_jobs_add_ticker(&pp_mutex_producer);
 	return 0;
 }
 
 void pp_locks_stop(void)
 {
-	if (!atomic_load(&pp_lk.on))
+	if (!atomic_load(&pp_locks.on))
 		return;
-	atomic_store(&pp_lk.on, 0);
+	atomic_store(&pp_locks.on, 0);
 	/* Waits under way still finish their bookkeeping (record.c reads
 	 * the rates); new ones pass straight through. */
 	pthread_mutex_lock(&lk.mu);
-	for (int k = 0; k < PP_LK_NKINDS; k++)
+	for (int k = 0; k < PP_LOCKS_NKINDS; k++)
 		table_free(&lk.t[k]);
 	pthread_mutex_unlock(&lk.mu);
 }
 
 void pp_locks_forget_in_child(void)
 {
-	atomic_store(&pp_lk.on, 0);
+	atomic_store(&pp_locks.on, 0);
 	atomic_store(&lk.ring_ready, 0);
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 	memcpy(&lk.mu, &fresh, sizeof fresh);
@@ -311,7 +311,7 @@ void pp_locks_forget_in_child(void)
 	/* The parent's tables are its own: forgotten, not freed (another
 	 * thread may have been using the allocator's state at fork). */
 	memset(lk.t, 0, sizeof lk.t);
-	pp_lk_slots_forget_in_child();
+	pp_locks_slots_forget_in_child();
 }
 
 /* ---- profiles ----------------------------------------------------------- */
@@ -328,7 +328,7 @@ static uintptr_t synthetic(struct pp_profile *p, const char *name)
 
 static int add_entry(struct pp_profile *p, const struct lk_entry *x)
 {
-	uintptr_t pcs[PP_LK_MAX_DEPTH + 1];
+	uintptr_t pcs[PP_LOCKS_MAX_DEPTH + 1];
 	size_t depth = x->depth;
 	memcpy(pcs, x->pcs, depth * sizeof *pcs);
 	if (x->truncated &&
@@ -350,14 +350,14 @@ static int add_synthetic(struct pp_profile *p, const char *name, double count,
 	return pc ? pp_profile_add(p, &pc, 1, v, NULL, 0) : -ENOMEM;
 }
 
-static int snapshot(enum pp_lk_kind kind, struct pp_profile **out)
+static int snapshot(enum pp_locks_kind kind, struct pp_profile **out)
 {
 	struct pp_profile *p = pp_profile_new(lk_types, 2, &lk_types[0], 1);
 	if (!p)
 		return -ENOMEM;
 	p->leaf_is_return = 1;
 	p->max_bytes = lk.cfg.max_profile_bytes;
-	p->legacy_title = kind == PP_LK_MUTEX ? "mutex" : "contention";
+	p->legacy_title = kind == PP_LOCKS_MUTEX ? "mutex" : "contention";
 	int rc = 0;
 	pthread_mutex_lock(&lk.mu);
 	drain_locked();
@@ -385,18 +385,18 @@ static int snapshot(enum pp_lk_kind kind, struct pp_profile **out)
 	return 0;
 }
 
-static int kind_on(enum pp_lk_kind kind)
+static int kind_on(enum pp_locks_kind kind)
 {
-	return pp_lk_on() &&
-	       (kind == PP_LK_MUTEX ? lk.cfg.mutex_rate : lk.cfg.block_rate);
+	return pp_locks_on() &&
+	       (kind == PP_LOCKS_MUTEX ? lk.cfg.mutex_rate : lk.cfg.block_rate);
 }
 
-static int lk_check(enum pp_lk_kind kind, char *err, size_t errlen)
+static int lk_check(enum pp_locks_kind kind, char *err, size_t errlen)
 {
 	if (kind_on(kind))
 		return 0;
 	snprintf(err, errlen,
-	         kind == PP_LK_MUTEX
+	         kind == PP_LOCKS_MUTEX
 	             ? "mutex profiling is off in this process "
 	               "(PULLPROF_MUTEX_RATE=0): start the program with "
 	               "PULLPROF_MUTEX_RATE=N to record 1 in N contended "
@@ -407,33 +407,33 @@ static int lk_check(enum pp_lk_kind kind, char *err, size_t errlen)
 	               "PULLPROF_BLOCK_RATE=NS for one sample per NS "
 	               "nanoseconds blocked (default %u), or turn the "
 	               "scraper's block job off",
-	         kind == PP_LK_MUTEX ? PP_LOCKS_MUTEX_RATE
-	                             : PP_LOCKS_BLOCK_RATE);
+	         kind == PP_LOCKS_MUTEX ? PP_LOCKS_MUTEX_RATE
+	                                : PP_LOCKS_BLOCK_RATE);
 	return -ENOTSUP;
 }
 
 static int mutex_check(const void *query, char *err, size_t errlen)
 {
 	(void)query;
-	return lk_check(PP_LK_MUTEX, err, errlen);
+	return lk_check(PP_LOCKS_MUTEX, err, errlen);
 }
 
 static int block_check(const void *query, char *err, size_t errlen)
 {
 	(void)query;
-	return lk_check(PP_LK_BLOCK, err, errlen);
+	return lk_check(PP_LOCKS_BLOCK, err, errlen);
 }
 
 static int mutex_snapshot(const void *query, struct pp_profile **out)
 {
 	(void)query;
-	return snapshot(PP_LK_MUTEX, out);
+	return snapshot(PP_LOCKS_MUTEX, out);
 }
 
 static int block_snapshot(const void *query, struct pp_profile **out)
 {
 	(void)query;
-	return snapshot(PP_LK_BLOCK, out);
+	return snapshot(PP_LOCKS_BLOCK, out);
 }
 
 /* The same sentence on counts since the start and on a window's change. */
@@ -482,7 +482,7 @@ static const struct pp_counts block_counts = {
  * unwind tables from threadcreate's tick, on the same thread.) */
 static void lk_tick(void)
 {
-	if (!pp_lk_on())
+	if (!pp_locks_on())
 		return;
 	pthread_mutex_lock(&lk.mu);
 	drain_locked();
@@ -509,19 +509,19 @@ struct pp_producer pp_block_producer = {
 void pp_locks_stats(struct pp_locks_stats *out)
 {
 	memset(out, 0, sizeof *out);
-	int on = pp_lk_on();
+	int on = pp_locks_on();
 	out->mutex_rate = on ? lk.cfg.mutex_rate : 0;
 	out->block_rate = on ? lk.cfg.block_rate : 0;
 	out->mutex_open = pp_jobs_open(&pp_mutex_producer);
 	out->block_open = pp_jobs_open(&pp_block_producer);
 	pthread_mutex_lock(&lk.mu);
-	for (int k = 0; k < PP_LK_NKINDS; k++) {
+	for (int k = 0; k < PP_LOCKS_NKINDS; k++) {
 		out->events[k] = lk.t[k].events;
 		out->stacks[k] = lk.t[k].n;
 		out->past_table[k] = lk.t[k].past;
 		out->dropped[k] = atomic_load(&lk.dropped[k]);
 	}
 	pthread_mutex_unlock(&lk.mu);
-	out->collisions = pp_lk_collisions();
-	out->waiting = atomic_load(&pp_lk.waiting);
+	out->collisions = pp_locks_collisions();
+	out->waiting = atomic_load(&pp_locks.waiting);
 }

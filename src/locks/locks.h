@@ -2,8 +2,8 @@
  * Lock contention profiles: /mutex (where waiting was caused: the unlocking
  * stack, weighted by how long others waited) and /block (where threads
  * waited: the waiting stack, weighted by how long), Go's two profiles, for
- * the pthread calls interpose.c wraps. Agent context, but for pp_lk_put and
- * pp_lk_depth, which record.c calls in host context.
+ * the pthread calls interpose.c wraps. Agent context, but for pp_locks_put and
+ * pp_locks_depth, which record.c calls in host context.
  */
 #ifndef PP_LOCKS_H
 #define PP_LOCKS_H
@@ -14,7 +14,7 @@
 
 #include "profile/job.h"
 
-enum pp_lk_kind { PP_LK_MUTEX, PP_LK_BLOCK, PP_LK_NKINDS };
+enum pp_locks_kind { PP_LOCKS_MUTEX, PP_LOCKS_BLOCK, PP_LOCKS_NKINDS };
 
 /* The default rates (config.c): cheap enough to leave on (bench/RESULTS.md,
  * "Lock contention"). */
@@ -22,7 +22,7 @@ enum pp_lk_kind { PP_LK_MUTEX, PP_LK_BLOCK, PP_LK_NKINDS };
 #define PP_LOCKS_BLOCK_RATE 10000
 
 /* Frames kept per event (the call's own frame included). */
-#define PP_LK_MAX_DEPTH 64
+#define PP_LOCKS_MAX_DEPTH 64
 
 struct pp_locks_settings {
 	unsigned mutex_rate; /* PULLPROF_MUTEX_RATE: 1 in N; 0: off */
@@ -49,10 +49,10 @@ extern struct pp_producer pp_mutex_producer, pp_block_producer;
 struct pp_locks_stats {
 	unsigned mutex_rate, block_rate;
 	unsigned mutex_open, block_open;
-	uint64_t events[PP_LK_NKINDS];  /* recorded (sampled) */
-	uint64_t dropped[PP_LK_NKINDS]; /* lost: the ring was full */
-	size_t stacks[PP_LK_NKINDS];    /* distinct stacks kept */
-	uint64_t past_table[PP_LK_NKINDS];
+	uint64_t events[PP_LOCKS_NKINDS];  /* recorded (sampled) */
+	uint64_t dropped[PP_LOCKS_NKINDS]; /* lost: the ring was full */
+	size_t stacks[PP_LOCKS_NKINDS];    /* distinct stacks kept */
+	uint64_t past_table[PP_LOCKS_NKINDS];
 	uint64_t collisions; /* waits not counted for the mutex profile */
 	uint64_t waiting;    /* waits counted for it right now */
 };
@@ -60,12 +60,12 @@ void pp_locks_stats(struct pp_locks_stats *out);
 
 /* ---- for record.c (host context) ------------------------------------------
  */
-extern _Atomic unsigned pp_lk_depth;
+extern _Atomic unsigned pp_locks_depth;
 /* Put one sampled event in the ring (or count it lost). */
-void pp_lk_put(enum pp_lk_kind kind, const uintptr_t *pcs, unsigned depth,
-               int truncated, uint64_t delay, uint64_t rate,
-               const char name[16], uint32_t labels);
-uint64_t pp_lk_collisions(void);
-void pp_lk_slots_forget_in_child(void);
+void pp_locks_put(enum pp_locks_kind kind, const uintptr_t *pcs, unsigned depth,
+                  int truncated, uint64_t delay, uint64_t rate,
+                  const char name[16], uint32_t labels);
+uint64_t pp_locks_collisions(void);
+void pp_locks_slots_forget_in_child(void);
 
 #endif

@@ -118,17 +118,18 @@ static void slot_unlock(struct slot *s)
 /* The event's stack: the call's own frame (our wrapper), then its caller
  * and outwards. Captured before a ring slot is claimed: a claimed slot holds
  * the reader up until it is published. */
-static void record(enum pp_lk_kind kind, uintptr_t self, uintptr_t from,
+static void record(enum pp_locks_kind kind, uintptr_t self, uintptr_t from,
                    uint64_t delay, uint64_t rate)
 {
-	uintptr_t pcs[PP_LK_MAX_DEPTH + PP_UNWIND_SKIP_ROOM];
+	uintptr_t pcs[PP_LOCKS_MAX_DEPTH + PP_UNWIND_SKIP_ROOM];
 	/* A child made without fork(): the unwinder's and the table's locks
 	 * may be held for good there. */
 	if (pp_agent_foreign())
 		return;
-	unsigned max = atomic_load_explicit(&pp_lk_depth, memory_order_relaxed);
-	if (max > PP_LK_MAX_DEPTH)
-		max = PP_LK_MAX_DEPTH;
+	unsigned max =
+	    atomic_load_explicit(&pp_locks_depth, memory_order_relaxed);
+	if (max > PP_LOCKS_MAX_DEPTH)
+		max = PP_LOCKS_MAX_DEPTH;
 	if (max < 2)
 		max = 2;
 	pcs[0] = self;
@@ -136,8 +137,8 @@ static void record(enum pp_lk_kind kind, uintptr_t self, uintptr_t from,
 	int truncated = n >= max;
 	char name[16] = {0};
 	prctl(PR_GET_NAME, name, 0, 0, 0);
-	pp_lk_put(kind, pcs, n, truncated, delay, rate, name,
-	          pp_labels_current());
+	pp_locks_put(kind, pcs, n, truncated, delay, rate, name,
+	             pp_labels_current());
 }
 
 /* Lock calls made inside pullprof on a host thread pass through unrecorded:
@@ -152,7 +153,7 @@ static inline int inside_pullprof(void)
 	return tls.busy || pp_heap_tls.busy;
 }
 
-int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
+int pp_locks_wait_begin(struct pp_locks_wait *w, const void *addr, int owned)
 {
 	if (inside_pullprof() || pp_on_agent_thread())
 		return 0;
@@ -160,7 +161,7 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 	w->slot = NULL;
 	w->t0 = now_ns();
 	if (!owned ||
-	    !atomic_load_explicit(&pp_lk.mutex_rate, memory_order_relaxed))
+	    !atomic_load_explicit(&pp_locks.mutex_rate, memory_order_relaxed))
 		return 1;
 	struct slot *s = slot_of(addr);
 	slot_lock(s);
@@ -186,12 +187,12 @@ int pp_lk_wait_begin(struct pp_lk_wait *w, const void *addr, int owned)
 	slot_unlock(s);
 	if (!atomic_load_explicit(&slots_used, memory_order_relaxed))
 		atomic_store_explicit(&slots_used, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&pp_lk.waiting, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pp_locks.waiting, 1, memory_order_relaxed);
 	w->slot = s;
 	return 1;
 }
 
-void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from)
+void pp_locks_wait_end(struct pp_locks_wait *w, uintptr_t self, uintptr_t from)
 {
 	int saved = errno;
 	uint64_t t1 = now_ns();
@@ -206,12 +207,12 @@ void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from)
 		    atomic_load_explicit(&s->nwait, memory_order_relaxed) - 1,
 		    memory_order_relaxed);
 		slot_unlock(s);
-		atomic_fetch_sub_explicit(&pp_lk.waiting, 1,
+		atomic_fetch_sub_explicit(&pp_locks.waiting, 1,
 		                          memory_order_relaxed);
 	}
 	uint64_t rate =
-	    atomic_load_explicit(&pp_lk.block_rate, memory_order_relaxed);
-	if (rate && pp_lk_on()) {
+	    atomic_load_explicit(&pp_locks.block_rate, memory_order_relaxed);
+	if (rate && pp_locks_on()) {
 		uint64_t d = t1 > w->t0 ? t1 - w->t0 : 0;
 		/* Go's blocking-event sampling: every wait of rate ns or more,
 		 * a shorter one with probability d / rate (its values are
@@ -219,7 +220,7 @@ void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from)
 		if (d >= rate || rnd() % rate < d) {
 			tls.busy = 1;
 			int hidden = pp_heap_hide();
-			record(PP_LK_BLOCK, self, from, d, rate);
+			record(PP_LOCKS_BLOCK, self, from, d, rate);
 			pp_heap_unhide(hidden);
 			tls.busy = 0;
 		}
@@ -227,7 +228,7 @@ void pp_lk_wait_end(struct pp_lk_wait *w, uintptr_t self, uintptr_t from)
 	errno = saved;
 }
 
-uint64_t pp_lk_release(const void *addr)
+uint64_t pp_locks_release(const void *addr)
 {
 	if (inside_pullprof())
 		return 0;
@@ -252,18 +253,18 @@ uint64_t pp_lk_release(const void *addr)
 	return (int64_t)charge > 0 ? charge : 0;
 }
 
-void pp_lk_released(uint64_t delay_ns, uintptr_t self, uintptr_t from)
+void pp_locks_released(uint64_t delay_ns, uintptr_t self, uintptr_t from)
 {
-	if (inside_pullprof() || pp_on_agent_thread() || !pp_lk_on())
+	if (inside_pullprof() || pp_on_agent_thread() || !pp_locks_on())
 		return;
 	unsigned rate =
-	    atomic_load_explicit(&pp_lk.mutex_rate, memory_order_relaxed);
+	    atomic_load_explicit(&pp_locks.mutex_rate, memory_order_relaxed);
 	if (!rate || (rate > 1 && rnd() % rate))
 		return;
 	int saved = errno;
 	tls.busy = 1;
 	int hidden = pp_heap_hide();
-	record(PP_LK_MUTEX, self, from, delay_ns, rate);
+	record(PP_LOCKS_MUTEX, self, from, delay_ns, rate);
 	pp_heap_unhide(hidden);
 	tls.busy = 0;
 	errno = saved;
@@ -272,18 +273,19 @@ void pp_lk_released(uint64_t delay_ns, uintptr_t self, uintptr_t from)
 /* ---- agent side ------------------------------------------------------------
  */
 
-uint64_t pp_lk_collisions(void)
+uint64_t pp_locks_collisions(void)
 {
 	return atomic_load_explicit(&collisions, memory_order_relaxed);
 }
 
-void pp_lk_slots_forget_in_child(void)
+void pp_locks_slots_forget_in_child(void)
 {
 	/* Only the forking thread lives on: no wait is in progress, but a
 	 * thread that is gone may have held a slot's flag or been counted.
 	 * Only such slots are written (the others' pages stay shared). */
-	if (atomic_load_explicit(&pp_lk.waiting, memory_order_relaxed))
-		atomic_store_explicit(&pp_lk.waiting, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&pp_locks.waiting, memory_order_relaxed))
+		atomic_store_explicit(&pp_locks.waiting, 0,
+		                      memory_order_relaxed);
 	tls.busy = 0;
 	if (!atomic_load_explicit(&slots_used, memory_order_relaxed))
 		return;

@@ -56,7 +56,7 @@ PP_SHIM_EXPORT struct pp_shim pp_shim;
 PP_SHIM_EXPORT __thread struct pp_heap_tls pp_heap_tls
     __attribute__((tls_model("initial-exec")));
 PP_SHIM_EXPORT _Atomic uint64_t pp_heap_filter[PP_HEAP_FILTER_BITS / 64];
-PP_SHIM_EXPORT struct pp_lk_state pp_lk;
+PP_SHIM_EXPORT struct pp_locks_state pp_locks;
 
 /* The label scopes of each thread: read by the samplers on any thread, so
  * initial-exec, in the object loaded at start-up. */

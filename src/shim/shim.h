@@ -19,7 +19,7 @@
  *  - struct pp_agent_ops: the agent's entry points, one table the agent
  *    hands over (pp_agent_entry) and the shim publishes in pp_shim.ops;
  *  - struct pp_shim and the hot state the interposers read (pp_heap_tls,
- *    pp_heap_filter, pp_label_tls, pp_lk, pp_unwind_guard): defined in the
+ *    pp_heap_filter, pp_label_tls, pp_locks, pp_unwind_guard): defined in the
  *    light object, which is loaded at start-up, so that their TLS is
  *    initial-exec in the static TLS block and the agent, once loaded,
  *    refers to them by name (it is linked against libpullprof.so).
@@ -35,7 +35,7 @@
 #include "pullprof.h"
 
 struct pp_heap_taken;
-struct pp_lk_wait;
+struct pp_locks_wait;
 
 /* The agent, as the light object calls it. Every pointer is set. */
 struct pp_agent_ops {
@@ -66,11 +66,13 @@ struct pp_agent_ops {
 	void (*heap_free_hit)(void *p);
 	void (*heap_take)(void *p, struct pp_heap_taken *t);
 	void (*heap_settle)(const struct pp_heap_taken *t, int freed);
-	int (*lk_wait_begin)(struct pp_lk_wait *w, const void *addr, int owned);
-	void (*lk_wait_end)(struct pp_lk_wait *w, uintptr_t self,
-	                    uintptr_t from);
-	uint64_t (*lk_release)(const void *addr);
-	void (*lk_released)(uint64_t delay_ns, uintptr_t self, uintptr_t from);
+	int (*locks_wait_begin)(struct pp_locks_wait *w, const void *addr,
+	                        int owned);
+	void (*locks_wait_end)(struct pp_locks_wait *w, uintptr_t self,
+	                       uintptr_t from);
+	uint64_t (*locks_release)(const void *addr);
+	void (*locks_released)(uint64_t delay_ns, uintptr_t self,
+	                       uintptr_t from);
 	int (*thread_create)(pthread_t *t, const pthread_attr_t *attr,
 	                     void *(*fn)(void *), void *arg, uintptr_t from);
 	void (*unloading)(void); /* before a dlclose */

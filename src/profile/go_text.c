@@ -1,9 +1,12 @@
 /*
- * The thread dump's texts: ?debug=1 of /goroutine (and /threadcreate),
- * stacks grouped with a count as Go prints those profiles, and ?debug=2, one
- * block per thread with what the kernel says of it (a "pstack" that stops
- * nothing). Both read the symbolized view; debug=2 reads the per-thread labels
- * the dump producer puts on each sample (threads/dump.c). Agent context.
+ * Go's debug texts, the renderers of ?debug=1 and 2 that are not the heap's
+ * (legacy.c): /goroutine's and /threadcreate's debug=1, stacks grouped with
+ * a count as Go prints those profiles; /goroutine's debug=2, one block per
+ * thread with what the kernel says of it (a "pstack" that stops nothing);
+ * and /mutex's and /block's debug=1, Go's contention text. All read the
+ * symbolized view; debug=2 reads the per-thread labels the dump producer
+ * puts on each sample (threads/dump.c).
+ * Context: agent.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -12,7 +12,7 @@
 
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
-#include "cpu/windows.h"
+#include "cpu/producer.h"
 #include "heap/heap.h"
 #include "util/clock.h"
 

@@ -1,10 +1,10 @@
 /*
- * What the CPU producer (windows.c: open, cancel, stop, stats) shares with
+ * What the CPU producer (producer.c: open, cancel, stop, stats) shares with
  * the collector thread (collector.c: drain the ring into windows, deliver
  * them). Agent context.
  */
-#ifndef PP_CPU_WINDOWS_H
-#define PP_CPU_WINDOWS_H
+#ifndef PP_CPU_PRODUCER_H
+#define PP_CPU_PRODUCER_H
 
 #include <pthread.h>
 #include <stdint.h>
