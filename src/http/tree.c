@@ -516,11 +516,11 @@ static void gather(void *arg, const atomic_int *cancel,
 		 * left out, with a note, and the others merged. */
 		size_t kept = 0;
 		for (size_t i = 0; i < nparts; i++) {
-			struct pp_merge_decoded d = {0};
+			struct pp_pprof_decoded d = {0};
 			char why[200] = "";
-			int bad = pp_merge_decode(parts[i].data, parts[i].len,
-			                          &d, why, sizeof why);
-			pp_merge_decoded_free(&d);
+			int bad = pp_pprof_read(parts[i].data, parts[i].len, &d,
+			                        why, sizeof why);
+			pp_pprof_read_free(&d);
 			if (bad == -EINVAL) {
 				char line[300];
 				snprintf(
