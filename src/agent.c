@@ -25,7 +25,7 @@
 
 #include "cpu/cpu.h"
 #include "error.h"
-#include "fork.h"
+#include "fork/fork.h"
 #include "heap/heap.h"
 #include "heap/sample.h"
 #include "heap/table.h"

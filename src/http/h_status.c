@@ -12,7 +12,7 @@
 
 #include "agent.h"
 #include "cpu/cpu.h"
-#include "fork.h"
+#include "fork/fork.h"
 #include "handlers.h"
 #include "heap/heap.h"
 #include "labels/labels.h"

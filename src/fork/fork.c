@@ -1,5 +1,8 @@
 /*
  * The agent across fork(). See fork.h.
+ * Context: agent.
+ * (Except the functions fork.h marks: they run on the host's threads, in
+ * fork's handlers and as fork returns.)
  *
  * What a child knows of its parent it knows from memory fork copied: the
  * parent's settings (its resolved configuration, whose strings are never
