@@ -4,8 +4,12 @@
  * socket, the configured address answering for all of them).
  * Context: agent.
  * (Except where marked: fork's handlers, pp_fork_returned, pp_fork_poke.)
- * The HTTP client over the members' sockets is ask.h, the tree's answer
- * gathered from them gather.h; the interposed fork and daemon are wrap.c.
+ * The files: fork.c, fork's handlers and what a child does as fork
+ * returns (host context); watch.c, the watcher thread and the takeover;
+ * members.c, the tree's directory, member sockets and member list; wrap.c,
+ * the interposed fork and daemon (in the light object); ask.c, the HTTP
+ * client over the members' sockets; gather.c, the tree's answer made of
+ * theirs.
  *
  * A child of a process that serves (or that was itself waiting to take
  * over) gets one agent thread, "pullprof-fork", started once fork() has

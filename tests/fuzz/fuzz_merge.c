@@ -1,10 +1,11 @@
 /*
- * libFuzzer target: the pprof decoder and the merge (merge.c). Built by
- * scripts/fuzz.sh, not by the normal build. Any input must give 0 or
- * -EINVAL with a message, never a crash, a leak or undefined behaviour;
- * what decodes must merge (alone, and twice with a tight memory bound),
- * and the merged profile must decode again with every sample kept or
- * charged to the limit frame, each with its pid label.
+ * libFuzzer target: the pprof decoder and the merge (pprof_read.c,
+ * merge.c). Built by scripts/fuzz.sh, not by the normal build. Any input
+ * must give 0 or -EINVAL with a message, never a crash, a leak or
+ * undefined behaviour; what decodes must merge (alone, and twice with a
+ * tight memory bound), and the merged profile must decode again with
+ * every sample kept or charged to the limit frame, each with its pid
+ * label.
  */
 #include <errno.h>
 #include <stdint.h>
