@@ -1,6 +1,7 @@
 /*
  * Follow mode's answers for the whole tree of processes (fork/fork.h): the
- * HTTP side. Context: agent.
+ * HTTP side.
+ * Context: agent.
  *
  * The configured address belongs to the tree's root. A profile asked of it
  * is asked of every member — the root included, through its own socket —
@@ -45,6 +46,17 @@ static int tree_merges(const struct pp_route *rt)
 		if (strcmp(rt->name, mergeable[i]) == 0)
 			return 1;
 	return 0;
+}
+
+/* The seconds a kind's window lasts when ?seconds is not given (the
+ * members are waited for that long, and GRACE_SECONDS more). */
+static unsigned default_seconds(const struct pp_route *rt)
+{
+	return strcmp(rt->name, "profile") == 0 ||
+	               strcmp(rt->name, "wall") == 0 ||
+	               strcmp(rt->name, "fgprof") == 0
+	           ? 30
+	           : 0;
 }
 
 /* ---- the request to relay ------------------------------------------------ */
@@ -147,10 +159,8 @@ static struct pp_gather *new_gather(struct pp_request *r, pid_t only)
 		unsigned long v = strtoul(sec, &end, 10);
 		if (!*end && v < 100000)
 			seconds = (unsigned)v;
-	} else if (strcmp(r->route->name, "profile") == 0 ||
-	           strcmp(r->route->name, "wall") == 0 ||
-	           strcmp(r->route->name, "fgprof") == 0) {
-		seconds = 30; /* their default */
+	} else {
+		seconds = default_seconds(r->route);
 	}
 	g->timeout_s = seconds + GRACE_SECONDS;
 	g->max_bytes = (size_t)cfg->v.max_profile_mb << 20;
