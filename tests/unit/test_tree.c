@@ -365,16 +365,17 @@ static void *member_main(void *arg)
 	} else if (m->play == BIG) {
 		static char chunk[65536];
 		const char *head = "HTTP/1.1 200 OK\r\n\r\n";
-		(void)!write(fd, head, strlen(head));
+		(void)!send(fd, head, strlen(head), MSG_NOSIGNAL);
 		/* 4 MiB against a bound of 1 MiB: the client stops reading,
-		 * and this write fails once it has closed. */
+		 * and this send fails once it has closed (MSG_NOSIGNAL: no
+		 * SIGPIPE for the test). */
 		for (int i = 0; i < 64; i++)
-			if (write(fd, chunk, sizeof chunk) < 0)
+			if (send(fd, chunk, sizeof chunk, MSG_NOSIGNAL) < 0)
 				break;
 	} else {
 		const char *ans = "HTTP/1.1 200 OK\r\nContent-Type: text/plain"
 		                  "\r\nConnection: close\r\n\r\nhello";
-		(void)!write(fd, ans, strlen(ans));
+		(void)!send(fd, ans, strlen(ans), MSG_NOSIGNAL);
 	}
 	close(fd);
 	return NULL;
@@ -417,22 +418,23 @@ static void test_ask(void **state)
 	char dir[] = "/tmp/pp-test-tree-XXXXXX";
 	assert_non_null(mkdtemp(dir));
 	struct member ms[4];
-	enum play plays[4] = {ANSWER, HANGUP, SILENT, BIG};
+	enum play plays[4] = {ANSWER, HANGUP, BIG, SILENT};
 	for (int i = 0; i < 4; i++)
 		member_start(&ms[i], dir, i, plays[i]);
-	struct pp_ask asks[6] = {{0}};
-	for (int i = 0; i < 4; i++) {
+	struct pp_ask asks[5] = {{0}};
+	for (int i = 0; i < 3; i++) {
 		asks[i].pid = 100 + i;
 		snprintf(asks[i].path, sizeof asks[i].path, "%s", ms[i].path);
 	}
-	asks[4].pid = 104; /* no socket there */
-	snprintf(asks[4].path, sizeof asks[4].path, "%s/none.sock", dir);
-	asks[5].pid = 105; /* its path was too long */
-	struct pp_ask_request q = {request, strlen(request), 1, 1 << 20};
+	asks[3].pid = 103; /* no socket there */
+	snprintf(asks[3].path, sizeof asks[3].path, "%s/none.sock", dir);
+	asks[4].pid = 104; /* its path was too long */
+	/* These all end at once: the deadline is never reached. */
+	struct pp_ask_request q = {request, strlen(request), 30, 1 << 20};
 	atomic_int cancel = 0;
-	pp_ask_all(asks, 6, &q, &cancel);
+	pp_ask_all(asks, 5, &q, &cancel);
 
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 5; i++) {
 		assert_true(asks[i].done);
 		assert_int_equal(asks[i].fd, -1);
 	}
@@ -443,17 +445,27 @@ static void test_ask(void **state)
 	assert_string_equal(ms[0].request, request);
 	assert_int_equal(asks[1].status, 0);
 	assert_string_equal(asks[1].err, "no answer");
+	assert_string_equal(ms[1].request, request);
 	assert_int_equal(asks[2].status, 0);
-	assert_string_equal(asks[2].err, "no answer within 1 s");
-	assert_string_equal(ms[2].request, request);
+	assert_string_equal(asks[2].err, "its answer is over 1 MiB");
 	assert_int_equal(asks[3].status, 0);
-	assert_string_equal(asks[3].err, "its answer is over 1 MiB");
-	assert_int_equal(asks[4].status, 0);
-	assert_non_null(strstr(asks[4].err, "cannot connect"));
-	assert_string_equal(asks[5].err, "its socket path is too long");
-
-	for (int i = 0; i < 6; i++)
+	assert_non_null(strstr(asks[3].err, "cannot connect"));
+	assert_string_equal(asks[4].err, "its socket path is too long");
+	for (int i = 0; i < 5; i++)
 		pp_ask_free(&asks[i]);
+
+	/* A member that never answers: given up at the deadline (counted
+	 * in whole seconds of the monotonic clock, so it may come sooner). */
+	struct pp_ask silent = {.pid = 105};
+	snprintf(silent.path, sizeof silent.path, "%s", ms[3].path);
+	q.timeout_s = 1;
+	pp_ask_all(&silent, 1, &q, &cancel);
+	assert_true(silent.done);
+	assert_int_equal(silent.fd, -1);
+	assert_int_equal(silent.status, 0);
+	assert_string_equal(silent.err, "no answer within 1 s");
+	pp_ask_free(&silent);
+
 	for (int i = 0; i < 4; i++)
 		member_end(&ms[i]);
 	assert_int_equal(rmdir(dir), 0);
