@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "fork.h"
+#include "fork/fork.h"
 #include "heap/heap.h"
 #include "http/server.h"
 #include "kinds.h"

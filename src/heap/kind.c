@@ -5,7 +5,7 @@
  * both.
  * Context: agent.
  */
-#include "fork.h"
+#include "fork/fork.h"
 #include "heap/heap.h"
 #include "heap/sample.h"
 #include "heap/table.h"

@@ -17,7 +17,7 @@
 
 #include "agent.h"
 #include "bounds.h"
-#include "fork.h"
+#include "fork/fork.h"
 #include "heap/heap.h"
 #include "heap/hot.h"
 #include "heap/sample.h"

@@ -18,8 +18,10 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 	char err[300];
 
 	if (pp_query_uint(r, "seconds",
-	                  cfg->v.max_seconds < 30 ? cfg->v.max_seconds : 30, 1,
-	                  cfg->v.max_seconds, &q.seconds, err, sizeof err) ||
+	                  cfg->v.max_seconds < r->route->window
+	                      ? cfg->v.max_seconds
+	                      : r->route->window,
+	                  1, cfg->v.max_seconds, &q.seconds, err, sizeof err) ||
 	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &q.hz, err,
 	                  sizeof err) ||
 	    pp_query_render(r, "samples|cpu",
@@ -42,8 +44,8 @@ enum MHD_Result pp_h_trace(struct pp_request *r)
 	char err[300];
 	unsigned format = PP_FORMAT_PERFETTO, wall = 0, heap = 0;
 
-	if (pp_query_uint(r, "seconds", 1, 1, cfg->v.max_seconds, &q.seconds,
-	                  err, sizeof err) ||
+	if (pp_query_uint(r, "seconds", r->route->window, 1, cfg->v.max_seconds,
+	                  &q.seconds, err, sizeof err) ||
 	    pp_query_uint(r, "hz", cfg->v.cpu_hz, 1, 1000, &q.hz, err,
 	                  sizeof err) ||
 	    pp_query_uint(r, "wall", 0, 0, 1, &wall, err, sizeof err) ||

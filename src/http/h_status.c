@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "fork.h"
+#include "fork/fork.h"
 #include "handlers.h"
 #include "kinds.h"
 #include "labels/labels.h"

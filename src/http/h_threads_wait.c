@@ -79,8 +79,10 @@ static enum MHD_Result wall(struct pp_request *r, int fgprof)
 	char err[300];
 
 	if (pp_query_uint(r, "seconds",
-	                  cfg->v.max_seconds < 30 ? cfg->v.max_seconds : 30, 1,
-	                  cfg->v.max_seconds, &q.seconds, err, sizeof err) ||
+	                  cfg->v.max_seconds < r->route->window
+	                      ? cfg->v.max_seconds
+	                      : r->route->window,
+	                  1, cfg->v.max_seconds, &q.seconds, err, sizeof err) ||
 	    pp_query_uint(r, "hz", PP_WALL_HZ, 1, PP_WALL_MAX_HZ, &q.hz, err,
 	                  sizeof err) ||
 	    pp_query_render(r, fgprof ? "samples|time" : "samples|wall",

@@ -99,6 +99,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/profile",
         .name = "profile",
+        .window = 30,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PROFILE,
         .handler = pp_h_profile,
@@ -109,6 +110,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/trace",
         .name = "trace",
+        .window = 1,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PROFILE,
         .handler = pp_h_trace,
@@ -186,6 +188,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/wall",
         .name = "wall",
+        .window = 30,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PROFILE,
         .handler = pp_h_wall,
@@ -197,6 +200,7 @@ const struct pp_route pp_routes[] = {
     {
         .path = "/fgprof",
         .name = "fgprof",
+        .window = 30,
         .methods = GET_HEAD,
         .kind = PP_ROUTE_PROFILE,
         .handler = pp_h_fgprof,

@@ -40,6 +40,10 @@ struct pp_route {
 	/* Answered at once on the HTTP thread, never waits: served on the
 	 * places kept past the connection limits (server.h). */
 	int quick;
+	/* A window's length when ?seconds is not given (the handler's
+	 * default, and how long a forked tree waits for its members); 0: a
+	 * snapshot. */
+	unsigned window;
 };
 
 extern const struct pp_route pp_routes[];

@@ -35,7 +35,7 @@
 #include "agent.h"
 #include "args.h"
 #include "error.h"
-#include "fork.h"
+#include "fork/fork.h"
 #include "lookup.h"
 #include "respond.h"
 #include "routes.h"

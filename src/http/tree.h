@@ -1,6 +1,8 @@
 /*
  * Follow mode's answers for the whole tree of processes: gathered from
- * every member and merged, or relayed from one (?pid=N). Agent context.
+ * every member and merged, or relayed from one (?pid=N); the HTTP side
+ * (the gathering is src/fork/gather.h).
+ * Context: agent.
  */
 #ifndef PP_TREE_H
 #define PP_TREE_H

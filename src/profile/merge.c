@@ -1,11 +1,12 @@
 /*
- * Merging the pprof profiles of several processes. Agent context.
+ * Merging the pprof profiles of several processes (merge.h).
+ * Context: agent.
  *
- * Each part is inflated (when gzipped) and decoded on its own, every
- * length, varint, index and ID checked, then its samples are added to the
- * merged tables one by one, and the part is freed before the next. Only
- * what a kept sample needs is copied: its locations (renumbered: addresses
- * of different processes are unrelated), their mapping and their
+ * Each part is inflated (when gzipped) and decoded on its own
+ * (pprof_read.c: every length, varint, index and ID checked), then its samples
+ * are added to the merged tables one by one, and the part is freed before the
+ * next. Only what a kept sample needs is copied: its locations (renumbered:
+ * addresses of different processes are unrelated), their mapping and their
  * functions (shared by name, system name, file and start line), and the
  * strings those name, interned again. Samples, locations and mappings are
  * encoded as they are added (their IDs and string indices never change),
@@ -26,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "model.h"
 #include "pb.h"
@@ -38,142 +38,16 @@
 #include "util/u64map.h"
 #include "util/utf8.h"
 
-/* ---- decoding ---------------------------------------------------------- */
-
-enum {
-	CAP_STRS,
-	CAP_TYPES,
-	CAP_SAMPLES,
-	CAP_LOCS,
-	CAP_VALS,
-	CAP_LABELS,
-	CAP_MAPPINGS,
-	CAP_LOCATIONS,
-	CAP_LINES,
-	CAP_FUNCTIONS,
-	CAP_COMMENTS,
-};
-
-struct dec {
-	const unsigned char *base; /* the protobuf, for offsets in messages */
-	struct pp_merge_decoded *d;
-	char *err;
-	size_t errlen;
-};
-
-struct span {
-	const unsigned char *p, *end;
-};
-
-struct field {
-	const unsigned char *at; /* its key */
-	uint64_t num, v;         /* v: a varint's value */
-	int wire;
-	struct span sub; /* a length-delimited field's bytes */
-};
-
-static void vsay(char *err, size_t errlen, const char *fmt, va_list ap)
-{
-	if (errlen)
-		vsnprintf(err, errlen, fmt, ap);
-}
-
 static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsay(err, errlen, fmt, ap);
+	if (errlen)
+		vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return rc;
-}
-
-/* -EINVAL, and why, at a byte of the protobuf. */
-static int bad(struct dec *x, const unsigned char *at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad(struct dec *x, const unsigned char *at, const char *fmt, ...)
-{
-	char why[200];
-	va_list ap;
-	va_start(ap, fmt);
-	vsay(why, sizeof why, fmt, ap);
-	va_end(ap);
-	return say(x->err, x->errlen, -EINVAL, "byte %zu: %s",
-	           (size_t)(at - x->base), why);
-}
-
-static int varint(struct span *s, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (s->p == s->end)
-			return -1;
-		unsigned char b = *s->p++;
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -1; /* more than 10 bytes */
-}
-
-/* The next field of a message: 1, 0 at its end, or -EINVAL. */
-static int next(struct dec *x, struct span *s, const char *msg, struct field *f)
-{
-	uint64_t key, len;
-	if (s->p == s->end)
-		return 0;
-	f->at = s->p;
-	if (varint(s, &key))
-		return bad(x, f->at, "%s: truncated field key", msg);
-	f->num = key >> 3;
-	f->wire = (int)(key & 7);
-	if (f->num == 0 || f->num > 0x1fffffff)
-		return bad(x, f->at, "%s: field number %llu is not valid", msg,
-		           (unsigned long long)f->num);
-	switch (f->wire) {
-	case 0:
-		if (varint(s, &f->v))
-			return bad(x, f->at, "%s: field %llu: truncated varint",
-			           msg, (unsigned long long)f->num);
-		return 1;
-	case 1:
-	case 5:
-		len = f->wire == 1 ? 8 : 4;
-		if ((uint64_t)(s->end - s->p) < len)
-			return bad(x, f->at, "%s: field %llu: truncated", msg,
-			           (unsigned long long)f->num);
-		s->p += len;
-		return 1;
-	case 2:
-		if (varint(s, &len))
-			return bad(x, f->at, "%s: field %llu: truncated length",
-			           msg, (unsigned long long)f->num);
-		if (len > (uint64_t)(s->end - s->p))
-			return bad(x, f->at,
-			           "%s: field %llu: length %llu runs past the "
-			           "end (%zu bytes left)",
-			           msg, (unsigned long long)f->num,
-			           (unsigned long long)len,
-			           (size_t)(s->end - s->p));
-		f->sub.p = s->p;
-		f->sub.end = s->p + len;
-		s->p += len;
-		return 1;
-	default:
-		return bad(x, f->at,
-		           "%s: field %llu: wire type %d is not "
-		           "supported",
-		           msg, (unsigned long long)f->num, f->wire);
-	}
-}
-
-static int wrong_wire(struct dec *x, const struct field *f, const char *msg)
-{
-	return bad(x, f->at, "%s: field %llu has wire type %d, which it cannot",
-	           msg, (unsigned long long)f->num, f->wire);
 }
 
 /* Room for need elements of size elem in *p (capacity *cap, doubling). */
@@ -195,468 +69,6 @@ static int reserve(void *pp, size_t *cap, size_t need, size_t elem)
 	*cap = c;
 	return 0;
 }
-
-/* Append to one of d's arrays (its count is d->n, its capacity caps[c]). */
-#define PUSH(d, arr, n, c)                                                     \
-	reserve(&(d)->arr, &(d)->caps[c], (d)->n + 1, sizeof *(d)->arr)
-
-typedef int (*sub_fn)(struct dec *x, const struct field *f, const char *msg,
-                      void *ctx);
-
-/* A message: varint fields 1..nslots into slots (proto3: the last one
- * wins), other fields to sub first (1: taken, 0: not its, <0: error);
- * the rest skipped. */
-static int message(struct dec *x, struct span s, const char *msg,
-                   uint64_t *slots, unsigned nslots, sub_fn sub, void *ctx)
-{
-	struct field f;
-	int rc;
-	while ((rc = next(x, &s, msg, &f)) > 0) {
-		if (sub) {
-			int taken = sub(x, &f, msg, ctx);
-			if (taken < 0)
-				return taken;
-			if (taken)
-				continue;
-		}
-		if (f.num <= nslots) {
-			if (f.wire != 0)
-				return wrong_wire(x, &f, msg);
-			slots[f.num - 1] = f.v;
-		}
-	}
-	return rc;
-}
-
-/* A repeated varint field, packed or not, appended to d's array arr. */
-static int varints(struct dec *x, const struct field *f, const char *msg,
-                   uint64_t **arr, size_t *n, int c)
-{
-	struct span s = f->sub;
-	if (f->wire == 0) {
-		if (reserve(arr, &x->d->caps[c], *n + 1, sizeof **arr))
-			return -ENOMEM;
-		(*arr)[(*n)++] = f->v;
-		return 0;
-	}
-	if (f->wire != 2)
-		return wrong_wire(x, f, msg);
-	while (s.p < s.end) {
-		const unsigned char *at = s.p;
-		uint64_t v;
-		if (varint(&s, &v))
-			return bad(x, at,
-			           "%s: field %llu: truncated packed "
-			           "varint",
-			           msg, (unsigned long long)f->num);
-		if (reserve(arr, &x->d->caps[c], *n + 1, sizeof **arr))
-			return -ENOMEM;
-		(*arr)[(*n)++] = v;
-	}
-	return 0;
-}
-
-static int sample_field(struct dec *x, const struct field *f, const char *msg,
-                        void *ctx)
-{
-	struct pp_merge_decoded *d = x->d;
-	struct pp_merge_sample *s = ctx;
-	int rc;
-	switch (f->num) {
-	case SAMPLE_LOCATION_ID:
-		rc = varints(x, f, msg, &d->locs, &d->nlocs, CAP_LOCS);
-		s->nlocs = (uint32_t)(d->nlocs - s->locs);
-		return rc ? rc : 1;
-	case SAMPLE_VALUE:
-		rc = varints(x, f, msg, (uint64_t **)&d->vals, &d->nvals,
-		             CAP_VALS);
-		s->nvals = (uint32_t)(d->nvals - s->vals);
-		return rc ? rc : 1;
-	case SAMPLE_LABEL: {
-		uint64_t v[4] = {0};
-		if (f->wire != 2)
-			return wrong_wire(x, f, msg);
-		rc = message(x, f->sub, msg, v, 4, NULL, NULL);
-		if (rc)
-			return rc;
-		if (PUSH(d, labels, nlabels, CAP_LABELS))
-			return -ENOMEM;
-		d->labels[d->nlabels++] =
-		    (struct pp_merge_label){v[0], v[1], v[3], (int64_t)v[2]};
-		s->nlabels++;
-		return 1;
-	}
-	default: return 0;
-	}
-}
-
-static int location_field(struct dec *x, const struct field *f, const char *msg,
-                          void *ctx)
-{
-	struct pp_merge_decoded *d = x->d;
-	struct pp_merge_location *l = ctx;
-	if (f->num != LOCATION_LINE)
-		return 0;
-	if (f->wire != 2)
-		return wrong_wire(x, f, msg);
-	uint64_t v[2] = {0};
-	int rc = message(x, f->sub, msg, v, 2, NULL, NULL);
-	if (rc)
-		return rc;
-	if (PUSH(d, lines, nlines, CAP_LINES))
-		return -ENOMEM;
-	/* function: the ID until resolved */
-	d->lines[d->nlines++] = (struct pp_merge_line){v[0], (int64_t)v[1]};
-	l->nlines++;
-	return 1;
-}
-
-/* A top-level field of Profile. */
-static int profile_field(struct dec *x, const struct field *f, const char *msg,
-                         void *ctx)
-{
-	struct pp_merge_decoded *d = x->d;
-	char what[64];
-	uint64_t v[10] = {0};
-	int rc = 0;
-	(void)ctx;
-	switch (f->num) {
-	case PROFILE_SAMPLE_TYPE:
-	case PROFILE_PERIOD_TYPE:
-	case PROFILE_SAMPLE:
-	case PROFILE_MAPPING:
-	case PROFILE_LOCATION:
-	case PROFILE_FUNCTION:
-	case PROFILE_STRING_TABLE:
-		if (f->wire != 2)
-			return wrong_wire(x, f, msg);
-		break;
-	case PROFILE_COMMENT:
-		rc = varints(x, f, msg, &d->comments, &d->ncomments,
-		             CAP_COMMENTS);
-		return rc ? rc : 1;
-	case PROFILE_DROP_FRAMES:
-	case PROFILE_KEEP_FRAMES:
-	case PROFILE_TIME_NANOS:
-	case PROFILE_DURATION_NANOS:
-	case PROFILE_PERIOD:
-	case PROFILE_DEFAULT_SAMPLE_TYPE:
-		if (f->wire != 0)
-			return wrong_wire(x, f, msg);
-		break;
-	default: return 0; /* unknown: skipped */
-	}
-	switch (f->num) {
-	case PROFILE_SAMPLE_TYPE:
-		snprintf(what, sizeof what, "sample_type %zu", d->ntypes);
-		rc = message(x, f->sub, what, v, 2, NULL, NULL);
-		if (!rc && !(rc = PUSH(d, types, ntypes, CAP_TYPES)))
-			d->types[d->ntypes++] =
-			    (struct pp_merge_vt){v[0], v[1]};
-		break;
-	case PROFILE_PERIOD_TYPE:
-		/* A message field seen twice is merged. */
-		v[0] = d->period_type.type;
-		v[1] = d->period_type.unit;
-		rc = message(x, f->sub, "period_type", v, 2, NULL, NULL);
-		d->period_type = (struct pp_merge_vt){v[0], v[1]};
-		break;
-	case PROFILE_SAMPLE: {
-		struct pp_merge_sample s = {d->nlocs, d->nvals, d->nlabels,
-		                            0,        0,        0};
-		snprintf(what, sizeof what, "sample %zu", d->nsamples);
-		rc = message(x, f->sub, what, NULL, 0, sample_field, &s);
-		if (!rc && !(rc = PUSH(d, samples, nsamples, CAP_SAMPLES)))
-			d->samples[d->nsamples++] = s;
-		break;
-	}
-	case PROFILE_MAPPING:
-		snprintf(what, sizeof what, "mapping %zu", d->nmappings);
-		rc = message(x, f->sub, what, v, 10, NULL, NULL);
-		if (!rc && !(rc = PUSH(d, mappings, nmappings, CAP_MAPPINGS)))
-			d->mappings[d->nmappings++] = (struct pp_merge_mapping){
-			    v[0], v[1],   v[2],   v[3],   v[4],
-			    v[5], !!v[6], !!v[7], !!v[8], !!v[9]};
-		break;
-	case PROFILE_LOCATION: {
-		struct pp_merge_location l = {0};
-		l.lines = d->nlines;
-		snprintf(what, sizeof what, "location %zu", d->nlocations);
-		rc = message(x, f->sub, what, v, 5, location_field, &l);
-		l.id = v[0];
-		l.mapping = v[1];
-		l.address = v[2];
-		l.is_folded = !!v[4];
-		if (!rc &&
-		    !(rc = PUSH(d, locations, nlocations, CAP_LOCATIONS)))
-			d->locations[d->nlocations++] = l;
-		break;
-	}
-	case PROFILE_FUNCTION:
-		snprintf(what, sizeof what, "function %zu", d->nfunctions);
-		rc = message(x, f->sub, what, v, 5, NULL, NULL);
-		if (!rc &&
-		    !(rc = PUSH(d, functions, nfunctions, CAP_FUNCTIONS)))
-			d->functions[d->nfunctions++] =
-			    (struct pp_merge_function){v[0], v[1], v[2], v[3],
-			                               (int64_t)v[4]};
-		break;
-	case PROFILE_STRING_TABLE:
-		if (PUSH(d, strs, nstrs, CAP_STRS))
-			return -ENOMEM;
-		d->strs[d->nstrs++] = (struct pp_merge_str){
-		    f->sub.p, (size_t)(f->sub.end - f->sub.p)};
-		break;
-	case PROFILE_DROP_FRAMES: d->drop_frames = f->v; break;
-	case PROFILE_KEEP_FRAMES: d->keep_frames = f->v; break;
-	case PROFILE_TIME_NANOS: d->time_nanos = (int64_t)f->v; break;
-	case PROFILE_DURATION_NANOS: d->duration_nanos = (int64_t)f->v; break;
-	case PROFILE_PERIOD: d->period = (int64_t)f->v; break;
-	case PROFILE_DEFAULT_SAMPLE_TYPE: d->default_sample_type = f->v; break;
-	}
-	return rc ? rc : 1;
-}
-
-/* A string index: in the table. */
-static int str_ok(struct dec *x, uint64_t i, const char *what, size_t n)
-{
-	if (i < x->d->nstrs)
-		return 0;
-	return say(x->err, x->errlen, -EINVAL,
-	           "%s %zu: string index %llu is past the string table's %zu "
-	           "entries",
-	           what, n, (unsigned long long)i, x->d->nstrs);
-}
-
-/* IDs of one kind: non-zero and distinct; map: id -> index + 1. */
-static int index_ids(struct dec *x, struct pp_u64map *map, const void *arr,
-                     size_t n, size_t stride, const char *what)
-{
-	for (size_t i = 0; i < n; i++) {
-		uint64_t id =
-		    *(const uint64_t *)((const char *)arr + i * stride);
-		int inserted;
-		if (id == 0)
-			return say(x->err, x->errlen, -EINVAL,
-			           "%s %zu has ID 0", what, i);
-		uint64_t *slot = pp_u64map_put(map, id, &inserted);
-		if (!slot)
-			return -ENOMEM;
-		if (!inserted)
-			return say(x->err, x->errlen, -EINVAL,
-			           "%s %zu has the ID %llu of %s %llu", what, i,
-			           (unsigned long long)id, what,
-			           (unsigned long long)(*slot - 1));
-		*slot = i + 1;
-	}
-	return 0;
-}
-
-/* An ID to its index + 1 (0 stays 0 where allowed). */
-static int resolve(struct dec *x, const struct pp_u64map *map, uint64_t *id,
-                   int zero_ok, const char *what, size_t n, const char *kind)
-{
-	if (*id == 0 && zero_ok)
-		return 0;
-	const uint64_t *i = pp_u64map_get(map, *id);
-	if (!i)
-		return say(x->err, x->errlen, -EINVAL,
-		           "%s %zu names %s ID %llu, which no %s has", what, n,
-		           kind, (unsigned long long)*id, kind);
-	*id = *i;
-	return 0;
-}
-
-/* After the fields: every index in range, every reference resolved. */
-static int check(struct dec *x)
-{
-	struct pp_merge_decoded *d = x->d;
-	struct pp_u64map maps = {0}, locs = {0}, funcs = {0};
-	int rc = 0;
-
-	if (d->nstrs == 0 || d->strs[0].len != 0)
-		return say(x->err, x->errlen, -EINVAL,
-		           d->nstrs ? "string_table[0] is not empty"
-		                    : "no string table");
-	for (size_t i = 0; i < d->ntypes && !rc; i++)
-		if (!(rc = str_ok(x, d->types[i].type, "sample_type", i)))
-			rc = str_ok(x, d->types[i].unit, "sample_type", i);
-	if (!rc && !(rc = str_ok(x, d->period_type.type, "period_type", 0)))
-		rc = str_ok(x, d->period_type.unit, "period_type", 0);
-	for (size_t i = 0; i < d->ncomments && !rc; i++)
-		rc = str_ok(x, d->comments[i], "comment", i);
-	if (!rc && !(rc = str_ok(x, d->drop_frames, "drop_frames", 0)) &&
-	    !(rc = str_ok(x, d->keep_frames, "keep_frames", 0)))
-		rc =
-		    str_ok(x, d->default_sample_type, "default_sample_type", 0);
-	for (size_t i = 0; i < d->nlabels && !rc; i++) {
-		const struct pp_merge_label *l = &d->labels[i];
-		if (!(rc = str_ok(x, l->key, "label", i)) &&
-		    !(rc = str_ok(x, l->str, "label", i)))
-			rc = str_ok(x, l->unit, "label", i);
-	}
-	for (size_t i = 0; i < d->nmappings && !rc; i++)
-		if (!(rc = str_ok(x, d->mappings[i].filename, "mapping", i)))
-			rc = str_ok(x, d->mappings[i].build_id, "mapping", i);
-	for (size_t i = 0; i < d->nfunctions && !rc; i++) {
-		const struct pp_merge_function *f = &d->functions[i];
-		if (!(rc = str_ok(x, f->name, "function", i)) &&
-		    !(rc = str_ok(x, f->system_name, "function", i)))
-			rc = str_ok(x, f->filename, "function", i);
-	}
-	if (!rc)
-		rc = index_ids(x, &maps, d->mappings, d->nmappings,
-		               sizeof *d->mappings, "mapping");
-	if (!rc)
-		rc = index_ids(x, &locs, d->locations, d->nlocations,
-		               sizeof *d->locations, "location");
-	if (!rc)
-		rc = index_ids(x, &funcs, d->functions, d->nfunctions,
-		               sizeof *d->functions, "function");
-	for (size_t i = 0; i < d->nlocations && !rc; i++) {
-		struct pp_merge_location *l = &d->locations[i];
-		rc =
-		    resolve(x, &maps, &l->mapping, 1, "location", i, "mapping");
-		for (uint32_t k = 0; k < l->nlines && !rc; k++)
-			rc =
-			    resolve(x, &funcs, &d->lines[l->lines + k].function,
-			            1, "location", i, "function");
-	}
-	for (size_t i = 0; i < d->nsamples && !rc; i++) {
-		const struct pp_merge_sample *s = &d->samples[i];
-		if (s->nvals != d->ntypes)
-			rc =
-			    say(x->err, x->errlen, -EINVAL,
-			        "sample %zu has %u values for %zu sample types",
-			        i, s->nvals, d->ntypes);
-		for (uint32_t k = 0; k < s->nlocs && !rc; k++)
-			rc = resolve(x, &locs, &d->locs[s->locs + k], 0,
-			             "sample", i, "location");
-	}
-	/* Indices from here on. */
-	for (size_t i = 0; i < d->nlocs && !rc; i++)
-		d->locs[i]--;
-	pp_u64map_free(&maps);
-	pp_u64map_free(&locs);
-	pp_u64map_free(&funcs);
-	return rc;
-}
-
-/* Inflate a gzip stream (several members, as gzip allows). */
-static int inflate_all(const unsigned char *p, size_t len, struct pp_buf *out,
-                       char *err, size_t errlen)
-{
-	z_stream z;
-	memset(&z, 0, sizeof z);
-	if (inflateInit2(&z, 15 + 16) != Z_OK)
-		return -ENOMEM;
-	z.next_in = (unsigned char *)p;
-	z.avail_in = (uInt)(len > UINT32_MAX ? UINT32_MAX : len);
-	size_t fed = z.avail_in;
-	int rc = 0;
-	for (;;) {
-		unsigned char chunk[65536];
-		z.next_out = chunk;
-		z.avail_out = sizeof chunk;
-		int zr = inflate(&z, Z_NO_FLUSH);
-		pp_buf_append(out, chunk, sizeof chunk - z.avail_out);
-		if (out->failed) {
-			rc = -ENOMEM;
-			break;
-		}
-		if (out->len > PP_MERGE_MAX_PART) {
-			rc = say(err, errlen, -EINVAL,
-			         "inflates to more than %zu MiB",
-			         PP_MERGE_MAX_PART >> 20);
-			break;
-		}
-		if (z.avail_in == 0 && fed < len) {
-			size_t more = len - fed;
-			z.avail_in =
-			    (uInt)(more > UINT32_MAX ? UINT32_MAX : more);
-			fed += z.avail_in;
-		}
-		if (zr == Z_STREAM_END) {
-			size_t left = z.avail_in + (len - fed);
-			if (left == 0)
-				break;
-			if (left < 2 || z.next_in[0] != 0x1f ||
-			    z.next_in[1] != 0x8b) {
-				rc = say(err, errlen, -EINVAL,
-				         "%zu bytes after the end of the gzip "
-				         "stream",
-				         left);
-				break;
-			}
-			inflateReset(&z);
-			continue;
-		}
-		if (zr == Z_MEM_ERROR) {
-			rc = -ENOMEM;
-			break;
-		}
-		if (zr == Z_BUF_ERROR && z.avail_in == 0) {
-			rc = say(err, errlen, -EINVAL,
-			         "the gzip stream is truncated");
-			break;
-		}
-		if (zr != Z_OK && zr != Z_BUF_ERROR) {
-			rc = say(err, errlen, -EINVAL, "gzip: %s",
-			         z.msg ? z.msg : "corrupt stream");
-			break;
-		}
-	}
-	inflateEnd(&z);
-	return rc;
-}
-
-void pp_merge_decoded_free(struct pp_merge_decoded *d)
-{
-	free(d->inflated);
-	free(d->strs);
-	free(d->types);
-	free(d->samples);
-	free(d->locs);
-	free(d->vals);
-	free(d->labels);
-	free(d->mappings);
-	free(d->locations);
-	free(d->lines);
-	free(d->functions);
-	free(d->comments);
-	memset(d, 0, sizeof *d);
-}
-
-int pp_merge_decode(const void *data, size_t len, struct pp_merge_decoded *d,
-                    char *err, size_t errlen)
-{
-	const unsigned char *p = data;
-	struct dec x = {p, d, err, errlen};
-	memset(d, 0, sizeof *d);
-	if (len == 0)
-		return say(err, errlen, -EINVAL, "empty (0 bytes)");
-	if (len >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
-		struct pp_buf b = {0};
-		int rc = inflate_all(p, len, &b, err, errlen);
-		if (rc) {
-			pp_buf_free(&b);
-			return rc;
-		}
-		d->inflated = (unsigned char *)pp_buf_take(&b, &len);
-		pp_buf_free(&b);
-		if (!d->inflated)
-			return -ENOMEM;
-		if (len == 0)
-			return say(err, errlen, -EINVAL,
-			           "empty (a gzip stream of 0 bytes)");
-		p = x.base = d->inflated;
-	}
-	int rc = message(&x, (struct span){p, p + len}, "Profile", NULL, 0,
-	                 profile_field, NULL);
-	return rc ? rc : check(&x);
-}
-
-/* ---- merging ----------------------------------------------------------- */
 
 /* An encoded message (a Sample, Location or Mapping field), in order. */
 struct rec {
@@ -695,7 +107,7 @@ struct merge {
 	size_t ids_cap;
 	/* From the first usable part. */
 	int have_first, first_pid;
-	struct pp_merge_vt *types, period_type;
+	struct pp_pprof_vt *types, period_type;
 	size_t ntypes;
 	int64_t period, time_nanos, duration_nanos;
 	uint64_t default_type, drop_frames, keep_frames;
@@ -712,36 +124,21 @@ struct merge {
 /* A part while its samples are added: its IDs in the merged profile by
  * its own indices (0: not added yet). */
 struct part {
-	const struct pp_merge_decoded *d;
+	const struct pp_pprof_decoded *d;
 	size_t index;
 	uint64_t *loc_id, *func_id, *map_id;
 	uint64_t pid_str;
 };
 
-static size_t round16(size_t n)
-{
-	return (n + 15) & ~(size_t)15;
-}
-
-/* Bytes of a string table whose arrays hold cap strings and whose hash
- * map has map_cap slots (strtab.c, u64map.c). */
-static size_t strtab_bytes(size_t cap, size_t map_cap)
-{
-	return cap * (sizeof(char *) + 2 * sizeof(uint32_t)) +
-	       map_cap * (2 * sizeof(uint64_t) + 1);
-}
-
 /* Memory the merged tables hold. */
 static size_t merged_bytes(const struct merge *m)
 {
-	return m->arena.reserved + m->strings.arena.reserved +
-	       strtab_bytes(m->strings.cap, m->strings.by_hash.cap) +
+	return m->arena.reserved + pp_strtab_bytes(&m->strings) +
 	       m->funcs_cap * sizeof *m->funcs +
 	       m->fhash_cap * sizeof *m->fhash +
 	       m->comments_cap * sizeof *m->comments +
-	       m->comment_set.cap * (2 * sizeof(uint64_t) + 1) +
-	       m->ids_cap * sizeof *m->ids + m->enc.data.cap +
-	       m->nparts * (m->ntypes * sizeof *m->limit + 1);
+	       pp_u64map_bytes(&m->comment_set) + m->ids_cap * sizeof *m->ids +
+	       m->enc.data.cap + m->nparts * (m->ntypes * sizeof *m->limit + 1);
 }
 
 /* The capacity a doubling array (first capacity `first`) has once it
@@ -763,22 +160,22 @@ static size_t cap_for(size_t cap, size_t n, size_t first)
 
 static size_t rec_bytes(size_t encoded)
 {
-	return round16(sizeof(struct rec) + encoded);
+	return pp_arena_room(sizeof(struct rec) + encoded);
 }
 
 struct need {
 	size_t strings, string_bytes, funcs, rec_bytes;
 };
 
-static void need_string(struct need *n, const struct pp_merge_decoded *d,
+static void need_string(struct need *n, const struct pp_pprof_decoded *d,
                         uint64_t i)
 {
 	n->strings++;
-	n->string_bytes += round16(d->strs[i].len + 1);
+	n->string_bytes += pp_strtab_room(d->strs[i].len);
 }
 
-static void need_mapping(struct need *n, const struct pp_merge_decoded *d,
-                         const struct pp_merge_mapping *mp)
+static void need_mapping(struct need *n, const struct pp_pprof_decoded *d,
+                         const struct pp_pprof_mapping *mp)
 {
 	need_string(n, d, mp->filename);
 	need_string(n, d, mp->build_id);
@@ -793,12 +190,8 @@ static size_t projected(const struct merge *m, const struct need *n,
 	size_t b = merged_bytes(m);
 	/* An arena may need a new chunk besides the bytes themselves. */
 	b += n->rec_bytes + PP_ARENA_CHUNK;
-	if (n->strings)
-		b += n->string_bytes + PP_ARENA_CHUNK;
-	b += strtab_bytes(cap_for(t->cap, t->len + n->strings, 256),
-	                  cap_for(t->by_hash.cap,
-	                          2 * (t->by_hash.len + n->strings), 64)) -
-	     strtab_bytes(t->cap, t->by_hash.cap);
+	b += pp_strtab_bytes_with(t, n->strings, n->string_bytes) -
+	     pp_strtab_bytes(t);
 	b += (cap_for(m->funcs_cap, m->nfuncs + n->funcs, 16) - m->funcs_cap) *
 	     sizeof *m->funcs;
 	b += (cap_for(m->fhash_cap, 2 * (m->nfuncs + n->funcs), 64) -
@@ -810,9 +203,9 @@ static size_t projected(const struct merge *m, const struct need *n,
 
 /* The memory the tables would hold after s, were all it names new. */
 static size_t with_sample(const struct merge *m, const struct part *pt,
-                          const struct pp_merge_sample *s)
+                          const struct pp_pprof_sample *s)
 {
-	const struct pp_merge_decoded *d = pt->d;
+	const struct pp_pprof_decoded *d = pt->d;
 	struct need n = {0};
 	n.rec_bytes =
 	    rec_bytes(SUBMSG + 2 * SUBMSG + (s->nlocs + s->nvals) * 10 +
@@ -821,7 +214,7 @@ static size_t with_sample(const struct merge *m, const struct part *pt,
 		uint64_t li = d->locs[s->locs + k];
 		if (pt->loc_id[li])
 			continue;
-		const struct pp_merge_location *l = &d->locations[li];
+		const struct pp_pprof_location *l = &d->locations[li];
 		n.rec_bytes +=
 		    rec_bytes(SUBMSG + 4 * VARINT_FIELD +
 		              l->nlines * (SUBMSG + 2 * VARINT_FIELD));
@@ -831,7 +224,7 @@ static size_t with_sample(const struct merge *m, const struct part *pt,
 			uint64_t fi = d->lines[l->lines + i].function;
 			if (!fi || pt->func_id[fi - 1])
 				continue;
-			const struct pp_merge_function *f =
+			const struct pp_pprof_function *f =
 			    &d->functions[fi - 1];
 			n.funcs++;
 			need_string(&n, d, f->name);
@@ -840,7 +233,7 @@ static size_t with_sample(const struct merge *m, const struct part *pt,
 		}
 	}
 	for (uint32_t k = 0; k < s->nlabels; k++) {
-		const struct pp_merge_label *l = &d->labels[s->labels + k];
+		const struct pp_pprof_label *l = &d->labels[s->labels + k];
 		need_string(&n, d, l->key);
 		need_string(&n, d, l->str);
 		need_string(&n, d, l->unit);
@@ -849,7 +242,7 @@ static size_t with_sample(const struct merge *m, const struct part *pt,
 }
 
 /* A string of a part in the merged table: its index, or -ENOMEM. */
-static int64_t intern(struct merge *m, const struct pp_merge_decoded *d,
+static int64_t intern(struct merge *m, const struct pp_pprof_decoded *d,
                       uint64_t i)
 {
 	return pp_strtab_intern(&m->strings, (const char *)d->strs[i].p,
@@ -922,7 +315,7 @@ static int64_t part_function(struct merge *m, struct part *pt, uint64_t fi)
 {
 	if (pt->func_id[fi])
 		return (int64_t)pt->func_id[fi];
-	const struct pp_merge_function *f = &pt->d->functions[fi];
+	const struct pp_pprof_function *f = &pt->d->functions[fi];
 	int64_t name = intern(m, pt->d, f->name);
 	int64_t sys = intern(m, pt->d, f->system_name);
 	int64_t file = intern(m, pt->d, f->filename);
@@ -940,7 +333,7 @@ static int64_t part_mapping(struct merge *m, struct part *pt, uint64_t mi)
 {
 	if (pt->map_id[mi])
 		return (int64_t)pt->map_id[mi];
-	const struct pp_merge_mapping *mp = &pt->d->mappings[mi];
+	const struct pp_pprof_mapping *mp = &pt->d->mappings[mi];
 	int64_t file = intern(m, pt->d, mp->filename);
 	int64_t build_id = intern(m, pt->d, mp->build_id);
 	if (file < 0 || build_id < 0)
@@ -970,8 +363,8 @@ static int64_t part_location(struct merge *m, struct part *pt, uint64_t li)
 {
 	if (pt->loc_id[li])
 		return (int64_t)pt->loc_id[li];
-	const struct pp_merge_decoded *d = pt->d;
-	const struct pp_merge_location *l = &d->locations[li];
+	const struct pp_pprof_decoded *d = pt->d;
+	const struct pp_pprof_location *l = &d->locations[li];
 	int64_t mapping = 0;
 	if (l->mapping && (mapping = part_mapping(m, pt, l->mapping - 1)) < 0)
 		return mapping;
@@ -988,7 +381,7 @@ static int64_t part_location(struct merge *m, struct part *pt, uint64_t li)
 	pp_pb_uint64_opt(pb, LOCATION_MAPPING_ID, (uint64_t)mapping);
 	pp_pb_uint64_opt(pb, LOCATION_ADDRESS, l->address);
 	for (uint32_t k = 0; k < l->nlines; k++) {
-		const struct pp_merge_line *ln = &d->lines[l->lines + k];
+		const struct pp_pprof_line *ln = &d->lines[l->lines + k];
 		size_t lm = pp_pb_start(pb);
 		pp_pb_uint64_opt(pb, LINE_FUNCTION_ID,
 		                 ln->function ? pt->func_id[ln->function - 1]
@@ -1005,7 +398,7 @@ static int64_t part_location(struct merge *m, struct part *pt, uint64_t li)
 	return (int64_t)id;
 }
 
-static int is_pid_key(const struct pp_merge_decoded *d, uint64_t key)
+static int is_pid_key(const struct pp_pprof_decoded *d, uint64_t key)
 {
 	return d->strs[key].len == 3 && memcmp(d->strs[key].p, "pid", 3) == 0;
 }
@@ -1023,9 +416,9 @@ static void label(struct pp_pb *pb, uint64_t key, uint64_t str, int64_t num,
 }
 
 static int add_sample(struct merge *m, struct part *pt,
-                      const struct pp_merge_sample *s)
+                      const struct pp_pprof_sample *s)
 {
-	const struct pp_merge_decoded *d = pt->d;
+	const struct pp_pprof_decoded *d = pt->d;
 	if (reserve(&m->ids, &m->ids_cap, s->nlocs, sizeof *m->ids))
 		return -ENOMEM;
 	for (uint32_t k = 0; k < s->nlocs; k++) {
@@ -1041,7 +434,7 @@ static int add_sample(struct merge *m, struct part *pt,
 	if (s->nvals)
 		pp_pb_int64s(pb, SAMPLE_VALUE, d->vals + s->vals, s->nvals);
 	for (uint32_t k = 0; k < s->nlabels; k++) {
-		const struct pp_merge_label *l = &d->labels[s->labels + k];
+		const struct pp_pprof_label *l = &d->labels[s->labels + k];
 		if (is_pid_key(d, l->key))
 			continue; /* replaced */
 		int64_t key = intern(m, d, l->key), str = intern(m, d, l->str),
@@ -1059,7 +452,7 @@ static int add_sample(struct merge *m, struct part *pt,
 
 /* Past the bound: the sample's values go to the part's limit frame. */
 static void charge_limit(struct merge *m, const struct part *pt,
-                         const struct pp_merge_sample *s)
+                         const struct pp_pprof_sample *s)
 {
 	int64_t *to = m->limit + pt->index * m->ntypes;
 	for (size_t k = 0; k < m->ntypes; k++)
@@ -1074,24 +467,24 @@ static void charge_limit(struct merge *m, const struct part *pt,
  * that form: two parts that named a sample type with the same ill-formed
  * bytes are the same type. */
 static int same_string(const struct merge *m, uint64_t mi,
-                       const struct pp_merge_decoded *d, uint64_t di)
+                       const struct pp_pprof_decoded *d, uint64_t di)
 {
 	const char *p = (const char *)d->strs[di].p;
 	size_t len = d->strs[di].len;
 	if (pp_utf8_valid(p, len))
-		return m->strings.lens[mi] == len &&
-		       memcmp(m->strings.strs[mi], p, len) == 0;
+		return pp_strtab_length(&m->strings, mi) == len &&
+		       memcmp(pp_strtab_get(&m->strings, mi), p, len) == 0;
 	struct pp_buf b = {0};
 	pp_utf8_append(&b, p, len);
-	int same = !b.failed && m->strings.lens[mi] == b.len &&
-	           memcmp(m->strings.strs[mi], b.data, b.len) == 0;
+	int same = !b.failed && pp_strtab_length(&m->strings, mi) == b.len &&
+	           memcmp(pp_strtab_get(&m->strings, mi), b.data, b.len) == 0;
 	pp_buf_free(&b);
 	return same;
 }
 
-static int same_type(const struct merge *m, const struct pp_merge_vt *a,
-                     const struct pp_merge_decoded *d,
-                     const struct pp_merge_vt *b)
+static int same_type(const struct merge *m, const struct pp_pprof_vt *a,
+                     const struct pp_pprof_decoded *d,
+                     const struct pp_pprof_vt *b)
 {
 	return same_string(m, a->type, d, b->type) &&
 	       same_string(m, a->unit, d, b->unit);
@@ -1100,11 +493,11 @@ static int same_type(const struct merge *m, const struct pp_merge_vt *a,
 /* "type/unit, ...; period type/unit" of a decoded part (m NULL) or of
  * the merged profile (d NULL). */
 static void describe(struct pp_buf *b, const struct merge *m,
-                     const struct pp_merge_decoded *d)
+                     const struct pp_pprof_decoded *d)
 {
 	size_t n = d ? d->ntypes : m->ntypes;
 	for (size_t i = 0; i <= n; i++) {
-		const struct pp_merge_vt *t =
+		const struct pp_pprof_vt *t =
 		    i < n ? (d ? &d->types[i] : &m->types[i])
 		          : (d ? &d->period_type : &m->period_type);
 		pp_buf_puts(b, i == n ? (n ? "; period " : "period ")
@@ -1118,8 +511,8 @@ static void describe(struct pp_buf *b, const struct merge *m,
 				pp_utf8_append(b, (const char *)d->strs[s].p,
 				               d->strs[s].len);
 			else
-				pp_buf_append(b, m->strings.strs[s],
-				              m->strings.lens[s]);
+				pp_buf_append(b, pp_strtab_get(&m->strings, s),
+				              pp_strtab_length(&m->strings, s));
 		}
 	}
 }
@@ -1142,7 +535,7 @@ static int add_comment(struct merge *m, const char *s, size_t len)
 }
 
 /* The first usable part sets the types and the profile's scalars. */
-static int take_first(struct merge *m, const struct pp_merge_decoded *d,
+static int take_first(struct merge *m, const struct pp_pprof_decoded *d,
                       int pid)
 {
 	int64_t s[4];
@@ -1157,7 +550,7 @@ static int take_first(struct merge *m, const struct pp_merge_decoded *d,
 		if (s[0] < 0 || s[1] < 0)
 			return -ENOMEM;
 		m->types[i] =
-		    (struct pp_merge_vt){(uint64_t)s[0], (uint64_t)s[1]};
+		    (struct pp_pprof_vt){(uint64_t)s[0], (uint64_t)s[1]};
 	}
 	m->ntypes = d->ntypes;
 	s[0] = intern(m, d, d->period_type.type);
@@ -1166,7 +559,7 @@ static int take_first(struct merge *m, const struct pp_merge_decoded *d,
 	s[3] = intern(m, d, d->drop_frames);
 	if (s[0] < 0 || s[1] < 0 || s[2] < 0 || s[3] < 0)
 		return -ENOMEM;
-	m->period_type = (struct pp_merge_vt){(uint64_t)s[0], (uint64_t)s[1]};
+	m->period_type = (struct pp_pprof_vt){(uint64_t)s[0], (uint64_t)s[1]};
 	m->default_type = (uint64_t)s[2];
 	m->drop_frames = (uint64_t)s[3];
 	if ((s[0] = intern(m, d, d->keep_frames)) < 0)
@@ -1179,7 +572,7 @@ static int take_first(struct merge *m, const struct pp_merge_decoded *d,
 }
 
 /* The reason a part cannot join the first, as a comment; 0 when it can. */
-static int left_out(struct merge *m, const struct pp_merge_decoded *d, int pid,
+static int left_out(struct merge *m, const struct pp_pprof_decoded *d, int pid,
                     int *out)
 {
 	int same = d->ntypes == m->ntypes &&
@@ -1205,10 +598,10 @@ static int left_out(struct merge *m, const struct pp_merge_decoded *d, int pid,
 static int merge_part(struct merge *m, size_t index)
 {
 	const struct pp_merge_part *in = &m->parts[index];
-	struct pp_merge_decoded d;
+	struct pp_pprof_decoded d;
 	struct part pt = {&d, index, NULL, NULL, NULL, 0};
 	char why[256] = "", pid[24];
-	int rc = pp_merge_decode(in->data, in->len, &d, why, sizeof why), out;
+	int rc = pp_pprof_read(in->data, in->len, &d, why, sizeof why), out;
 
 	if (rc == -EINVAL)
 		say(m->err, m->errlen, rc, "part %zu (pid %d): %s", index + 1,
@@ -1245,7 +638,7 @@ static int merge_part(struct merge *m, size_t index)
 			rc = part_mapping(m, &pt, 0) < 0 ? -ENOMEM : 0;
 	}
 	for (size_t i = 0; i < d.nsamples && !rc; i++) {
-		const struct pp_merge_sample *s = &d.samples[i];
+		const struct pp_pprof_sample *s = &d.samples[i];
 		if (m->max_bytes && with_sample(m, &pt, s) > m->max_bytes)
 			charge_limit(m, &pt, s);
 		else if (!(rc = add_sample(m, &pt, s)))
@@ -1255,11 +648,11 @@ done:
 	free(pt.loc_id);
 	free(pt.func_id);
 	free(pt.map_id);
-	pp_merge_decoded_free(&d);
+	pp_pprof_read_free(&d);
 	return rc;
 }
 
-static void value_type(struct pp_pb *pb, int tag, const struct pp_merge_vt *v)
+static void value_type(struct pp_pb *pb, int tag, const struct pp_pprof_vt *v)
 {
 	size_t mark = pp_pb_start(pb);
 	pp_pb_int64_opt(pb, VALUETYPE_TYPE, (int64_t)v->type);
@@ -1390,9 +783,10 @@ static int write_profile(struct merge *m, const struct pp_merge_opts *o,
 	pp_pb_int64_opt(&pb, PROFILE_DEFAULT_SAMPLE_TYPE,
 	                (int64_t)m->default_type);
 	/* Last: every string is known. Index 0 is "". */
-	for (size_t i = 0; i < m->strings.len; i++) {
-		pp_pb_bytes(&pb, PROFILE_STRING_TABLE, m->strings.strs[i],
-		            m->strings.lens[i]);
+	for (size_t i = 0; i < pp_strtab_count(&m->strings); i++) {
+		pp_pb_bytes(&pb, PROFILE_STRING_TABLE,
+		            pp_strtab_get(&m->strings, i),
+		            pp_strtab_length(&m->strings, i));
 		pp_pb_flush(&pb);
 	}
 	return pp_pb_finish(&pb);

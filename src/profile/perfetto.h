@@ -1,6 +1,7 @@
 /*
  * The Perfetto trace renderer: a profile's timeline (model.h) as a
- * perfetto.protos.Trace (perfetto.c says what it holds). Agent context.
+ * perfetto.protos.Trace (perfetto.c says what it holds).
+ * Context: agent.
  */
 #ifndef PP_PERFETTO_H
 #define PP_PERFETTO_H

@@ -7,7 +7,7 @@
 
 #include "agent.h"
 #include "cpu/sampler.h"
-#include "fork.h"
+#include "fork/fork.h"
 #include "heap/heap.h"
 #include "heap/hot.h"
 #include "locks/hot.h"

@@ -282,10 +282,10 @@ static int merge(int n, char **args, const char *output,
 		if (status)
 			break;
 		/* Each file checked first: the message then names it. */
-		struct pp_merge_decoded d;
+		struct pp_pprof_decoded d;
 		int rc =
-		    pp_merge_decode(data[i], parts[i].len, &d, why, sizeof why);
-		pp_merge_decoded_free(&d);
+		    pp_pprof_read(data[i], parts[i].len, &d, why, sizeof why);
+		pp_pprof_read_free(&d);
 		if (rc) {
 			fprintf(stderr, PROG ": %s (pid %d): %s\n",
 			        strcmp(file, "-") ? file : "<stdin>",

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #define CHUNK PP_ARENA_CHUNK
-#define ALIGN 16
+#define ALIGN PP_ARENA_ALIGN
 
 struct pp_arena_chunk {
 	struct pp_arena_chunk *next;
@@ -18,7 +18,7 @@ void *pp_arena_alloc(struct pp_arena *a, size_t n)
 {
 	struct pp_arena_chunk *c = a->head;
 
-	n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	n = pp_arena_room(n);
 	if (!c || c->size - c->off < n) {
 		/* Big objects get a chunk of their own, behind the current one,
 		 * so the current chunk's free space is not wasted. */

@@ -8,6 +8,9 @@
 #include "hash.h"
 #include "utf8.h"
 
+/* The arrays' first capacity. */
+#define FIRST_CAP 256
+
 int pp_strtab_init(struct pp_strtab *t)
 {
 	memset(t, 0, sizeof *t);
@@ -25,7 +28,7 @@ static int64_t intern_as_is(struct pp_strtab *t, const char *s, size_t len)
 			return i - 1;
 	}
 	if (t->len == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 256;
+		size_t cap = t->cap ? t->cap * 2 : FIRST_CAP;
 		const char **strs = realloc(t->strs, cap * sizeof *strs);
 		if (!strs)
 			return -ENOMEM;
@@ -72,6 +75,36 @@ int64_t pp_strtab_intern(struct pp_strtab *t, const char *s, size_t len)
 int64_t pp_strtab_add(struct pp_strtab *t, const char *s)
 {
 	return s ? pp_strtab_intern(t, s, strlen(s)) : 0;
+}
+
+/* The bytes of the arrays by index (strs, lens, next) at capacity cap. */
+static size_t arrays_bytes(size_t cap)
+{
+	return cap * (sizeof(char *) + 2 * sizeof(uint32_t));
+}
+
+size_t pp_strtab_bytes(const struct pp_strtab *t)
+{
+	return t->arena.reserved + arrays_bytes(t->cap) +
+	       pp_u64map_bytes(&t->by_hash);
+}
+
+size_t pp_strtab_bytes_with(const struct pp_strtab *t, size_t n, size_t room)
+{
+	size_t b = pp_strtab_bytes(t);
+	if (!n)
+		return b;
+	/* The arena may need a new chunk besides the bytes themselves. */
+	b += room + PP_ARENA_CHUNK;
+	size_t cap = t->cap ? t->cap : FIRST_CAP;
+	if (t->len + n > t->cap)
+		while (cap < t->len + n)
+			cap *= 2;
+	else
+		cap = t->cap;
+	return b + arrays_bytes(cap) - arrays_bytes(t->cap) +
+	       pp_u64map_bytes_with(&t->by_hash, n) -
+	       pp_u64map_bytes(&t->by_hash);
 }
 
 void pp_strtab_free(struct pp_strtab *t)

@@ -38,6 +38,27 @@ static inline const char *pp_strtab_get(const struct pp_strtab *t, size_t i)
 {
 	return t->strs[i];
 }
+/* How many strings it holds: indices 0 .. count - 1. */
+static inline size_t pp_strtab_count(const struct pp_strtab *t)
+{
+	return t->len;
+}
+/* The length in bytes of string i (which may hold NULs). */
+static inline size_t pp_strtab_length(const struct pp_strtab *t, size_t i)
+{
+	return t->lens[i];
+}
+/* The memory the table holds: its strings, its arrays, its hash map. */
+size_t pp_strtab_bytes(const struct pp_strtab *t);
+/* The arena bytes one more string of len bytes takes. */
+static inline size_t pp_strtab_room(size_t len)
+{
+	return pp_arena_room(len + 1);
+}
+/* An upper bound of the memory it would hold with n more strings, were
+ * they all new, taking room bytes (their pp_strtab_room summed): for a
+ * caller that bounds its memory before it interns. */
+size_t pp_strtab_bytes_with(const struct pp_strtab *t, size_t n, size_t room);
 void pp_strtab_free(struct pp_strtab *t);
 
 #endif

@@ -6,6 +6,10 @@
 
 #include "hash.h"
 
+/* The first capacity, and the load kept under 1/2 (probes stay short). */
+#define FIRST_CAP 64
+#define SLOT_BYTES (2 * sizeof(uint64_t) + 1) /* key, value, used */
+
 static size_t slot(const struct pp_u64map *m, uint64_t key)
 {
 	size_t mask = m->cap - 1, i = (size_t)pp_hash_u64(key) & mask;
@@ -25,7 +29,7 @@ uint64_t *pp_u64map_get(const struct pp_u64map *m, uint64_t key)
 static int grow(struct pp_u64map *m)
 {
 	struct pp_u64map n = {0};
-	n.cap = m->cap ? m->cap * 2 : 64;
+	n.cap = m->cap ? m->cap * 2 : FIRST_CAP;
 	n.keys = malloc(n.cap * sizeof *n.keys);
 	n.vals = malloc(n.cap * sizeof *n.vals);
 	n.used = calloc(n.cap, 1);
@@ -49,7 +53,6 @@ static int grow(struct pp_u64map *m)
 
 uint64_t *pp_u64map_put(struct pp_u64map *m, uint64_t key, int *inserted)
 {
-	/* Keep the load under 1/2: probes stay short. */
 	if ((m->len + 1) * 2 > m->cap && grow(m))
 		return NULL;
 	size_t i = slot(m, key);
@@ -69,4 +72,20 @@ void pp_u64map_free(struct pp_u64map *m)
 	free(m->vals);
 	free(m->used);
 	memset(m, 0, sizeof *m);
+}
+
+size_t pp_u64map_bytes(const struct pp_u64map *m)
+{
+	return m->cap * SLOT_BYTES;
+}
+
+size_t pp_u64map_bytes_with(const struct pp_u64map *m, size_t more)
+{
+	size_t need = 2 * (m->len + more), cap = m->cap;
+	if (need > cap) {
+		cap = cap ? cap : FIRST_CAP;
+		while (cap < need)
+			cap *= 2;
+	}
+	return cap * SLOT_BYTES;
 }

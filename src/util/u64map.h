@@ -20,5 +20,10 @@ uint64_t *pp_u64map_get(const struct pp_u64map *m, uint64_t key);
  * (*inserted says which). NULL on ENOMEM. */
 uint64_t *pp_u64map_put(struct pp_u64map *m, uint64_t key, int *inserted);
 void pp_u64map_free(struct pp_u64map *m);
+/* The memory the map's arrays hold. */
+size_t pp_u64map_bytes(const struct pp_u64map *m);
+/* The memory they would hold once `more` keys not in it were put: for a
+ * caller that bounds its memory before it inserts. */
+size_t pp_u64map_bytes_with(const struct pp_u64map *m, size_t more);
 
 #endif

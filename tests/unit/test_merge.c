@@ -295,7 +295,7 @@ static const struct t_prof prof_c = {
 /* ---- reading the merged profile ------------------------------------------ */
 
 struct got {
-	struct pp_merge_decoded d;
+	struct pp_pprof_decoded d;
 	char *bytes;
 	size_t len;
 };
@@ -320,7 +320,7 @@ static int merge_into(struct got *g, const struct pp_merge_part *parts,
 		return rc;
 	assert_true(g->len > 2 && (unsigned char)g->bytes[0] == 0x1f);
 	char why[256] = "";
-	int drc = pp_merge_decode(g->bytes, g->len, &g->d, why, sizeof why);
+	int drc = pp_pprof_read(g->bytes, g->len, &g->d, why, sizeof why);
 	if (drc)
 		fail_msg("the merged profile does not decode: %s", why);
 	return 0;
@@ -328,19 +328,19 @@ static int merge_into(struct got *g, const struct pp_merge_part *parts,
 
 static void got_free(struct got *g)
 {
-	pp_merge_decoded_free(&g->d);
+	pp_pprof_read_free(&g->d);
 	free(g->bytes);
 }
 
 /* A sample's label value of key (NULL: none); *count: how many such. */
 static const char *label_of(const struct got *g,
-                            const struct pp_merge_sample *s, const char *key,
+                            const struct pp_pprof_sample *s, const char *key,
                             int *count)
 {
 	const char *v = NULL;
 	*count = 0;
 	for (uint32_t k = 0; k < s->nlabels; k++) {
-		const struct pp_merge_label *l = &g->d.labels[s->labels + k];
+		const struct pp_pprof_label *l = &g->d.labels[s->labels + k];
 		if (strcmp(str(g, l->key), key) == 0) {
 			(*count)++;
 			v = l->str ? str(g, l->str) : "(num)";
@@ -350,15 +350,15 @@ static const char *label_of(const struct got *g,
 }
 
 /* "leaf-fn;...;root-fn" of a sample (innermost line first). */
-static void stack_of(const struct got *g, const struct pp_merge_sample *s,
+static void stack_of(const struct got *g, const struct pp_pprof_sample *s,
                      char *buf, size_t len)
 {
 	buf[0] = 0;
 	for (uint32_t k = 0; k < s->nlocs; k++) {
-		const struct pp_merge_location *l =
+		const struct pp_pprof_location *l =
 		    &g->d.locations[g->d.locs[s->locs + k]];
 		for (uint32_t i = 0; i < l->nlines; i++) {
-			const struct pp_merge_line *ln =
+			const struct pp_pprof_line *ln =
 			    &g->d.lines[l->lines + i];
 			const char *name =
 			    ln->function
@@ -430,7 +430,7 @@ static void test_merge_two(void **state)
 	assert_int_equal(st.samples, 5);
 	assert_int_equal(st.over_limit, 0);
 	for (size_t i = 0; i < 5; i++) {
-		const struct pp_merge_sample *s = &g.d.samples[i];
+		const struct pp_pprof_sample *s = &g.d.samples[i];
 		char stack[256];
 		int n;
 		assert_string_equal(label_of(&g, s, "pid", &n), want[i].pid);
@@ -446,7 +446,7 @@ static void test_merge_two(void **state)
 			assert_null(t);
 	}
 	/* A's numeric label kept, with its unit. */
-	const struct pp_merge_label *nl = &g.d.labels[g.d.samples[1].labels];
+	const struct pp_pprof_label *nl = &g.d.labels[g.d.samples[1].labels];
 	assert_string_equal(str(&g, nl->key), "bytes");
 	assert_int_equal(nl->num, 4096);
 	assert_string_equal(str(&g, nl->unit), "bytes");
@@ -518,7 +518,7 @@ static void test_merge_rendered(void **state)
 	int64_t sum[2][2] = {{0}};
 	int trunc = 0, limit = 0, evens = 0;
 	for (size_t i = 0; i < g.d.nsamples; i++) {
-		const struct pp_merge_sample *s = &g.d.samples[i];
+		const struct pp_pprof_sample *s = &g.d.samples[i];
 		char stack[512];
 		int n;
 		const char *pid = label_of(&g, s, "pid", &n);
@@ -685,7 +685,7 @@ static void test_merge_limit(void **state)
 	int64_t count[PARTS] = {0}, cpu[PARTS] = {0};
 	int limits[PARTS] = {0};
 	for (size_t i = 0; i < g.d.nsamples; i++) {
-		const struct pp_merge_sample *s = &g.d.samples[i];
+		const struct pp_pprof_sample *s = &g.d.samples[i];
 		char stack[256];
 		int n;
 		int k = atoi(label_of(&g, s, "pid", &n)) - 1000;
@@ -696,7 +696,7 @@ static void test_merge_limit(void **state)
 		if (strcmp(stack, PP_PROFILE_LIMIT_FRAME) == 0) {
 			limits[k]++;
 			assert_int_equal(s->nlabels, 1);
-			const struct pp_merge_location *l =
+			const struct pp_pprof_location *l =
 			    &g.d.locations[g.d.locs[s->locs]];
 			assert_string_equal(
 			    str(&g, g.d.mappings[l->mapping - 1].filename),
@@ -785,12 +785,12 @@ static void test_merge_corrupt(void **state)
 /* What is wrong, in words. */
 static void expect_bad(const void *data, size_t len, const char *want)
 {
-	struct pp_merge_decoded d;
+	struct pp_pprof_decoded d;
 	char err[512];
-	assert_int_equal(pp_merge_decode(data, len, &d, err, sizeof err),
+	assert_int_equal(pp_pprof_read(data, len, &d, err, sizeof err),
 	                 -EINVAL);
 	assert_string_equal(err, want);
-	pp_merge_decoded_free(&d);
+	pp_pprof_read_free(&d);
 }
 
 #define BYTES(...)                                                             \
@@ -839,7 +839,7 @@ static void test_decode_errors(void **state)
 	expect_bad(more, len + 3, "3 bytes after the end of the gzip stream");
 	/* Two gzip members are one stream, as gzip says: the second sets
 	 * time_nanos. */
-	struct pp_merge_decoded d;
+	struct pp_pprof_decoded d;
 	char err[256];
 	struct pp_buf tail = {0};
 	struct pp_pb pb;
@@ -851,17 +851,16 @@ static void test_decode_errors(void **state)
 	memcpy(more, gz, len);
 	memcpy(more + len, tail.data, tail.len);
 	assert_int_equal(
-	    pp_merge_decode(more, len + tail.len, &d, err, sizeof err), 0);
+	    pp_pprof_read(more, len + tail.len, &d, err, sizeof err), 0);
 	assert_int_equal(d.nsamples, 1);
 	assert_int_equal(d.time_nanos, 77);
-	pp_merge_decoded_free(&d);
+	pp_pprof_read_free(&d);
 	pp_buf_free(&tail);
 	gz[12] ^= 0x55;
-	assert_int_equal(pp_merge_decode(gz, len, &d, err, sizeof err),
-	                 -EINVAL);
+	assert_int_equal(pp_pprof_read(gz, len, &d, err, sizeof err), -EINVAL);
 	assert_true(strncmp(err, "gzip: ", 6) == 0 ||
 	            strstr(err, "byte") != NULL);
-	pp_merge_decoded_free(&d);
+	pp_pprof_read_free(&d);
 	free(more);
 	free(gz);
 }
@@ -875,11 +874,11 @@ static void test_decode_forms(void **state)
 	plain.unknown = 0;
 	size_t l1, l2;
 	char *a = encode(&plain, 0, &l1), *b = encode(&prof_b, 0, &l2);
-	struct pp_merge_decoded x, y;
+	struct pp_pprof_decoded x, y;
 	char err[256];
 	assert_true(l2 > l1);
-	assert_int_equal(pp_merge_decode(a, l1, &x, err, sizeof err), 0);
-	assert_int_equal(pp_merge_decode(b, l2, &y, err, sizeof err), 0);
+	assert_int_equal(pp_pprof_read(a, l1, &x, err, sizeof err), 0);
+	assert_int_equal(pp_pprof_read(b, l2, &y, err, sizeof err), 0);
 	assert_int_equal(x.nsamples, y.nsamples);
 	assert_int_equal(x.nvals, y.nvals);
 	assert_memory_equal(x.vals, y.vals, x.nvals * sizeof *x.vals);
@@ -888,8 +887,8 @@ static void test_decode_forms(void **state)
 	assert_int_equal(y.ncomments, 2);
 	assert_int_equal(x.nlocations, y.nlocations);
 	assert_int_equal(x.nlines, y.nlines);
-	pp_merge_decoded_free(&x);
-	pp_merge_decoded_free(&y);
+	pp_pprof_read_free(&x);
+	pp_pprof_read_free(&y);
 	free(a);
 	free(b);
 }

@@ -251,6 +251,59 @@ static void test_u64map(void **state)
 	pp_u64map_free(&m);
 }
 
+/* The bounds a caller takes before it inserts (merge.c's memory limit):
+ * what a map or table would hold after n more is never less than what it
+ * holds once they are in, and is what it holds now for none. */
+static void test_bytes_with(void **state)
+{
+	struct pp_u64map m = {0};
+	struct pp_strtab t;
+	int ins;
+	(void)state;
+	assert_int_equal(pp_u64map_bytes(&m), 0);
+	assert_int_equal(pp_u64map_bytes_with(&m, 0), 0);
+	for (size_t n = 1; n < 5000; n += n / 3 + 1) {
+		size_t before = pp_u64map_bytes_with(&m, n);
+		size_t len = m.len;
+		for (uint64_t k = 0; k < n; k++)
+			pp_u64map_put(&m, (len + k) * 31 + 1, &ins);
+		assert_true(pp_u64map_bytes(&m) <= before);
+		/* Doubling: never more than twice what is needed. */
+		assert_true(pp_u64map_bytes(&m) * 2 >= before);
+		assert_int_equal(pp_u64map_bytes_with(&m, 0),
+		                 pp_u64map_bytes(&m));
+	}
+	pp_u64map_free(&m);
+
+	assert_int_equal(pp_strtab_init(&t), 0);
+	assert_int_equal(pp_strtab_count(&t), 1);
+	assert_int_equal(pp_strtab_length(&t, 0), 0);
+	assert_int_equal(pp_strtab_bytes_with(&t, 0, 0), pp_strtab_bytes(&t));
+	size_t total = 1;
+	for (size_t n = 1; n < 3000; n += n / 2 + 1) {
+		char s[32];
+		size_t room = 0;
+		for (size_t k = 0; k < n; k++) {
+			snprintf(s, sizeof s, "string %zu", total + k);
+			room += pp_strtab_room(strlen(s));
+		}
+		size_t before = pp_strtab_bytes_with(&t, n, room);
+		for (size_t k = 0; k < n; k++) {
+			snprintf(s, sizeof s, "string %zu", total + k);
+			assert_int_equal(pp_strtab_add(&t, s), total + k);
+			assert_int_equal(pp_strtab_length(&t, total + k),
+			                 strlen(s));
+		}
+		total += n;
+		assert_int_equal(pp_strtab_count(&t), total);
+		assert_true(pp_strtab_bytes(&t) <= before);
+	}
+	/* An existing string costs nothing, but the bound cannot know. */
+	assert_int_equal(pp_strtab_add(&t, "string 1"), 1);
+	assert_int_equal(pp_strtab_count(&t), total);
+	pp_strtab_free(&t);
+}
+
 static const struct pp_value_type two[] = {{"samples", "count"},
                                            {"cpu", "nanoseconds"}};
 
@@ -593,6 +646,7 @@ int main(void)
 	    cmocka_unit_test(test_model_utf8),
 	    cmocka_unit_test(test_mapping_names),
 	    cmocka_unit_test(test_u64map),
+	    cmocka_unit_test(test_bytes_with),
 	    cmocka_unit_test(test_model_aggregation),
 	    cmocka_unit_test(test_model_100k),
 	    cmocka_unit_test(test_folded),

@@ -1,8 +1,15 @@
 /*
  * The agent across fork(): daemons that keep it, and the trees of
  * PULLPROF_FORK=follow (every forked child an agent on a private Unix
- * socket, the configured address answering for all of them). Agent
- * context, except where marked.
+ * socket, the configured address answering for all of them).
+ * Context: agent.
+ * (Except where marked: fork's handlers, pp_fork_returned, pp_fork_poke.)
+ * The files: fork.c, fork's handlers and what a child does as fork
+ * returns (host context); watch.c, the watcher thread and the takeover;
+ * members.c, the tree's directory, member sockets and member list; wrap.c,
+ * the interposed fork and daemon (in the light object); ask.c, the HTTP
+ * client over the members' sockets; gather.c, the tree's answer made of
+ * theirs.
  *
  * A child of a process that serves (or that was itself waiting to take
  * over) gets one agent thread, "pullprof-fork", started once fork() has
@@ -30,7 +37,8 @@ void pp_fork_prepare(void);
 void pp_fork_child(const struct pp_agent *parent_agent);
 /* After pp_fork_child: will this child run an agent (follow mode)? */
 int pp_fork_child_follows(void);
-/* Once fork() or daemon() has returned to the host (fork_wrap.c). In a
+/* Once fork() or daemon() has returned to the host (wrap.c; host
+ * context). In a
  * child of a serving parent (follow mode: every child; adopt: a daemon()
  * child) the watcher starts at once; an adopt-mode child of a plain fork
  * only notes that it may have to take over, and starts its watcher when

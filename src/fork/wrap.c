@@ -1,6 +1,7 @@
 /*
- * fork() and daemon(), interposed. HOST CONTEXT: called by the host, on
- * any of its threads.
+ * fork() and daemon(), interposed: called by the host, on any of its
+ * threads. In the light object (SHIM_SOURCES).
+ * Context: host.
  *
  * Each forwards to the next definition, then, in the child, once fork and
  * all of its handlers are done, lets the agent (when one was loaded: a
