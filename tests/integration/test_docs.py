@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 
-from pptest import BUILD, SRC, eq, ok, run, version
+from pptest import BUILD, SRC, eq, ok, run, skip, version
 
 
 def read(*path):
@@ -295,6 +295,56 @@ def test_versions():
            f"pullprof(3)'s VERSIONS: {name} since {since[name]}")
 
 
+# Files git tracks that the tarball leaves out on purpose, each with why.
+# Everything else git tracks is something the build, the tests, the
+# benchmarks or a reader uses, and ships.
+DIST_LEFT_OUT = {
+    ".gitignore",  # git's own: nothing builds, tests or reads it from a tarball
+}
+
+
+def test_dist():
+    """Every file git tracks is in the tarball `make dist` writes (EXTRA_DIST
+    is kept by hand: a file only a benchmark or a test of the whole suite
+    reads is missed by distcheck, which runs the short suite), but those
+    DIST_LEFT_OUT says why not."""
+    top = subprocess.run(["git", "-C", SRC, "rev-parse", "--show-toplevel"],
+                         capture_output=True, text=True)
+    if (top.returncode != 0 or os.path.realpath(top.stdout.strip())
+            != os.path.realpath(SRC)):
+        # distcheck's tree is the tarball itself.
+        skip("every file git tracks is in make dist's tarball",
+             "the source tree is not a git checkout")
+        return
+    tracked = set(subprocess.run(["git", "-C", SRC, "ls-files", "-z"],
+                                 capture_output=True, text=True,
+                                 check=True).stdout.split("\0")) - {""}
+    name = f"pp-distlist-{os.getpid()}"
+    # A make of its own, not the jobserver of a `make check` it may run in.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    r = subprocess.run(["make", "-s", "-C", BUILD, "dist-gzip",
+                        f"distdir={name}"], capture_output=True, text=True,
+                       env=env)
+    ok(r.returncode == 0, "make dist writes the tarball",
+       r.stdout[-2000:] + r.stderr[-2000:])
+    tarball = os.path.join(BUILD, name + ".tar.gz")
+    if r.returncode != 0:
+        return
+    try:
+        listing = subprocess.run(["tar", "tzf", tarball], capture_output=True,
+                                 text=True, check=True).stdout.splitlines()
+    finally:
+        os.unlink(tarball)
+    shipped = {p.split("/", 1)[1] for p in listing
+               if "/" in p and not p.endswith("/")}
+    eq(sorted(tracked - shipped - DIST_LEFT_OUT), [],
+       "every file git tracks is in make dist's tarball (EXTRA_DIST), "
+       "but DIST_LEFT_OUT's")
+    eq(sorted(DIST_LEFT_OUT - tracked), [],
+       "DIST_LEFT_OUT names files git tracks")
+
+
 def test_endpoints():
     ok(len(routes) >= 10, "tests/settings_dump --routes lists the routing table",
        len(routes))
@@ -373,4 +423,5 @@ def test_commands():
 
 run([test_settings, test_variables, test_header_defaults, test_versions,
      test_endpoints, test_functions,
-     test_man_pages, test_readme_and_links, test_layout, test_commands])
+     test_man_pages, test_readme_and_links, test_layout, test_commands,
+     test_dist])
