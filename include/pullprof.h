@@ -38,7 +38,9 @@ extern "C" {
  * that size. Fields are only ever appended, never reordered or removed, so
  * a program built against an older header gets the defaults for every
  * field it does not know, and a newer header's fields are ignored by an
- * older library. (The rules for versions: docs/abi.md.)
+ * older library. A field marked "(Since X.)" was added in pullprof X (the
+ * version pullprof_version() returns); the others are there since 1.0.0.
+ * (The rules for versions and the struct's size in each: docs/abi.md.)
  *
  * At start, every field is overridden by its PULLPROF_* environment variable
  * when that variable is set (the operator has the last word), unless
@@ -77,9 +79,11 @@ struct pullprof_config {
 	/* Deepest stack recorded (8..512 frames). PULLPROF_MAX_DEPTH,
 	 * default 128. */
 	unsigned max_depth;
-	/* How stacks are unwound: "libunwind" (DWARF CFI, works without frame
-	 * pointers) or "fp" (frame pointers: cheaper, needs code built with
-	 * -fno-omit-frame-pointer). PULLPROF_UNWIND, default "libunwind". */
+	/* How the CPU profiler unwinds stacks: "dwarf" (compact tables made
+	 * from the code's DWARF CFI, libunwind where they cannot say: works
+	 * without frame pointers), "libunwind" (libunwind for every frame)
+	 * or "fp" (frame pointers: cheapest, needs code built with
+	 * -fno-omit-frame-pointer). PULLPROF_UNWIND, default "dwarf". */
 	const char *unwind;
 	/* Heap profiles: mean number of bytes allocated between two sampled
 	 * allocations (0 turns heap sampling off: the interposed malloc
@@ -143,31 +147,31 @@ struct pullprof_config {
 	const char *metrics_path;
 	/* Most thread dumps (/goroutine) being taken or waiting for their
 	 * ?seconds window at once (1..64); more get 429.
-	 * PULLPROF_MAX_THREAD_DUMPS, default 4. (Since 1.1.) */
+	 * PULLPROF_MAX_THREAD_DUMPS, default 4. (Since 1.1.0.) */
 	unsigned max_thread_dumps;
 	/* Most wall-clock profiles (/wall, /debug/fgprof) sampling at once
 	 * (1..16), each with a sampler thread of its own; more get 429.
-	 * PULLPROF_MAX_WALL_PROFILES, default 2. (Since 1.1.) */
+	 * PULLPROF_MAX_WALL_PROFILES, default 2. (Since 1.1.0.) */
 	unsigned max_wall_profiles;
 	/* Threads a wall-clock profile looks at per tick (1..4096), rotating
 	 * through all of them; each look is weighed by the threads it stands
-	 * for. PULLPROF_WALL_THREADS, default 16. (Since 1.1.) */
+	 * for. PULLPROF_WALL_THREADS, default 16. (Since 1.1.0.) */
 	unsigned wall_threads;
 	/* The mutex profile (/mutex) records 1 in mutex_rate of the unlocks
 	 * that had waiters, as Go's SetMutexProfileFraction; 0 turns it off.
-	 * PULLPROF_MUTEX_RATE, default 10. (Since 1.1.) */
+	 * PULLPROF_MUTEX_RATE, default 10. (Since 1.1.0.) */
 	unsigned mutex_rate;
 	/* The block profile (/block) takes one sample per block_rate
 	 * nanoseconds threads spend waiting (every wait at least that long),
 	 * as Go's SetBlockProfileRate; 0 turns it off. With both rates 0 the
 	 * interposed lock calls go straight to the C library.
-	 * PULLPROF_BLOCK_RATE, default 10000. (Since 1.1.) */
+	 * PULLPROF_BLOCK_RATE, default 10000. (Since 1.1.0.) */
 	unsigned block_rate;
 	/* Seconds a client has to send a whole request (its line, headers
 	 * and body), counted from the connection's opening or from the end
 	 * of its previous answer (1..3600); a connection still sending when
 	 * it runs out is closed, however steadily its bytes trickle in.
-	 * PULLPROF_REQUEST_TIMEOUT, default 10. (Since 1.2.) */
+	 * PULLPROF_REQUEST_TIMEOUT, default 10. (Since 1.2.0.) */
 	unsigned request_timeout;
 	/* Host names a request's Host header may carry, comma-separated,
 	 * besides IP addresses, "localhost" and names under ".localhost";
@@ -175,11 +179,11 @@ struct pullprof_config {
 	 * reaching the agent through a DNS name rebound to this machine.
 	 * NULL or "": this machine's own name (gethostname) when no token
 	 * is set, any name when one is (the page cannot send it).
-	 * PULLPROF_HOSTS. (Since 1.2.) */
+	 * PULLPROF_HOSTS, default none. (Since 1.2.0.) */
 	const char *hosts;
 	/* Memory all answers being built or sent may hold together, in MiB
 	 * (1..65536); a request whose answer would take more gets 503 with
-	 * Retry-After. PULLPROF_MAX_ANSWERS_MB, default 256. (Since 1.2.) */
+	 * Retry-After. PULLPROF_MAX_ANSWERS_MB, default 256. (Since 1.2.0.) */
 	unsigned max_answers_mb;
 	/* What a forked child of a process serving profiles does:
 	 * "adopt" (the default): it has no agent while the process that
@@ -189,7 +193,7 @@ struct pullprof_config {
 	 * an agent of its own on a private Unix socket, and this address
 	 * answers for the whole tree (profiles merged, each sample labelled
 	 * with its pid; ?pid=N for one process); "off": forked children
-	 * have no agent. PULLPROF_FORK. (Since 1.3.) */
+	 * have no agent. PULLPROF_FORK, default "adopt". (Since 1.3.0.) */
 	const char *fork_mode;
 };
 
@@ -339,7 +343,9 @@ PULLPROF_API void pullprof_label_pop(void);
  * string is static. Cannot fail. */
 PULLPROF_API const char *pullprof_strerror(int err);
 
-/* The library version, "MAJOR.MINOR.PATCH". Cannot fail. */
+/* The library's version, "MAJOR.MINOR.PATCH": the package's, which is
+ * also the version of this interface (the "Since" of the fields above,
+ * docs/abi.md). Cannot fail. */
 PULLPROF_API const char *pullprof_version(void);
 
 #ifdef __cplusplus

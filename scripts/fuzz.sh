@@ -29,11 +29,16 @@ if [ ! -f "$build/pp-autoconf.h" ]; then
 	exit 1
 fi
 
-# The pure modules the targets reach (no agent, no server).
-sources="src/profile/legacy_read.c src/profile/model.c src/profile/pb.c
-  src/profile/pprof.c src/profile/pprof_read.c src/profile/merge.c src/profile/view.c src/symbols/maps.c src/symbols/symtab.c src/util/buf.c
-  src/util/proc.c src/util/fds.c src/util/hash.c src/util/arena.c src/util/strtab.c src/util/utf8.c
-  src/util/u64map.c src/util/cidr.c src/config.c src/http/args.c
+# The pure modules the targets reach (no agent, no server): the profile
+# core, whose list Makefile.am keeps (libpp_profile_la_SOURCES, what
+# pullprof-convert links), and the parsers of the agent the targets call.
+profile=$(sed -n '/^libpp_profile_la_SOURCES =/,/[^\\]$/p' "$src/Makefile.am" |
+	tr -s ' \t\\' '\n\n\n' | grep '\.c$')
+if [ -z "$profile" ]; then
+	echo "fuzz.sh: no libpp_profile_la_SOURCES in $src/Makefile.am" >&2
+	exit 1
+fi
+sources="$profile src/util/cidr.c src/config.c src/http/args.c
   src/http/symbol_body.c"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
   -include $build/pp-autoconf.h -I$src/src -I$src/include"

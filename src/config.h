@@ -56,8 +56,8 @@ struct pp_setting {
 };
 
 /* struct_size bounds pp_config_resolve accepts: the struct of the first
- * version with struct_size (1.0, ending with metrics_path), and a sanity
- * bound against a struct never initialized. */
+ * version with struct_size (1.0.0, ending with metrics_path: docs/abi.md),
+ * and a sanity bound against a struct never initialized. */
 #define PP_CONFIG_FIRST_SIZE                                                   \
 	(offsetof(struct pullprof_config, metrics_path) + sizeof(const char *))
 #define PP_CONFIG_MAX_SIZE 65536

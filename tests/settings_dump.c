@@ -3,7 +3,8 @@
  * PULLPROF_* setting, printed as JSON for the documentation checks
  * (tests/integration/test_docs.py): key, env, type, default, range,
  * choices, unit and help of each. With --routes, the routing table
- * (src/http/routes.c) instead: path, methods and help of each route.
+ * (src/http/routes.c) instead: path, methods and help of each route. With
+ * --version, what pullprof_version() returns (docs/abi.md's versions).
  */
 #include <json-c/json.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "config.h"
 #include "http/routes.h"
+#include "pullprof.h"
 
 /* Print the array and free it. */
 static int print(struct json_object *all)
@@ -41,6 +43,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--routes") == 0)
 		return routes();
+	if (argc > 1 && strcmp(argv[1], "--version") == 0)
+		return puts(pullprof_version()) < 0;
 	static const char *const types[] = {
 	    [PP_SETTING_STRING] = "string",
 	    [PP_SETTING_UINT] = "uint",

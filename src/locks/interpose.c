@@ -63,7 +63,7 @@
 
 /* ThreadSanitizer builds leave the wrappers out altogether (the lock
  * profiles are served, empty): its interceptors go to the C library
- * directly. Built into one object with the agent (libpp.la: the unit
+ * directly. Built into one object with the agent (libpp-static.la: the unit
  * tests), wrappers that only passed calls on were still first in line,
  * and TSan missed what pthread_cond_wait did to its mutex. */
 #if RECORDING

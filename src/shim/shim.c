@@ -48,7 +48,7 @@
 PP_SHIM_EXPORT struct pp_shim pp_shim;
 
 /* The hot state the interposers read and the agent sets, here rather than
- * beside the wrappers: built into one object (libpp.la: the unit tests,
+ * beside the wrappers: built into one object (libpp-static.la: the unit tests,
  * libpullprof.a), the agent's references to it would otherwise pull the
  * wrappers into every program linked with it, the lock wrappers ahead of
  * a sanitizer's interceptors (ThreadSanitizer then missed the release of

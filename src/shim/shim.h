@@ -12,8 +12,8 @@
  * the API that needs it. Until then every interposer forwards straight to
  * the next definition and nothing of the agent is mapped.
  *
- * Built into one object (libpp.la: the unit tests; libpullprof.a), the same
- * sources are compiled with PP_AGENT_LINKED and reach the agent directly.
+ * Built into one object (libpp-static.la: the unit tests; libpullprof.a), the
+ * same sources are compiled with PP_AGENT_LINKED and reach the agent directly.
  *
  * What the two share:
  *  - struct pp_agent_ops: the agent's entry points, one table the agent

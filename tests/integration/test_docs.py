@@ -10,8 +10,9 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 
-from pptest import BUILD, SRC, eq, ok, run
+from pptest import BUILD, SRC, eq, ok, run, skip, version
 
 
 def read(*path):
@@ -108,6 +109,242 @@ def test_variables():
         eq(unknown, [], f"{name} names no unknown variable or constant")
 
 
+def header_fields():
+    """struct pullprof_config's fields in order: (name, comment) with the
+    comment the field's declaration follows, as plain words."""
+    body = re.search(r"^struct pullprof_config \{(.*?)^\};", header,
+                     re.M | re.S).group(1)
+    fields, comment = [], ""
+    for m in re.finditer(r"/\*(.*?)\*/|([^;/]+);", body, re.S):
+        if m.group(1) is not None:
+            comment = " ".join(re.sub(r"^\s*\*", "", line)
+                               for line in m.group(1).splitlines()).split()
+            comment = " ".join(comment)
+        else:
+            fields.append((re.findall(r"\w+", m.group(2))[-1], comment))
+    return fields
+
+
+def test_header_defaults():
+    """What the header's comments say of each setting (its default, its
+    choices, its range) is the settings table's."""
+    fields = header_fields()
+    by_env = {s["env"]: s for s in settings}
+    seen = set()
+    for name, comment in fields:
+        for env in re.findall(r"PULLPROF_[A-Z_]+", comment):
+            s = by_env.get(env)
+            if s is None or env in seen:
+                continue
+            seen.add(env)
+            m = re.search(rf"{env}(?:, PULLPROF_[A-Z_]+)*, default "
+                          r'("[^"]*"|\d+|none|any)', comment)
+            ok(m, f"the header states {env}'s default beside it "
+               f'("{env}, default X")', comment)
+            if not m:
+                continue
+            if s["type"] == "uint":
+                eq(m.group(1), str(s["default"]),
+                   f"the header's default of {env} ({name}) is the code's")
+            elif s["default"] is None:
+                ok(m.group(1) in ("none", "any"),
+                   f"the header's default of {env} ({name}) is the code's: none",
+                   m.group(1))
+            else:
+                eq(m.group(1), f'"{s["default"]}"',
+                   f"the header's default of {env} ({name}) is the code's")
+            for c in (s["choices"] or "").split("|") if s["choices"] else []:
+                ok(f'"{c}"' in comment,
+                   f"the header names {env}'s choice \"{c}\"", comment)
+            for lo, hi in re.findall(r"\((\d+)\.\.(\d+)", comment):
+                eq((int(lo), int(hi)), (s["min"], s["max"]),
+                   f"the header's range of {env} is the code's")
+    eq(sorted(set(by_env) - seen), [],
+       "every setting of the table is described in the header")
+
+
+def abi_history():
+    """docs/abi.md's history: [(version, (current, revision, age),
+    struct_size or None, last field or None)]."""
+    abi = docs[os.path.join("docs", "abi.md")]
+    return [(m.group(1), tuple(int(x) for x in m.group(2, 3, 4)),
+             int(m.group(5)) if m.group(5) != "-" else None, m.group(6))
+            for m in re.finditer(r"^\| (\d+\.\d+\.\d+) \| (\d+):(\d+):(\d+) \| "
+                                 r"(\d+|-) \| (?:`(\w+)`|-) \|", abi, re.M)]
+
+
+def vkey(v):
+    return tuple(int(x) for x in v.split("."))
+
+
+def struct_ends(fields):
+    """Each field's end (offsetof + sizeof) and the struct's size, from the
+    compiler: what a caller's pullprof_config_init() records."""
+    prog = ["#include <stddef.h>", "#include <stdio.h>",
+            '#include "pullprof.h"', "#define S struct pullprof_config",
+            "int main(void) {"]
+    for name, _ in fields:
+        prog.append(f'printf("{name} %zu\\n", offsetof(S, {name}) + '
+                    f"sizeof(((S *)0)->{name}));")
+    prog.append('printf("sizeof %zu\\n", sizeof(S)); return 0; }')
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "abi.c"), os.path.join(tmp, "abi")
+        with open(src, "w") as f:
+            f.write("\n".join(prog) + "\n")
+        subprocess.run([os.environ.get("CC") or "cc", "-I",
+                        os.path.join(SRC, "include"), "-o", exe, src],
+                       check=True)
+        out = subprocess.run([exe], capture_output=True, text=True,
+                             check=True).stdout
+    return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
+
+
+def test_versions():
+    """One version story (docs/abi.md): the package's version is the
+    interface's, everywhere it is written; -version-info follows from the
+    history by libtool's rules; every "Since" is a version of the history;
+    the struct's size in each version is what the header gives."""
+    history = abi_history()
+    ok(len(history) >= 2, "docs/abi.md has the version history table", history)
+    versions = [h[0] for h in history]
+    eq(versions, sorted(versions, key=vkey),
+       "docs/abi.md's history is in version order")
+    package = re.search(r"^AC_INIT\(\[pullprof\], \[([^]]+)\]",
+                        read("configure.ac"), re.M).group(1)
+    eq(versions[-1], package,
+       "the history's last version is configure.ac's (AC_INIT)")
+    eq(version(), package, "the build's PACKAGE_VERSION is configure.ac's")
+    said = subprocess.run([DUMP, "--version"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    eq(said, package, "pullprof_version() returns the package version")
+    with open(os.path.join(BUILD, "pullprof.pc")) as f:
+        pc = re.search(r"^Version: (\S+)$", f.read(), re.M)
+    eq(pc and pc.group(1), package, "pullprof.pc's Version is the package's")
+    for page, text in (("pullprof.3", man3), ("pullprof.7", man7)):
+        th = re.search(r'^\.TH .*"pullprof ([^"]+)"', text, re.M)
+        eq(th and th.group(1), package, f"{page}'s title line has the package version")
+    m = re.search(r"Status of this version \(([^)]+)\)", readme)
+    eq(m and m.group(1), package, "the README's status names the package version")
+    m = re.search(r"`const char \*pullprof_version\(void\)` \| `\"([^\"]+)\"`",
+                  docs[os.path.join("docs", "api.md")])
+    eq(m and m.group(1), package, "docs/api.md's pullprof_version() row has it")
+
+    am = read("Makefile.am")
+    info = re.search(r"-version-info (\d+):(\d+):(\d+)", am)
+    eq(info and tuple(int(x) for x in info.groups()), history[-1][1],
+       "Makefile.am's -version-info is the history's last")
+    for (v0, (c0, r0, a0), size0, _), (v1, vi1, size1, _) in zip(history,
+                                                                  history[1:]):
+        grew = size0 is None or size1 is None or size1 > size0
+        rules = {"a change of code alone": (c0, r0 + 1, a0),
+                 "an addition": (c0 + 1, 0, a0 + 1),
+                 "a removal or change": (c0 + 1, 0, 0)}
+        ok(vi1 in rules.values() and (not grew or vi1 != rules[
+            "a change of code alone"]),
+           f"{v1}'s -version-info follows from {v0}'s by libtool's rules",
+           f"{v1}: {vi1}; from {v0}: {rules}")
+        if size0 is not None and size1 is not None and size1 > size0:
+            eq(vi1, rules["an addition"], f"{v1}, which appended fields, is an addition")
+    c, r, a = history[-1][1]
+    so = os.path.join(BUILD, ".libs", f"libpullprof.so.{c - a}.{a}.{r}")
+    ok(os.path.exists(so), f"libtool built {os.path.basename(so)} from "
+       "-version-info", sorted(glob.glob(os.path.join(BUILD, ".libs",
+                                                     "libpullprof.so*"))))
+    eq(f"{c - a}.{a}.{r}", package,
+       "the library's file name carries the package version (abi.md)")
+
+    fields = header_fields()
+    since = {}
+    for name, comment in fields:
+        m = re.findall(r"\(Since (\d[\d.]*?)\.\)", comment)
+        since[name] = m[-1] if m else "1.0.0"
+    for v in sorted(set(re.findall(r"\(Since (\d[\d.]*?)\.\)", header))):
+        ok(v in versions, f'"Since {v}" in the header is a version of '
+           "docs/abi.md's history", versions)
+        ok(v in versions and vkey(v) <= vkey(package),
+           f'"Since {v}" is not newer than the package ({package})')
+    order = [vkey(since[n]) for n, _ in fields]
+    eq(order, sorted(order), "fields are only appended: their \"Since\" "
+       "never goes back in the struct's order")
+    ends = struct_ends(fields)
+    for v, _, size, last in history:
+        if size is None:
+            continue
+        have = [n for n, _ in fields if vkey(since[n]) <= vkey(v)]
+        eq(last, have[-1], f"{v}'s last field is the header's")
+        eq(size, ends[have[-1]], f"{v}'s struct_size in docs/abi.md is the "
+           "header's (x86_64)")
+    eq(history[-1][2], ends["sizeof"],
+       "the last version's struct_size is sizeof(struct pullprof_config)")
+    first = next(h for h in history if h[2] is not None)
+    m = re.search(r"#define PP_CONFIG_FIRST_SIZE\s*\\?\s*\(offsetof\(struct "
+                  r"pullprof_config, (\w+)\)", read("src", "config.h"))
+    eq(m and m.group(1), first[3], "the smallest struct_size the library "
+       f"accepts (src/config.h) is {first[0]}'s")
+
+    # pullprof(3)'s VERSIONS names each field added after the first with
+    # the version that added it.
+    sect = re.search(r"^\.SH VERSIONS\n(.*?)^\.SH ", man3, re.M | re.S)
+    text = " ".join(re.sub(r"^\.\w+ ?", "", line)
+                    for line in (sect.group(1) if sect else "").splitlines())
+    for name, _ in fields:
+        if since[name] == first[0]:
+            continue
+        m = re.search(rf"\b{name}\b.*?\bin (\d+\.\d+\.\d+)", text)
+        eq(m and m.group(1), since[name],
+           f"pullprof(3)'s VERSIONS: {name} since {since[name]}")
+
+
+# Files git tracks that the tarball leaves out on purpose, each with why.
+# Everything else git tracks is something the build, the tests, the
+# benchmarks or a reader uses, and ships.
+DIST_LEFT_OUT = {
+    ".gitignore",  # git's own: nothing builds, tests or reads it from a tarball
+}
+
+
+def test_dist():
+    """Every file git tracks is in the tarball `make dist` writes (EXTRA_DIST
+    is kept by hand: a file only a benchmark or a test of the whole suite
+    reads is missed by distcheck, which runs the short suite), but those
+    DIST_LEFT_OUT says why not."""
+    top = subprocess.run(["git", "-C", SRC, "rev-parse", "--show-toplevel"],
+                         capture_output=True, text=True)
+    if (top.returncode != 0 or os.path.realpath(top.stdout.strip())
+            != os.path.realpath(SRC)):
+        # distcheck's tree is the tarball itself.
+        skip("every file git tracks is in make dist's tarball",
+             "the source tree is not a git checkout")
+        return
+    tracked = set(subprocess.run(["git", "-C", SRC, "ls-files", "-z"],
+                                 capture_output=True, text=True,
+                                 check=True).stdout.split("\0")) - {""}
+    name = f"pp-distlist-{os.getpid()}"
+    # A make of its own, not the jobserver of a `make check` it may run in.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    r = subprocess.run(["make", "-s", "-C", BUILD, "dist-gzip",
+                        f"distdir={name}"], capture_output=True, text=True,
+                       env=env)
+    ok(r.returncode == 0, "make dist writes the tarball",
+       r.stdout[-2000:] + r.stderr[-2000:])
+    tarball = os.path.join(BUILD, name + ".tar.gz")
+    if r.returncode != 0:
+        return
+    try:
+        listing = subprocess.run(["tar", "tzf", tarball], capture_output=True,
+                                 text=True, check=True).stdout.splitlines()
+    finally:
+        os.unlink(tarball)
+    shipped = {p.split("/", 1)[1] for p in listing
+               if "/" in p and not p.endswith("/")}
+    eq(sorted(tracked - shipped - DIST_LEFT_OUT), [],
+       "every file git tracks is in make dist's tarball (EXTRA_DIST), "
+       "but DIST_LEFT_OUT's")
+    eq(sorted(DIST_LEFT_OUT - tracked), [],
+       "DIST_LEFT_OUT names files git tracks")
+
+
 def test_endpoints():
     ok(len(routes) >= 10, "tests/settings_dump --routes lists the routing table",
        len(routes))
@@ -184,5 +421,7 @@ def test_commands():
     ok("scripts/test.sh" in read(".ci", "run"), ".ci/run runs the README's test command")
 
 
-run([test_settings, test_variables, test_endpoints, test_functions,
-     test_man_pages, test_readme_and_links, test_layout, test_commands])
+run([test_settings, test_variables, test_header_defaults, test_versions,
+     test_endpoints, test_functions,
+     test_man_pages, test_readme_and_links, test_layout, test_commands,
+     test_dist])
