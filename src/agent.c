@@ -1,9 +1,10 @@
 /*
  * Agent lifecycle: start/stop, the start at load time (which the light
- * object, src/shim/shim.c, decides on), fork. Agent context.
+ * object, src/shim/shim.c, decides on), fork.
  *
  * One lock serializes start and stop. The agent's threads only ever read the
  * state set up before they started, and stop joins them before freeing it.
+ * Context: agent.
  */
 #include "agent.h"
 #include "agent_threads.h"

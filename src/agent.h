@@ -1,4 +1,6 @@
-/* The agent's lifecycle state. Agent context. */
+/* The agent's lifecycle state.
+ * Context: agent.
+ */
 #ifndef PP_AGENT_H
 #define PP_AGENT_H
 

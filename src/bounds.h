@@ -2,6 +2,7 @@
  * Bounds that size buffers, each in one place: the settings table takes
  * its ranges from here, and every buffer they size is declared with them.
  * Safe to include anywhere (hot context too): macros only.
+ * Context: signal.
  */
 #ifndef PP_BOUNDS_H
 #define PP_BOUNDS_H

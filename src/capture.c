@@ -1,7 +1,7 @@
 /*
  * Programmatic capture: pullprof_write_cpu_profile() and
- * pullprof_write_heap_profile(). Agent context, on the caller's (host's)
- * thread.
+ * pullprof_write_heap_profile(). Runs on the caller's (host's)
+ * thread, as the agent's code does.
  *
  * The caller does what an HTTP request does: it opens a job of the CPU or
  * heap producer (profile/job.h) — under the lifecycle lock, so a concurrent
@@ -10,6 +10,7 @@
  * own descriptor itself. So a capture counts against the same limits as
  * HTTP, shares samples with the HTTP windows open at the same time, and
  * the blocking write happens on the caller's thread, never an agent's.
+ * Context: agent.
  */
 #include <errno.h>
 #include <fcntl.h>

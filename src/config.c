@@ -1,6 +1,7 @@
 /*
  * Configuration: defaults ← caller's struct ← PULLPROF_* environment, then
- * validated once, with one sentence per bad value. Agent context.
+ * validated once, with one sentence per bad value.
+ * Context: agent.
  */
 #include "config.h"
 

@@ -1,6 +1,7 @@
 /*
  * Configuration: one table of settings, the defaults, the PULLPROF_*
- * environment overrides and the validation, all in one place. Agent context.
+ * environment overrides and the validation, all in one place.
+ * Context: agent.
  */
 #ifndef PP_CONFIG_H
 #define PP_CONFIG_H

@@ -2,6 +2,7 @@
  * Messages for people: pullprof_strerror() and the one-line stderr log.
  * Built into both objects (src/shim/shim.h): the light one, which says why
  * the agent could not be loaded, and the agent.
+ * Context: agent.
  */
 #include "error.h"
 

@@ -1,4 +1,6 @@
-/* Messages for people. Agent context. */
+/* Messages for people.
+ * Context: agent.
+ */
 #ifndef PP_ERROR_H
 #define PP_ERROR_H
 

@@ -1,6 +1,6 @@
 /*
- * The CPU collector, thread "pullprof-cpu". AGENT CONTEXT (the handler is
- * handler.c, the timers timers.c).
+ * The CPU collector, thread "pullprof-cpu". (The handler is handler.c, the
+ * timers timers.c.)
  *
  * It owns sampling: the timers run while any window is listed, at the
  * fastest rate a window asks; every 10 ms it drains the ring into every
@@ -8,6 +8,7 @@
  * threads; and once a window's time is up (and its last samples had time
  * to arrive) it finishes the window's model and delivers it to the job
  * pipeline, which renders and answers.
+ * Context: agent.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,9 +21,9 @@
 
 #include "agent.h"
 #include "bounds.h"
+#include "cpu/producer.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
-#include "cpu/producer.h"
 #include "error.h"
 #include "heap/heap.h"
 #include "labels/labels.h"

@@ -1,7 +1,9 @@
 /*
  * The CPU profiler: per-thread CPU-time timers raising SIGPROF, the handler
  * that captures stacks into the ring, and the windows — one per /profile
- * request — that share the sampler. Agent context except where noted.
+ * request — that share the sampler. Agent context except where noted
+ * (the functions a signal handler or a host thread may call say so).
+ * Context: agent.
  */
 #ifndef PP_CPU_H
 #define PP_CPU_H

@@ -1,7 +1,8 @@
 /*
  * The CPU profile producer: a job's window on the shared sampler (opened
  * here, filled and delivered by the collector), the sampler's settings,
- * stop, fork and statistics. AGENT CONTEXT.
+ * stop, fork and statistics.
+ * Context: agent.
  */
 #include <errno.h>
 #include <signal.h>
@@ -10,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/producer.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
-#include "cpu/producer.h"
 #include "heap/heap.h"
 #include "util/clock.h"
 

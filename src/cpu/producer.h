@@ -1,7 +1,8 @@
 /*
  * What the CPU producer (producer.c: open, cancel, stop, stats) shares with
  * the collector thread (collector.c: drain the ring into windows, deliver
- * them). Agent context.
+ * them).
+ * Context: agent.
  */
 #ifndef PP_CPU_PRODUCER_H
 #define PP_CPU_PRODUCER_H

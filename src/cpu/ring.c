@@ -1,8 +1,10 @@
 /*
  * The sample ring (Vyukov's bounded queue: every slot carries a sequence
  * number that tells producers and the consumer whose turn it is).
- * pp_ring_claim and pp_ring_publish run in signal handlers: hot/unsafe
- * context, atomics only. init, free, peek and release are agent context.
+ * pp_ring_claim and pp_ring_publish run in signal handlers: atomics
+ * only. init and free (mmap and munmap, async-signal-safe system calls),
+ * peek and release are the collector's, and safe there too.
+ * Context: signal.
  */
 #include "ring.h"
 

@@ -1,9 +1,10 @@
 /*
  * The sample ring: a bounded lock-free multi-producer queue of fixed-size
- * stack records. Producers are SIGPROF handlers on any thread (hot/unsafe
- * context: a compare-and-swap to claim a slot, plain stores, a release
+ * stack records. Producers are the sampling signal's handlers on any
+ * thread (a compare-and-swap to claim a slot, plain stores, a release
  * store to publish; never a lock, never a wait); the one consumer is the
- * collector thread. The memory is allocated once, outside signal context.
+ * collector thread. The memory is allocated once, outside the handler.
+ * Context: signal.
  */
 #ifndef PP_RING_H
 #define PP_RING_H

@@ -1,5 +1,7 @@
-/* What the SIGPROF handler (handler.c, hot context) shares with the agent
- * side of the CPU profiler (timers.c, collector.c, producer.c). */
+/* What the SIGPROF handler (handler.c) shares with the agent
+ * side of the CPU profiler (timers.c, collector.c, producer.c).
+ * Context: signal.
+ */
 #ifndef PP_SAMPLER_H
 #define PP_SAMPLER_H
 

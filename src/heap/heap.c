@@ -2,7 +2,8 @@
  * The heap profile producer: start/stop of heap sampling, and the models of
  * /heap and /allocs made from snapshots of the tables (at once, or the
  * difference over `seconds` for a delta), for the job pipeline
- * (profile/job.h) to render. Agent context.
+ * (profile/job.h) to render.
+ * Context: agent.
  */
 #include <errno.h>
 #include <math.h>

@@ -2,7 +2,9 @@
  * The heap profiler: the malloc family interposed (interpose.c), a Poisson
  * sampler with a per-thread byte countdown (sample.c), the tables of sampled
  * allocations (table.c), and the agent side (heap.c) that snapshots them and
- * builds /heap and /allocs profiles. Agent context except where noted.
+ * builds /heap and /allocs profiles. The functions the malloc wrappers call
+ * (host context) say so.
+ * Context: agent.
  */
 #ifndef PP_HEAP_H
 #define PP_HEAP_H

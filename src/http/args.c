@@ -1,4 +1,6 @@
-/* Query-string parameters, as pure functions of a pp_args. Agent context. */
+/* Query-string parameters, as pure functions of a pp_args.
+ * Context: agent.
+ */
 #include "args.h"
 
 #include <errno.h>

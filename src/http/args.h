@@ -2,7 +2,8 @@
  * The query-string rules of every endpoint, as pure functions of a source of
  * arguments: query.c gives them libmicrohttpd's parsed arguments, the fuzz
  * target (tests/fuzz/fuzz_query.c) a query string it splits itself. No
- * connection, no server. Agent context.
+ * connection, no server.
+ * Context: agent.
  */
 #ifndef PP_ARGS_H
 #define PP_ARGS_H

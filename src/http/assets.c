@@ -1,4 +1,6 @@
-/* Look-up of the embedded web/ files. Agent context. */
+/* Look-up of the embedded web/ files.
+ * Context: agent.
+ */
 #include "assets.h"
 
 #include <string.h>

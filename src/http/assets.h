@@ -1,4 +1,6 @@
-/* Files from web/, embedded at build time by scripts/embed-assets.sh. */
+/* Files from web/, embedded at build time by scripts/embed-assets.sh.
+ * Context: agent.
+ */
 #ifndef PP_ASSETS_H
 #define PP_ASSETS_H
 

@@ -3,7 +3,8 @@
  * against PULLPROF_ALLOW, then the token (PULLPROF_TOKEN) as a Bearer token
  * or as the password of HTTP Basic authentication (what a URL with
  * user:password@ makes go tool pprof, curl and browsers send). Only routes
- * marked open (healthz) skip the token. Agent context.
+ * marked open (healthz) skip the token.
+ * Context: agent.
  */
 #include "auth.h"
 

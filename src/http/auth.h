@@ -1,5 +1,6 @@
 /* Who may ask: the allow-list of client networks and the token.
- * Agent context. */
+ * Context: agent.
+ */
 #ifndef PP_AUTH_H
 #define PP_AUTH_H
 

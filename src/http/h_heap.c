@@ -2,7 +2,8 @@
  * /heap and /allocs: sampled heap profiles, jobs of the heap producer. The
  * model is made and rendered on the job pipeline's thread (symbolizing can
  * take a while) while the connection is suspended; with ?seconds=N it is
- * the difference over the next N seconds. Agent context.
+ * the difference over the next N seconds.
+ * Context: agent.
  */
 #include "agent.h"
 #include "handlers.h"

@@ -1,7 +1,7 @@
 /*
  * The index page: web/index.html with its {{placeholders}} filled from the
- * routing table, so the page lists exactly the endpoints that exist. Agent
- * context.
+ * routing table, so the page lists exactly the endpoints that exist.
+ * Context: agent.
  */
 #include <string.h>
 #include <unistd.h>

@@ -2,7 +2,8 @@
  * /maps: the process's executable mappings as JSON, with what the symbolizer
  * found for each (DWARF, an ELF symbol table, nothing; a separate debug
  * file) and whether the file on disk is still the one that was loaded: the
- * first thing to look at when a profile shows bare addresses. Agent context.
+ * first thing to look at when a profile shows bare addresses.
+ * Context: agent.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * system to alert on. The same facts /status gives, read the same cheap
  * way (atomics and short locks), written straight into one buffer: every
  * Prometheus scrapes this every 15 seconds or so.
- * Agent context.
+ * Context: agent.
  */
 #include <dirent.h>
 #include <stdio.h>

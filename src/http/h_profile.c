@@ -1,7 +1,8 @@
 /*
  * /profile: a CPU profile of the next `seconds`, a job of the CPU producer
  * (a window on the shared sampler). The connection waits suspended, so the
- * HTTP thread serves others meanwhile. Agent context.
+ * HTTP thread serves others meanwhile.
+ * Context: agent.
  */
 #include "agent.h"
 #include "cpu/cpu.h"

@@ -1,7 +1,7 @@
 /*
  * Process and agent facts: /status and /threads (JSON), /cmdline (as Go
  * serves it).
- * Agent context.
+ * Context: agent.
  */
 #include <math.h>
 #include <stdio.h>

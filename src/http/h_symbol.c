@@ -4,7 +4,8 @@
  * formats). GET answers "num_symbols: 1" (we can symbolize); a list of
  * addresses — POST body or GET query, separated by '+' — is answered with
  * one "0x<addr> <function>" line per address we know, as Go's net/http/pprof
- * answers. Agent context.
+ * answers.
+ * Context: agent.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -4,7 +4,8 @@
  * /debug/fgprof; where they come from: /threadcreate; and what they wait
  * for: /mutex (who held the locks others waited for) and /block (who
  * waited). Jobs of the threads
- * module's producers; the connection waits suspended. Agent context.
+ * module's producers; the connection waits suspended.
+ * Context: agent.
  */
 #include "agent.h"
 #include "handlers.h"

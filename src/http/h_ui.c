@@ -2,7 +2,7 @@
  * /ui: the flame graph viewer, files embedded from web/ui/. Only names in
  * the embedded table are served; the rest of the path is never looked up
  * anywhere else, so "..", "%2e%2e" or a deeper path simply find nothing.
- * Agent context.
+ * Context: agent.
  */
 #include <stdio.h>
 #include <string.h>

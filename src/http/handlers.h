@@ -1,5 +1,6 @@
 /* One handler per endpoint family; the table in routes.c maps paths to them.
- * Agent context. */
+ * Context: agent.
+ */
 #ifndef PP_HANDLERS_H
 #define PP_HANDLERS_H
 

@@ -4,7 +4,8 @@
  * go last frees it. The request's connection is suspended while it waits:
  * libmicrohttpd neither reads nor times it out then, so it cannot end before
  * the thread resumes it, except at the server's stop, which comes after
- * pp_lookups_stop. Agent context.
+ * pp_lookups_stop.
+ * Context: agent.
  */
 #include "lookup.h"
 

@@ -5,6 +5,7 @@
  * keep answering everyone else meanwhile. At most max_lookups are queued or
  * running at once; one more is refused (the caller answers 429). Agent
  * context.
+ * Context: agent.
  */
 #ifndef PP_LOOKUP_H
 #define PP_LOOKUP_H

@@ -1,4 +1,6 @@
-/* The Prometheus text exposition format. Agent context. */
+/* The Prometheus text exposition format.
+ * Context: agent.
+ */
 #include "prom.h"
 
 #include <inttypes.h>

@@ -2,7 +2,8 @@
  * A writer of Prometheus's text exposition format (version 0.0.4), into a
  * pp_buf: family headers, samples with escaped label values, histograms.
  * Pure functions, no server: the /metrics handler (h_metrics.c) and the
- * unit tests use them. Agent context.
+ * unit tests use them.
+ * Context: agent.
  */
 #ifndef PP_PROM_H
 #define PP_PROM_H

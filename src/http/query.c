@@ -1,6 +1,7 @@
 /*
  * Query-string parameters of a request: libmicrohttpd's parsed arguments
- * handed to the pure rules of args.c. Agent context.
+ * handed to the pure rules of args.c.
+ * Context: agent.
  */
 #include "query.h"
 

@@ -1,4 +1,6 @@
-/* Query-string parameters, parsed strictly. Agent context. */
+/* Query-string parameters, parsed strictly.
+ * Context: agent.
+ */
 #ifndef PP_QUERY_H
 #define PP_QUERY_H
 

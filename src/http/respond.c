@@ -1,4 +1,6 @@
-/* Responses: headers, error conventions, counters. Agent context. */
+/* Responses: headers, error conventions, counters.
+ * Context: agent.
+ */
 #include "respond.h"
 
 #include <errno.h>

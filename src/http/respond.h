@@ -1,6 +1,7 @@
 /*
  * Every answer goes through here: common headers, error bodies in the
- * endpoint's convention, and the request counters. Agent context.
+ * endpoint's convention, and the request counters.
+ * Context: agent.
  */
 #ifndef PP_RESPOND_H
 #define PP_RESPOND_H

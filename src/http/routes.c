@@ -1,4 +1,6 @@
-/* The routing table and dispatch. Agent context. */
+/* The routing table and dispatch.
+ * Context: agent.
+ */
 #include "routes.h"
 
 #include <stdio.h>

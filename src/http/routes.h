@@ -1,6 +1,7 @@
 /*
  * The routing table (the one place that says which paths exist) and the
- * request object handlers receive. Agent context.
+ * request object handlers receive.
+ * Context: agent.
  */
 #ifndef PP_ROUTES_H
 #define PP_ROUTES_H

@@ -1,7 +1,7 @@
 /*
  * The embedded HTTP server: the listening socket, libmicrohttpd in external
  * epoll mode driven by one named agent thread ("pullprof-http"), counters.
- * Agent context.
+ * Context: agent.
  */
 #ifndef PP_SERVER_H
 #define PP_SERVER_H

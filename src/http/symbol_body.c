@@ -1,4 +1,6 @@
-/* The /symbol address list, as pure functions. Agent context. */
+/* The /symbol address list, as pure functions.
+ * Context: agent.
+ */
 #include "symbol_body.h"
 
 #include <ctype.h>

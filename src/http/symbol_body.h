@@ -1,8 +1,8 @@
 /*
  * The address list of a /symbol request (gperftools' remote symbolization
  * protocol), as pure functions: h_symbol.c answers with them, the fuzz
- * target (tests/fuzz/fuzz_symbol.c) calls them without a connection. Agent
- * context.
+ * target (tests/fuzz/fuzz_symbol.c) calls them without a connection.
+ * Context: agent.
  */
 #ifndef PP_SYMBOL_BODY_H
 #define PP_SYMBOL_BODY_H

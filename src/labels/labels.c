@@ -1,6 +1,6 @@
 /*
- * Profile labels (see labels.h). Application context for push/pop (any host
- * thread, never in a signal handler), agent context for expand.
+ * Profile labels (see labels.h). push/pop run on any host
+ * thread (never in a signal handler); expand is the agent's.
  *
  * Interning: an open-addressing index of set numbers, read without a lock
  * (a set is published — node, then index slot — with release stores). A
@@ -8,6 +8,7 @@
  * only the index: nothing else is taken or allocated under it, so no lock
  * order exists with malloc or the heap tables. A forked child resets the
  * lock (the parent may have held it at fork).
+ * Context: host.
  */
 #include "labels/labels.h"
 

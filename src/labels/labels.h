@@ -11,6 +11,7 @@
  * PP_LABEL_MAX_SETS).
  *
  * Set 0 is the empty set.
+ * Context: host.
  */
 #ifndef PP_LABELS_H
 #define PP_LABELS_H

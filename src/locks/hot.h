@@ -1,9 +1,10 @@
 /*
  * What the interposed lock calls (interpose.c) share with the contention
- * recorder (record.c). HOST CONTEXT: all of it runs inside the
+ * recorder (record.c). All of it runs inside the
  * application's own locking, on any thread, holding any of its locks: no
  * malloc, no lock of the profiler's that a waiter could hold for long, no
  * stdio; errno preserved.
+ * Context: host.
  */
 #ifndef PP_LOCKS_HOT_H
 #define PP_LOCKS_HOT_H

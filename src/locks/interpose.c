@@ -1,5 +1,5 @@
 /*
- * The pthread lock calls, interposed. HOST CONTEXT: every lock the program
+ * The pthread lock calls, interposed. Every lock the program
  * takes comes through here, on any thread, holding any of its other locks.
  *
  * The library defines the names (a linked host's calls and a preloaded
@@ -23,6 +23,7 @@
  * Light object (src/shim/shim.h): the recorder's calls go through the
  * agent's table. pp_locks.on and pp_locks.waiting stay 0 until the agent is
  * loaded and records, so the slow paths find it there.
+ * Context: host.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

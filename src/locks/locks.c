@@ -1,5 +1,5 @@
 /*
- * The mutex and block profiles, agent side: the event ring the recording
+ * The mutex and block profiles, the agent's part: the event ring the recording
  * threads fill (record.c), drained on the pipeline's tick into one table
  * per profile (stack, labels, thread name -> estimated contentions and
  * delay), and the two producers that turn a table into a profile (a
@@ -11,6 +11,7 @@
  * block rate R (sampled with probability delay / R) counts R / delay
  * contentions and R ns. Agent context but for pp_locks_put (host context:
  * atomics and plain stores into a claimed ring slot).
+ * Context: agent.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

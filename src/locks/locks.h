@@ -2,8 +2,9 @@
  * Lock contention profiles: /mutex (where waiting was caused: the unlocking
  * stack, weighted by how long others waited) and /block (where threads
  * waited: the waiting stack, weighted by how long), Go's two profiles, for
- * the pthread calls interpose.c wraps. Agent context, but for pp_locks_put and
- * pp_locks_depth, which record.c calls in host context.
+ * the pthread calls interpose.c wraps. pp_locks_put and pp_locks_depth are
+ * called by record.c on host threads; the rest is the agent's.
+ * Context: agent.
  */
 #ifndef PP_LOCKS_H
 #define PP_LOCKS_H

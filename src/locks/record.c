@@ -1,6 +1,6 @@
 /*
- * Lock contention, as the waiting and unlocking threads see it. HOST
- * CONTEXT: every function here but the agent hooks at the end runs inside
+ * Lock contention, as the waiting and unlocking threads see it. Every
+ * function here but the agent hooks at the end runs inside
  * the application's lock calls, on the thread that waits or unlocks, with
  * any of its locks held. No malloc (the host's allocator may lock the very
  * mutex being recorded), no stdio, no lock that can be held for long: the
@@ -22,6 +22,7 @@
  * nwait * now - sum and moves every waiter's mark to now. The time a woken
  * waiter takes to get a CPU after the unlock is not charged to anyone in
  * the mutex profile (Go's is the same); the block profile has it.
+ * Context: host.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

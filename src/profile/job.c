@@ -1,6 +1,7 @@
 /*
  * The job pipeline (job.h): every profile request's lifecycle, one state
- * machine for every kind. Agent context.
+ * machine for every kind.
+ * Context: agent.
  */
 #include "job.h"
 

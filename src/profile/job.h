@@ -1,7 +1,7 @@
 /*
  * The job pipeline: the one lifecycle of every profile request, whatever the
  * kind of profile and whoever asks (an HTTP handler, pullprof_write_*).
- * Agent context.
+ *
  *
  *   open ──► waiting ──► ready ──► rendering ──► done ──► take, release
  *              │  (the producer hands over a model: delivered, or made
@@ -36,6 +36,7 @@
  *   -ESHUTDOWN  the agent is stopping (503)
  *   -ECANCELED  (take) cancelled: client gone or agent stopping (503)
  *   -ENOMEM, or a producer's or renderer's errno (503)
+ * Context: agent.
  */
 #ifndef PP_JOB_H
 #define PP_JOB_H

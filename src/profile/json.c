@@ -5,7 +5,7 @@
  * a location's lines innermost first; addresses are hex strings (a JSON
  * number cannot hold 64 bits). A profile that keeps a timeline (CPU and
  * wall windows) ends with it: its events as arrays of five integers.
- * Agent context.
+ * Context: agent.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -8,7 +8,8 @@
  *   then the text of /proc/self/maps, which tools use to find binaries.
  *
  * Only the count value survives (the format has no other); google-pprof
- * and go tool pprof multiply it by the period. Agent context.
+ * and go tool pprof multiply it by the period.
+ * Context: agent.
  */
 #include <errno.h>
 #include <stdlib.h>

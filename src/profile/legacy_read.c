@@ -1,5 +1,6 @@
 /*
- * The legacy gperftools CPU profile reader. Agent or tool context; pure.
+ * The legacy gperftools CPU profile reader. Pure (the agent and
+ * pullprof-convert).
  *
  * The file is a sequence of "slots", words of the profiled program's
  * pointer size in its byte order. Nothing in the file says which: like
@@ -7,6 +8,7 @@
  * 0 (header count), N >= 3 (header slots that follow), 0 (version); only
  * one of them can (see detect). Every later check names the byte offset of
  * the slot it is about.
+ * Context: agent.
  */
 #include "legacy_read.h"
 

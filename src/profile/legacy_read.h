@@ -4,6 +4,7 @@
  * records "count, depth, PCs...", a trailer record 0 1 0, then the
  * /proc/PID/maps text of the profiled process. Pure: bytes in, profile model
  * and mappings out, no I/O, every field checked. Agent or tool context.
+ * Context: agent.
  */
 #ifndef PP_LEGACY_READ_H
 #define PP_LEGACY_READ_H

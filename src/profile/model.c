@@ -1,4 +1,6 @@
-/* The profile model and its aggregation table. Agent context. */
+/* The profile model and its aggregation table.
+ * Context: agent.
+ */
 #include "model.h"
 
 #include <errno.h>

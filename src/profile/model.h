@@ -2,7 +2,8 @@
  * The profile model: what every profile type produces and every renderer
  * reads. Samples are stacks of PCs (leaf first) with one value per sample
  * type and optional labels; samples with the same stack and labels are
- * aggregated (values summed) as they are added. Agent context.
+ * aggregated (values summed) as they are added.
+ * Context: agent.
  */
 #ifndef PP_MODEL_H
 #define PP_MODEL_H

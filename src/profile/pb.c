@@ -1,4 +1,6 @@
-/* Streaming protobuf encoder into gzip. Agent context. */
+/* Streaming protobuf encoder into gzip.
+ * Context: agent.
+ */
 #include "pb.h"
 
 #include <errno.h>

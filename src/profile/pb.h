@@ -2,7 +2,8 @@
  * A small streaming protobuf wire encoder (varints, length-delimited
  * submessages, packed repeated fields) that feeds zlib's gzip stream as it
  * goes, like Go's runtime/pprof: only the message being written is held
- * uncompressed, never the whole profile. Agent context.
+ * uncompressed, never the whole profile.
+ * Context: agent.
  */
 #ifndef PP_PB_H
 #define PP_PB_H

@@ -1,5 +1,5 @@
 /*
- * The pprof renderer. Agent context.
+ * The pprof renderer.
  *
  * Written from the symbolized view (view.h) in one pass, streaming through
  * the encoder: samples, then the Locations (ID = the view's index + 1, in
@@ -7,6 +7,7 @@
  * Functions, scalars, and the string table last, once every string is
  * known. IDs are 1..N in the order the messages appear, string 0 is "", as
  * consumers such as Parca check.
+ * Context: agent.
  */
 #include "pprof.h"
 

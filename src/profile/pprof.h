@@ -1,5 +1,6 @@
 /* The pprof renderer: profile model -> gzipped perftools.profiles.Profile.
- * Agent context. */
+ * Context: agent.
+ */
 #ifndef PP_PPROF_H
 #define PP_PPROF_H
 

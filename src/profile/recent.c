@@ -1,4 +1,6 @@
-/* Recently served profiles. Agent context. */
+/* Recently served profiles.
+ * Context: agent.
+ */
 #include "recent.h"
 
 #include <pthread.h>

@@ -4,7 +4,8 @@
  * pprof", or a text and a binary view of one CPU window. Holds the last
  * PP_RECENT_MAX models for at most PP_RECENT_TTL_S seconds, and older ones
  * only while all together hold at most pp_recent_set_max_bytes (the
- * newest is kept whatever its size). Agent context.
+ * newest is kept whatever its size).
+ * Context: agent.
  */
 #ifndef PP_RECENT_H
 #define PP_RECENT_H

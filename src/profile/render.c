@@ -1,4 +1,6 @@
-/* Format dispatch. Agent context. */
+/* Format dispatch.
+ * Context: agent.
+ */
 #include "render.h"
 
 #include <errno.h>

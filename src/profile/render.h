@@ -1,7 +1,8 @@
 /*
  * Every output format of a profile model, behind one call: the samplers
  * build a model, the HTTP layer names a format, and nothing else knows how
- * either is done. Agent context.
+ * either is done.
+ * Context: agent.
  */
 #ifndef PP_RENDER_H
 #define PP_RENDER_H

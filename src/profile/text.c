@@ -2,7 +2,8 @@
  * The text renderers of the symbolized view: ?debug=1 (a header and the top
  * functions by flat and cumulative value, as `go tool pprof -top` prints
  * them) and ?format=folded (one "root;caller;leaf value" line per distinct
- * stack, the input of flamegraph.pl and speedscope). Agent context.
+ * stack, the input of flamegraph.pl and speedscope).
+ * Context: agent.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,4 +1,6 @@
-/* The symbolized view of a profile model. Agent context. */
+/* The symbolized view of a profile model.
+ * Context: agent.
+ */
 #include "view.h"
 
 #include <errno.h>

@@ -4,7 +4,8 @@
  * one location, numbered in order of first appearance; each location has the
  * symbolizer's frames (innermost first), each distinct function one number.
  * Built while the caller holds the symbol table (the frames' strings live
- * there): render, then free the view, then release the table. Agent context.
+ * there): render, then free the view, then release the table.
+ * Context: agent.
  */
 #ifndef PP_VIEW_H
 #define PP_VIEW_H

@@ -1,6 +1,7 @@
 /*
  * The agent's side of the split (shim.h): the table of entry points the
  * light object calls, and the agent object's one exported function.
+ * Context: agent.
  */
 #include <errno.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * The light object's own part (see shim.h): the state it keeps for the
  * agent, loading the agent, the public entry points, and the start at load
- * time. Host context: runs on the host's threads, in its constructors.
+ * time. It runs on the host's threads, in its constructors.
  *
  * Start at load time. A preloaded library (or PULLPROF_AUTOSTART=1) starts
  * the agent in its constructor, before the host's code runs, and records
@@ -24,6 +24,7 @@
  * known only once the server listens: its variable is added empty first
  * and its value replaced afterwards (a replacement swaps one pointer in
  * the environment array; glibc never frees the old string).
+ * Context: host.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

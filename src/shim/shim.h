@@ -23,6 +23,7 @@
  *    light object, which is loaded at start-up, so that their TLS is
  *    initial-exec in the static TLS block and the agent, once loaded,
  *    refers to them by name (it is linked against libpullprof.so).
+ * Context: host.
  */
 #ifndef PP_SHIM_H
 #define PP_SHIM_H

@@ -1,9 +1,10 @@
 /*
- * pthread_create, interposed by the light object. HOST CONTEXT: every thread
+ * pthread_create, interposed by the light object. Every thread
  * the program starts comes through here. Until the agent is loaded the call
  * goes straight to the C library's; then the agent's pp_thread_create
  * (cpu/thread_start.c) does the work: a prologue for threads started while
  * a CPU window samples, and the threadcreate profile.
+ * Context: host.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

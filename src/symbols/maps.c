@@ -1,6 +1,6 @@
 /*
  * Executable mappings of this process, from /proc/self/maps, with GNU build
- * IDs. Agent context.
+ * IDs.
  *
  * Build IDs come from the loaded images' own PT_NOTE segments, found with
  * dl_iterate_phdr and copied with checked reads: no file is opened, so they
@@ -9,6 +9,7 @@
  * over under its mapping is noticed and said (file_changed), never read
  * through the mapping. Mappings the loader does not know (an ELF file mmap'd by
  * hand) fall back to reading the file with libelf.
+ * Context: agent.
  */
 #include <ctype.h>
 #include <errno.h>

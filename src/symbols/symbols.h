@@ -3,7 +3,9 @@
  * IDs) and in-process symbolization (elfutils libdw: function, file, line,
  * inline chains; ELF symbol tables when there is no DWARF), with a cache
  * that lives across requests and is dropped when the mappings change.
- * Agent context only: it reads files, allocates and takes a lock.
+ * Never in a signal handler or a wrapper: it reads files, allocates and
+ * takes a lock.
+ * Context: agent.
  */
 #ifndef PP_SYMBOLS_H
 #define PP_SYMBOLS_H

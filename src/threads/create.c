@@ -1,11 +1,12 @@
 /*
  * The threadcreate profile: the stacks that created threads, a count each,
  * since the agent started (Go's `threadcreate`). pp_threadcreate_record is
- * HOST CONTEXT: the interposed pthread_create calls it on the creating
+ * the interposed pthread_create calls it on the creating
  * thread after a successful creation; it captures the caller's stack and
  * counts it in a table under a lock of its own (never taken while the
  * profiler holds another). The producer (agent context) copies the table
  * into a model; ?seconds=N is the change over a window.
+ * Context: host.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>

@@ -4,7 +4,8 @@
  * dump is taken on the pipeline's thread when the job is due; with
  * ?seconds=N the first one is taken at the open and the answer is the
  * change (as Go's delta profiles). Also what both producers of this module
- * share (internal.h). Agent context.
+ * share (internal.h).
+ * Context: agent.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>

@@ -1,4 +1,6 @@
-/* What the thread dump and the wall-clock profile share. Agent context. */
+/* What the thread dump and the wall-clock profile share.
+ * Context: agent.
+ */
 #ifndef PP_THREADS_INTERNAL_H
 #define PP_THREADS_INTERNAL_H
 

@@ -1,5 +1,5 @@
 /*
- * Looking at a thread without interrupting it. Agent context.
+ * Looking at a thread without interrupting it.
  *
  * A signal makes many blocking calls return early (EINTR, a short sleep)
  * even with SA_RESTART (signal(7)), so neither the thread dump nor the
@@ -17,6 +17,7 @@
  *    Where perf_event_open is not allowed (kernel.perf_event_paranoid,
  *    seccomp), running threads are shown without a stack, under a frame
  *    that says why.
+ * Context: agent.
  */
 #ifndef PP_LOOK_H
 #define PP_LOOK_H

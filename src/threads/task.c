@@ -1,4 +1,6 @@
-/* /proc/self/task readers (task.h). Agent context. */
+/* /proc/self/task readers (task.h).
+ * Context: agent.
+ */
 #define _GNU_SOURCE 1
 #include "threads/task.h"
 

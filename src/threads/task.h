@@ -2,7 +2,8 @@
  * The process's threads as the kernel shows them in /proc/self/task: the
  * list, each one's name, state and CPU times, the system call it is blocked
  * in (with the user stack pointer and program counter the call left), its
- * wait channel. Agent context.
+ * wait channel.
+ * Context: agent.
  */
 #ifndef PP_TASK_H
 #define PP_TASK_H

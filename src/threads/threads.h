@@ -2,7 +2,8 @@
  * Where threads are, without stopping them: the thread dump (/goroutine, a
  * `make` producer) and the wall-clock profile (/wall and fgprof's path, a
  * delivering producer with a sampler thread per window). Both look at
- * threads through look.h: never a signal. Agent context.
+ * threads through look.h: never a signal.
+ * Context: agent.
  */
 #ifndef PP_THREADS_H
 #define PP_THREADS_H

@@ -5,7 +5,8 @@
  * PULLPROF_WALL_THREADS threads per tick, rotating through all of them, and
  * weighs each look by the wall time it stands for (the time since the last
  * tick times threads / looked at), so totals stay right with thousands of
- * threads. Looks never signal a thread (look.h). Agent context.
+ * threads. Looks never signal a thread (look.h).
+ * Context: agent.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>

@@ -5,6 +5,7 @@
  * several processes in, one profile out, each sample labelled with its
  * pid. Exit codes: 0 converted, 1 the input could not be read or is no
  * well-formed profile (or the output could not be written), 2 usage.
+ * Context: agent.
  */
 #include <dlfcn.h>
 #include <errno.h>

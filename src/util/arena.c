@@ -1,4 +1,6 @@
-/* A bump allocator. Agent context. */
+/* A bump allocator.
+ * Context: agent.
+ */
 #include "arena.h"
 
 #include <stdint.h>

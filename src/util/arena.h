@@ -1,4 +1,6 @@
-/* A bump allocator: many small objects, freed all at once. Agent context. */
+/* A bump allocator: many small objects, freed all at once.
+ * Context: agent.
+ */
 #ifndef PP_ARENA_H
 #define PP_ARENA_H
 

@@ -1,4 +1,6 @@
-/* A growable byte buffer. Agent context. */
+/* A growable byte buffer.
+ * Context: agent.
+ */
 #include "buf.h"
 
 #include <stdarg.h>

@@ -1,5 +1,7 @@
 /* A growable byte buffer that remembers allocation failure, so callers check
- * once at the end. Agent context. */
+ * once at the end.
+ * Context: agent.
+ */
 #ifndef PP_BUF_H
 #define PP_BUF_H
 

@@ -1,4 +1,6 @@
-/* Network address lists. Agent context. */
+/* Network address lists.
+ * Context: agent.
+ */
 #include "cidr.h"
 
 #include <arpa/inet.h>

@@ -1,5 +1,7 @@
 /* Network address lists ("10.0.0.0/8,::1/128") and matching client
- * addresses against them. Pure functions. Agent context. */
+ * addresses against them. Pure functions.
+ * Context: agent.
+ */
 #ifndef PP_CIDR_H
 #define PP_CIDR_H
 

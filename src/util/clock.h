@@ -1,5 +1,7 @@
 /* Clocks in nanoseconds, and deadlines for timed waits. Safe in any context
- * (clock_gettime is async-signal-safe). */
+ * (clock_gettime is async-signal-safe).
+ * Context: signal.
+ */
 #ifndef PP_CLOCK_H
 #define PP_CLOCK_H
 

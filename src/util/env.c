@@ -2,6 +2,7 @@
  * Writing the process environment with the C library's own setenv (see
  * env.h). Built into the light object, whose start at load time writes
  * the records the programs the host runs read (src/shim/shim.c).
+ * Context: host.
  */
 #include "util/env.h"
 

@@ -13,6 +13,7 @@
  * writes with the C library's own setenv, found in the C library itself.
  * Like getenv, neither is safe while another thread changes the
  * environment.
+ * Context: host.
  */
 #ifndef PP_UTIL_ENV_H
 #define PP_UTIL_ENV_H

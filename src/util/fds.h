@@ -3,7 +3,8 @@
  * process's RLIMIT_NOFILE: descriptors are the host's to use, so the agent
  * holds none it can do without (the symbolizer reads files into memory or
  * maps them and closes them at once) and opens no more at a time than its
- * share. Agent context; lock-free.
+ * share. Lock-free.
+ * Context: agent.
  */
 #ifndef PP_FDS_H
 #define PP_FDS_H

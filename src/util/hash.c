@@ -1,4 +1,6 @@
-/* Hashing. Agent context. */
+/* Hashing.
+ * Context: agent.
+ */
 #include "hash.h"
 
 #include <string.h>

@@ -1,4 +1,6 @@
-/* Hashing for the agent's tables. Agent context. */
+/* Hashing for the agent's tables.
+ * Context: agent.
+ */
 #ifndef PP_HASH_H
 #define PP_HASH_H
 

@@ -1,4 +1,6 @@
-/* Facts about this process (/proc/self) and its sockets. Agent context. */
+/* Facts about this process (/proc/self) and its sockets.
+ * Context: agent.
+ */
 #define _GNU_SOURCE 1
 #include "proc.h"
 

@@ -1,4 +1,6 @@
-/* Facts about this process (/proc/self) and its sockets. Agent context. */
+/* Facts about this process (/proc/self) and its sockets.
+ * Context: agent.
+ */
 #ifndef PP_PROC_H
 #define PP_PROC_H
 

@@ -1,4 +1,6 @@
-/* String interning. Agent context. */
+/* String interning.
+ * Context: agent.
+ */
 #include "strtab.h"
 
 #include <errno.h>

@@ -4,7 +4,8 @@
  * valid UTF-8 are stored repaired (util/utf8.h), so the profile model, the
  * symbolizer's names and every renderer reading them only ever see text
  * (unless the table is one of bytes, below).
- * Agent context. */
+ * Context: agent.
+ */
 #ifndef PP_STRTAB_H
 #define PP_STRTAB_H
 

@@ -1,4 +1,6 @@
-/* An open-addressing (linear probing) hash map of uint64_t. Agent context. */
+/* An open-addressing (linear probing) hash map of uint64_t.
+ * Context: agent.
+ */
 #include "u64map.h"
 
 #include <stdlib.h>

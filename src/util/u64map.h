@@ -1,5 +1,6 @@
 /* An open-addressing hash map from uint64_t keys to uint64_t values.
- * Agent context. */
+ * Context: agent.
+ */
 #ifndef PP_U64MAP_H
 #define PP_U64MAP_H
 

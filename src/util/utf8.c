@@ -1,4 +1,6 @@
-/* UTF-8 validation and repair (utf8.h). Agent context. */
+/* UTF-8 validation and repair (utf8.h).
+ * Context: agent.
+ */
 #include "utf8.h"
 
 #include <stdint.h>

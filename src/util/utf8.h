@@ -9,7 +9,8 @@
  * substitution of maximal subparts"): each maximal ill-formed subsequence
  * becomes one U+FFFD, so a character cut short is one U+FFFD and every
  * valid character around it stays. Valid text, the common case, is
- * checked and copied as it is. Agent context.
+ * checked and copied as it is.
+ * Context: agent.
  */
 #ifndef PP_UTF8_H
 #define PP_UTF8_H
