@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_threads.h"
 #include "cpu/cpu.h"
 #include "heap/heap.h"
 #include "pullprof.h"

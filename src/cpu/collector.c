@@ -19,7 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent_threads.h"
 #include "bounds.h"
 #include "cpu/producer.h"
 #include "cpu/sampler.h"

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_threads.h"
 #include "heap/heap.h"
 #include "http/server.h"
 #include "internal.h"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_threads.h"
 #include "internal.h"
 #include "util/fds.h"
 

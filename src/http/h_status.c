@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_threads.h"
 #include "fork/fork.h"
 #include "handlers.h"
 #include "kinds.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "agent_threads.h"
 #include "respond.h"
 #include "routes.h"
 #include "server.h"

@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "agent_threads.h"
 #include "heap/heap.h"
 #include "heap/hot.h"
 #include "labels/labels.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "agent_threads.h"
 #include "profile/recent.h"
 #include "util/clock.h"
 #include "util/proc.h"

@@ -18,7 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent.h"
 #include "bounds.h"
 #include "profile/counts.h"
 #include "threads/internal.h"

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent.h"
+#include "agent_threads.h"
 #include "profile/counts.h"
 #include "threads/internal.h"
 #include "unwind/unwind.h"

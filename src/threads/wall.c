@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent_threads.h"
 #include "threads/internal.h"
 #include "util/clock.h"
 
