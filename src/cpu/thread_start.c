@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "arch/arch.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "heap/heap.h"
@@ -142,12 +143,10 @@ __attribute__((noinline)) static void thread_begins(void *(*fn)(void *))
 	 * call); this function's frame is left out. */
 	uintptr_t outer[OUTER_MAX + 1];
 	unsigned n = 0;
-#if defined(__x86_64__)
-	uintptr_t pc, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-	                 : "=r"(pc), "=r"(sp), "=r"(bp));
-	n = pp_unwind_capture_regs(pc, sp, bp, outer, OUTER_MAX + 1);
-#endif
+	struct pp_arch_regs here;
+	pp_arch_here(&here);
+	n = pp_unwind_capture_regs(here.pc, here.sp, here.fp, outer,
+	                           OUTER_MAX + 1);
 	young.pcs[0] = (uintptr_t)fn + 1;
 	young.n = 1;
 	for (unsigned i = 1; i < n; i++)

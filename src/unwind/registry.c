@@ -25,6 +25,7 @@
 
 #include "heap/heap.h"
 #include "shim/shim.h"
+#include "unwind/cfi.h"
 #include "unwind/frames.h"
 #include "unwind/registry.h"
 #include "unwind/unwind.h"
@@ -229,7 +230,7 @@ static void retire(void *p)
 
 static void free_frames(void *t)
 {
-	pp_frames_free(t);
+	pp_cfi_free(t);
 }
 
 static void retire_frames(struct pp_frame_table *t)
@@ -247,42 +248,6 @@ static void free_retired(void)
 	for (size_t i = 0; i < nretired; i++)
 		retired[i].free(retired[i].p);
 	nretired = 0;
-}
-
-/* The pieces of .eh_frame_hdr we rely on: version 1, a 4-byte FDE count,
- * and the table of (initial location, FDE) pairs as 4-byte offsets from the
- * header — what GNU ld, gold and lld write. h is a copy of the header's
- * first 16 bytes, which were at addr. */
-static int parse_hdr(const unsigned char *h, uintptr_t addr, uintptr_t *table,
-                     size_t *count)
-{
-	enum {
-		PE_absptr = 0x00,
-		PE_udata4 = 0x03,
-		PE_sdata4 = 0x0b,
-		PE_udata8 = 0x04,
-		PE_sdata8 = 0x0c,
-		PE_datarel = 0x30,
-	};
-	size_t off = 4;
-
-	if (h[0] != 1 || h[3] != (PE_datarel | PE_sdata4))
-		return -1;
-	switch (h[1] & 0x0f) { /* eh_frame_ptr: skipped */
-	case PE_udata4:
-	case PE_sdata4: off += 4; break;
-	case PE_absptr:
-	case PE_udata8:
-	case PE_sdata8: off += 8; break;
-	default: return -1;
-	}
-	if ((h[2] & 0x0f) != PE_udata4 && (h[2] & 0x0f) != PE_sdata4)
-		return -1;
-	uint32_t n;
-	memcpy(&n, h + off, 4);
-	*count = n;
-	*table = addr + off + 4;
-	return n ? 0 : -1;
 }
 
 struct scan {
@@ -347,7 +312,7 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	uintptr_t table;
 	size_t count;
 	if (pp_proc_copy_self(hdr, h, sizeof h) ||
-	    parse_hdr(h, hdr, &table, &count))
+	    pp_cfi_parse_hdr(h, hdr, &table, &count))
 		return 0; /* no usable table: unwinding stops there */
 	if (sc->n == sc->cap) {
 		size_t cap = sc->cap ? sc->cap * 2 : 64;
@@ -458,7 +423,7 @@ static void refresh_images(void)
 		_U_dyn_register(di);
 		images[nimages] = sc.found[k];
 		images[nimages].di = di;
-		images[nimages].frames = pp_frames_build(
+		images[nimages].frames = pp_cfi_build(
 		    sc.found[k].hdr, sc.found[k].table, sc.found[k].count,
 		    sc.found[k].lo, sc.found[k].hi);
 		images[nimages].seen = 1;
