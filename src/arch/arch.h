@@ -123,14 +123,21 @@
  *                         be told (arm64: bl's imm26, the stub's adrp/ldr
  *                         pair)
  *
- * Signal trampolines. The walks unwind through a signal frame where the
- * trampoline's CFI says so (the 'S' augmentation, unwind/cfi.c): x86_64's
- * glibc __restore_rt (mov $15, %rax; syscall) carries such CFI, so x86_64
- * needs nothing more. arm64's __kernel_rt_sigreturn in the vDSO (mov x8,
- * #139; svc #0) has none on purpose (the kernel's sigreturn.S says why):
- * the arm64 port adds a hook that gives the builder a PP_FRAME_SIGNAL row
- * over it (the vDSO is an image of the registry: its code is found by
- * those two instructions) and calls it from pp_cfi_build.
+ * Signal trampolines. The walks unwind through a signal frame where a
+ * PP_FRAME_SIGNAL row covers the handler's return address: the builder
+ * makes one where the trampoline's CFI says so (the 'S' augmentation), and
+ * where the architecture's hook says a trampoline without CFI is:
+ *   pp_arch_cfi_trampoline(lo, hi, copy, &at, &len)  1 with the code range
+ *                         [at, at + len) of a signal trampoline that has no
+ *                         CFI in an image's code [lo, hi) (read with copy),
+ *                         0 when none. x86_64: none, glibc's __restore_rt
+ *                         (mov $15, %rax; syscall) carries CFI. arm64: the
+ *                         vDSO's __kernel_rt_sigreturn (mov x8, #139; svc
+ *                         #0) has none on purpose (the kernel's
+ *                         sigreturn.S says why): found by those two
+ *                         instructions in the vDSO (a small image), the nop
+ *                         before it included (a handler returns to the
+ *                         trampoline itself, looked up at ra - 1).
  *
  * Walks from outside (threads/look.c) start from what the kernel shows: a
  * blocked thread's /proc/self/task/TID/syscall gives sp and pc only (the
@@ -165,5 +172,7 @@ int pp_arch_after_call(const unsigned char code[PP_ARCH_CALL_BYTES]);
 /* copy(addr, out, n): the bytes that could be read (0 when none). */
 typedef size_t (*pp_arch_copy_fn)(uintptr_t addr, void *out, size_t n);
 uintptr_t pp_arch_call_target(uintptr_t ra, pp_arch_copy_fn copy);
+int pp_arch_cfi_trampoline(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy,
+                           uintptr_t *at, size_t *len);
 
 #endif

@@ -40,6 +40,19 @@ uint32_t pp_arch_cfi_rule(const struct pp_cfi_state *s)
 	                     k, 1, s->cfa_off);
 }
 
+/* glibc's __restore_rt has CFI with the 'S' augmentation: nothing to
+ * find. */
+int pp_arch_cfi_trampoline(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy,
+                           uintptr_t *at, size_t *len)
+{
+	(void)lo;
+	(void)hi;
+	(void)copy;
+	(void)at;
+	(void)len;
+	return 0;
+}
+
 /* The PLT's CFA expression, as GNU ld and lld write it for .plt:
  * DW_OP_breg7 (rsp) N; DW_OP_breg16 (rip) 0; DW_OP_lit15; DW_OP_and;
  * DW_OP_litK; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus: rsp + N, plus 8

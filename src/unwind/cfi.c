@@ -28,6 +28,12 @@ static int copy_in(uintptr_t addr, void *out, size_t n)
 	           : -1;
 }
 
+/* The same as pp_arch_copy_fn wants it: the bytes read. */
+static size_t copy_some(uintptr_t addr, void *out, size_t n)
+{
+	return copy_in(addr, out, n) ? 0 : n;
+}
+
 /* A cursor over a copy of image memory: p walks buf, whose first byte was
  * at address `addr` in the image. */
 struct cur {
@@ -626,6 +632,16 @@ struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
 			start = first;
 	}
 	struct cur image = {eh, eh + (end - start), eh, start, 0};
+	/* A signal trampoline without CFI (arch.h): its rows go in their
+	 * place among the FDEs'. */
+	uintptr_t tramp = 0;
+	size_t tramp_len = 0;
+	if (!pp_arch_cfi_trampoline(lo, hi, copy_some, &tramp, &tramp_len) ||
+	    tramp < lo || tramp_len > hi - tramp)
+		tramp_len = 0;
+	uint32_t signal = PP_FRAME_RULE(PP_FRAME_SIGNAL, 0, 0, 0);
+	uint32_t unsupported = PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
+	uint32_t none = PP_FRAME_RULE(PP_FRAME_END, 0, 0, 0);
 	for (size_t i = 0; i < count && !r.oom; i++) {
 		uintptr_t f = hdr + (intptr_t)entries[2 * i + 1];
 		struct cur c = image;
@@ -646,15 +662,17 @@ struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
 		uintptr_t range = pointer(&c, cie.fde_enc, 0, 0);
 		if (c.bad || pc < lo || pc >= hi || range > hi - pc)
 			continue;
+		if (tramp_len && tramp < pc) {
+			emit(&r, tramp, signal);
+			emit(&r, tramp + tramp_len, none);
+			tramp_len = 0;
+		}
 		if (cie.aug_z) {
 			uint64_t alen = uleb(&c);
 			if (!need(&c, alen))
 				continue;
 			c.p += alen;
 		}
-		uint32_t unsupported =
-		    PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
-		uint32_t none = PP_FRAME_RULE(PP_FRAME_END, 0, 0, 0);
 		struct pp_cfi_state init = {.cfa_reg = PP_ARCH_DW_SP,
 		                            .fp = R_SAME,
 		                            .ra = R_SAME,
@@ -679,6 +697,10 @@ struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
 			emit(&r, at, rule_of(&s, cie.signal));
 		}
 		emit(&r, pc + range, none);
+	}
+	if (tramp_len) {
+		emit(&r, tramp, signal);
+		emit(&r, tramp + tramp_len, none);
 	}
 	if (r.oom)
 		goto done;
