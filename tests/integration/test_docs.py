@@ -184,5 +184,35 @@ def test_commands():
     ok("scripts/test.sh" in read(".ci", "run"), ".ci/run runs the README's test command")
 
 
+def test_arch_layer():
+    """Nothing x86-specific outside src/arch/ (src/arch/arch.h): no x86
+    register names or macros in code, comments aside; each hit named."""
+    x86 = re.compile(r"\b(REG_R[A-Z0-9]+|__x86_64__|__amd64__|__i386__|"
+                     r"rsp|rbp|rip|UNW_X86_64_\w*)\b")
+
+    def code_lines(path):
+        # Comments blanked (newlines kept, so line numbers hold).
+        text = re.sub(r"/\*.*?\*/|//[^\n]*",
+                      lambda m: re.sub(r"[^\n]", " ", m.group(0)),
+                      open(path).read(), flags=re.S)
+        return text.split("\n")
+
+    hits = []
+    for path in sorted(glob.glob(os.path.join(SRC, "src", "**", "*.[ch]"),
+                                 recursive=True)):
+        rel = os.path.relpath(path, SRC)
+        if rel.startswith("src/arch/") or rel == "src/web_assets.c":
+            continue
+        for n, line in enumerate(code_lines(path), 1):
+            m = x86.search(line)
+            if m:
+                hits.append(f"{rel}:{n}: {m.group(0)}")
+    eq(hits, [], "no x86 register name or macro outside src/arch/")
+    ok(any(x86.search(line) for line in
+           code_lines(os.path.join(SRC, "src", "arch", "x86_64.h"))),
+       "the check finds x86 names where they are (src/arch/x86_64.h)")
+
+
 run([test_settings, test_variables, test_endpoints, test_functions,
-     test_man_pages, test_readme_and_links, test_layout, test_commands])
+     test_man_pages, test_readme_and_links, test_layout, test_commands,
+     test_arch_layer])
