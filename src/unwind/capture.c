@@ -242,8 +242,9 @@ struct capture_call {
 
 /* On a stack of the pool: libunwind, and the walks that have to check
  * stack pages. */
-static void capture_call_run(struct capture_call *c)
+static void capture_call_run(void *arg)
 {
+	struct capture_call *c = arg;
 	if (c->mode == PP_UNWIND_FP) {
 		c->n = (unsigned)pp_frames_walk_fp(c->uc, c->pcs, c->max,
 		                                   c->why, 1);
@@ -262,11 +263,6 @@ static void capture_call_run(struct capture_call *c)
 	c->n = (unsigned)n;
 }
 
-static void capture_call_trampoline(void *c)
-{
-	capture_call_run(c);
-}
-
 static unsigned capture_own_stack(ucontext_t *uc, enum pp_unwind_mode mode,
                                   uintptr_t *pcs, unsigned max, int *why)
 {
@@ -282,7 +278,7 @@ static unsigned capture_own_stack(ucontext_t *uc, enum pp_unwind_mode mode,
 		        memory_order_relaxed))
 			continue;
 		void *top = unwind_stacks + (size_t)(i + 1) * UNWIND_STACK_SIZE;
-		pp_arch_call_on_stack(capture_call_trampoline, &c, top);
+		pp_arch_call_on_stack(capture_call_run, &c, top);
 		atomic_store_explicit(&unwind_stack_busy[i], 0,
 		                      memory_order_release);
 		return c.n;
