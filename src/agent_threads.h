@@ -1,6 +1,5 @@
 /* The agent's own threads and the registry of their tids (agent_threads.c).
  * Context: agent.
- * Context: agent.
  */
 #ifndef PP_AGENT_THREADS_H
 #define PP_AGENT_THREADS_H

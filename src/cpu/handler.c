@@ -1,7 +1,8 @@
 /*
- * The SIGPROF handler. HOT/UNSAFE CONTEXT: runs on any thread, inside any
+ * The SIGPROF handler. It runs on any thread, inside any
  * code. It saves errno, captures the stack into a ring record and counts;
  * no malloc, no lock, no stdio. What it cannot do it drops and counts.
+ * Context: signal.
  */
 #include <errno.h>
 #include <signal.h>

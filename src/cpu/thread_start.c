@@ -1,5 +1,5 @@
 /*
- * Threads sampled from their first instruction. HOST CONTEXT: pthread_create
+ * Threads sampled from their first instruction. pthread_create
  * is interposed by the light object (src/shim/thread_create.c: a linked
  * host's calls and a preloaded one's reach it first), which hands every
  * call to pp_thread_create here once the agent is loaded.
@@ -12,7 +12,7 @@
  * (pp_timers_adopt_push), which owns it from then on. Without this a thread
  * waited for the collector's next scan of /proc/self/task (every 100 ms)
  * and one that lived less was never sampled.
- *
+ * Context: host.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "arch/arch.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "heap/heap.h"
@@ -142,12 +143,10 @@ __attribute__((noinline)) static void thread_begins(void *(*fn)(void *))
 	 * call); this function's frame is left out. */
 	uintptr_t outer[OUTER_MAX + 1];
 	unsigned n = 0;
-#if defined(__x86_64__)
-	uintptr_t pc, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-	                 : "=r"(pc), "=r"(sp), "=r"(bp));
-	n = pp_unwind_capture_regs(pc, sp, bp, outer, OUTER_MAX + 1);
-#endif
+	struct pp_arch_regs here;
+	pp_arch_here(&here);
+	n = pp_unwind_capture_regs(here.pc, here.sp, here.fp, outer,
+	                           OUTER_MAX + 1);
 	young.pcs[0] = (uintptr_t)fn + 1;
 	young.n = 1;
 	for (unsigned i = 1; i < n; i++)

@@ -1,4 +1,6 @@
-/* Looking at threads without a signal (look.h). Agent context. */
+/* Looking at threads without a signal (look.h).
+ * Context: agent.
+ */
 #define _GNU_SOURCE 1
 #include "threads/look.h"
 
@@ -14,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "unwind/frames.h"
+#include "arch/arch.h"
+#include "unwind/frames_mem.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 #include "util/fds.h"
@@ -25,11 +28,6 @@
 #define SAMPLE_STACK 8192u
 #define RING_PAGES 4u /* data pages: two samples' worth */
 #define MOVES 3
-
-/* x86-64 perf register numbers (asm/perf_regs.h) of bp, sp and ip. */
-#define REG_BP 6
-#define REG_SP 7
-#define REG_IP 8
 
 struct event {
 	pid_t tid; /* 0: free */
@@ -139,11 +137,11 @@ static void no_look(struct pp_look *l, enum pp_look_miss why)
 
 /* ---- walking ------------------------------------------------------------ */
 
-static void walk(struct pp_looker *lk, struct pp_look *l, uintptr_t pc,
-                 uintptr_t sp, uintptr_t bp, int bp_known, const void *top,
+static void walk(struct pp_looker *lk, struct pp_look *l,
+                 const struct pp_arch_regs *r, int regs_known, const void *top,
                  size_t toplen)
 {
-	struct pp_frames_mem m = {.base = sp,
+	struct pp_frames_mem m = {.base = r->sp,
 	                          .buf = lk->stack,
 	                          .cap = STACK_COPY,
 	                          .live = 1,
@@ -152,8 +150,8 @@ static void walk(struct pp_looker *lk, struct pp_look *l, uintptr_t pc,
 		memcpy(lk->stack, top, toplen);
 		m.len = toplen;
 	}
-	l->depth = (unsigned)pp_frames_walk_mem(&m, pc, sp, bp, bp_known,
-	                                        l->pcs, lk->max_depth, &l->why);
+	l->depth = (unsigned)pp_frames_walk_mem(&m, r, regs_known, l->pcs,
+	                                        lk->max_depth, &l->why);
 	if (l->why == PP_UNWIND_FAILED || l->why == PP_UNWIND_NO_TABLE)
 		atomic_fetch_add(&stats.incomplete, 1);
 }
@@ -162,14 +160,11 @@ static void walk(struct pp_looker *lk, struct pp_look *l, uintptr_t pc,
 static __attribute__((noinline)) void look_self(struct pp_looker *lk,
                                                 struct pp_look *l)
 {
-	uintptr_t pc, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\t"
-	                 "mov %%rsp, %1\n\t"
-	                 "mov %%rbp, %2"
-	                 : "=r"(pc), "=r"(sp), "=r"(bp));
+	struct pp_arch_regs here;
+	pp_arch_here(&here);
 	l->call.nr = PP_TASK_RUNNING;
 	l->how = PP_LOOK_SELF;
-	walk(lk, l, pc, sp, bp, 1, NULL, 0);
+	walk(lk, l, &here, 1, NULL, 0);
 	atomic_fetch_add(&stats.self, 1);
 }
 
@@ -181,7 +176,8 @@ static int look_blocked(struct pp_looker *lk, struct pp_look *l)
 	for (int round = 0; round < MOVES; round++) {
 		if (l->call.nr == PP_TASK_RUNNING)
 			return 1;
-		walk(lk, l, l->call.pc, l->call.sp, 0, 0, NULL, 0);
+		struct pp_arch_regs r = {.pc = l->call.pc, .sp = l->call.sp};
+		walk(lk, l, &r, 0, NULL, 0);
 		struct pp_task_call again;
 		int rc = pp_task_call(l->tid, &again);
 		if (rc) {
@@ -216,8 +212,7 @@ static int perf_open(pid_t tid, int exclude_kernel)
 	a.sample_period = 10000;
 	a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
 	                PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-	a.sample_regs_user =
-	    (1ull << REG_BP) | (1ull << REG_SP) | (1ull << REG_IP);
+	a.sample_regs_user = PP_ARCH_PERF_REGS;
 	a.sample_stack_user = SAMPLE_STACK;
 	a.disabled = 1;
 	a.wakeup_events = 1;
@@ -338,17 +333,19 @@ static int take_sample(struct pp_looker *lk, struct event *e, struct pp_look *l,
 	__atomic_store_n(&mp->data_tail, head, __ATOMIC_RELEASE);
 	if (!found)
 		return 0;
-	/* tid, pid | time | abi, regs[3] | size, stack[size], dyn_size */
+	/* tid, pid | time | abi, regs[PP_ARCH_PERF_NREGS] | size,
+	 * stack[size], dyn_size */
 	const unsigned char *p = lk->record + sizeof(struct perf_event_header);
 	const unsigned char *end =
 	    lk->record + ((struct perf_event_header *)lk->record)->size;
-	uint64_t time, abi, regs[3], ssize, dyn = 0;
+	uint64_t time, abi, regs[PP_ARCH_PERF_NREGS], ssize, dyn = 0;
 	p += 8;
 	memcpy(&time, p, 8);
 	p += 8;
 	memcpy(&abi, p, 8);
 	p += 8;
-	if (time < since || abi == PERF_SAMPLE_REGS_ABI_NONE || p + 32 > end)
+	if (time < since || abi == PERF_SAMPLE_REGS_ABI_NONE ||
+	    p + sizeof regs + 8 > end)
 		return 0;
 	memcpy(regs, p, sizeof regs);
 	p += sizeof regs;
@@ -363,8 +360,9 @@ static int take_sample(struct pp_looker *lk, struct event *e, struct pp_look *l,
 		dyn = ssize;
 	l->call.nr = PP_TASK_RUNNING;
 	l->how = PP_LOOK_RUNNING;
-	walk(lk, l, (uintptr_t)regs[2], (uintptr_t)regs[1], (uintptr_t)regs[0],
-	     1, stack, (size_t)dyn);
+	struct pp_arch_regs r;
+	pp_arch_regs_of_perf(regs, &r);
+	walk(lk, l, &r, 1, stack, (size_t)dyn);
 	atomic_fetch_add(&stats.running, 1);
 	return 1;
 }

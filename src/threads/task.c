@@ -185,20 +185,30 @@ const char *pp_task_state_name(char state)
 }
 
 /* The calls a thread is found blocked in, and a few more: the rest are
- * shown by number. */
+ * shown by number. The numbers are the architecture's (<sys/syscall.h>);
+ * the older calls (open, poll, select, pause, epoll_wait) only some
+ * architectures have (arm64 has their *at, p* and pwait forms only). */
 static const struct {
 	long nr;
 	const char *name;
 } calls[] = {
     {SYS_read, "read"},
     {SYS_write, "write"},
+#ifdef SYS_open
     {SYS_open, "open"},
+#endif
     {SYS_close, "close"},
+#ifdef SYS_poll
     {SYS_poll, "poll"},
+#endif
+#ifdef SYS_select
     {SYS_select, "select"},
+#endif
     {SYS_sched_yield, "sched_yield"},
     {SYS_msync, "msync"},
+#ifdef SYS_pause
     {SYS_pause, "pause"},
+#endif
     {SYS_nanosleep, "nanosleep"},
     {SYS_readv, "readv"},
     {SYS_writev, "writev"},
@@ -227,7 +237,9 @@ static const struct {
     {SYS_futex, "futex"},
     {SYS_rt_sigsuspend, "rt_sigsuspend"},
     {SYS_rt_sigtimedwait, "rt_sigtimedwait"},
+#ifdef SYS_epoll_wait
     {SYS_epoll_wait, "epoll_wait"},
+#endif
     {SYS_epoll_pwait, "epoll_pwait"},
     {SYS_epoll_pwait2, "epoll_pwait2"},
     {SYS_clock_nanosleep, "clock_nanosleep"},

@@ -45,7 +45,8 @@ void pp_task_wchan(pid_t tid, char *out, size_t len);
  * it: "running", "sleeping", "disk-sleep", "stopped", ... */
 const char *pp_task_state_name(char state);
 
-/* The name of an x86-64 system call number ("epoll_wait"), or NULL. */
+/* The name of a system call number of this architecture ("epoll_wait"),
+ * or NULL. */
 const char *pp_task_syscall_name(long nr);
 
 #endif

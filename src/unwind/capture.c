@@ -11,6 +11,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "unwind/frames.h"
 #include "unwind/registry.h"
 
@@ -241,8 +242,9 @@ struct capture_call {
 
 /* On a stack of the pool: libunwind, and the walks that have to check
  * stack pages. */
-static void capture_call_run(struct capture_call *c)
+static void capture_call_run(void *arg)
 {
+	struct capture_call *c = arg;
 	if (c->mode == PP_UNWIND_FP) {
 		c->n = (unsigned)pp_frames_walk_fp(c->uc, c->pcs, c->max,
 		                                   c->why, 1);
@@ -261,31 +263,10 @@ static void capture_call_run(struct capture_call *c)
 	c->n = (unsigned)n;
 }
 
-#if defined(__x86_64__)
-/* Call fn(c) with rsp = top (16-byte aligned); rbx keeps the old rsp. The
- * callee follows the ABI, so every caller-saved register is clobbered. */
-static void call_on_stack(void (*fn)(struct capture_call *),
-                          struct capture_call *c, void *top)
-{
-	__asm__ volatile("mov %%rsp, %%rbx\n\t"
-	                 "mov %2, %%rsp\n\t"
-	                 "call *%1\n\t"
-	                 "mov %%rbx, %%rsp\n\t"
-	                 : "+D"(c)
-	                 : "r"(fn), "r"(top)
-	                 : "rbx", "rax", "rcx", "rdx", "rsi", "r8", "r9", "r10",
-	                   "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4",
-	                   "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-	                   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
-	                   "memory", "cc");
-}
-#endif
-
 static unsigned capture_own_stack(ucontext_t *uc, enum pp_unwind_mode mode,
                                   uintptr_t *pcs, unsigned max, int *why)
 {
 	struct capture_call c = {uc, pcs, max, 0, why, mode};
-#if defined(__x86_64__)
 	if (!unwind_stacks) {
 		*why = PP_UNWIND_FAILED;
 		return 0;
@@ -297,17 +278,13 @@ static unsigned capture_own_stack(ucontext_t *uc, enum pp_unwind_mode mode,
 		        memory_order_relaxed))
 			continue;
 		void *top = unwind_stacks + (size_t)(i + 1) * UNWIND_STACK_SIZE;
-		call_on_stack(capture_call_run, &c, top);
+		pp_arch_call_on_stack(capture_call_run, &c, top);
 		atomic_store_explicit(&unwind_stack_busy[i], 0,
 		                      memory_order_release);
 		return c.n;
 	}
 	*why = PP_UNWIND_FAILED;
 	return 0;
-#else
-	capture_call_run(&c);
-	return c.n;
-#endif
 }
 
 uint64_t pp_unwind_compact(void)
@@ -381,14 +358,10 @@ pp_unwind_capture_caller(uintptr_t from, uintptr_t *pcs, unsigned max)
 	unsigned n = 0;
 	if (max > PP_UNWIND_CALLER_MAX)
 		max = PP_UNWIND_CALLER_MAX;
-#if defined(__x86_64__)
-	uintptr_t pc, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\t"
-	                 "mov %%rsp, %1\n\t"
-	                 "mov %%rbp, %2"
-	                 : "=r"(pc), "=r"(sp), "=r"(bp));
-	n = pp_unwind_capture_regs(pc, sp, bp, all, max + PP_UNWIND_SKIP_ROOM);
-#endif
+	struct pp_arch_regs here;
+	pp_arch_here(&here);
+	n = pp_unwind_capture_regs(here.pc, here.sp, here.fp, all,
+	                           max + PP_UNWIND_SKIP_ROOM);
 	for (unsigned k = 1; k < n && k <= PP_UNWIND_SKIP_ROOM; k++) {
 		if (all[k] != from)
 			continue;

@@ -2,12 +2,13 @@
  * dlclose and dl_iterate_phdr, interposed. Part of the light object
  * (src/shim/shim.h): until the agent is loaded both forward at once.
  *
- * dlclose. HOST CONTEXT: called by the application like the
+ * dlclose. Called by the application like the
  * real one, which it calls. Before an image can go away it tells the unwind
  * registry, so the SIGPROF handler stops trusting tables until the registry
  * has caught up (at most one collector pass later). Without this, a library
  * unloaded and another loaded at the same place in between two refreshes
  * could make libunwind read the old table's address.
+ * Context: host.
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,7 +1,6 @@
 /*
- * The unwind-table registry. AGENT CONTEXT, except pp_registry_enter,
- * pp_registry_leave and pp_registry_covers, which run in the SIGPROF handler
- * (hot/unsafe context: atomics and reads of published, immutable arrays).
+ * The unwind-table registry, the agent's side (its readers, which the
+ * sampling signal's handler calls, are registry_read.c).
  *
  * For every loaded image (dl_iterate_phdr, here in agent context) the
  * .eh_frame_hdr binary-search table is registered with libunwind as dynamic
@@ -10,6 +9,7 @@
  * published as a sorted array behind an atomic pointer; replaced arrays and
  * cancelled entries are freed only once no handler is inside (a reader
  * count), so a handler never reads freed memory.
+ * Context: agent.
  */
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
@@ -25,24 +25,13 @@
 
 #include "heap/heap.h"
 #include "shim/shim.h"
+#include "unwind/cfi.h"
 #include "unwind/frames.h"
 #include "unwind/registry.h"
+#include "unwind/registry_internal.h"
 #include "unwind/unwind.h"
 #include "util/fds.h"
 #include "util/proc.h"
-
-struct range {
-	uintptr_t lo, hi;
-	const struct pp_frame_table *frames; /* NULL: libunwind only */
-};
-
-/* r[0, n): code ranges, sorted; r[n, n + nread): the readable segments
- * of the same images (PT_LOAD with PF_R: .eh_frame, its header, code),
- * sorted, for libunwind's memory reads (read_checked). */
-struct range_set {
-	size_t n, nread;
-	struct range r[];
-};
 
 /* Readable segments kept per image; an image with more has its others read
  * with a checked copy. */
@@ -59,16 +48,6 @@ struct image {
 	struct pp_frame_table *frames;
 	int seen;
 };
-
-static _Atomic(struct range_set *) published;
-static atomic_int readers;
-/* Set by our dlclose wrapper before an image goes away, cleared once the
- * registry caught up: meanwhile the handler trusts no table. */
-static atomic_int unloading;
-/* Set for good by the first dlclose: libunwind's per-thread trace cache
- * (unw_backtrace) keeps frame shapes by address and cannot be flushed, so
- * once code may have been unmapped, captures take the checked path. */
-static atomic_int ever_unloaded;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct image *images;
@@ -100,111 +79,16 @@ int pp_unwind_guard_works(void)
 	return self && dlsym(RTLD_DEFAULT, "dl_iterate_phdr") == self;
 }
 
-void pp_registry_enter(void)
-{
-	atomic_fetch_add_explicit(&readers, 1, memory_order_acq_rel);
-}
-
-void pp_registry_leave(void)
-{
-	atomic_fetch_sub_explicit(&readers, 1, memory_order_release);
-}
-
-static const struct range *search(const struct range *r, size_t n, uintptr_t ip)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (ip < r[mid].lo)
-			hi = mid;
-		else if (ip >= r[mid].hi)
-			lo = mid + 1;
-		else
-			return &r[mid];
-	}
-	return NULL;
-}
-
-static const struct range *find(uintptr_t ip)
-{
-	if (atomic_load_explicit(&unloading, memory_order_acquire))
-		return NULL;
-	const struct range_set *s =
-	    atomic_load_explicit(&published, memory_order_acquire);
-	return s ? search(s->r, s->n, ip) : NULL;
-}
-
-/* Can [addr, addr + len) be loaded without a check: inside one readable
- * segment of a registered image (and no image is being unloaded)? */
-static int readable(uintptr_t addr, size_t len)
-{
-	if (atomic_load_explicit(&unloading, memory_order_acquire))
-		return 0;
-	const struct range_set *s =
-	    atomic_load_explicit(&published, memory_order_acquire);
-	if (!s)
-		return 0;
-	const struct range *r = search(s->r + s->n, s->nread, addr);
-	return r && addr <= UINTPTR_MAX - len && addr + len <= r->hi;
-}
-
-/*
- * libunwind's own accessor reads the local address space with plain loads
- * and, once a step fell back to its frame-chain heuristics, "validates" an
- * address first by writing a byte of it into a pipe it opened at its start
- * and reading it back (libunwind 1.6, x86_64 Ginit.c). That pipe is two
- * descriptor numbers kept in a static: a host that closes descriptors it did
- * not open (closefrom(3) at start-up) and makes a pipe of its own gets them,
- * and the next validation, in a SIGPROF handler or a heap-sampled malloc,
- * reads a byte out of the host's pipe (blocking forever on a blocking one)
- * and writes one into it; when the read fails libunwind closes both numbers
- * and opens a new pipe. Replacing the accessor keeps the pipe out of every
- * capture: memory inside a registered image's readable segments is loaded
- * (it stays mapped while registered: a dlclose first sets `unloading`),
- * anything else is copied with process_vm_readv, which fails instead of
- * faulting. HOT/UNSAFE CONTEXT: no lock, no allocation, errno kept.
- */
-static int (*libunwind_access_mem)(unw_addr_space_t, unw_word_t, unw_word_t *,
-                                   int, void *);
-
-static int read_checked(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
-                        int write, void *arg)
-{
-	if (write) /* libunwind writes only into its own cursor's frames */
-		return libunwind_access_mem(as, addr, val, write, arg);
-	if (readable(addr, sizeof *val)) {
-		memcpy(val, (const void *)addr, sizeof *val);
-		return 0;
-	}
-	int saved = errno;
-	struct iovec local = {val, sizeof *val};
-	struct iovec remote = {(void *)addr, sizeof *val};
-	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-	errno = saved;
-	return got == (ssize_t)sizeof *val ? 0 : -UNW_EINVAL;
-}
-
 /* Once, before the first capture: libunwind's accessors of the local
  * address space are a table it hands out (unw_get_accessors). */
 static void install_read_checked(void)
 {
 	unw_accessors_t *a = unw_get_accessors(unw_local_addr_space);
-	if (!a || a->access_mem == read_checked)
+	if (!a || a->access_mem == pp_registry_read_checked)
 		return;
-	libunwind_access_mem = a->access_mem;
-	__atomic_store_n(&a->access_mem, read_checked, __ATOMIC_RELEASE);
-}
-
-int pp_registry_covers(uintptr_t ip)
-{
-	return find(ip) != NULL;
-}
-
-const struct pp_frame_table *pp_registry_table(uintptr_t ip, int *covered)
-{
-	const struct range *r = find(ip);
-	*covered = r != NULL;
-	return r ? r->frames : NULL;
+	pp_registry_libunwind_read = a->access_mem;
+	__atomic_store_n(&a->access_mem, pp_registry_read_checked,
+	                 __ATOMIC_RELEASE);
 }
 
 static void retire_with(void *p, void (*fn)(void *))
@@ -229,7 +113,7 @@ static void retire(void *p)
 
 static void free_frames(void *t)
 {
-	pp_frames_free(t);
+	pp_cfi_free(t);
 }
 
 static void retire_frames(struct pp_frame_table *t)
@@ -242,47 +126,12 @@ static void free_retired(void)
 	/* Anything retired before this load of the reader count is out of
 	 * reach of handlers that start from now on; if none is inside, none
 	 * holds an old pointer. */
-	if (atomic_load_explicit(&readers, memory_order_acquire) != 0)
+	if (atomic_load_explicit(&pp_registry_readers, memory_order_acquire) !=
+	    0)
 		return;
 	for (size_t i = 0; i < nretired; i++)
 		retired[i].free(retired[i].p);
 	nretired = 0;
-}
-
-/* The pieces of .eh_frame_hdr we rely on: version 1, a 4-byte FDE count,
- * and the table of (initial location, FDE) pairs as 4-byte offsets from the
- * header — what GNU ld, gold and lld write. h is a copy of the header's
- * first 16 bytes, which were at addr. */
-static int parse_hdr(const unsigned char *h, uintptr_t addr, uintptr_t *table,
-                     size_t *count)
-{
-	enum {
-		PE_absptr = 0x00,
-		PE_udata4 = 0x03,
-		PE_sdata4 = 0x0b,
-		PE_udata8 = 0x04,
-		PE_sdata8 = 0x0c,
-		PE_datarel = 0x30,
-	};
-	size_t off = 4;
-
-	if (h[0] != 1 || h[3] != (PE_datarel | PE_sdata4))
-		return -1;
-	switch (h[1] & 0x0f) { /* eh_frame_ptr: skipped */
-	case PE_udata4:
-	case PE_sdata4: off += 4; break;
-	case PE_absptr:
-	case PE_udata8:
-	case PE_sdata8: off += 8; break;
-	default: return -1;
-	}
-	if ((h[2] & 0x0f) != PE_udata4 && (h[2] & 0x0f) != PE_sdata4)
-		return -1;
-	uint32_t n;
-	memcpy(&n, h + off, 4);
-	*count = n;
-	*table = addr + off + 4;
-	return n ? 0 : -1;
 }
 
 struct scan {
@@ -347,7 +196,7 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	uintptr_t table;
 	size_t count;
 	if (pp_proc_copy_self(hdr, h, sizeof h) ||
-	    parse_hdr(h, hdr, &table, &count))
+	    pp_cfi_parse_hdr(h, hdr, &table, &count))
 		return 0; /* no usable table: unwinding stops there */
 	if (sc->n == sc->cap) {
 		size_t cap = sc->cap ? sc->cap * 2 : 64;
@@ -401,7 +250,7 @@ static void refresh_images(void)
 {
 	unsigned long long c[2] = {0, 0};
 	struct scan sc = {0};
-	int was_unloading = atomic_load(&unloading);
+	int was_unloading = atomic_load(&pp_registry_unloads);
 
 	dl_iterate_phdr(count_changes, c);
 	if (initialized && c[0] == last_adds && c[1] == last_subs &&
@@ -458,7 +307,7 @@ static void refresh_images(void)
 		_U_dyn_register(di);
 		images[nimages] = sc.found[k];
 		images[nimages].di = di;
-		images[nimages].frames = pp_frames_build(
+		images[nimages].frames = pp_cfi_build(
 		    sc.found[k].hdr, sc.found[k].table, sc.found[k].count,
 		    sc.found[k].lo, sc.found[k].hi);
 		images[nimages].seen = 1;
@@ -495,7 +344,7 @@ static void refresh_images(void)
 		}
 		qsort(set->r, set->n, sizeof set->r[0], cmp_range);
 		qsort(set->r + set->n, set->nread, sizeof set->r[0], cmp_range);
-		retire(atomic_exchange_explicit(&published, set,
+		retire(atomic_exchange_explicit(&pp_registry_published, set,
 		                                memory_order_acq_rel));
 	}
 	last_adds = c[0];
@@ -503,21 +352,9 @@ static void refresh_images(void)
 	initialized = 1;
 	/* Only an unload that happened before this scan is accounted for. */
 	if (was_unloading)
-		atomic_compare_exchange_strong(&unloading, &was_unloading, 0);
+		atomic_compare_exchange_strong(&pp_registry_unloads,
+		                               &was_unloading, 0);
 	free_retired();
-}
-
-int pp_registry_trace_safe(void)
-{
-	return !atomic_load_explicit(&ever_unloaded, memory_order_acquire) &&
-	       !atomic_load_explicit(&unloading, memory_order_acquire) &&
-	       atomic_load_explicit(&published, memory_order_acquire) != NULL;
-}
-
-void pp_registry_unloading(void)
-{
-	atomic_store(&ever_unloaded, 1);
-	atomic_fetch_add(&unloading, 1);
 }
 
 int pp_unwind_init(void)
@@ -531,14 +368,14 @@ int pp_unwind_init(void)
 	/* libunwind (1.6, x86-64) opens a pipe at its first use, to check
 	 * that addresses can be read, and keeps it: two descriptors for the
 	 * rest of the process, counted as the agent's (/status), never used
-	 * again once read_checked is its reader. */
+	 * again once pp_registry_read_checked is its reader. */
 	static atomic_int pipe_counted;
 	if (!atomic_exchange(&pipe_counted, 1))
 		pp_fds_add_kept(2);
 	pthread_mutex_lock(&lock);
 	refresh_locked();
-	int ok =
-	    atomic_load(&published) != NULL && pp_unwind_stacks_init() == 0;
+	int ok = atomic_load(&pp_registry_published) != NULL &&
+	         pp_unwind_stacks_init() == 0;
 	if (ok)
 		users++;
 	pp_unwind_allow_trace(ok && pp_unwind_guard_works());
@@ -578,7 +415,7 @@ void pp_unwind_shutdown(void)
 		retire_frames(images[i].frames);
 	}
 	nimages = 0;
-	retire(atomic_exchange(&published, NULL));
+	retire(atomic_exchange(&pp_registry_published, NULL));
 	free_retired();
 	free(images);
 	images = NULL;

@@ -1,5 +1,8 @@
-/* The unwind-table registry (see unwind.h). pp_registry_enter, _leave and
- * _covers are hot/unsafe context; the rest is agent context. */
+/* The unwind-table registry (see unwind.h): its readers
+ * (registry_read.c), which the sampling signal's handler calls, and the
+ * agent's side (registry.c).
+ * Context: signal.
+ */
 #ifndef PP_REGISTRY_H
 #define PP_REGISTRY_H
 

@@ -4,11 +4,12 @@
  * libunwind's local unwinder finds unwind tables with dl_iterate_phdr, whose
  * loader lock the interrupted thread may hold (inside dlopen, dlclose, or a
  * C++ throw walking the same list): a handler that waits on it deadlocks.
- * So the registry (agent context) snapshots every loaded image's
+ * So the registry (the agent's) snapshots every loaded image's
  * .eh_frame_hdr search table, hands them to libunwind as dynamic unwind info
  * (which it consults first), and publishes the covered code ranges; the
- * capture (hot context) unwinds only through code in those ranges and stops
+ * capture (in the handler) unwinds only through code in those ranges and stops
  * at anything else, so libunwind never needs dl_iterate_phdr.
+ * Context: signal.
  */
 #ifndef PP_UNWIND_H
 #define PP_UNWIND_H

@@ -1,8 +1,8 @@
 /*
  * The agent's descriptors: a count and a share of RLIMIT_NOFILE. The limit is
  * read at each reservation (the host may raise or lower it at any time;
- * getrlimit is one cheap system call next to the open it guards). Context:
- * agent.
+ * getrlimit is one cheap system call next to the open it guards).
+ * Context: agent.
  */
 #include "fds.h"
 

@@ -421,7 +421,93 @@ def test_commands():
     ok("scripts/test.sh" in read(".ci", "run"), ".ci/run runs the README's test command")
 
 
+def test_arch_layer():
+    """Nothing x86-specific outside src/arch/ (src/arch/arch.h): no x86
+    register names or macros in code, comments aside; each hit named."""
+    x86 = re.compile(r"\b(REG_R[A-Z0-9]+|__x86_64__|__amd64__|__i386__|"
+                     r"rsp|rbp|rip|UNW_X86_64_\w*)\b")
+
+    def code_lines(path):
+        # Comments blanked (newlines kept, so line numbers hold).
+        text = re.sub(r"/\*.*?\*/|//[^\n]*",
+                      lambda m: re.sub(r"[^\n]", " ", m.group(0)),
+                      open(path).read(), flags=re.S)
+        return text.split("\n")
+
+    hits = []
+    for path in sorted(glob.glob(os.path.join(SRC, "src", "**", "*.[ch]"),
+                                 recursive=True)):
+        rel = os.path.relpath(path, SRC)
+        if rel.startswith("src/arch/") or rel == "src/web_assets.c":
+            continue
+        for n, line in enumerate(code_lines(path), 1):
+            m = x86.search(line)
+            if m:
+                hits.append(f"{rel}:{n}: {m.group(0)}")
+    eq(hits, [], "no x86 register name or macro outside src/arch/")
+    ok(any(x86.search(line) for line in
+           code_lines(os.path.join(SRC, "src", "arch", "x86_64.h"))),
+       "the check finds x86 names where they are (src/arch/x86_64.h)")
+
+
+def src_files():
+    out = []
+    for root, _, names in os.walk(os.path.join(SRC, "src")):
+        for n in names:
+            if n.endswith((".c", ".h")) and n != "web_assets.c":
+                out.append(os.path.relpath(os.path.join(root, n), SRC))
+    return sorted(out)
+
+
+def test_contexts():
+    """Every file under src/ says its context in its first comment, in one
+    of the three spellings HACKING.md defines."""
+    tags = re.findall(r"^\* ` \* Context: (\w+)\.`", hacking, re.M)
+    eq(sorted(tags), ["agent", "host", "signal"],
+       "HACKING.md defines the three context tags")
+    for f in src_files():
+        text = read(f)
+        m = re.match(r"\s*(/\*.*?\*/)", text, re.S)
+        first = m.group(1) if m else ""
+        found = re.findall(r"^ \* Context: (signal|host|agent)\.$", first,
+                           re.M)
+        ok(len(found) == 1, f"{f}: one context tag in its first comment",
+           first[:200])
+
+
+def test_file_sizes():
+    """No file under src/ over about 900 lines (the generated web_assets.c
+    aside)."""
+    for f in src_files():
+        n = read(f).count("\n")
+        ok(n <= 950, f"{f}: {n} lines, at most ~900")
+
+
+def test_kinds():
+    """The table of kinds is what the lifecycle loops over: every row is
+    declared in its folder's kind.c, and agent.c names no producer's start,
+    stop or fork function."""
+    kinds = read("src", "kinds.c")
+    m = re.search(r"#define PP_KINDS\(X\)((?: X\(\w+\))+)", kinds)
+    ok(m, "src/kinds.c lists the kinds in PP_KINDS")
+    names = re.findall(r"X\((\w+)\)", m.group(1)) if m else []
+    for name in names:
+        defined = [f for f in src_files() if f.endswith("/kind.c") and
+                   re.search(rf"const struct pp_kind pp_kind_{name}\b",
+                             read(f))]
+        ok(len(defined) == 1, f"the kind {name} is defined in one kind.c",
+           defined)
+    agent = read("src", "agent.c")
+    named = re.findall(r"\bpp_(?:cpu|heap|locks|threads|threadcreate|wall|"
+                       r"dump)_(?:start|stop|shutdown|configure|"
+                       r"forget_in_child|register_atfork)\b", agent)
+    eq(named, [], "agent.c names no producer's start, stop or fork function")
+    for phrase in ("src/kinds.c", "PP_KINDS", "kind.c", "PP_COUNTS_PRODUCER"):
+        ok(phrase in hacking,
+           f"HACKING.md's 'Adding a kind of profile' names {phrase}")
+
+
 run([test_settings, test_variables, test_header_defaults, test_versions,
      test_endpoints, test_functions,
      test_man_pages, test_readme_and_links, test_layout, test_commands,
-     test_dist])
+     test_dist, test_arch_layer, test_contexts, test_file_sizes, test_kinds])
