@@ -206,6 +206,8 @@ static struct json_object *heap_json(void)
 	json_object_object_add(o, "dropped", I64(h.dropped));
 	json_object_object_add(o, "filter_false_hits", I64(h.false_hits));
 	json_object_object_add(o, "pending_requests", I64(h.pending));
+	json_object_object_add(u, "compact", I64(pp_unwind_here_compact()));
+	json_object_object_add(u, "fallbacks", I64(pp_unwind_here_fallbacks()));
 	json_object_object_add(u, "fast", I64(pp_unwind_fast_traces()));
 	json_object_object_add(u, "loader_avoided",
 	                       I64(pp_unwind_loader_avoided()));
