@@ -13,12 +13,22 @@ malloc+free pairs of 16..511 bytes) runs, for 1 and 2 threads, under
   - heaptrack (records every allocation: fewer pairs, HT_PAIRS),
 each RUNS times, the configurations interleaved round-robin (the order
 rotated every round) so drift in the machine hits all alike. A run's
-figure is mallocwork's ns per pair: each thread's wall time for its pairs
-over the pairs, averaged over the threads. The table gives the median and
-the range (min-max) of the runs, and the median's overhead against the
+figures are mallocwork's ns per pair: each thread's wall time for its pairs
+over the pairs, averaged over the threads, and the same of each thread's CPU
+time (on a machine shared with other work a thread waits for a core, which
+its wall time counts and its CPU time does not). The tables give the median
+and the range (min-max) of the runs, and the median's overhead against the
 configuration's own baseline: glibc for pullprof and heaptrack (glibc at
 heaptrack's pair count for heaptrack), prof:false for jemalloc, sample
 parameter 0 for tcmalloc.
+
+--against LIB adds the pullprof rows again with another build's
+libpullprof.so (its agent object beside it), interleaved with the others:
+a change measured beside the figures it changes, in the same session.
+--no-peers leaves out jemalloc, tcmalloc and heaptrack; --threads 1 runs
+one thread only; --any-load keeps every run whatever other processes do
+(no wait for a quiet machine, no run done again: for a machine that is
+never quiet, where the CPU-time figures are the ones to read).
 
 Checks that the samplers really ran:
   - pullprof: every run holds the process after the work and reads
@@ -34,7 +44,8 @@ Then, unless --callgrind-pairs 0, instructions per pair under callgrind
 glibc against pullprof at rate 0, 524288 and 65536.
 
 Usage: bench/bench_malloc.py [--runs N] [--pairs N] [--heaptrack-pairs N]
-                             [--callgrind-pairs N]
+                             [--callgrind-pairs N] [--against LIB]
+                             [--no-peers] [--threads 1,2] [--any-load]
 """
 import argparse
 import json
@@ -63,20 +74,24 @@ SLOTS = 4096
 
 
 class Config:
-    def __init__(self, name, base=None, env=None, kind="plain", pairs=None):
+    def __init__(self, name, base=None, env=None, kind="plain", pairs=None,
+                 lib=PULLPROF):
         self.name, self.base, self.kind = name, base, kind
         self.env = env or {}
         self.pairs = pairs  # None: the common PAIRS
+        self.lib = lib      # pullprof: the libpullprof.so preloaded
         self.runs = {}      # threads -> [ns per pair]
+        self.cpu = {}       # threads -> [CPU ns per pair]
         self.sampled = {}   # threads -> [pullprof heap.sampled]
         self.unwind_ns = {}  # threads -> [pullprof heap.unwind.mean_ns]
 
 
 def parse(out):
+    """(wall ns per pair, CPU ns per pair) from mallocwork's line."""
     for line in out.splitlines():
         w = line.split()
         if w and w[0] == "ns_per_pair":
-            return float(w[1])
+            return float(w[1]), float(w[w.index("cpu_ns_per_pair") + 1])
     raise RuntimeError(f"no result in mallocwork's output:\n{out}")
 
 
@@ -95,7 +110,7 @@ def run_plain(c, threads, pairs, cwd):
 
 def run_pullprof(c, threads, pairs, cwd):
     """The work, then (process held) heap.sampled from the agent."""
-    e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0", LD_PRELOAD=PULLPROF,
+    e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0", LD_PRELOAD=c.lib,
              **c.env)
     e.pop("PULLPROF_QUIET", None)
     p = subprocess.Popen([WORK, str(threads), str(pairs), "1"], env=e,
@@ -188,7 +203,9 @@ class Disturbance:
     waited = 0.0
 
 
-def measured(c, t, pairs, cwd):
+def measured(c, t, pairs, cwd, any_load=False):
+    if any_load:
+        return RUNNERS[c.kind](c, t, pairs, cwd)
     for i in range(RETRIES + 1):
         ns, other = foreign(lambda: RUNNERS[c.kind](c, t, pairs, cwd))
         if other < FOREIGN_MAX:
@@ -229,17 +246,31 @@ def fmt_over(xs, base):
     return f"{m - b:+.2f} ns ({(m / b - 1) * 100:+.1f}%)"
 
 
-def callgrind(pairs, cwd):
+def against_name(lib):
+    """A short name for another build's library: its build directory's
+    (.../DIR/.libs/libpullprof.so -> "(DIR)")."""
+    d = os.path.dirname(os.path.abspath(lib))
+    if os.path.basename(d) == ".libs":
+        d = os.path.dirname(d)
+    return f"({os.path.basename(d)})"
+
+
+def callgrind(pairs, cwd, against=None):
     """Ir per pair of the timed loop, glibc and pullprof, single thread."""
     rows = []
-    cfgs = [("glibc alone", None), ("pullprof, sampling off", "0"),
-            ("pullprof, 512 KiB", "524288"), ("pullprof, 64 KiB", "65536")]
+    cfgs = [("glibc alone", None, None)]
+    for label, lib in [("pullprof", PULLPROF)] + (
+            [(f"pullprof {against_name(against)}", against)]
+            if against else []):
+        cfgs += [(f"{label}, sampling off", "0", lib),
+                 (f"{label}, 512 KiB", "524288", lib),
+                 (f"{label}, 64 KiB", "65536", lib)]
     base = None
-    for name, rate in cfgs:
+    for name, rate, lib in cfgs:
         e = dict(os.environ)
         if rate is not None:
             e.update(PULLPROF_LISTEN="127.0.0.1:0", PULLPROF_HEAP_RATE=rate,
-                     PULLPROF_QUIET="1", LD_PRELOAD=PULLPROF)
+                     PULLPROF_QUIET="1", LD_PRELOAD=lib)
         out = os.path.join(cwd, "callgrind.out")
         subprocess.run(["valgrind", "-q", "--tool=callgrind",
                         "--toggle-collect=run_pairs",
@@ -273,6 +304,14 @@ def main():
     ap.add_argument("--pairs", type=int, default=20_000_000)
     ap.add_argument("--heaptrack-pairs", type=int, default=2_000_000)
     ap.add_argument("--callgrind-pairs", type=int, default=2_000_000)
+    ap.add_argument("--against", metavar="LIB",
+                    help="another build's libpullprof.so, measured beside")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="no jemalloc, tcmalloc or heaptrack")
+    ap.add_argument("--threads", default="1,2",
+                    help="thread counts, comma-separated (1,2)")
+    ap.add_argument("--any-load", action="store_true",
+                    help="keep every run whatever the machine's load")
     a = ap.parse_args()
     if not os.access(WORK, os.X_OK) or not os.path.exists(PULLPROF):
         sys.exit("bench_malloc: build first (sh scripts/build.sh; "
@@ -286,8 +325,19 @@ def main():
                       {"PULLPROF_HEAP_RATE": "524288"}, "pullprof"),
                Config("pullprof, 64 KiB (RATE=65536)", glibc,
                       {"PULLPROF_HEAP_RATE": "65536"}, "pullprof")]
+    if a.against:
+        if not os.path.exists(a.against):
+            sys.exit(f"bench_malloc: no {a.against}")
+        for rate, what in (("0", "sampling off"), ("524288", "512 KiB"),
+                           ("65536", "64 KiB")):
+            configs.append(Config(f"pullprof {against_name(a.against)}, "
+                                  f"{what} (RATE={rate})", glibc,
+                                  {"PULLPROF_HEAP_RATE": rate}, "pullprof",
+                                  lib=a.against))
     notes = []
-    if os.path.exists(JEMALLOC):
+    if a.no_peers:
+        pass
+    elif os.path.exists(JEMALLOC):
         je = Config("jemalloc, prof:false", None,
                     {"LD_PRELOAD": JEMALLOC, "MALLOC_CONF": "prof:false"})
         configs += [je, Config(f"jemalloc, {JE_PROF}", je,
@@ -295,7 +345,9 @@ def main():
                                 "MALLOC_CONF": JE_PROF})]
     else:
         notes.append("jemalloc not installed (apt-get install libjemalloc2)")
-    if os.path.exists(TCMALLOC):
+    if a.no_peers:
+        pass
+    elif os.path.exists(TCMALLOC):
         tc = Config("tcmalloc, TCMALLOC_SAMPLE_PARAMETER=0", None,
                     {"LD_PRELOAD": TCMALLOC,
                      "TCMALLOC_SAMPLE_PARAMETER": "0"})
@@ -305,55 +357,74 @@ def main():
     else:
         notes.append("tcmalloc not installed "
                      "(apt-get install libgoogle-perftools4)")
-    if HEAPTRACK:
+    if HEAPTRACK and not a.no_peers:
         hg = Config(f"glibc alone, {a.heaptrack_pairs} pairs", None,
                     pairs=a.heaptrack_pairs)
         configs += [hg, Config(f"heaptrack, {a.heaptrack_pairs} pairs", hg,
                                kind="heaptrack", pairs=a.heaptrack_pairs)]
-    else:
+    elif not a.no_peers:
         notes.append("heaptrack not installed (apt-get install heaptrack)")
 
-    threads = (1, 2)
+    threads = tuple(int(t) for t in a.threads.split(","))
     load0 = os.getloadavg()[0]
-    quiet = wait_quiet()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    quiet = None if a.any_load else wait_quiet()
+    busy0, own0, t0 = busy_cpu(), own_cpu(), time.monotonic()
     with tempfile.TemporaryDirectory() as cwd:
         for r in range(a.runs):
             k = r % len(configs)
             for t in threads:
                 for c in configs[k:] + configs[:k]:
-                    ns = measured(c, t, c.pairs or a.pairs, cwd)
+                    ns, cpu = measured(c, t, c.pairs or a.pairs, cwd,
+                                       a.any_load)
                     c.runs.setdefault(t, []).append(ns)
-        je_check = check_jemalloc(cwd) if os.path.exists(JEMALLOC) else None
-        cg = (callgrind(a.callgrind_pairs, cwd)
+                    c.cpu.setdefault(t, []).append(cpu)
+        others = ((busy_cpu() - busy0) - (own_cpu() - own0)) / (
+            time.monotonic() - t0)
+        je_check = (check_jemalloc(cwd)
+                    if os.path.exists(JEMALLOC) and not a.no_peers else None)
+        cg = (callgrind(a.callgrind_pairs, cwd, a.against)
               if a.callgrind_pairs and shutil.which("valgrind") else None)
     if a.callgrind_pairs and not cg:
         notes.append("valgrind not installed: no instruction counts")
 
     print(f"malloc+free pairs of 16..511 bytes over {SLOTS} slots per "
-          f"thread, {a.pairs} pairs per thread (heaptrack: "
-          f"{a.heaptrack_pairs}); {a.runs} runs each, interleaved; "
-          f"{os.cpu_count()} cores. ns per pair: median (min–max) of the "
-          f"runs; overhead: medians against the baseline named. Load "
-          f"average (1 min) {load0:.2f} before the runs, "
-          f"{os.getloadavg()[0]:.2f} after (theirs included)")
+          f"thread, {a.pairs} pairs per thread"
+          + ("" if a.no_peers else
+             f" (heaptrack: {a.heaptrack_pairs})") +
+          f"; {a.runs} runs each, interleaved; "
+          f"{os.cpu_count()} cores; started {started}. ns per pair: median "
+          f"(min–max) of the runs; overhead: medians against the baseline "
+          f"named. Load average (1 min) {load0:.2f} before the runs, "
+          f"{os.getloadavg()[0]:.2f} after (theirs included); other "
+          f"processes used {others:.2f} cores on average during the runs")
     print()
-    print(("Quiet machine found before the runs" if quiet is not None else
-           "NO quiet second found in 600 s before the runs") +
-          f"; {Disturbance.retried} runs done again because other "
-          f"processes used more than {FOREIGN_MAX} CPU s during them "
-          f"({Disturbance.waited:.0f} s waited), {Disturbance.kept} "
-          f"disturbed runs kept after {RETRIES} retries")
+    if a.any_load:
+        print("Every run kept whatever the machine's load (--any-load)")
+    else:
+        print(("Quiet machine found before the runs" if quiet is not None
+               else "NO quiet second found in 600 s before the runs") +
+              f"; {Disturbance.retried} runs done again because other "
+              f"processes used more than {FOREIGN_MAX} CPU s during them "
+              f"({Disturbance.waited:.0f} s waited), {Disturbance.kept} "
+              f"disturbed runs kept after {RETRIES} retries")
     print()
-    print("| configuration | baseline | ns/pair, 1 thread | overhead | "
-          "ns/pair, 2 threads | overhead |")
-    print("|---|---|---:|---:|---:|---:|")
-    for c in configs:
-        cells = [c.name, c.base.name if c.base else "—"]
-        for t in threads:
-            cells += [fmt_ns(c.runs[t]),
-                      fmt_over(c.runs[t], c.base.runs[t] if c.base else None)]
-        print("| " + " | ".join(cells) + " |")
-    print()
+    for title, get in (("wall time", lambda c: c.runs),
+                       ("the thread's CPU time", lambda c: c.cpu)):
+        print(f"ns per pair, {title}:")
+        print()
+        print("| configuration | baseline | " + " | ".join(
+            f"ns/pair, {t} thread{'s' if t > 1 else ''} | overhead"
+            for t in threads) + " |")
+        print("|---|---|" + "---:|---:|" * len(threads))
+        for c in configs:
+            cells = [c.name, c.base.name if c.base else "—"]
+            for t in threads:
+                cells += [fmt_ns(get(c)[t]),
+                          fmt_over(get(c)[t],
+                                   get(c.base)[t] if c.base else None)]
+            print("| " + " | ".join(cells) + " |")
+        print()
     print("Sampling checks:")
     print()
     for c in configs:
@@ -371,7 +442,7 @@ def main():
                   f"{'' if ok else '  <-- UNEXPECTED'}")
     if je_check:
         print(f"* {je_check}")
-    if HEAPTRACK:
+    if HEAPTRACK and not a.no_peers:
         print("* heaptrack: every run's own count of allocations covered "
               "the pairs")
     for n in notes:

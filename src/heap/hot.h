@@ -1,6 +1,7 @@
 /*
  * What the malloc wrappers (interpose.c) share with the sampler (sample.c).
- * HOT/UNSAFE CONTEXT: all of it runs inside the application's allocations.
+ * All of it runs inside the application's allocations.
+ * Context: host.
  */
 #ifndef PP_HEAP_HOT_H
 #define PP_HEAP_HOT_H

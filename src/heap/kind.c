@@ -56,6 +56,10 @@ static void status(struct json_object *root)
 	json_object_object_add(o, "filter_false_hits",
 	                       PP_JSON_I64(h.false_hits));
 	json_object_object_add(o, "pending_requests", PP_JSON_I64(h.pending));
+	json_object_object_add(u, "compact",
+	                       PP_JSON_I64(pp_unwind_here_compact()));
+	json_object_object_add(u, "fallbacks",
+	                       PP_JSON_I64(pp_unwind_here_fallbacks()));
 	json_object_object_add(u, "fast", PP_JSON_I64(pp_unwind_fast_traces()));
 	json_object_object_add(u, "loader_avoided",
 	                       PP_JSON_I64(pp_unwind_loader_avoided()));

@@ -1,5 +1,5 @@
 /*
- * The heap sampler's slow path. HOT/UNSAFE CONTEXT: runs in the allocating
+ * The heap sampler's slow path. It runs in the allocating
  * thread, inside malloc. It never allocates (nested allocations of the
  * unwinder pass through, marked busy), keeps errno, and takes only the
  * table lock, never while calling out.
@@ -9,10 +9,12 @@
  * bytes; the allocation that crosses zero is sampled, so an allocation of
  * s bytes is sampled with probability 1 - exp(-s / rate), whatever the
  * sizes around it.
+ * Context: host.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "agent.h"
@@ -60,17 +62,64 @@ static int64_t draw(struct pp_heap_tls *t, uint64_t rate)
 	return (int64_t)(-log1p(-u) * (double)rate);
 }
 
-/* The thread CPU clock is a system call: only 1 sample in TIME_EVERY pays
- * for measuring its own cost. */
+/* 1 sample in TIME_EVERY measures its own cost. On the monotonic clock,
+ * which the vDSO reads without a system call (as the CPU handler does):
+ * the thread's CPU clock took two system calls, more than the capture
+ * itself (a figure then includes any moment the scheduler took the core
+ * away: rare in a microsecond, and visible in the max). */
 #define TIME_EVERY 8
+
+/*
+ * Whether this memory is still the agent's process's, without a system call
+ * per sample: one word on a page of its own, which the kernel gives every
+ * copy of the address space (fork, _Fork, clone without CLONE_VM) as zeros
+ * (MADV_WIPEONFORK). record() sets it once pp_agent_foreign() (a getpid())
+ * answered no, and asks again only while it reads zero: always in a copy
+ * made without fork(), where the answer stays yes, once in a forked child.
+ * A child sharing the memory (vfork) reads the parent's word, as it shares
+ * the parent's heap: what it allocates there stays the parent's. NULL
+ * (madvise refused: Linux before 4.14): every sample asks.
+ */
+static _Atomic(atomic_int *) own_word;
+
+static void own_word_init(void)
+{
+	if (atomic_load(&own_word))
+		return;
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+#ifdef MADV_WIPEONFORK
+	if (madvise(p, 4096, MADV_WIPEONFORK) == 0) {
+		/* Never unmapped: a capture may be reading it. */
+		atomic_int *none = NULL;
+		if (atomic_compare_exchange_strong(&own_word, &none, p))
+			return;
+	}
+#endif
+	munmap(p, 4096);
+}
+
+/* A child made without fork() records nothing: the table's lock and the
+ * unwinder's may be held for good by threads it has not. */
+static int foreign(void)
+{
+	atomic_int *own = atomic_load_explicit(&own_word, memory_order_acquire);
+	if (own && atomic_load_explicit(own, memory_order_relaxed))
+		return 0;
+	if (pp_agent_foreign())
+		return 1;
+	if (own)
+		atomic_store_explicit(own, 1, memory_order_relaxed);
+	return 0;
+}
 
 static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 {
 	int saved = errno;
 
-	/* A child made without fork() records nothing: the table's lock and
-	 * the unwinder's may be held for good by threads it has not. */
-	if (pp_agent_foreign())
+	if (foreign())
 		return;
 	atomic_fetch_add(&inside, 1);
 	/* Checked after counting ourselves in: stop waits for us. */
@@ -85,11 +134,11 @@ static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 		 */
 		uintptr_t pcs[max + PP_UNWIND_SKIP_ROOM];
 		int why, timed = t->samples++ % TIME_EVERY == 0;
-		uint64_t t0 = timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+		uint64_t t0 = timed ? pp_clock_ns(CLOCK_MONOTONIC) : 0;
 		unsigned n = pp_unwind_capture_here(from, pcs, max, &why);
 		pp_heap_table_record(
 		    p, size, pcs, n, why,
-		    timed ? pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 + 1 : 0,
+		    timed ? pp_clock_ns(CLOCK_MONOTONIC) - t0 + 1 : 0,
 		    pp_labels_current());
 	}
 	atomic_fetch_sub(&inside, 1);
@@ -154,6 +203,8 @@ void pp_heap_unhide(int prev)
 
 void pp_heap_sampling_set(uint64_t rate, unsigned max_depth)
 {
+	if (rate)
+		own_word_init();
 	atomic_store(&depth_now, max_depth);
 	atomic_store(&rate_now, rate);
 }

@@ -1,4 +1,6 @@
-/* How the agent side (heap.c) drives the sampler (sample.c). */
+/* How the agent's side (heap.c) drives the sampler (sample.c).
+ * Context: agent.
+ */
 #ifndef PP_HEAP_SAMPLE_H
 #define PP_HEAP_SAMPLE_H
 

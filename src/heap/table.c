@@ -1,15 +1,16 @@
 /*
- * The tables of sampled allocations. HOT/UNSAFE CONTEXT for everything the
- * allocating threads call (record, free_hit, take, settle): they take the
- * one table lock but never allocate — the tables live in memory mapped
+ * The tables of sampled allocations. Everything the
+ * allocating threads call (record, free_hit, take, settle) takes the
+ * one table lock but never allocates — the tables live in memory mapped
  * here, so no call can recurse into malloc while the lock is held. The
- * snapshot and stats are agent context and allocate only outside the lock.
+ * snapshot and stats are the agent's and allocate only outside the lock.
  *
  * Peak: every bucket keeps, lazily, its counters as they were at the latest
  * peak. The peak moves only when a sampled allocation raises the estimated
  * in-use total — on the sampled path, never on the fast path — and a move
  * just bumps a generation number: a bucket touched after the move saves
  * its counters first, one untouched since still holds them.
+ * Context: host.
  */
 #include <errno.h>
 #include <math.h>

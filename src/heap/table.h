@@ -1,11 +1,12 @@
 /*
  * The tables of sampled allocations, behind one lock. The record/remove
- * side runs in the allocating thread (hot context: it never allocates,
+ * side runs in the allocating thread (it never allocates,
  * only maps memory), the snapshot side in the agent.
  *
  * A bucket is one (stack, allocation size, label set): its counters are sampled
  * allocations and sampled frees, so in-use = allocs - frees, and every
  * allocation in it had the same probability of being sampled.
+ * Context: host.
  */
 #ifndef PP_HEAP_TABLE_H
 #define PP_HEAP_TABLE_H

@@ -1,7 +1,10 @@
 /*
- * Stack capture in the SIGPROF handler. HOT/UNSAFE CONTEXT: runs inside
- * arbitrary application code. No malloc, no locks, no stdio, no
- * dl_iterate_phdr; reads only memory it can prove is mapped.
+ * Stack capture: in the sampling signal's handler, and in the heap
+ * sampler inside a host's malloc. It runs inside arbitrary application
+ * code: no malloc, no locks, no stdio, no dl_iterate_phdr; it reads only
+ * memory it can prove is mapped. (The stack pool's setup is mmap and
+ * madvise: safe there too.)
+ * Context: signal.
  */
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -161,8 +164,11 @@ capture_checked(uintptr_t from, uintptr_t *pcs, unsigned max, int *why)
 	return n;
 }
 
-unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
-                                int *why)
+/* The libunwind ways: the cached trace when it may be used, else step by
+ * step through registered code. For captures the compact tables cannot
+ * make. */
+static unsigned here_libunwind(uintptr_t from, uintptr_t *pcs, unsigned max,
+                               int *why)
 {
 	*why = PP_UNWIND_FAILED;
 	if (max == 0)
@@ -177,6 +183,80 @@ unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
 		}
 	}
 	return capture_checked(from, pcs, max, why);
+}
+
+/* Host captures walked by the compact tables alone, and those handed to
+ * libunwind at a frame the tables cannot describe (the heap sampler's, for
+ * status). */
+static _Atomic uint64_t here_compact, here_fallbacks;
+
+uint64_t pp_unwind_here_compact(void)
+{
+	return atomic_load_explicit(&here_compact, memory_order_relaxed);
+}
+
+uint64_t pp_unwind_here_fallbacks(void)
+{
+	return atomic_load_explicit(&here_fallbacks, memory_order_relaxed);
+}
+
+/* The compact tables' walk of this thread's own stack from pc, sp and fp:
+ * the frames from `from` on into pcs (room for max + PP_UNWIND_SKIP_ROOM),
+ * just `from` when it is not met (the walk stopped first: code not
+ * registered yet, an image being unloaded, a stack load that failed; libunwind
+ * could not go further either). -1 where a frame needs libunwind. The loads
+ * are checked against the thread's checked stack range, as in the handler
+ * (a system call on a thread's first captures), so no page is assumed
+ * readable. */
+static int here_tables(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t from,
+                       uintptr_t *pcs, unsigned max, int *why)
+{
+	pp_registry_enter();
+	int n = pp_frames_walk_regs(pc, sp, fp, pcs, max + PP_UNWIND_SKIP_ROOM,
+	                            why, 1);
+	pp_registry_leave();
+	if (n < 0)
+		return -1;
+	/* pcs[0] is the capturing function's own pc, never `from`. */
+	for (int k = 1; k < n && k <= PP_UNWIND_SKIP_ROOM; k++) {
+		if (pcs[k] != from)
+			continue;
+		unsigned kept = (unsigned)(n - k);
+		if (kept > max) {
+			kept = max;
+			*why = PP_UNWIND_TRUNCATED;
+		}
+		memmove(pcs, pcs + k, kept * sizeof *pcs);
+		return (int)kept;
+	}
+	if (*why == PP_UNWIND_OK || *why == PP_UNWIND_TRUNCATED)
+		*why = PP_UNWIND_FAILED;
+	pcs[0] = from;
+	return 1;
+}
+
+/* The compact tables first (no system call once the thread's stack range is
+ * checked, no lock, no libunwind: libunwind's step masks every signal
+ * around its locks, two rt_sigprocmask calls per frame), libunwind only
+ * for a capture they cannot make. Never inlined: the pc it reads is its
+ * own. */
+__attribute__((noinline)) unsigned
+pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max, int *why)
+{
+	struct pp_arch_regs here; /* this very point: pc, sp, frame pointer */
+
+	*why = PP_UNWIND_FAILED;
+	if (max == 0)
+		return 0;
+	pp_arch_here(&here);
+	int n = here_tables(here.pc, here.sp, here.fp, from, pcs, max, why);
+	if (n >= 0) {
+		atomic_fetch_add_explicit(&here_compact, 1,
+		                          memory_order_relaxed);
+		return (unsigned)n;
+	}
+	atomic_fetch_add_explicit(&here_fallbacks, 1, memory_order_relaxed);
+	return here_libunwind(from, pcs, max, why);
 }
 
 /*
@@ -370,7 +450,7 @@ pp_unwind_capture_caller(uintptr_t from, uintptr_t *pcs, unsigned max)
 		return m;
 	}
 	int why;
-	return pp_unwind_capture_here(from, pcs, max, &why);
+	return here_libunwind(from, pcs, max, &why);
 }
 
 enum pp_unwind_mode pp_unwind_mode_parse(const char *name)

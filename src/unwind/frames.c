@@ -137,8 +137,19 @@ PP_NO_ASAN static int load(struct reader *rd, uintptr_t addr, uintptr_t *out)
 		if (want > rd->budget)
 			want = rd->budget;
 		rd->budget -= (unsigned)want;
-		size_t ok = readable_pages(r->hi, want);
-		r->hi += ok * PAGE;
+		uintptr_t hi = r->hi;
+		size_t ok = readable_pages(hi, want);
+		/* A walk of the thread's own stack from a malloc or lock
+		 * wrapper may be interrupted here by the handler, whose walk
+		 * moves the same range: grow it only while it still ends
+		 * within what was just checked (else the handler's range
+		 * stands, and the loop looks again). */
+		uintptr_t seen = hi;
+		while (seen >= hi && seen < hi + ok * PAGE && r->lo <= hi &&
+		       !__atomic_compare_exchange_n(
+		           &r->hi, &seen, hi + ok * PAGE, 0, __ATOMIC_RELAXED,
+		           __ATOMIC_RELAXED))
+			;
 		if (ok < want && addr + 8 > r->hi)
 			return -1;
 	}

@@ -52,13 +52,19 @@ unsigned pp_unwind_capture_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 #define PP_UNWIND_SKIP_ROOM 16
 
 /* Hot context, but not a signal handler: the allocating thread inside a
- * malloc wrapper. Capture the calling thread's own stack with libunwind,
- * starting at the frame whose pc is `from` (the wrapper's return address:
- * the wrapper and the profiler's frames are left out), leaf first, at most
- * max frames; pcs must have room for max + PP_UNWIND_SKIP_ROOM. When
- * `from` is not met, pcs holds just `from` and *why says why. */
+ * malloc wrapper. Capture the calling thread's own stack, starting at the
+ * frame whose pc is `from` (the wrapper's return address: the wrapper and
+ * the profiler's frames are left out), leaf first, at most max frames; pcs
+ * must have room for max + PP_UNWIND_SKIP_ROOM. When `from` is not met,
+ * pcs holds just `from` and *why says why. The compact tables walk it
+ * (whatever PULLPROF_UNWIND says: that is the CPU profiler's); libunwind
+ * only where they cannot describe a frame. */
 unsigned pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max,
                                 int *why);
+/* Captures of pp_unwind_capture_here made by the compact tables alone, and
+ * those handed to libunwind (for status). */
+uint64_t pp_unwind_here_compact(void);
+uint64_t pp_unwind_here_fallbacks(void);
 /* The same from a wrapper that the host called (pthread_create, the lock
  * calls): the compact tables walk from here (about a microsecond), and
  * libunwind only where they cannot (about fifteen). pcs must have room for
