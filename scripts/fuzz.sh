@@ -31,7 +31,8 @@ fi
 
 # The pure modules the targets reach (no agent, no server).
 sources="src/profile/legacy_read.c src/profile/model.c src/profile/pb.c
-  src/profile/pprof.c src/profile/merge.c src/profile/view.c src/symbols/maps.c src/symbols/symtab.c src/util/buf.c
+  src/profile/pprof.c src/profile/merge.c src/profile/view.c src/symbols/maps.c src/symbols/symtab.c
+  src/symbols/dwarf.c src/symbols/debuginfo.c src/util/buf.c
   src/util/proc.c src/util/fds.c src/util/hash.c src/util/arena.c src/util/strtab.c src/util/utf8.c
   src/util/u64map.c src/util/cidr.c src/config.c src/http/args.c
   src/http/symbol_body.c"
