@@ -86,7 +86,7 @@ static void drop_copies(pid_t self, pid_t agent_pid)
 	/* The sockets as this copy of the server's memory knows them, with
 	 * the file each was (the host may have closed the number and opened
 	 * something else under it; the server keeps the identity current
-	 * when it sets itself up again, server.c). Nothing else runs here
+	 * when it sets itself up again, loop.c). Nothing else runs here
 	 * to change them: the copy has no agent thread. */
 	const struct pp_agent *a = __atomic_load_n(&running, __ATOMIC_ACQUIRE);
 	if (a && (same > 0 || (same < 0 && errno == ESRCH))) {

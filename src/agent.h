@@ -8,7 +8,6 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "agent_threads.h"
 #include "config.h"
 
 struct pp_server;

@@ -25,7 +25,7 @@ struct pp_config {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	struct pp_cidr_list allow; /* parsed v.allow; empty: everyone */
-	/* A tree member's socket, bound and listening already (fork.c):
+	/* A tree member's socket, bound and listening already (fork/members.c):
 	 * the server takes it instead of binding addr. */
 	int have_bound_fd;
 	int bound_fd;
@@ -71,7 +71,7 @@ extern const size_t pp_settings_count;
 int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
                       char *err, size_t errlen);
 void pp_config_free(struct pp_config *c);
-/* A tree member's configuration (fork.c): base's settings (the environment
+/* A tree member's configuration (fork/members.c): base's settings (the environment
  * read again), listening on the Unix socket at path, without TLS, token or
  * network list. 0 or a negative errno with a sentence in err. */
 int pp_config_member(const struct pp_config *base, const char *path,

@@ -365,7 +365,7 @@ static void *collector(void *unused)
 		/* Is the signal still ours? A host that resets every
 		 * disposition, or installs a handler of its own, took it:
 		 * sampling stops and the windows say why (with SIGURG a timer
-		 * expiry meanwhile is ignored, not fatal: timers.c). */
+		 * expiry meanwhile is ignored, not fatal: disposition.c). */
 		if (pp_timers_hz() && pp_timers_check(why, sizeof why)) {
 			pp_timers_abandon();
 			cut_windows(why, now);

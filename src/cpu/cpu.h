@@ -28,7 +28,7 @@ void pp_cpu_configure(const struct pp_cpu_settings *s);
  * shared sampler, and the collector delivers the window's model when its
  * time is up. Its query is a struct pp_cpu_query; the job's seconds must be
  * the same. start fails with -EEXIST when the host handles both SIGURG and
- * SIGPROF itself (timers.c: the signal). Its limit:
+ * SIGPROF itself (disposition.c: the signal). Its limit:
  * PULLPROF_MAX_CPU_WINDOWS. */
 extern struct pp_producer pp_cpu_producer;
 

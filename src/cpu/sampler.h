@@ -18,7 +18,7 @@ struct pp_sampler_shared {
 	atomic_int active; /* the handler records only while set */
 	atomic_int inside; /* handlers running right now */
 	/* The signal the timers raise (SIGURG, or SIGPROF when the host
-	 * handles SIGURG itself: timers.c, choose_signal), and whether the
+	 * handles SIGURG itself: disposition.c, choose_signal), and whether the
 	 * process-wide ITIMER_PROF is ours (setitimer mode), the only case in
 	 * which a kernel-sent SIGPROF is a sample. */
 	atomic_int signo, setitimer;

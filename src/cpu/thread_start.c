@@ -9,9 +9,10 @@
  * arms its own CPU-time timer, with a random first expiry inside one period
  * (so that a thread shorter than a period is sampled with the probability
  * its CPU time deserves), and hands the timer to the collector
- * (pp_timers_adopt_push), which owns it from then on. Without this a thread
- * waited for the collector's next scan of /proc/self/task (every 100 ms)
- * and one that lived less was never sampled.
+ * (pp_timers_thread_started, handover.c), which owns it from then on.
+ * Without this a thread waited for the collector's next scan of
+ * /proc/self/task (every 100 ms) and one that lived less was never
+ * sampled.
  * Context: host.
  */
 #ifndef _GNU_SOURCE
@@ -26,9 +27,10 @@
 #include <string.h>
 
 #include "agent.h"
+#include "agent_threads.h"
 #include "arch/arch.h"
+#include "cpu/handover.h"
 #include "cpu/sampler.h"
-#include "cpu/timers.h"
 #include "heap/heap.h"
 #include "pullprof.h"
 #include "shim/shim.h"

@@ -1,9 +1,12 @@
 /*
- * Sampling itself: the SIGPROF disposition, one CPU-time timer per host
- * thread (found by scanning /proc/self/task), or one process-wide timer
- * where per-thread ones are refused, and the rate they tick at. Agent
- * context: everything here runs on the CPU collector thread, which owns
- * this state; others read only the published figures (pp_timers_published).
+ * Sampling itself: the signal's disposition (disposition.c), one CPU-time
+ * timer per host thread (found by scanning /proc/self/task), or one
+ * process-wide timer where per-thread ones are refused, and the rate they
+ * tick at (timers.c). Everything here runs on the CPU collector thread,
+ * which owns this state; others read only the published figures
+ * (pp_timers_published). What threads starting meanwhile do is
+ * handover.h's (host context).
+ * Context: agent.
  */
 #ifndef PP_TIMERS_H
 #define PP_TIMERS_H
@@ -67,25 +70,6 @@ struct pp_timers_published {
 };
 void pp_timers_published(struct pp_timers_published *out);
 
-/* Host context, on a thread that starts (thread_start.c): while windows
- * sample per thread, create and arm this thread's timer and hand it to the
- * collector. pp_timers_want_starts: is that wanted now (a hint)? */
-struct pp_timers_start {
-	unsigned generation; /* pp_timers_generation() when armed */
-	unsigned
-	    session; /* the sampling session (to pp_timers_thread_exited) */
-	uint32_t period_ns;
-	int signo;         /* the signal its timer raises */
-	uint64_t cpu0_ns;  /* the thread's CPU clock when armed */
-	uint64_t first_ns; /* its first expiry, after cpu0_ns */
-};
-int pp_timers_thread_started(struct pp_timers_start *out);
-int pp_timers_want_starts(void);
-/* Host context, a thread that armed its timer at its start is ending: the
- * collector may delete the timer now. */
-void pp_timers_thread_exited(unsigned session);
-/* Changes whenever armed timers change (their rate, or they are gone). */
-unsigned pp_timers_generation(void);
 /* The sigev_value of a timer a starting thread armed (the handler counts
  * what it delivered, for the thread's exit: thread_start.c). */
 #define PP_START_TIMER_MARK 0x70707031

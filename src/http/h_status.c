@@ -194,7 +194,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(fds, "share", PP_JSON_I64(fs.share));
 	json_object_object_add(fds, "limit", PP_JSON_I64(fs.limit));
 	json_object_object_add(fds, "refused", PP_JSON_I64(fs.refused));
-	/* The host closed descriptors of the server (server.c): how often
+	/* The host closed descriptors of the server (http/loop.c): how often
 	 * that was found, the last one, how often the server was set up
 	 * again. */
 	json_object_object_add(fds, "lost",

@@ -84,7 +84,7 @@ static enum MHD_Result queue(struct pp_request *r, unsigned status,
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED && r->route)
 		MHD_add_response_header(resp, "Allow", r->route->methods);
 	/* A place kept past the connection limits serves one request and is
-	 * given back (server.c, on_accept). */
+	 * given back (conns.c, on_accept). */
 	if (pp_server_is_reserved(r->srv, r->conn))
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
 		                        "close");

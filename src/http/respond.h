@@ -31,7 +31,7 @@ int pp_respond_no_proc(char *why, size_t whylen);
 enum MHD_Result pp_respond_busy(struct pp_request *r);
 /* One more header (static strings) for r's next answer. */
 /* Long-running requests leave places for liveness and status
- * (server.c, pp_server_may_wait): window is 1 for a profile window, 0 for
+ * (conns.c, pp_server_may_wait): window is 1 for a profile window, 0 for
  * any other request that waits. Returns 1 with the refusal (429 or 503,
  * Retry-After, a sentence naming the setting) queued in *answered, or 0:
  * go on. */

@@ -395,7 +395,7 @@ static enum MHD_Result answer(struct pp_request *r)
 		    "for %s (PULLPROF_MAX_BODY_BYTES)",
 		    max_body(r), r->url);
 	/* Nothing that waits is served on a place kept past the connection
-	 * limits for liveness and status (server.c, pp_server_may_wait). */
+	 * limits for liveness and status (conns.c, pp_server_may_wait). */
 	enum MHD_Result ret;
 	if (!r->route->quick && pp_respond_may_wait(r, 0, &ret))
 		return ret;
@@ -513,7 +513,7 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 
 	int too_many = 0;
 	if (*req_cls == &pp_server_too_many_params) {
-		/* Set by the URI callback (server.c): a query it hid. */
+		/* Set by the URI callback (conns.c): a query it hid. */
 		too_many = 1;
 		r = *req_cls = NULL;
 	}

@@ -99,7 +99,7 @@ void pp_request_suspend(struct pp_request *r);
  * still suspended and run libmicrohttpd until each has been answered (their
  * jobs were cancelled: 503). Returns how many could not be (0 when all). */
 unsigned pp_routes_resume_all(struct pp_server *s);
-/* The daemon is abandoned (its descriptors are gone, server.c): let go of
+/* The daemon is abandoned (its descriptors are gone, loop.c): let go of
  * what its suspended requests hold (jobs, lookups) without libmicrohttpd.
  * The requests themselves are left (a job may be on its way to resume
  * one). Returns how many there were. */

@@ -1,6 +1,8 @@
 /*
  * The embedded HTTP server: the listening socket, libmicrohttpd in external
  * epoll mode driven by one named agent thread ("pullprof-http"), counters.
+ * Set up and stopped in server.c, driven by loop.c; the connections' slots
+ * and limits are conns.c's.
  * Context: agent.
  */
 #ifndef PP_SERVER_H
@@ -43,7 +45,7 @@ struct pp_conn {
 	int answering;      /* its request is complete: being answered */
 	int closing; /* shut down by us; libmicrohttpd has yet to see it */
 	/* Accepted past a connection limit, on a place kept for requests
-	 * answered at once (server.c, on_accept); closed after its answer. */
+	 * answered at once (conns.c, on_accept); closed after its answer. */
 	int reserved;
 	/* Its request waits for something (a profile window, a lookup);
 	 * until: when a window is expected to end (CLOCK_MONOTONIC ns; 0:
@@ -73,17 +75,17 @@ struct pp_server {
 	 * than an eventfd: its inode is its own, so it can be told from a
 	 * host's pipe or eventfd that took its number. */
 	int wake_rd, wake_wr;
-	/* What each descriptor was when opened (server.c, lost_fd). */
+	/* What each descriptor was when opened (loop.c, lost_fd). */
 	struct pp_fd_id listen_id, mhd_epoll_id, wake_rd_id, wake_wr_id;
 	uint16_t port;
 	/* The address actually bound, "host:port", or "unix:PATH" for a
-	 * tree's member socket (fork.c). */
+	 * tree's member socket (fork/members.c). */
 	char bound[160];
 	pthread_t thread;
 	atomic_int stopping;
 	/* libmicrohttpd could not accept for want of descriptors: 1 with
 	 * connections open, 2 without; 0 again once one is accepted
-	 * (server.c, loop). */
+	 * (loop.c). */
 	atomic_int accept_starved;
 	/* on_accept's verdict for the connection libmicrohttpd is about to
 	 * announce (on_connection): it goes on a kept place. */

@@ -113,7 +113,7 @@ __attribute__((noinline)) static void *worker(void *arg)
 }
 
 /* ---- threads that block the sampling signals ----------------------------
- * SIGURG, or SIGPROF when the host handles SIGURG (src/cpu/timers.c). */
+ * SIGURG, or SIGPROF when the host handles SIGURG (src/cpu/disposition.c). */
 
 __attribute__((noinline)) static unsigned long blocked_spin(unsigned long x)
 {

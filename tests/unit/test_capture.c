@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "agent.h"
+#include "agent_threads.h"
 #include "pullprof.h"
 
 static int devnull = -1;

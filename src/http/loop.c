@@ -1,0 +1,229 @@
+/*
+ * The HTTP thread (loop.h): its loop drives libmicrohttpd in external epoll
+ * mode, and before every use that matters checks that each descriptor of
+ * the server is still the file it opened; when the host closed one, the
+ * daemon is abandoned and a new one set up on the same address. Apart from
+ * server.c (setting the daemon up and stopping it) and conns.c (what each
+ * connection may do): this is what runs between the two, and what answers
+ * for a host that closes descriptors it did not open.
+ * Context: agent.
+ *
+ * The descriptors are the host's to close: a daemon calls closefrom(3) at
+ * start-up, and the numbers then name its own files. Before every use that
+ * matters (a run of libmicrohttpd, which reads its epoll set and the
+ * sockets; a wake-up write; a close) the loop checks that each is still the
+ * file it opened (pp_server_lost_fd). When one is not, libmicrohttpd's
+ * daemon is abandoned — never run, resumed or stopped again, since each of
+ * those touches its descriptors — and a new one is set up on the same
+ * address; /status counts it and stderr says it once. The loop waits at
+ * most PP_FD_CHECK_MS, so a stop never waits on a wake-up that went
+ * nowhere.
+ */
+#include "loop.h"
+
+#include <microhttpd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent_threads.h"
+#include "conns.h"
+#include "error.h"
+#include "routes.h"
+#include "server.h"
+#include "util/fds.h"
+
+/* ---- the descriptors the server owns ---------------------------------- */
+
+/* Which descriptor of the server is no longer the file it opened (said in
+ * buf); NULL when all are. libmicrohttpd's epoll set is an anonymous inode
+ * like any other epoll set: that it is still an epoll set is all that can
+ * be checked without reading /proc. */
+const char *pp_server_lost_fd(struct pp_server *s, char *buf, size_t len)
+{
+	const struct {
+		const struct pp_fd_id *id;
+		const char *what;
+	} own[] = {
+	    {&s->listen_id, "the listening socket"},
+	    {&s->wake_rd_id, "the wake-up pipe"},
+	    {&s->wake_wr_id, "the wake-up pipe"},
+	    {&s->mhd_epoll_id, "libmicrohttpd's epoll set"},
+	};
+	for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+		if (!pp_fd_id_ours(own[i].id)) {
+			snprintf(buf, len, "%s, descriptor %d", own[i].what,
+			         own[i].id->fd);
+			return buf;
+		}
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		const struct pp_conn *k = &s->conns[i];
+		if (k->fd >= 0 && !pp_fd_id_ours(&k->id)) {
+			snprintf(buf, len,
+			         "a client's connection, descriptor %d", k->fd);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+/* Write to the wake-up pipe if it is still ours (mhd_mu held, or the HTTP
+ * thread). Non-blocking: a full pipe wakes the loop already. */
+void pp_server_wake_locked(struct pp_server *s)
+{
+	if (s->mhd && pp_fd_id_ours(&s->wake_wr_id)) {
+		ssize_t w = write(s->wake_wr, "w", 1);
+		(void)w;
+	}
+}
+
+static void drain_wake(struct pp_server *s)
+{
+	char buf[64];
+	if (!pp_fd_id_ours(&s->wake_rd_id))
+		return;
+	while (read(s->wake_rd, buf, sizeof buf) == (ssize_t)sizeof buf)
+		;
+}
+
+/*
+ * The host closed a descriptor of the server (and may have its number for a
+ * file of its own). libmicrohttpd's daemon cannot be told to forget a
+ * descriptor without closing it, and every run, resume or stop of it reads,
+ * writes or closes them: it is abandoned as it is (its memory is left) and
+ * never called again. What is still ours is closed (the sockets and the pipe,
+ * whose inodes are their own; its epoll set, which could be the host's, only
+ * with the listening socket);
+ * the requests it suspended let go of their jobs; a new daemon is set up by
+ * the loop.
+ */
+void pp_server_abandon(struct pp_server *s, const char *what)
+{
+	pthread_mutex_lock(&s->mhd_mu);
+	s->mhd = NULL; /* leaked: see above */
+	pthread_mutex_unlock(&s->mhd_mu);
+	pp_routes_forget_all(s);
+	long held = 4;
+	for (unsigned i = 0; i < s->conn_slots; i++) {
+		struct pp_conn *k = &s->conns[i];
+		if (k->fd < 0)
+			continue;
+		pp_fd_id_close(&k->id);
+		k->fd = -1;
+		held++;
+		atomic_fetch_sub_explicit(&s->stats.connections_active, 1,
+		                          memory_order_relaxed);
+	}
+	/* The epoll set only along with the listening socket it was made
+	 * with: a host that left that socket alone did not close everything
+	 * (one connection lost), and the set is then still libmicrohttpd's. */
+	if (pp_fd_id_ours(&s->listen_id))
+		pp_fd_id_close(&s->mhd_epoll_id);
+	pp_fd_id_close(&s->listen_id);
+	pp_fd_id_close(&s->wake_rd_id);
+	pp_fd_id_close(&s->wake_wr_id);
+	s->mhd_epoll_id.fd = -1;
+	s->listen_fd = s->mhd_epoll_fd = s->wake_rd = s->wake_wr = -1;
+	pp_fds_add(-held);
+	/* The answers it held are never sent nor freed now. */
+	atomic_store(&s->answers_bytes, 0);
+	atomic_fetch_add(&s->fds_lost, 1);
+	snprintf(s->lost_what, sizeof s->lost_what, "%s", what);
+}
+
+/* After abandon: a new daemon on the same address. Its port may be held a
+ * moment longer (the host's closing of the old connections still under
+ * way): tried every 100 ms for two seconds, then every second. Said on
+ * stderr once, as the loss is: when it serves again, or when it has not
+ * for those two seconds. */
+#define PP_RESTART_QUICK 20
+static int restart(struct pp_server *s)
+{
+	char err[300];
+	err[0] = 0;
+	int rc = pp_server_open_daemon(s, 1, err, sizeof err);
+	if (!rc) {
+		atomic_fetch_add(&s->restarts, 1);
+		s->restart_failures = 0;
+	} else if (++s->restart_failures < PP_RESTART_QUICK) {
+		return rc;
+	}
+	if (!s->lost_said) {
+		s->lost_said = 1;
+		if (!rc)
+			pp_log("the host closed descriptors the agent had open "
+			       "(%s): the HTTP server was set up again on %s",
+			       s->lost_what, s->bound);
+		else
+			pp_log("the host closed descriptors the agent had open "
+			       "(%s): the HTTP server cannot be set up again "
+			       "(%s); trying every second",
+			       s->lost_what, err);
+	}
+	return rc;
+}
+
+/*
+ * When accept() fails for want of descriptors (the host used them all),
+ * libmicrohttpd drops its listening socket from its epoll set until a
+ * connection closes, and puts it back at its next run, which nothing would
+ * cause: the agent went deaf for good. With no connection open it keeps the
+ * socket instead, ready, and each run fails again: a spinning loop. So,
+ * until a connection is accepted again, the loop runs libmicrohttpd every
+ * quarter of a second, and in the second case does not wait on its epoll set
+ * meanwhile.
+ */
+void *pp_server_loop(void *arg)
+{
+	struct pp_server *s = arg;
+	char buf[96];
+	const char *lost;
+
+	pp_agent_thread_enter(0);
+	while (!atomic_load(&s->stopping)) {
+		if (!s->mhd && restart(s) != 0) {
+			poll(NULL, 0,
+			     s->restart_failures < PP_RESTART_QUICK
+			         ? 100
+			         : PP_FD_CHECK_MS);
+			continue;
+		}
+		/* Before anything touches a descriptor (the deadlines shut
+		 * connections down). */
+		if ((lost = pp_server_lost_fd(s, buf, sizeof buf))) {
+			pp_server_abandon(s, lost);
+			continue;
+		}
+		MHD_UNSIGNED_LONG_LONG to = 0;
+		int timeout = pp_server_enforce_deadlines(s);
+		if (MHD_get_timeout(s->mhd, &to) == MHD_YES &&
+		    (timeout < 0 || to < (MHD_UNSIGNED_LONG_LONG)timeout))
+			timeout =
+			    (int)(to > PP_FD_CHECK_MS ? PP_FD_CHECK_MS : to);
+		if (timeout < 0 || timeout > PP_FD_CHECK_MS)
+			timeout = PP_FD_CHECK_MS;
+		int starved = atomic_load(&s->accept_starved);
+		if (starved && timeout > 250)
+			timeout = 250;
+		/* poll holds no descriptor of ours between two turns, and
+		 * closing the pipe's write end wakes it (POLLHUP). */
+		struct pollfd pf[2] = {{s->wake_rd, POLLIN, 0},
+		                       {s->mhd_epoll_fd, POLLIN, 0}};
+		int n = poll(pf, starved == 2 ? 1 : 2, timeout);
+		if (n > 0 && (pf[0].revents & POLLIN))
+			drain_wake(s);
+		if (atomic_load(&s->stopping))
+			break;
+		if ((lost = pp_server_lost_fd(s, buf, sizeof buf))) {
+			pp_server_abandon(s, lost);
+			continue;
+		}
+		/* What is not closed: the host may reuse a number between that
+		 * look and libmicrohttpd's use of it, microseconds later. */
+		MHD_run(s->mhd);
+	}
+	pp_agent_thread_leave();
+	return NULL;
+}
