@@ -50,26 +50,6 @@ static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
-/* Room for need elements of size elem in *p (capacity *cap, doubling). */
-static int reserve(void *pp, size_t *cap, size_t need, size_t elem)
-{
-	void **p = pp;
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 16;
-	while (c < need) {
-		if (c > ((size_t)-1) / 4 / elem)
-			return -ENOMEM;
-		c *= 2;
-	}
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 /* An encoded message (a Sample, Location or Mapping field), in order. */
 struct rec {
 	struct rec *next;
@@ -304,7 +284,8 @@ static int64_t function_id(struct merge *m, const struct mfunc *f)
 			return m->fhash[k];
 	}
 	if (m->nfuncs >= UINT32_MAX - 1 ||
-	    reserve(&m->funcs, &m->funcs_cap, m->nfuncs + 1, sizeof *m->funcs))
+	    pp_array_reserve(&m->funcs, &m->funcs_cap, m->nfuncs + 1,
+	                     sizeof *m->funcs))
 		return -ENOMEM;
 	m->funcs[m->nfuncs++] = *f;
 	m->fhash[k] = (uint32_t)m->nfuncs;
@@ -419,7 +400,7 @@ static int add_sample(struct merge *m, struct part *pt,
                       const struct pp_pprof_sample *s)
 {
 	const struct pp_pprof_decoded *d = pt->d;
-	if (reserve(&m->ids, &m->ids_cap, s->nlocs, sizeof *m->ids))
+	if (pp_array_reserve(&m->ids, &m->ids_cap, s->nlocs, sizeof *m->ids))
 		return -ENOMEM;
 	for (uint32_t k = 0; k < s->nlocs; k++) {
 		int64_t id = part_location(m, pt, d->locs[s->locs + k]);
@@ -527,8 +508,8 @@ static int add_comment(struct merge *m, const char *s, size_t len)
 		return -ENOMEM;
 	if (!inserted)
 		return 0;
-	if (reserve(&m->comments, &m->comments_cap, m->ncomments + 1,
-	            sizeof *m->comments))
+	if (pp_array_reserve(&m->comments, &m->comments_cap, m->ncomments + 1,
+	                     sizeof *m->comments))
 		return -ENOMEM;
 	m->comments[m->ncomments++] = (uint64_t)i;
 	return 0;

@@ -156,29 +156,9 @@ static int wrong_wire(struct dec *x, const struct field *f, const char *msg)
 	           msg, (unsigned long long)f->num, f->wire);
 }
 
-/* Room for need elements of size elem in *p (capacity *cap, doubling). */
-static int reserve(void *pp, size_t *cap, size_t need, size_t elem)
-{
-	void **p = pp;
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 16;
-	while (c < need) {
-		if (c > ((size_t)-1) / 4 / elem)
-			return -ENOMEM;
-		c *= 2;
-	}
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 /* Append to one of d's arrays (its count is d->n, its capacity caps[c]). */
 #define PUSH(d, arr, n, c)                                                     \
-	reserve(&(d)->arr, &(d)->caps[c], (d)->n + 1, sizeof *(d)->arr)
+	pp_array_reserve(&(d)->arr, &(d)->caps[c], (d)->n + 1, sizeof *(d)->arr)
 
 typedef int (*sub_fn)(struct dec *x, const struct field *f, const char *msg,
                       void *ctx);
@@ -214,7 +194,7 @@ static int varints(struct dec *x, const struct field *f, const char *msg,
 {
 	struct span s = f->sub;
 	if (f->wire == 0) {
-		if (reserve(arr, &x->d->caps[c], *n + 1, sizeof **arr))
+		if (pp_array_reserve(arr, &x->d->caps[c], *n + 1, sizeof **arr))
 			return -ENOMEM;
 		(*arr)[(*n)++] = f->v;
 		return 0;
@@ -229,7 +209,7 @@ static int varints(struct dec *x, const struct field *f, const char *msg,
 			           "%s: field %llu: truncated packed "
 			           "varint",
 			           msg, (unsigned long long)f->num);
-		if (reserve(arr, &x->d->caps[c], *n + 1, sizeof **arr))
+		if (pp_array_reserve(arr, &x->d->caps[c], *n + 1, sizeof **arr))
 			return -ENOMEM;
 		(*arr)[(*n)++] = v;
 	}

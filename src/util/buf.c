@@ -3,6 +3,7 @@
  */
 #include "buf.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,4 +103,23 @@ void pp_buf_free(struct pp_buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 	b->failed = 0;
+}
+
+int pp_array_reserve(void *pp, size_t *cap, size_t need, size_t elem)
+{
+	void **p = pp;
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 16;
+	while (c < need) {
+		if (c > ((size_t)-1) / 4 / elem)
+			return -ENOMEM;
+		c *= 2;
+	}
+	void *q = realloc(*p, c * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = c;
+	return 0;
 }

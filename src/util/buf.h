@@ -24,4 +24,8 @@ void pp_buf_html(struct pp_buf *b, const char *s);
 char *pp_buf_take(struct pp_buf *b, size_t *len);
 void pp_buf_free(struct pp_buf *b);
 
+/* Room for need elements of size elem in the array *pp (capacity *cap,
+ * doubling from 16): 0, or -ENOMEM with the array as it was. */
+int pp_array_reserve(void *pp, size_t *cap, size_t need, size_t elem);
+
 #endif
