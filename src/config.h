@@ -71,9 +71,9 @@ extern const size_t pp_settings_count;
 int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
                       char *err, size_t errlen);
 void pp_config_free(struct pp_config *c);
-/* A tree member's configuration (fork/members.c): base's settings (the environment
- * read again), listening on the Unix socket at path, without TLS, token or
- * network list. 0 or a negative errno with a sentence in err. */
+/* A tree member's configuration (fork/members.c): base's settings (the
+ * environment read again), listening on the Unix socket at path, without TLS,
+ * token or network list. 0 or a negative errno with a sentence in err. */
 int pp_config_member(const struct pp_config *base, const char *path,
                      struct pp_config *out, char *err, size_t errlen);
 

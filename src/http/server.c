@@ -98,8 +98,8 @@ static int bind_listener(struct pp_server *s, int again, char *err,
 	 * on Linux it never lets two listeners share a port. */
 	if (cfg->addr.ss_family != AF_UNIX)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	else /* a tree's member socket (fork/members.c): named after this pid, so
-	        what is there was left by a process gone */
+	else /* a tree's member socket (fork/members.c): named after this pid,
+	        so what is there was left by a process gone */
 		unlink(((const struct sockaddr_un *)&cfg->addr)->sun_path);
 	if (bind(fd, (const struct sockaddr *)&addr, cfg->addrlen) < 0) {
 		e = errno;
@@ -403,7 +403,8 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 
 	rc = read_tls(s, cfg, err, errlen);
 	if (rc) {
-		/* The early socket is the server's to close (fork/members.c). */
+		/* The early socket is the server's to close (fork/members.c).
+		 */
 		if (cfg->have_bound_fd)
 			close(cfg->bound_fd);
 		goto fail;
