@@ -442,10 +442,8 @@ static void test_ask(void **state)
 	assert_int_equal(asks[0].body_len, 5);
 	assert_memory_equal(asks[0].body, "hello", 5);
 	assert_string_equal(asks[0].ctype, "text/plain");
-	assert_string_equal(ms[0].request, request);
 	assert_int_equal(asks[1].status, 0);
 	assert_string_equal(asks[1].err, "no answer");
-	assert_string_equal(ms[1].request, request);
 	assert_int_equal(asks[2].status, 0);
 	assert_string_equal(asks[2].err, "its answer is over 1 MiB");
 	assert_int_equal(asks[3].status, 0);
@@ -468,6 +466,10 @@ static void test_ask(void **state)
 
 	for (int i = 0; i < 4; i++)
 		member_end(&ms[i]);
+	/* What the members were asked, read once their threads are joined
+	 * (the socket that ordered it is invisible to ThreadSanitizer). */
+	assert_string_equal(ms[0].request, request);
+	assert_string_equal(ms[1].request, request);
 	assert_int_equal(rmdir(dir), 0);
 }
 
