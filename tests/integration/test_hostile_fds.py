@@ -147,7 +147,8 @@ def test_during_a_window():
     eq(h.cmd("close"), "closed", "the host closes every descriptor from 3 on")
     line = h.cmd(f"reuse {d} 4")
     ok(line.startswith("reused ") and ":" not in line,
-       "files and pipes take the numbers", line)
+       "files and pipes take the numbers",
+       f"{line!r}; the host's stderr: {h.stderr_text()[-3000:]}")
     eq(h.cmd("spin 2", timeout=60), "spun",
        "the host burns CPU through code without unwind tables")
     eq(h.cmd("check"), "check ok",
