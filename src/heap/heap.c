@@ -244,7 +244,6 @@ static void heap_free_start(void *start)
 
 static const struct pp_counts heap_counts = {
     .query_size = sizeof(struct pp_heap_query),
-    .seconds_offset = offsetof(struct pp_heap_query, seconds),
     .check = heap_check,
     .begin = heap_begin,
     .finish = heap_finish,

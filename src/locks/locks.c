@@ -465,7 +465,6 @@ static void block_note(const void *query, int delta, struct pp_profile *p)
 
 static const struct pp_counts mutex_counts = {
     .query_size = sizeof(struct pp_dump_query),
-    .seconds_offset = offsetof(struct pp_dump_query, seconds),
     .check = mutex_check,
     .snapshot = mutex_snapshot,
     .note = mutex_note,
@@ -473,7 +472,6 @@ static const struct pp_counts mutex_counts = {
 
 static const struct pp_counts block_counts = {
     .query_size = sizeof(struct pp_dump_query),
-    .seconds_offset = offsetof(struct pp_dump_query, seconds),
     .check = block_check,
     .snapshot = block_snapshot,
     .note = block_note,

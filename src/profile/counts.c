@@ -18,13 +18,6 @@ struct counts_job {
 	char query[];
 };
 
-static unsigned query_seconds(const struct pp_counts *c, const void *query)
-{
-	unsigned s;
-	memcpy(&s, (const char *)query + c->seconds_offset, sizeof s);
-	return s;
-}
-
 int pp_counts_start(struct pp_job *job, const void *query, char *err,
                     size_t errlen)
 {
@@ -39,7 +32,7 @@ int pp_counts_start(struct pp_job *job, const void *query, char *err,
 	}
 	j->c = c;
 	memcpy(j->query, query, c->query_size);
-	j->seconds = query_seconds(c, query);
+	j->seconds = pp_job_seconds(job);
 	pp_job_set_data(job, j);
 	if (!j->seconds)
 		return 0;

@@ -15,10 +15,9 @@
 #include "profile/model.h"
 
 struct pp_counts {
-	/* The producer's query struct, copied for the job (every query of
-	 * these kinds has `seconds`: the window, 0 for since the start). */
+	/* The producer's query struct, copied for the job. The window is
+	 * the job's (pp_job_seconds): 0 for counts since the start. */
 	size_t query_size;
-	size_t seconds_offset; /* offsetof(query, seconds) */
 	/* At open: is the kind on? 0, or -ENOTSUP (or another error) with a
 	 * sentence. NULL: always on. */
 	int (*check)(const void *query, char *err, size_t errlen);

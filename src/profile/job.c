@@ -37,6 +37,7 @@ struct pp_job {
 	struct pp_producer *producer;
 	void *data; /* the producer's */
 	uint64_t opened_ns, due_ns;
+	unsigned seconds; /* the request's window (0: now) */
 	int64_t opened_real_ns;
 	struct pp_render_opts render;
 	int keep;
@@ -98,6 +99,11 @@ void pp_job_set_data(struct pp_job *j, void *data)
 const struct pp_producer *pp_job_producer(const struct pp_job *j)
 {
 	return j->producer;
+}
+
+unsigned pp_job_seconds(const struct pp_job *j)
+{
+	return j->seconds;
 }
 
 uint64_t pp_job_opened_ns(const struct pp_job *j)
@@ -344,6 +350,7 @@ int pp_job_open(const struct pp_job_request *rq, struct pp_job **out,
 	j->arg = rq->arg;
 	j->opened_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	j->opened_real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
+	j->seconds = rq->seconds;
 	j->due_ns = j->opened_ns + (uint64_t)rq->seconds * PP_NS_PER_SEC;
 
 	if (rq->id) {

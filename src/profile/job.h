@@ -113,6 +113,8 @@ void pp_job_release(struct pp_job *j);
 
 /* For producers. */
 const struct pp_producer *pp_job_producer(const struct pp_job *j);
+/* The window the request asked for (pp_job_request.seconds; 0: now). */
+unsigned pp_job_seconds(const struct pp_job *j);
 void *pp_job_data(const struct pp_job *j);
 void pp_job_set_data(struct pp_job *j, void *data);
 /* The moments the job was opened (CLOCK_MONOTONIC and CLOCK_REALTIME). */

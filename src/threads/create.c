@@ -216,7 +216,6 @@ static void tc_note(const void *query, int delta, struct pp_profile *p)
 
 static const struct pp_counts tc_counts = {
     .query_size = sizeof(struct pp_dump_query),
-    .seconds_offset = offsetof(struct pp_dump_query, seconds),
     .check = tc_check,
     .snapshot = tc_snapshot,
     .note = tc_note,

@@ -312,7 +312,6 @@ static void dump_note(const void *query, int delta, struct pp_profile *p)
 
 static const struct pp_counts dump_counts = {
     .query_size = sizeof(struct pp_dump_query),
-    .seconds_offset = offsetof(struct pp_dump_query, seconds),
     .check = dump_check,
     .snapshot = dump_snapshot,
     .note = dump_note,
