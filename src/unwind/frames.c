@@ -2,7 +2,7 @@
  * Context: signal.
  *
  * The walks of the compact frame tables (frames.h) in the sampling
- * signal's handler: pp_frames_rule, pp_frames_walk and pp_frames_walk_fp
+ * signal's handler: pp_frames_walk and pp_frames_walk_fp
  * run inside arbitrary code, so no malloc, no lock, and no load from
  * memory not proven readable. The tables are built in cfi.c.
  *
@@ -123,11 +123,11 @@ static void reader_start(struct reader *rd, struct stack_range *r, uintptr_t sp)
 	r->lo = r->hi = page;
 }
 
-PP_NO_ASAN static int load(struct reader *rd, uintptr_t addr, uintptr_t *out)
+/* A load above the checked range: check the next pages first. */
+static __attribute__((noinline)) int load_above(struct reader *rd,
+                                                uintptr_t addr)
 {
 	struct stack_range *r = rd->r;
-	if (addr < r->lo || addr > UINTPTR_MAX - 8)
-		return -1;
 	while (addr + 8 > r->hi) {
 		if (!rd->budget || !may_check(rd))
 			return -1;
@@ -153,6 +153,19 @@ PP_NO_ASAN static int load(struct reader *rd, uintptr_t addr, uintptr_t *out)
 		if (ok < want && addr + 8 > r->hi)
 			return -1;
 	}
+	return 0;
+}
+
+/* Inline, and the page checks out of line: the common load (inside the
+ * checked range) then saves no registers. */
+PP_NO_ASAN static inline int load(struct reader *rd, uintptr_t addr,
+                                  uintptr_t *out)
+{
+	struct stack_range *r = rd->r;
+	if (addr < r->lo || addr > UINTPTR_MAX - 8)
+		return -1;
+	if (__builtin_expect(addr + 8 > r->hi, 0) && load_above(rd, addr))
+		return -1;
 	/* A plain load (alignment is not the walk's to check). */
 	*out = *(const uintptr_t *)addr;
 	return 0;
@@ -161,30 +174,6 @@ PP_NO_ASAN static int load(struct reader *rd, uintptr_t addr, uintptr_t *out)
 /* ---------------------------------------------------------------------
  * The walk.
  */
-
-uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc)
-{
-	if (pc < t->base || pc - t->base > UINT32_MAX || t->n == 0)
-		return PP_FRAME_END;
-	uint32_t off = (uint32_t)(pc - t->base);
-	size_t lo = 0, hi = t->n;
-	size_t page = off >> PP_FRAME_PAGE_SHIFT;
-	if (page + 1 < t->npages) {
-		/* The answer is the row before the page's first, or one of
-		 * the page's own. */
-		lo = t->pages[page] ? t->pages[page] - 1 : 0;
-		hi = t->pages[page + 1];
-	}
-	/* The last row at or before off. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->rows[mid].pc <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo ? t->rows[lo - 1].rule : PP_FRAME_END;
-}
 
 int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
                    int checks)

@@ -52,8 +52,11 @@ struct pp_frame_row {
 /* A page index narrows the search: pages[p] is the first row at or past
  * the page's start (pc offset p << PP_FRAME_PAGE_SHIFT), so a lookup
  * touches a few rows of one page instead of walking the whole array
- * through cache misses. It follows the rows in the same allocation. */
-#define PP_FRAME_PAGE_SHIFT 12
+ * through cache misses. It follows the rows in the same allocation.
+ * Pages of 256 bytes of code: two or three probes a lookup, for 4 bytes
+ * of index per 256 bytes of code (python3's tables: 2.69 MB against
+ * 2.51 MB with 4 KiB pages, whose lookups took twice the instructions). */
+#define PP_FRAME_PAGE_SHIFT 8
 
 struct pp_frame_table {
 	uintptr_t base; /* the image's lowest code address */
@@ -66,8 +69,32 @@ struct pp_frame_table {
 	struct pp_frame_row rows[];
 };
 
-/* The rule for pc (an address inside the table's image). */
-uint32_t pp_frames_rule(const struct pp_frame_table *t, uintptr_t pc);
+/* The rule for pc (an address inside the table's image). Inline: the
+ * walks look one up per frame. */
+static inline uint32_t pp_frames_rule(const struct pp_frame_table *t,
+                                      uintptr_t pc)
+{
+	if (pc < t->base || pc - t->base > UINT32_MAX || t->n == 0)
+		return PP_FRAME_END;
+	uint32_t off = (uint32_t)(pc - t->base);
+	size_t lo = 0, hi = t->n;
+	size_t page = off >> PP_FRAME_PAGE_SHIFT;
+	if (page + 1 < t->npages) {
+		/* The answer is the row before the page's first, or one of
+		 * the page's own. */
+		lo = t->pages[page] ? t->pages[page] - 1 : 0;
+		hi = t->pages[page + 1];
+	}
+	/* The last row at or before off. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->rows[mid].pc <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? t->rows[lo - 1].rule : PP_FRAME_END;
+}
 
 /* Capture the interrupted stack of a signal's ucontext
  * through the compact tables (unwind.h's pp_unwind_capture contract).

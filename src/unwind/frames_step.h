@@ -43,6 +43,7 @@ static inline __attribute__((always_inline)) int pp_frames_walk_core(
 	/* Is pc exact (the interrupted instruction) or a return address? */
 	int exact = 1;
 	unsigned n = 0;
+	struct pp_registry_near near = {0, 0, NULL};
 
 	*why = PP_UNWIND_OK;
 	while (pc) {
@@ -54,7 +55,7 @@ static inline __attribute__((always_inline)) int pp_frames_walk_core(
 		uintptr_t at = pc - !exact;
 		int covered;
 		const struct pp_frame_table *t =
-		    pp_registry_table(at, &covered);
+		    pp_registry_table_near(at, &covered, &near);
 		if (!covered) {
 			*why = PP_UNWIND_UNKNOWN_CODE;
 			return (int)n;

@@ -18,6 +18,15 @@ int pp_registry_covers(uintptr_t ip);
  * has none: libunwind must unwind there). */
 struct pp_frame_table;
 const struct pp_frame_table *pp_registry_table(uintptr_t ip, int *covered);
+/* The same, remembering the image found in *near: a walk's next frame is
+ * most often in the same image, and then costs no search. *near starts
+ * zeroed and lives no longer than the walk's pp_registry_enter. */
+struct pp_registry_near {
+	uintptr_t lo, hi;
+	const struct pp_frame_table *frames;
+};
+const struct pp_frame_table *
+pp_registry_table_near(uintptr_t ip, int *covered, struct pp_registry_near *near);
 /* Agent or host context: an image is about to be unloaded (dlclose); until
  * the next refresh no unwind table is trusted. */
 void pp_registry_unloading(void);

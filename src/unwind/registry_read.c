@@ -126,6 +126,24 @@ const struct pp_frame_table *pp_registry_table(uintptr_t ip, int *covered)
 	return r ? r->frames : NULL;
 }
 
+const struct pp_frame_table *
+pp_registry_table_near(uintptr_t ip, int *covered, struct pp_registry_near *near)
+{
+	/* An unload since the last frame voids what was found (find()
+	 * answers NULL then too). */
+	if (ip - near->lo < near->hi - near->lo &&
+	    !atomic_load_explicit(&pp_registry_unloads, memory_order_acquire)) {
+		*covered = 1;
+		return near->frames;
+	}
+	const struct range *r = find(ip);
+	*covered = r != NULL;
+	if (!r)
+		return NULL;
+	*near = (struct pp_registry_near){r->lo, r->hi, r->frames};
+	return r->frames;
+}
+
 int pp_registry_trace_safe(void)
 {
 	return !atomic_load_explicit(&pp_registry_ever_unloaded,
