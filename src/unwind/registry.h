@@ -26,7 +26,8 @@ struct pp_registry_near {
 	const struct pp_frame_table *frames;
 };
 const struct pp_frame_table *
-pp_registry_table_near(uintptr_t ip, int *covered, struct pp_registry_near *near);
+pp_registry_table_near(uintptr_t ip, int *covered,
+                       struct pp_registry_near *near);
 /* Agent or host context: an image is about to be unloaded (dlclose); until
  * the next refresh no unwind table is trusted. */
 void pp_registry_unloading(void);

@@ -127,7 +127,8 @@ const struct pp_frame_table *pp_registry_table(uintptr_t ip, int *covered)
 }
 
 const struct pp_frame_table *
-pp_registry_table_near(uintptr_t ip, int *covered, struct pp_registry_near *near)
+pp_registry_table_near(uintptr_t ip, int *covered,
+                       struct pp_registry_near *near)
 {
 	/* An unload since the last frame voids what was found (find()
 	 * answers NULL then too). */
