@@ -41,7 +41,9 @@ Checks that the samplers really ran:
 
 Then, unless --callgrind-pairs 0, instructions per pair under callgrind
 (only the timed loop counted: --toggle-collect=run_pairs), single thread:
-glibc against pullprof at rate 0, 524288 and 65536.
+glibc against pullprof at rate 0, 524288 and 65536, with the first-level
+data cache read misses of callgrind's cache simulation: what the free
+filter's lookups cost the host's own data in its cache.
 
 Usage: bench/bench_malloc.py [--runs N] [--pairs N] [--heaptrack-pairs N]
                              [--callgrind-pairs N] [--against LIB]
@@ -84,6 +86,7 @@ class Config:
         self.cpu = {}       # threads -> [CPU ns per pair]
         self.sampled = {}   # threads -> [pullprof heap.sampled]
         self.unwind_ns = {}  # threads -> [pullprof heap.unwind.mean_ns]
+        self.false_hits = {}  # threads -> [heap.filter_false_hits]
 
 
 def parse(out):
@@ -135,6 +138,8 @@ def run_pullprof(c, threads, pairs, cwd):
         raise RuntimeError(f"{c.name}: exit {p.returncode}: {rest}")
     c.sampled.setdefault(threads, []).append(heap["sampled"])
     c.unwind_ns.setdefault(threads, []).append(heap["unwind"]["mean_ns"])
+    c.false_hits.setdefault(threads, []).append(
+        heap.get("filter_false_hits", 0))
     return ns
 
 
@@ -273,15 +278,18 @@ def callgrind(pairs, cwd, against=None):
                      PULLPROF_QUIET="1", LD_PRELOAD=lib)
         out = os.path.join(cwd, "callgrind.out")
         subprocess.run(["valgrind", "-q", "--tool=callgrind",
-                        "--toggle-collect=run_pairs",
+                        "--cache-sim=yes", "--toggle-collect=run_pairs",
                         f"--callgrind-out-file={out}",
                         WORK, "1", str(pairs)], env=e, cwd=cwd, check=True,
                        capture_output=True, stdin=subprocess.DEVNULL)
-        total = None
+        total = d1mr = None
         with open(out) as f:
             for line in f:
+                if line.startswith("events:"):
+                    events = line.split()[1:]
                 if line.startswith("totals:"):
-                    total = int(line.split()[1])
+                    tot = dict(zip(events, map(int, line.split()[1:])))
+                    total, d1mr = tot["Ir"], tot["D1mr"]
         ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out],
                              capture_output=True, text=True).stdout
         slow = 0
@@ -290,11 +298,12 @@ def callgrind(pairs, cwd, against=None):
                 slow = int(line.split()[0].replace(",", ""))
                 break
         os.unlink(out)
-        ir = total / pairs
+        ir, miss = total / pairs, d1mr / pairs
         if base is None:
-            base = ir
+            base, base_miss = ir, miss
         rows.append(f"| {name} | {ir:.1f} | {ir - base:+.1f} | "
-                    f"{slow / pairs:.1f} |")
+                    f"{slow / pairs:.1f} | {miss:.2f} | "
+                    f"{miss - base_miss:+.2f} |")
     return rows
 
 
@@ -438,7 +447,9 @@ def main():
             print(f"* {c.name}, {t} thread(s): heap.sampled median "
                   f"{got:.0f} per run (min {min(c.sampled[t])}, expected "
                   f"~{want:.0f}), unwind mean "
-                  f"{statistics.median(c.unwind_ns[t]):.0f} ns"
+                  f"{statistics.median(c.unwind_ns[t]):.0f} ns, frees "
+                  f"sent to the table by the filter that were not "
+                  f"sampled {statistics.median(c.false_hits[t]):.0f}"
                   f"{'' if ok else '  <-- UNEXPECTED'}")
     if je_check:
         print(f"* {je_check}")
@@ -452,11 +463,13 @@ def main():
         print(f"Instructions per pair under callgrind (valgrind "
               f"--tool=callgrind --toggle-collect=run_pairs, "
               f"{a.callgrind_pairs} pairs, 1 thread; deterministic apart "
-              f"from the sample draws):")
+              f"from the sample draws), and first-level data cache read "
+              f"misses per pair in callgrind's simulation of this "
+              f"machine's caches (--cache-sim=yes):")
         print()
         print("| configuration | Ir/pair | vs glibc | of which in "
-              "pp_heap_sampled (incl.) |")
-        print("|---|---:|---:|---:|")
+              "pp_heap_sampled (incl.) | D1 read misses/pair | vs glibc |")
+        print("|---|---:|---:|---:|---:|---:|")
         print("\n".join(cg))
 
 

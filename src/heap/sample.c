@@ -158,7 +158,7 @@ void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
 		 * process starts here, this allocation included. */
 		t->armed_rate = rate;
 		t->countdown = rate ? draw(t, rate) - (int64_t)size : 0;
-		if (t->countdown > 0)
+		if (rate && t->countdown >= 0)
 			return p;
 	}
 	if (!rate) {

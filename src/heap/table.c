@@ -358,7 +358,7 @@ static int live_put(uintptr_t p, uint32_t bucket)
 
 /* Remove p; its bucket in *bucket. 0, or -ENOENT when p was not sampled.
  * 0 marks an empty entry: it is never "found" (free(NULL) passes the
- * filter whenever a sampled block starts at a multiple of 16 MiB). */
+ * filter whenever a sampled block starts at a multiple of 64 MiB). */
 static int live_take(uintptr_t p, uint32_t *bucket)
 {
 	if (!tables.cap_live || !p)
