@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels \
-	bench/threadswork bench/lockswork bench/tracework bench/bench_fork
+	bench/threadswork bench/lockswork bench/tracework bench/bench_fork bench/walkwork
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
 # jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods;
 # gdb dumps threads (stopping them) beside pullprof's thread dumps;
@@ -62,6 +62,10 @@ echo
 echo "## The CPU profiler at real depths and thread lifetimes (bench/bench_unwind.py)"
 echo
 python3 bench/bench_unwind.py
+echo
+echo "## One stack capture by depth, beside libunwind (bench/bench_walk.py)"
+echo
+python3 bench/bench_walk.py
 echo
 echo "## Thread dumps and wall-clock profiles (bench/bench_threads.py)"
 echo

@@ -208,18 +208,20 @@ static void request_done(struct pp_request *r)
 	pthread_mutex_lock(&l->mu);
 	j->conn = NULL; /* nobody to resume any more */
 	if (j->state == L_QUEUED) {
-		/* Still queued (the connection ended at the server's stop):
-		 * the queue lets go of it too. */
-		for (struct job **p = &l->head; *p; p = &(*p)->next)
-			if (*p == j) {
-				*p = j->next;
-				if (!*p)
-					l->tail = p;
-				l->queued--;
-				j->owners--;
-				l->cancelled++;
-				break;
-			}
+		/* Still queued (the connection ended at the server's stop), or
+		 * counted and never linked (the daemon was abandoned in its
+		 * suspension, loop.c): the queue lets go of it too. */
+		struct job **p = &l->head;
+		while (*p && *p != j)
+			p = &(*p)->next;
+		if (*p) {
+			*p = j->next;
+			if (!*p)
+				l->tail = p;
+		}
+		l->queued--;
+		j->owners--;
+		l->cancelled++;
 	} else if (j->state == L_RUNNING) {
 		atomic_store(&j->cancel, 1);
 	}
@@ -320,15 +322,26 @@ enum MHD_Result pp_lookup_answer_on(struct pp_lookups *l, struct pp_request *r,
 	j->client_fd = ci ? ci->connect_fd : -1;
 	j->state = L_QUEUED;
 	j->owners = 2; /* the queue and the request */
-	*l->tail = j;
-	l->tail = &j->next;
-	l->queued++;
+	l->queued++;   /* counted now, linked once the request is suspended */
 	r->state = j;
 	r->cleanup = request_done;
 	r->resume = answer;
-	/* Suspended before the thread can resume it: still under the lock. */
+	pthread_mutex_unlock(&l->mu);
+	/* Suspended before the job is linked, so that no lookup thread can
+	 * resume the request first; and outside the lock, because
+	 * libmicrohttpd may panic in the suspension and the HTTP thread then
+	 * leaves it by a jump (loop.c). */
 	pp_request_suspend(r);
-	pthread_cond_signal(&l->wake);
+	pthread_mutex_lock(&l->mu);
+	if (l->stopping) {
+		/* The threads may be gone: nobody would take it. */
+		l->queued--;
+		finish_locked(l, j, L_CANCELLED);
+	} else {
+		*l->tail = j;
+		l->tail = &j->next;
+		pthread_cond_signal(&l->wake);
+	}
 	pthread_mutex_unlock(&l->mu);
 	return MHD_YES;
 }

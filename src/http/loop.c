@@ -24,7 +24,11 @@
 #include <microhttpd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -165,6 +169,73 @@ static int restart(struct pp_server *s)
 	return rc;
 }
 
+/* ---- libmicrohttpd's panics -------------------------------------------- */
+
+/*
+ * The check before MHD_run leaves a window of microseconds: a host that
+ * closes its descriptors then makes libmicrohttpd's own calls fail, and
+ * libmicrohttpd ends the process on some failures it deems impossible
+ * (MHD_PANIC: close() answering EBADF, epoll_ctl() refusing to remove a
+ * socket), through a panic function that must not return. Ours leaves the
+ * run by a jump back into the loop when the panic comes from the HTTP
+ * thread's MHD_run, and the daemon is abandoned as for a lost descriptor;
+ * whatever libmicrohttpd held then (its own mutexes, its memory) belongs
+ * to that daemon, never touched again. Nothing of ours is held across a
+ * call into libmicrohttpd on that thread that can panic (lookup.c suspends
+ * outside its lock). Anywhere else the panic does what libmicrohttpd's own
+ * does: a line on stderr and abort().
+ *
+ * The panic function is the process's (MHD_set_panic_func): a host that
+ * uses libmicrohttpd too and sets its own after the agent started replaces
+ * ours, and then the window above ends the process as before.
+ */
+/* Not thread-local: the agent's own TLS comes out of glibc's small static
+ * surplus (HACKING.md). One HTTP thread arms it around each run. */
+static _Atomic(sigjmp_buf *) panic_exit;
+static pthread_t panic_thread;
+static char panic_reason[64];
+
+static void on_mhd_panic(void *cls, const char *file, unsigned int line,
+                         const char *reason)
+{
+	(void)cls;
+	sigjmp_buf *to = atomic_load(&panic_exit);
+	if (to && pthread_equal(pthread_self(), panic_thread)) {
+		snprintf(panic_reason, sizeof panic_reason,
+		         "libmicrohttpd stopped on one: %s", reason ? reason : "");
+		/* Its messages end in a newline, or a full stop and one. */
+		size_t n = strcspn(panic_reason, "\n");
+		while (n && panic_reason[n - 1] == '.')
+			n--;
+		panic_reason[n] = 0;
+		atomic_store(&panic_exit, NULL);
+		siglongjmp(*to, 1);
+	}
+	fprintf(stderr, "Fatal error in GNU libmicrohttpd %s:%u: %s",
+	        file ? file : "?", line, reason ? reason : "\n");
+	abort();
+}
+
+void pp_server_catch_panics(void)
+{
+	MHD_set_panic_func(on_mhd_panic, NULL);
+}
+
+/* MHD_run, or -1 (the reason in panic_reason) when libmicrohttpd panicked
+ * in it. On its own, so that no variable of the loop lives across the
+ * jump. */
+static __attribute__((noinline)) int run_once(struct MHD_Daemon *d)
+{
+	sigjmp_buf here;
+	if (sigsetjmp(here, 0))
+		return -1;
+	panic_thread = pthread_self();
+	atomic_store(&panic_exit, &here);
+	MHD_run(d);
+	atomic_store(&panic_exit, NULL);
+	return 0;
+}
+
 /*
  * When accept() fails for want of descriptors (the host used them all),
  * libmicrohttpd drops its listening socket from its epoll set until a
@@ -221,8 +292,10 @@ void *pp_server_loop(void *arg)
 			continue;
 		}
 		/* What is not closed: the host may reuse a number between that
-		 * look and libmicrohttpd's use of it, microseconds later. */
-		MHD_run(s->mhd);
+		 * look and libmicrohttpd's use of it, microseconds later (see
+		 * on_mhd_panic). */
+		if (run_once(s->mhd))
+			pp_server_abandon(s, panic_reason);
 	}
 	pp_agent_thread_leave();
 	return NULL;

@@ -24,6 +24,9 @@ const char *pp_server_lost_fd(struct pp_server *s, char *buf, size_t len);
 /* Let go of a daemon whose descriptors the host closed (what names what
  * was found); the loop sets a new one up. */
 void pp_server_abandon(struct pp_server *s, const char *what);
+/* Install the panic function that lets the HTTP thread leave a run of
+ * libmicrohttpd that panicked (loop.c); before the first daemon starts. */
+void pp_server_catch_panics(void);
 /* Wake the loop, if the pipe is still ours (mhd_mu held, or the HTTP
  * thread). */
 void pp_server_wake_locked(struct pp_server *s);

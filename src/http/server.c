@@ -387,6 +387,7 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	s->listen_id.fd = s->wake_rd_id.fd = s->wake_wr_id.fd =
 	    s->mhd_epoll_id.fd = -1;
 	pthread_mutex_init(&s->mhd_mu, NULL);
+	pp_server_catch_panics();
 	/* Twice the places, kept ones included: a connection closed for a
 	 * newcomer holds its slot until libmicrohttpd lets it go. */
 	s->conn_slots = 2 * (cfg->v.max_connections + PP_RESERVED_CONNECTIONS);

@@ -20,13 +20,23 @@
  * through a function without unwind tables (its callers cannot be found from
  * DWARF: libunwind falls back to its frame-chain heuristics and, in 1.6, to its
  *                    address validation)           -> "spun"
+ *   losenext         the next close() of a socket on the agent's HTTP thread
+ *                    closes it and answers EBADF, as if the host had
+ *                    closed it a moment before (libmicrohttpd's panic:
+ *                    "Close socket failed")          -> "armed"
  *   exit             return from main (the agent's destructor runs)
+ *
+ * The host defines close() (exported: -rdynamic) for losenext; every other
+ * close is the system call.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,6 +190,23 @@ static void spin(double seconds)
 	printf("spun\n");
 }
 
+static atomic_int lose_next;
+
+int close(int fd)
+{
+	char name[16] = "";
+	struct stat st;
+	if (atomic_load(&lose_next) &&
+	    pthread_getname_np(pthread_self(), name, sizeof name) == 0 &&
+	    !strcmp(name, "pullprof-http") && fstat(fd, &st) == 0 &&
+	    S_ISSOCK(st.st_mode) && atomic_exchange(&lose_next, 0)) {
+		syscall(SYS_close, fd);
+		errno = EBADF;
+		return -1;
+	}
+	return (int)syscall(SYS_close, fd);
+}
+
 int main(void)
 {
 	char line[4096], arg[4096];
@@ -206,6 +233,9 @@ int main(void)
 			alloc(n);
 		} else if (sscanf(line, "spin %ld", &n) == 1) {
 			spin((double)n);
+		} else if (!strncmp(line, "losenext", 8)) {
+			atomic_store(&lose_next, 1);
+			printf("armed\n");
 		} else if (!strncmp(line, "exit", 4)) {
 			return 0;
 		} else {

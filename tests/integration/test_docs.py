@@ -507,7 +507,29 @@ def test_kinds():
            f"HACKING.md's 'Adding a kind of profile' names {phrase}")
 
 
+def test_agent_tls():
+    """The agent's own TLS block (glibc's small static surplus pays for it
+    at dlopen) is the size HACKING.md states: growing it is a decision."""
+    m = re.search(r"libpullprof-agent\.so \| grep TLS`\) is (0x[0-9a-f]+) "
+                  r"bytes", hacking)
+    ok(m, "HACKING.md states the agent's TLS size")
+    lib = os.path.join(BUILD, ".libs", "libpullprof-agent.so")
+    if not m or not shutil.which("readelf") or not os.path.exists(lib):
+        skip("the agent's TLS block against HACKING.md",
+             "no readelf or no built agent")
+        return
+    out = subprocess.run(["readelf", "-lW", lib], capture_output=True,
+                         text=True).stdout
+    tls = [line.split() for line in out.splitlines()
+           if line.split()[:1] == ["TLS"]]
+    ok(len(tls) == 1, "the agent has one TLS segment", out)
+    if tls:
+        eq(int(tls[0][5], 16), int(m.group(1), 16),
+           "its memory size (readelf) is the size HACKING.md states")
+
+
 run([test_settings, test_variables, test_header_defaults, test_versions,
      test_endpoints, test_functions,
      test_man_pages, test_readme_and_links, test_layout, test_commands,
-     test_dist, test_arch_layer, test_contexts, test_file_sizes, test_kinds])
+     test_dist, test_arch_layer, test_contexts, test_file_sizes, test_kinds,
+     test_agent_tls])

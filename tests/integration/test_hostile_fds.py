@@ -10,8 +10,11 @@ profiles (CPU samples through code without unwind tables, where libunwind
 1.6 validated addresses through its pipe; heap-sampled mallocs) and after
 the exit; that the host exits promptly; that /status says the descriptors
 were lost and the server serves again on its address; that the window the
-host cut off lets go of its place (PULLPROF_MAX_CPU_WINDOWS=1); and the
-issue's repro: close_range, a pipe, a loop of mallocs, which must finish."""
+host cut off lets go of its place (PULLPROF_MAX_CPU_WINDOWS=1); that the
+host lives when libmicrohttpd's close of a connection answers EBADF (the
+host closed it between the agent's check and libmicrohttpd's use: its
+panic, which would end the process); and the issue's repro: close_range, a
+pipe, a loop of mallocs, which must finish."""
 import os
 import re
 import shutil
@@ -240,6 +243,39 @@ def test_one_connection():
     finish(h, d, 1, "one connection closed")
 
 
+def test_panic():
+    """The agent's HTTP thread closes a finished connection and close()
+    answers EBADF, as when the host closed that number a moment before
+    (the window between the agent's check and libmicrohttpd's use):
+    libmicrohttpd panics, which by default ends the process. The agent
+    leaves that run, abandons the daemon and serves again; the host
+    lives."""
+    h, port = start()
+    eq(h.cmd("losenext"), "armed", "the host will fail the agent's next "
+       "close of a socket with EBADF")
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/status", timeout=10)
+    eq(r.status, 200, "the request answers before its connection closes")
+    st = lost_seen(port)
+    ok(st is not None, "/status answers again, from a daemon set up anew",
+       h.stderr_text())
+    last = ((st or {}).get("descriptors") or {}).get("lost_last") or ""
+    ok(last.startswith("libmicrohttpd stopped on one: Close socket failed"),
+       "/status names libmicrohttpd's panic as the loss", last)
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds=1",
+             timeout=30)
+    eq(r.status, 200, "a CPU profile from the new daemon")
+    eq(h.cmd("alloc 1000"), "alloc done 0", "the host goes on")
+    took = exit_time(h)
+    ok(took is not None and took < 5, "the host exits promptly", took)
+    ok(h.p.returncode == 0, "exit status 0 (no abort)",
+       f"{h.p.returncode}: {h.stderr_text()}")
+    h.drain()
+    ok(not [line for line in h.err_lines if "Fatal error" in line],
+       "libmicrohttpd's own panic message never printed", h.stderr_text())
+    said = [line for line in h.err_lines if LOST.search(line)]
+    ok(len(said) == 1, "stderr says it once", h.stderr_text())
+
+
 def test_issue_repro():
     """close_range(3, ~0U, 0), a pipe, then mallocs in a loop (every one
     heap-sampled where the sampler runs): it finishes, and so does exit."""
@@ -258,6 +294,6 @@ def test_issue_repro():
 
 try:
     run([test_before_any_request, test_during_a_window, test_idle_client,
-         test_one_connection, test_issue_repro])
+         test_one_connection, test_panic, test_issue_repro])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
