@@ -202,7 +202,8 @@ static void on_mhd_panic(void *cls, const char *file, unsigned int line,
 	sigjmp_buf *to = atomic_load(&panic_exit);
 	if (to && pthread_equal(pthread_self(), panic_thread)) {
 		snprintf(panic_reason, sizeof panic_reason,
-		         "libmicrohttpd stopped on one: %s", reason ? reason : "");
+		         "libmicrohttpd stopped on one: %s",
+		         reason ? reason : "");
 		/* Its messages end in a newline, or a full stop and one. */
 		size_t n = strcspn(panic_reason, "\n");
 		while (n && panic_reason[n - 1] == '.')
