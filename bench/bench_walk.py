@@ -32,6 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 DEPTHS = (10, 30, 60, 120)
 MODES = ("getcontext", "dwarf", "libunwind", "unw_backtrace", "unw_step")
+# The step-by-step libunwind modes take ~100x longer a capture: fewer loops
+# keep a run near a second.
+SLOW = {"libunwind": 50, "unw_step": 50}
 
 
 def run(work, mode, depth, loops, valgrind=None):
@@ -68,11 +71,13 @@ def main():
     for _ in range(a.runs):
         for d in DEPTHS:
             for b, w, m in cfgs:
-                f, t = run(w, m, d, a.loops)
+                f, t = run(w, m, d, max(1, a.loops // SLOW.get(m, 1)))
                 ns.setdefault((b, m, d), []).append(t)
                 frames[(b, m, d)] = f
-    print("### One capture by depth (bench/walkwork), %d runs of %d, "
-          "%d cores\n" % (a.runs, a.loops, os.cpu_count()))
+    print("### One capture by depth (bench/walkwork), %d runs of %d "
+          "captures (%s: %d), %d cores\n" % (
+              a.runs, a.loops, " and ".join(SLOW), a.loops // 50,
+              os.cpu_count()))
     print("ns per capture, median (min-max); frames captured in brackets\n")
     print("| build | mode | " + " | ".join("depth %d" % d for d in DEPTHS)
           + " |")
