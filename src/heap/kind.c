@@ -128,6 +128,11 @@ static void metrics(struct pp_buf *b)
 		    "whole, by reason (as for CPU samples).",
 		    "reason", why, n, 3);
 	}
+	pp_prom_counter(b, "pullprof_heap_unwind_fallbacks_total",
+	                "Sampled allocations whose stack the compact frame "
+	                "tables handed to libunwind (a frame they cannot "
+	                "describe).",
+	                pp_unwind_here_fallbacks());
 	pp_prom_family(b, "pullprof_heap_unwind_duration_seconds", "summary",
 	               "Time the stack capture of a sampled allocation took "
 	               "(of those timed).");

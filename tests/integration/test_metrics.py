@@ -96,6 +96,7 @@ FAMILIES = {
     "pullprof_heap_peak_time_seconds": "gauge",
     "pullprof_heap_samples_dropped_total": "counter",
     "pullprof_heap_unwind_failures_total": "counter",
+    "pullprof_heap_unwind_fallbacks_total": "counter",
     "pullprof_heap_unwind_duration_seconds": "summary",
     "pullprof_heap_stacks": "gauge",
     "pullprof_heap_buckets": "gauge",
