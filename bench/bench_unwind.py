@@ -21,8 +21,11 @@ Four tables, each printed in Markdown:
             number of host threads (one busy, the rest blocked).
 
 --before DIR runs every table a second time with DIR's build (a worktree
-of an earlier commit with tests/cpu/deep built), interleaved with this
-one, so both sets of figures come from the same minutes of this machine.
+of an earlier commit, built), interleaved with this one, so both sets of
+figures come from the same minutes of this machine. Both run this tree's
+tests/cpu/deep, each with its own build's libpullprof (DIR/.libs through
+LD_LIBRARY_PATH, which deep's run path yields to): the host's code and its
+layout are the same for both, only the library differs.
 
 Usage: bench/bench_unwind.py [--before DIR] [--runs N] [TABLE...]
 """
@@ -51,9 +54,10 @@ class Host:
     """tests/cpu/deep from one build, with the agent on a free port."""
 
     def __init__(self, top, args, env=None):
-        e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0")
+        e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0",
+                 LD_LIBRARY_PATH=os.path.join(top, ".libs"))
         e.update(env or {})
-        self.p = subprocess.Popen([os.path.join(top, "tests/cpu/deep")] +
+        self.p = subprocess.Popen([os.path.join(TOP, "tests/cpu/deep")] +
                                   [str(a) for a in args], env=e,
                                   stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
@@ -238,8 +242,9 @@ def spawn_table(builds, runs):
 
 def fixed_work(top, hz, profiler):
     """One run of 2 threads doing fixed work at depth 30: work per CPU s."""
-    args = [os.path.join(top, "tests/cpu/deep"), "fixed", 30, 2, 1000000]
-    e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0")
+    args = [os.path.join(TOP, "tests/cpu/deep"), "fixed", 30, 2, 1000000]
+    e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0",
+             LD_LIBRARY_PATH=os.path.join(top, ".libs"))
     if profiler == "gperftools":
         e.update(LD_PRELOAD=LIBPROFILER, CPUPROFILE="/tmp/bench_unwind.prof",
                  CPUPROFILE_FREQUENCY=str(hz))
