@@ -472,6 +472,11 @@ static uintptr_t run_cfa(struct cur *c, struct pp_cfi_state *s,
 				}
 				set_reg(s, reg, R_OTHER, 0, cie->ra_reg);
 				continue;
+#ifdef PP_ARCH_CFA_NEGATE_RA_STATE
+			/* The signing state of the return address: the walks
+			 * strip it whatever the state (arch.h). */
+			case PP_ARCH_CFA_NEGATE_RA_STATE: continue;
+#endif
 			case 0x2e: uleb(c); continue; /* GNU_args_size */
 			case 0x2f: /* GNU_negative_offset_extended */
 				reg = uleb(c);
@@ -662,7 +667,9 @@ struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
 		uintptr_t range = pointer(&c, cie.fde_enc, 0, 0);
 		if (c.bad || pc < lo || pc >= hi || range > hi - pc)
 			continue;
-		if (tramp_len && tramp < pc) {
+		if (tramp_len && tramp <= pc) {
+			/* Before an FDE at the same place (a kernel's CFI for
+			 * the nop alone): the first rows win. */
 			emit(&r, tramp, signal);
 			emit(&r, tramp + tramp_len, none);
 			tramp_len = 0;
