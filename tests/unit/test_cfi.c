@@ -94,11 +94,15 @@ static int load_image(const char *path, struct image *im)
 		free(file);
 		return -1;
 	}
-	im->mem = calloc(1, hi - lo);
-	if (!im->mem) {
+	/* Aligned as the loader aligns an image (adrp computes 4 KiB pages
+	 * from the pc: pp_arch_call_target reads the GOT so). */
+	void *mem;
+	if (posix_memalign(&mem, 1u << 16, hi - lo)) {
 		free(file);
 		return -1;
 	}
+	memset(mem, 0, hi - lo);
+	im->mem = mem;
 	im->base = (uintptr_t)im->mem - lo;
 	for (int i = 0; i < eh->e_phnum; i++)
 		if (ph[i].p_type == PT_LOAD)
@@ -558,10 +562,110 @@ static void test_foreign_more(void **state)
 		skip();
 }
 
+/* The calls the walks from outside decode (pp_arch_after_call,
+ * pp_arch_call_target), against the arm64 libc's PLT: every bl to a PLT
+ * stub must be taken for a call, and its target read from a GOT slot that
+ * readelf says is a R_AARCH64_JUMP_SLOT (or an ifunc's IRELATIVE). */
+static struct image call_im;
+static uintptr_t last_slot;
+
+static size_t copy_image(uintptr_t addr, void *out, size_t n)
+{
+	if (addr < call_im.lo || addr > call_im.hi || n > call_im.hi - addr)
+		return 0;
+	if (n == 8)
+		last_slot = addr;
+	memcpy(out, (void *)addr, n);
+	return n;
+}
+
+/* The bl instructions of path's code; how many went through a PLT stub
+ * (each checked). */
+static size_t check_calls(const char *path)
+{
+	if (load_image(path, &call_im))
+		return 0;
+	char cmd[4200], line[512];
+	uint64_t slots[4096];
+	size_t nslots = 0;
+	snprintf(cmd, sizeof cmd, "readelf -rW '%s'", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof line, p))
+		if ((strstr(line, "R_AARCH64_JUMP_SLOT") ||
+		     strstr(line, "R_AARCH64_IRELATIVE")) && /* an ifunc's */
+		    nslots < sizeof slots / sizeof slots[0])
+			slots[nslots++] = strtoull(line, NULL, 16);
+	assert_int_equal(pclose(p), 0);
+	size_t calls = 0, via_plt = 0, bti = 0;
+	for (uintptr_t a = call_im.lo; a + 8 <= call_im.hi; a += 4) {
+		uint32_t w;
+		memcpy(&w, (void *)a, 4);
+		if ((w & 0xfc000000u) != 0x94000000u) /* bl */
+			continue;
+		calls++;
+		assert_true(pp_arch_after_call((const unsigned char *)a));
+		last_slot = 0;
+		uintptr_t fn = pp_arch_call_target(a + 4, copy_image);
+		if (!last_slot)
+			continue; /* a direct call (or data that looks like one)
+			           */
+		via_plt++;
+		int64_t rel =
+		    (int64_t)((uint64_t)(w & 0x03ffffffu) << 38) >> 36;
+		uint32_t first;
+		memcpy(&first, (void *)(a + (uintptr_t)rel), 4);
+		bti += first == 0xd503245fu;
+		uint64_t at = last_slot - call_im.base;
+		int known = 0;
+		for (size_t i = 0; i < nslots; i++)
+			known |= slots[i] == at;
+		if (!known)
+			print_message(
+			    "bl at %#llx: slot %#llx is no PLT slot\n",
+			    (unsigned long long)(a - call_im.base),
+			    (unsigned long long)at);
+		assert_true(known);
+		uint64_t want;
+		memcpy(&want, (void *)last_slot, 8);
+		assert_true(fn == want);
+	}
+	print_message("%s: %zu bl, %zu through the PLT to its GOT slot (%zu "
+	              "slots; %zu stubs with bti c)\n",
+	              path, calls, via_plt, nslots, bti);
+	free(call_im.mem);
+	return via_plt;
+}
+
+static void test_foreign_calls(void **state)
+{
+	(void)state;
+	const char *libc = FOREIGN_DIR "libc.so.6";
+	FILE *f = fopen(libc, "rb");
+	if (!f)
+		skip();
+	fclose(f);
+	assert_true(check_calls(libc) > 0);
+	/* blr x1, blraaz x16: calls through a register; b, ret, nop: not */
+	static const uint32_t yes[] = {0xd63f0020u, 0xd63f0a1fu};
+	static const uint32_t no[] = {0x14000010u, 0xd65f03c0u, 0xd503201fu};
+	for (size_t i = 0; i < 2; i++)
+		assert_true(pp_arch_after_call((const unsigned char *)&yes[i]));
+	for (size_t i = 0; i < 3; i++)
+		assert_false(pp_arch_after_call((const unsigned char *)&no[i]));
+	const char *more = getenv("PP_TEST_CFI_FILES");
+	char buf[4096], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", more ? more : "");
+	for (char *p = strtok_r(buf, " ", &save); p;
+	     p = strtok_r(NULL, " ", &save))
+		check_calls(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_foreign_libc),
+	    cmocka_unit_test(test_foreign_calls),
 	    cmocka_unit_test(test_foreign_more),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
