@@ -145,7 +145,10 @@
  *                         sigreturn.S says why): found by those two
  *                         instructions in the vDSO (a small image), the nop
  *                         before it included (a handler returns to the
- *                         trampoline itself, looked up at ra - 1).
+ *                         trampoline itself, looked up at ra - 1). The
+ *                         hook is also asked about an image with no
+ *                         .eh_frame_hdr at all (Debian 12's arm64 vDSO
+ *                         has none): its table is then those rows alone.
  *
  * Walks from outside (threads/look.c) start from what the kernel shows: a
  * blocked thread's /proc/self/task/TID/syscall gives sp and pc only (the
