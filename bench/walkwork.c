@@ -53,7 +53,9 @@ static unsigned capture(ucontext_t *uc, uintptr_t *pcs)
 	if (!strcmp(mode, "unw_step")) {
 		unw_cursor_t c;
 		unsigned n = 0;
-		if (unw_init_local(&c, uc) < 0)
+		/* x86_64's unw_context_t is ucontext_t; arm64's has its
+		 * layout up to the registers (capture.c casts alike). */
+		if (unw_init_local(&c, (unw_context_t *)uc) < 0)
 			return 0;
 		do {
 			unw_word_t ip;

@@ -10,7 +10,8 @@
  * per frame) and arch/x86_64.c (the rest). A port is arch/<name>.h and
  * arch/<name>.c, the #if below, and its tests (tests/unit/test_cfi.c reads
  * the port's tables against readelf). What each hook must do is written
- * here, with what arm64 (aarch64) needs of it.
+ * here, with what arm64 (aarch64) needs of it; arch/aarch64.[ch] is
+ * that port.
  *
  * Everything here is async-signal-safe (no allocation, no lock, no
  * system call) unless its comment says it reads memory.
@@ -52,6 +53,10 @@
  *                              arm64 the rt_sigframe's siginfo_t comes
  *                              first, then the ucontext_t with
  *                              uc_mcontext.pc, .sp, .regs[29], .regs[30]
+ *   PP_ARCH_GLIBC_BASE         the C library's oldest symbol version
+ *                              on the processor (x86_64 "GLIBC_2.2.5",
+ *                              arm64 "GLIBC_2.17"): the lock wrappers bind
+ *                              two names of that version
  *   PP_ARCH_PERF_REGS, PP_ARCH_PERF_NREGS
  *                              perf_event's sample_regs_user mask for the
  *                              registers a walk starts from, and how many
@@ -72,7 +77,8 @@
  *                         (always 1: CFA - 8, so the compiler drops the
  *                         other branch); arm64 stores it (x30 saved at
  *                         CFA - 8 by stp x29, x30, [sp, -16]!, elsewhere in
- *                         bigger frames; 0 in a leaf or before the store)
+ *                         bigger frames; 0 in a leaf or before the store;
+ *                         at most PP_ARCH_RULE_MAX_RA)
  *
  * Inline hooks (the handler's walk calls them per frame):
  *   pp_arch_regs_of_ucontext(uc, r)  pc, sp, fp (and lr) of a signal's
@@ -93,6 +99,8 @@
  *                         system-call instruction (a thread stopped in a
  *                         call stands just past it)? x86_64 syscall
  *                         (0f 05); arm64 svc #0 (d4000001)
+ *   pp_arch_spin_pause()  the pause of a spin-wait loop (x86_64 pause;
+ *                         arm64 isb)
  *   pp_arch_here(r)       always inlined: pc, sp and fp (and lr) of the
  *                         function it is written in, for a walk from here
  *   pp_arch_call_on_stack(fn, arg, top)  call fn(arg) with sp = top (the
@@ -137,7 +145,10 @@
  *                         sigreturn.S says why): found by those two
  *                         instructions in the vDSO (a small image), the nop
  *                         before it included (a handler returns to the
- *                         trampoline itself, looked up at ra - 1).
+ *                         trampoline itself, looked up at ra - 1). The
+ *                         hook is also asked about an image with no
+ *                         .eh_frame_hdr at all (Debian 12's arm64 vDSO
+ *                         has none): its table is then those rows alone.
  *
  * Walks from outside (threads/look.c) start from what the kernel shows: a
  * blocked thread's /proc/self/task/TID/syscall gives sp and pc only (the
@@ -158,8 +169,12 @@ struct pp_arch_regs {
 
 struct pp_cfi_state;
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(PP_ARCH_TABLES_AARCH64)
 #include "arch/x86_64.h"
+#elif defined(__aarch64__) || defined(PP_ARCH_TABLES_AARCH64)
+/* PP_ARCH_TABLES_AARCH64: the table builder alone, for AArch64 binaries
+ * read on another processor (tests/unit/test_cfi_aarch64.c). */
+#include "arch/aarch64.h"
 #else
 #error                                                                         \
     "pullprof has no architecture layer for this processor: see src/arch/arch.h"

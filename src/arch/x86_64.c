@@ -7,7 +7,8 @@
  * from outside decode. Pure functions: memory is read only through the
  * checked copy the caller passes.
  */
-#if defined(__x86_64__) /* every port's file is built; one compiles */
+/* Every port's file is built; one compiles. */
+#if defined(__x86_64__) && !defined(PP_ARCH_TABLES_AARCH64)
 #define _GNU_SOURCE 1
 #include "arch/arch.h"
 

@@ -16,6 +16,10 @@
 #define PP_ARCH_RED_ZONE 128
 #define PP_ARCH_HAS_LINK_REGISTER 0
 
+/* The C library's oldest symbol version on x86_64 (locks/interpose.c
+ * binds two names of that version). */
+#define PP_ARCH_GLIBC_BASE "GLIBC_2.2.5"
+
 /* DWARF register numbers (the psABI's): rbp, rsp, the return address. */
 #define PP_ARCH_DW_FP 6
 #define PP_ARCH_DW_SP 7
@@ -61,6 +65,7 @@ _Static_assert((int)REG_RIP == PP_X86_64_GREG_PC &&
 #define PP_ARCH_RULE_RA(r) ((void)(r), 1u)
 #define PP_ARCH_RULE_OFF(r) ((r) >> 11)
 #define PP_ARCH_RULE_MAX_FP 255u
+#define PP_ARCH_RULE_MAX_RA 1u
 #define PP_ARCH_RULE_MAX_OFF ((1u << 21) - 1)
 
 /* call rel32 is 5 bytes, an indirect call up to 7 (x86_64.c). */
@@ -97,6 +102,12 @@ static inline uintptr_t pp_arch_plt_cfa(uint32_t rule, uintptr_t pc,
 static inline uintptr_t pp_arch_strip_ra(uintptr_t ra)
 {
 	return ra;
+}
+
+/* A spin-wait's pause between two looks at a lock word. */
+static inline void pp_arch_spin_pause(void)
+{
+	__builtin_ia32_pause();
 }
 
 /* syscall is 0f 05: the top two bytes of the little-endian word. */

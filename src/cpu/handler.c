@@ -14,6 +14,7 @@
 
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
+#include "heap/hot.h"
 #include "labels/labels.h"
 #include "util/clock.h"
 
@@ -86,9 +87,18 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 		goto out;
 	}
 	int why;
+	/* Inside pullprof for the lock and heap wrappers: libunwind (its
+	 * mode, or a fallback) takes its cache lock where it has no
+	 * per-thread cache (Debian's arm64 build), and a wait for that lock
+	 * recorded from here would unwind again inside libunwind, holding
+	 * it (locks/record.c: seen in the arm64 VM, both busy threads stuck
+	 * on libunwind's lock). */
+	int busy = pp_heap_tls.busy;
+	pp_heap_tls.busy = 1;
 	rec->depth = (uint16_t)pp_unwind_capture(
 	    uc, __atomic_load_n(&s->unwind, __ATOMIC_RELAXED), rec->pcs,
 	    s->ring.max_depth, &why);
+	pp_heap_tls.busy = busy;
 	rec->flags = why == PP_UNWIND_TRUNCATED ? PP_REC_TRUNCATED : 0;
 	rec->tid = (uint32_t)pp_sampler_tid();
 	rec->labels = pp_labels_current();

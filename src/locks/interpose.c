@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "arch/arch.h"
 #include "locks/hot.h"
 #include "pullprof.h"
 #include "shim/shim.h"
@@ -118,8 +119,10 @@ static struct {
  * the C library's own older names of the mutex calls, bound directly. */
 extern int pp_glibc_mutex_lock(pthread_mutex_t *);
 extern int pp_glibc_mutex_unlock(pthread_mutex_t *);
-__asm__(".symver pp_glibc_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5");
-__asm__(".symver pp_glibc_mutex_unlock, __pthread_mutex_unlock@GLIBC_2.2.5");
+__asm__(
+    ".symver pp_glibc_mutex_lock, __pthread_mutex_lock@" PP_ARCH_GLIBC_BASE);
+__asm__(".symver pp_glibc_mutex_unlock, "
+        "__pthread_mutex_unlock@" PP_ARCH_GLIBC_BASE);
 
 static int recording(void)
 {

@@ -36,6 +36,7 @@
 
 #include "agent.h"
 #include "agent_threads.h"
+#include "arch/arch.h"
 #include "heap/heap.h"
 #include "heap/hot.h"
 #include "labels/labels.h"
@@ -104,7 +105,7 @@ static void slot_lock(struct slot *s)
 			if (spins++ > 100)
 				sched_yield(); /* the holder was preempted */
 			else
-				__builtin_ia32_pause();
+				pp_arch_spin_pause();
 		}
 	}
 }

@@ -208,12 +208,12 @@ uint64_t pp_unwind_here_fallbacks(void)
  * are checked against the thread's checked stack range, as in the handler
  * (a system call on a thread's first captures), so no page is assumed
  * readable. */
-static int here_tables(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t from,
+static int here_tables(const struct pp_arch_regs *here, uintptr_t from,
                        uintptr_t *pcs, unsigned max, int *why)
 {
 	pp_registry_enter();
-	int n = pp_frames_walk_regs(pc, sp, fp, pcs, max + PP_UNWIND_SKIP_ROOM,
-	                            why, 1);
+	int n =
+	    pp_frames_walk_regs(here, pcs, max + PP_UNWIND_SKIP_ROOM, why, 1);
 	pp_registry_leave();
 	if (n < 0)
 		return -1;
@@ -249,7 +249,7 @@ pp_unwind_capture_here(uintptr_t from, uintptr_t *pcs, unsigned max, int *why)
 	if (max == 0)
 		return 0;
 	pp_arch_here(&here);
-	int n = here_tables(here.pc, here.sp, here.fp, from, pcs, max, why);
+	int n = here_tables(&here, from, pcs, max, why);
 	if (n >= 0) {
 		atomic_fetch_add_explicit(&here_compact, 1,
 		                          memory_order_relaxed);
@@ -426,7 +426,8 @@ unsigned pp_unwind_capture_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
 {
 	int why;
 	pp_registry_enter();
-	int n = pp_frames_walk_regs(pc, sp, bp, pcs, max, &why, 1);
+	struct pp_arch_regs r = {pc, sp, bp, 0};
+	int n = pp_frames_walk_regs(&r, pcs, max, &why, 1);
 	pp_registry_leave();
 	return n < 0 ? 0 : (unsigned)n;
 }

@@ -472,6 +472,11 @@ static uintptr_t run_cfa(struct cur *c, struct pp_cfi_state *s,
 				}
 				set_reg(s, reg, R_OTHER, 0, cie->ra_reg);
 				continue;
+#ifdef PP_ARCH_CFA_NEGATE_RA_STATE
+			/* The signing state of the return address: the walks
+			 * strip it whatever the state (arch.h). */
+			case PP_ARCH_CFA_NEGATE_RA_STATE: continue;
+#endif
 			case 0x2e: uleb(c); continue; /* GNU_args_size */
 			case 0x2f: /* GNU_negative_offset_extended */
 				reg = uleb(c);
@@ -568,6 +573,24 @@ static void *table_alloc(size_t bytes, struct region **from)
 	return p;
 }
 
+static struct pp_frame_table *finish(struct rows *r, uintptr_t lo, uintptr_t hi,
+                                     size_t count);
+
+struct pp_frame_table *pp_cfi_build_bare(uintptr_t lo, uintptr_t hi)
+{
+	struct rows r = {.base = lo};
+	uintptr_t tramp = 0;
+	size_t len = 0;
+	if (!pp_arch_cfi_trampoline(lo, hi, copy_some, &tramp, &len) ||
+	    tramp < lo || len == 0 || len > hi - tramp)
+		return NULL;
+	emit(&r, tramp, PP_FRAME_RULE(PP_FRAME_SIGNAL, 0, 0, 0));
+	emit(&r, tramp + len, PP_FRAME_RULE(PP_FRAME_END, 0, 0, 0));
+	struct pp_frame_table *out = finish(&r, lo, hi, 0);
+	free(r.v);
+	return out;
+}
+
 void pp_cfi_free(struct pp_frame_table *t)
 {
 	if (!t)
@@ -582,6 +605,43 @@ void pp_cfi_free(struct pp_frame_table *t)
 			current = NULL;
 		region_drop(r);
 	}
+}
+
+/* The table of rows r for code [lo, hi) (count FDEs), where fork does
+ * not copy it; NULL when out of memory. */
+static struct pp_frame_table *finish(struct rows *r, uintptr_t lo, uintptr_t hi,
+                                     size_t count)
+{
+	struct pp_frame_table *out;
+	if (r->oom)
+		return NULL;
+	size_t npages = ((hi - lo) >> PP_FRAME_PAGE_SHIFT) + 2;
+	struct region *region;
+	out = table_alloc(sizeof *out + r->n * sizeof r->v[0] +
+	                      npages * sizeof(uint32_t),
+	                  &region);
+	if (!out)
+		return NULL;
+	out->region = region;
+	out->base = lo;
+	out->n = r->n;
+	out->fdes = count;
+	out->unsupported = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		out->rows[i] = r->v[i];
+		if (PP_FRAME_KIND(r->v[i].rule) == PP_FRAME_UNSUPPORTED)
+			out->unsupported++;
+	}
+	uint32_t *pages = (uint32_t *)(out->rows + r->n);
+	for (size_t p = 0, k = 0; p < npages; p++) {
+		uint64_t from = (uint64_t)p << PP_FRAME_PAGE_SHIFT;
+		while (k < r->n && out->rows[k].pc < from)
+			k++;
+		pages[p] = (uint32_t)k;
+	}
+	out->pages = pages;
+	out->npages = npages;
+	return out;
 }
 
 struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
@@ -662,7 +722,9 @@ struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
 		uintptr_t range = pointer(&c, cie.fde_enc, 0, 0);
 		if (c.bad || pc < lo || pc >= hi || range > hi - pc)
 			continue;
-		if (tramp_len && tramp < pc) {
+		if (tramp_len && tramp <= pc) {
+			/* Before an FDE at the same place (a kernel's CFI for
+			 * the nop alone): the first rows win. */
 			emit(&r, tramp, signal);
 			emit(&r, tramp + tramp_len, none);
 			tramp_len = 0;
@@ -702,34 +764,7 @@ struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
 		emit(&r, tramp, signal);
 		emit(&r, tramp + tramp_len, none);
 	}
-	if (r.oom)
-		goto done;
-	size_t npages = ((hi - lo) >> PP_FRAME_PAGE_SHIFT) + 2;
-	struct region *region;
-	out = table_alloc(sizeof *out + r.n * sizeof r.v[0] +
-	                      npages * sizeof(uint32_t),
-	                  &region);
-	if (!out)
-		goto done;
-	out->region = region;
-	out->base = lo;
-	out->n = r.n;
-	out->fdes = count;
-	out->unsupported = 0;
-	for (size_t i = 0; i < r.n; i++) {
-		out->rows[i] = r.v[i];
-		if (PP_FRAME_KIND(r.v[i].rule) == PP_FRAME_UNSUPPORTED)
-			out->unsupported++;
-	}
-	uint32_t *pages = (uint32_t *)(out->rows + r.n);
-	for (size_t p = 0, k = 0; p < npages; p++) {
-		uint64_t from = (uint64_t)p << PP_FRAME_PAGE_SHIFT;
-		while (k < r.n && out->rows[k].pc < from)
-			k++;
-		pages[p] = (uint32_t)k;
-	}
-	out->pages = pages;
-	out->npages = npages;
+	out = finish(&r, lo, hi, count);
 done:
 	free(r.v);
 	free(eh);

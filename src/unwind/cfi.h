@@ -48,6 +48,10 @@ int pp_cfi_parse_hdr(const unsigned char h[16], uintptr_t addr,
  * with its lock held (which fork takes). */
 struct pp_frame_table *pp_cfi_build(uintptr_t hdr, uintptr_t table,
                                     size_t count, uintptr_t lo, uintptr_t hi);
+/* The table of an image with no .eh_frame_hdr at all (arm64's vDSO): the
+ * rows of a signal trampoline the architecture finds in its code
+ * (pp_arch_cfi_trampoline), NULL when there is none. */
+struct pp_frame_table *pp_cfi_build_bare(uintptr_t lo, uintptr_t hi);
 void pp_cfi_free(struct pp_frame_table *t);
 
 #endif

@@ -180,7 +180,7 @@ int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
 {
 	struct pp_arch_regs r;
 	pp_arch_regs_of_ucontext(ucontext, &r);
-	return pp_frames_walk_regs(r.pc, r.sp, r.fp, pcs, max, why, checks);
+	return pp_frames_walk_regs(&r, pcs, max, why, checks);
 }
 
 static int hot_load(void *src, uintptr_t addr, uintptr_t *out)
@@ -201,16 +201,15 @@ static void hot_other_stack(void *src, uintptr_t sp)
 	rd->budget = budget;
 }
 
-int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                        uintptr_t *pcs, unsigned max, int *why, int checks)
+int pp_frames_walk_regs(const struct pp_arch_regs *r, uintptr_t *pcs,
+                        unsigned max, int *why, int checks)
 {
 	struct reader rd;
-	struct pp_arch_regs r = {pc, sp, fp, 0};
 
 	rd.may_check = checks;
 	rd.wanted_check = 0;
-	reader_start(&rd, &checked, sp);
-	int n = pp_frames_walk_core(&r, 1, pcs, max, why, &rd, hot_load, NULL,
+	reader_start(&rd, &checked, r->sp);
+	int n = pp_frames_walk_core(r, 1, pcs, max, why, &rd, hot_load, NULL,
 	                            hot_other_stack, NULL);
 	if (*why == PP_UNWIND_NO_TABLE)
 		return -1; /* libunwind does it all again */

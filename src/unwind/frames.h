@@ -104,11 +104,11 @@ static inline uint32_t pp_frames_rule(const struct pp_frame_table *t,
  * where it would have to: the caller walks again where it may. */
 int pp_frames_walk(void *ucontext, uintptr_t *pcs, unsigned max, int *why,
                    int checks);
-/* The same from three registers (the walk reads no others; a return
- * address still in a link register is not known: pc must be past the
- * function's prologue, as a walk from pp_arch_here is). */
-int pp_frames_walk_regs(uintptr_t pc, uintptr_t sp, uintptr_t bp,
-                        uintptr_t *pcs, unsigned max, int *why, int checks);
+/* The same from registers: pc, sp, the frame pointer, and the link
+ * register where the architecture has one (0 when it is not known: a
+ * frame whose return address is still there then ends the walk). */
+int pp_frames_walk_regs(const struct pp_arch_regs *r, uintptr_t *pcs,
+                        unsigned max, int *why, int checks);
 
 /* The interrupted stack of a signal's ucontext by frame-pointer chain, with the
  * same checked reads (no system call per frame). */

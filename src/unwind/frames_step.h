@@ -117,7 +117,10 @@ static inline __attribute__((always_inline)) int pp_frames_walk_core(
 			return (int)n;
 		}
 		unsigned ra_slot = PP_FRAME_RA(rule);
-		if (cfa <= sp) {
+		/* A caller's CFA is above its callee's sp, or at it where
+		 * the return address is still in the link register (a leaf
+		 * that never moved sp). */
+		if (cfa < sp || (cfa == sp && ra_slot)) {
 			*why = PP_UNWIND_FAILED;
 			return (int)n;
 		}
@@ -125,7 +128,7 @@ static inline __attribute__((always_inline)) int pp_frames_walk_core(
 			/* Still in the link register (a leaf, a prologue
 			 * before its store): known only in the first frame
 			 * or one a signal frame restored. */
-			if (!lr_known) {
+			if (!lr_known || !lr) {
 				*why = PP_UNWIND_FAILED;
 				return (int)n;
 			}

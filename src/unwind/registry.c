@@ -140,6 +140,12 @@ struct scan {
 	int oom;
 };
 
+/* pp_proc_copy_self as pp_arch_copy_fn wants it: the bytes read. */
+static size_t copy_self(uintptr_t addr, void *out, size_t n)
+{
+	return pp_proc_copy_self(addr, out, n) ? 0 : n;
+}
+
 static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *sc = arg;
@@ -187,17 +193,24 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		}
 	}
 	free(phdr);
-	if (!hdr || hi == 0)
+	if (hi == 0)
 		return 0;
 	/* Read the header now: the loader lock keeps the image mapped only
 	 * while this callback runs (a dlclose could unmap it right after).
 	 * Its fixed part is at most 4 + 8 + 4 bytes. */
 	unsigned char h[16];
-	uintptr_t table;
-	size_t count;
-	if (pp_proc_copy_self(hdr, h, sizeof h) ||
-	    pp_cfi_parse_hdr(h, hdr, &table, &count))
+	uintptr_t table = 0, at;
+	size_t count = 0, len;
+	if (!hdr) {
+		/* No CFI at all: only a signal trampoline the architecture
+		 * finds by its code (arm64's vDSO) gets rows, and libunwind
+		 * is not given the image. */
+		if (!pp_arch_cfi_trampoline(lo, hi, copy_self, &at, &len))
+			return 0;
+	} else if (pp_proc_copy_self(hdr, h, sizeof h) ||
+	           pp_cfi_parse_hdr(h, hdr, &table, &count)) {
 		return 0; /* no usable table: unwinding stops there */
+	}
 	if (sc->n == sc->cap) {
 		size_t cap = sc->cap ? sc->cap * 2 : 64;
 		struct image *v = realloc(sc->found, cap * sizeof *v);
@@ -304,12 +317,16 @@ static void refresh_images(void)
 		/* In words: each entry is two 4-byte offsets. */
 		di->u.rti.table_len =
 		    sc.found[k].count * 8 / sizeof(unw_word_t);
-		_U_dyn_register(di);
+		if (sc.found[k].hdr)
+			_U_dyn_register(di);
 		images[nimages] = sc.found[k];
 		images[nimages].di = di;
-		images[nimages].frames = pp_cfi_build(
-		    sc.found[k].hdr, sc.found[k].table, sc.found[k].count,
-		    sc.found[k].lo, sc.found[k].hi);
+		images[nimages].frames =
+		    sc.found[k].hdr
+		        ? pp_cfi_build(sc.found[k].hdr, sc.found[k].table,
+		                       sc.found[k].count, sc.found[k].lo,
+		                       sc.found[k].hi)
+		        : pp_cfi_build_bare(sc.found[k].lo, sc.found[k].hi);
 		images[nimages].seen = 1;
 		nimages++;
 	}
@@ -319,7 +336,8 @@ static void refresh_images(void)
 			i++;
 			continue;
 		}
-		_U_dyn_cancel(images[i].di);
+		if (images[i].hdr)
+			_U_dyn_cancel(images[i].di);
 		retire(images[i].di);
 		retire_frames(images[i].frames);
 		images[i] = images[--nimages];
@@ -410,7 +428,8 @@ void pp_unwind_shutdown(void)
 		return; /* another profiler still unwinds */
 	}
 	for (size_t i = 0; i < nimages; i++) {
-		_U_dyn_cancel(images[i].di);
+		if (images[i].hdr)
+			_U_dyn_cancel(images[i].di);
 		retire(images[i].di);
 		retire_frames(images[i].frames);
 	}

@@ -81,6 +81,7 @@ uint64_t deep_leaf(uint64_t x)
  * stack-realigning prologues): a frame the compact tables cannot describe,
  * so the profiler must fall back to libunwind to get past it. */
 uint64_t odd_frame(uint64_t x);
+#if defined(__x86_64__)
 __asm__(".text\n"
         ".globl odd_frame\n"
         ".type odd_frame, @function\n"
@@ -102,6 +103,37 @@ __asm__(".text\n"
         "ret\n"
         ".cfi_endproc\n"
         ".size odd_frame, .-odd_frame\n");
+#elif defined(__aarch64__)
+/* The same on AArch64: the CFA in x19 (callee-saved). */
+__asm__(".text\n"
+        ".globl odd_frame\n"
+        ".type odd_frame, @function\n"
+        "odd_frame:\n"
+        ".cfi_startproc\n"
+        "stp x29, x30, [sp, #-32]!\n"
+        ".cfi_def_cfa_offset 32\n"
+        ".cfi_offset x29, -32\n"
+        ".cfi_offset x30, -24\n"
+        "str x19, [sp, #16]\n"
+        ".cfi_offset x19, -16\n"
+        "mov x19, sp\n"
+        ".cfi_def_cfa_register x19\n"
+        "mov x9, sp\n"
+        "and x9, x9, #-32\n"
+        "sub sp, x9, #32\n"
+        "bl deep_leaf\n"
+        "mov sp, x19\n"
+        ".cfi_def_cfa_register sp\n"
+        "ldr x19, [sp, #16]\n"
+        ".cfi_restore x19\n"
+        "ldp x29, x30, [sp], #32\n"
+        ".cfi_restore x29\n"
+        ".cfi_restore x30\n"
+        ".cfi_def_cfa_offset 0\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size odd_frame, .-odd_frame\n");
+#endif
 
 static int use_odd;
 

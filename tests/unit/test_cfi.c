@@ -11,8 +11,18 @@
  * marked for libunwind (PP_FRAME_UNSUPPORTED). The file is laid out in
  * memory as the loader would (its PT_LOAD segments at their addresses),
  * and the table built from there, as the registry builds it from a loaded
- * image. The register names are x86_64's: another architecture's port
- * brings its own expectations. */
+ * image.
+ *
+ * The same source checks AArch64's tables: built for arm64 it reads its
+ * own C library; built on another processor with PP_ARCH_TABLES_AARCH64
+ * (tests/unit/test_cfi_aarch64: the builder and arch/aarch64.c compiled
+ * for AArch64's rules), it reads the arm64 files a multiarch system holds
+ * (/usr/lib/aarch64-linux-gnu) and any named in PP_TEST_CFI_FILES
+ * (space-separated: a host cross-built with -mbranch-protection=standard
+ * checks DW_CFA_AARCH64_negate_ra_state). On AArch64 a return address
+ * readelf shows as "u" is in x30 (the CIEs leave it there), unless the FDE
+ * says DW_CFA_undefined for it (the outermost frame): readelf's plain
+ * --debug-dump=frames tells the two apart. */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
 #include <elf.h>
@@ -29,6 +39,22 @@
 
 #include "unwind/cfi.h"
 #include "unwind/frames.h"
+
+/* readelf's names of the frame pointer and sp, as columns and in the CFA
+ * column ("rsp+16", "x29+32"). */
+#if PP_ARCH_HAS_LINK_REGISTER
+#define NAME_FP "x29"
+#define NAME_SP "sp"
+#define FOREIGN_DIR "/usr/lib/aarch64-linux-gnu/"
+#else
+#define NAME_FP "rbp"
+#define NAME_SP "rsp"
+#endif
+#if defined(PP_ARCH_TABLES_AARCH64) && !defined(__aarch64__)
+#define FOREIGN 1 /* the files are another processor's */
+#else
+#define FOREIGN 0
+#endif
 
 /* A file's loadable segments at their addresses (base + p_vaddr). */
 struct image {
@@ -68,11 +94,15 @@ static int load_image(const char *path, struct image *im)
 		free(file);
 		return -1;
 	}
-	im->mem = calloc(1, hi - lo);
-	if (!im->mem) {
+	/* Aligned as the loader aligns an image (adrp computes 4 KiB pages
+	 * from the pc: pp_arch_call_target reads the GOT so). */
+	void *mem;
+	if (posix_memalign(&mem, 1u << 16, hi - lo)) {
 		free(file);
 		return -1;
 	}
+	memset(mem, 0, hi - lo);
+	im->mem = mem;
 	im->base = (uintptr_t)im->mem - lo;
 	for (int i = 0; i < eh->e_phnum; i++)
 		if (ph[i].p_type == PT_LOAD)
@@ -99,18 +129,29 @@ struct expect {
  * set), "s" (same value), "c-16" (saved at CFA - 16), "r12", "v+8", "exp",
  * "vexp" for the registers. */
 static struct expect expected(int signal, const char *cfa, const char *fp,
-                              const char *sp, const char *ra)
+                              const char *sp, const char *ra, int ra_undefined)
 {
 	struct expect e = {EXPECT_RULE, UNSUPPORTED};
+	long ra_k = 1; /* x86_64: always at CFA - 8 */
 	if (signal) {
 		e.rule = PP_FRAME_RULE(PP_FRAME_SIGNAL, 0, 0, 0);
 		return e;
 	}
 	if (!ra || !strcmp(ra, "u")) {
-		e.rule = PP_FRAME_RULE(PP_FRAME_OUTERMOST, 0, 0, 0);
+		if (!PP_ARCH_HAS_LINK_REGISTER || ra_undefined) {
+			e.rule = PP_FRAME_RULE(PP_FRAME_OUTERMOST, 0, 0, 0);
+			return e;
+		}
+		ra_k = 0; /* still in the link register */
+	} else if (PP_ARCH_HAS_LINK_REGISTER && ra[0] == 'c') {
+		long at = strtol(ra + 1, NULL, 10);
+		if (at >= 0 || at % 8 || -at / 8 > (long)PP_ARCH_RULE_MAX_RA)
+			return e;
+		ra_k = -at / 8;
+	} else if (strcmp(ra, "c-8")) {
 		return e;
 	}
-	if (strcmp(ra, "c-8") || (sp && strcmp(sp, "u") && strcmp(sp, "s")))
+	if (sp && strcmp(sp, "u") && strcmp(sp, "s"))
 		return e;
 	if (!strcmp(cfa, "exp")) {
 		/* The PLT's expression, or another: readelf does not show
@@ -120,14 +161,17 @@ static struct expect expected(int signal, const char *cfa, const char *fp,
 	}
 	int kind;
 	long off;
-	if (!strncmp(cfa, "rsp+", 4))
+	size_t len;
+	if (!strncmp(cfa, NAME_SP "+", (len = strlen(NAME_SP "+"))))
 		kind = PP_FRAME_CFA_SP;
-	else if (!strncmp(cfa, "rbp+", 4))
+	else if (!strncmp(cfa, NAME_FP "+", (len = strlen(NAME_FP "+"))))
 		kind = PP_FRAME_CFA_FP;
 	else
 		return e;
-	off = strtol(cfa + 4, NULL, 10);
-	if (off < 8 || off > (long)PP_FRAME_MAX_OFF)
+	off = strtol(cfa + len, NULL, 10);
+	/* The CFA is above sp, or at it while the return address is in the
+	 * link register (a leaf). */
+	if (off < 8 * ra_k || off > (long)PP_FRAME_MAX_OFF)
 		return e;
 	long k = 0;
 	if (fp && fp[0] == 'c') {
@@ -138,7 +182,7 @@ static struct expect expected(int signal, const char *cfa, const char *fp,
 	} else if (fp && strcmp(fp, "u") && strcmp(fp, "s")) {
 		return e;
 	}
-	e.rule = PP_FRAME_RULE(kind, k, 1, off);
+	e.rule = PP_FRAME_RULE(kind, k, ra_k, off);
 	return e;
 }
 
@@ -158,21 +202,81 @@ struct cie {
 struct tally {
 	size_t rows, matched, plt, signal, expected_unsupported,
 	    got_unsupported, mismatches;
+	size_t in_lr, outermost; /* rows whose return address is in the link
+	                          * register; outermost rows */
 };
 
-static void check_row(const struct pp_frame_table *t, const struct image *im,
-                      int signal, const struct row *r, struct tally *ty,
-                      const char *path)
+/* Where an FDE's program makes the return address undefined (its first
+ * pc, and the location from which on): readelf's frames-interp shows that
+ * as "u", as it shows a register never saved. */
+static struct {
+	uint64_t fde, from;
+} * ra_undefined;
+static size_t n_ra_undefined;
+
+static void find_ra_undefined(const char *path)
 {
-	struct expect e =
-	    expected(signal, r->cfa, r->fp[0] ? r->fp : NULL,
-	             r->sp[0] ? r->sp : NULL, r->ra[0] ? r->ra : NULL);
+	char cmd[4200], line[1024], want[64];
+	uint64_t fde = 0, loc = 0;
+	snprintf(cmd, sizeof cmd,
+	         "readelf --wide --debug-dump=no-follow-links,frames "
+	         "'%s' 2>/dev/null",
+	         path);
+	snprintf(want, sizeof want, "DW_CFA_undefined: r%d ", PP_ARCH_DW_RA);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	n_ra_undefined = 0;
+	while (fgets(line, sizeof line, p)) {
+		char *at = strstr(line, " FDE cie=");
+		if (at && (at = strstr(at, "pc="))) {
+			fde = loc = strtoull(at + 3, NULL, 16);
+			continue;
+		}
+		/* "DW_CFA_advance_loc: 4 to 0000000000001744" */
+		if (strstr(line, "DW_CFA_advance_loc") &&
+		    (at = strstr(line, " to "))) {
+			loc = strtoull(at + 4, NULL, 16);
+			continue;
+		}
+		if (!strstr(line, want))
+			continue;
+		void *v = realloc(ra_undefined,
+		                  (n_ra_undefined + 1) * sizeof *ra_undefined);
+		assert_non_null(v);
+		ra_undefined = v;
+		ra_undefined[n_ra_undefined].fde = fde;
+		ra_undefined[n_ra_undefined++].from = loc;
+	}
+	assert_int_equal(pclose(p), 0);
+}
+
+static int is_ra_undefined(uint64_t fde, uint64_t loc)
+{
+	for (size_t i = 0; i < n_ra_undefined; i++)
+		if (ra_undefined[i].fde == fde && loc >= ra_undefined[i].from)
+			return 1;
+	return 0;
+}
+
+static void check_row(const struct pp_frame_table *t, const struct image *im,
+                      int signal, const struct row *r, uint64_t fde,
+                      struct tally *ty, const char *path)
+{
+	struct expect e = expected(
+	    signal, r->cfa, r->fp[0] ? r->fp : NULL, r->sp[0] ? r->sp : NULL,
+	    r->ra[0] ? r->ra : NULL, is_ra_undefined(fde, r->loc));
 	uint32_t got = pp_frames_rule(t, im->base + r->loc);
 	ty->rows++;
 	if (PP_FRAME_KIND(got) == PP_FRAME_SIGNAL)
 		ty->signal++;
 	if (PP_FRAME_KIND(got) == PP_FRAME_UNSUPPORTED)
 		ty->got_unsupported++;
+	if (PP_FRAME_KIND(got) == PP_FRAME_OUTERMOST)
+		ty->outermost++;
+	if ((PP_FRAME_KIND(got) == PP_FRAME_CFA_SP ||
+	     PP_FRAME_KIND(got) == PP_FRAME_CFA_FP) &&
+	    PP_FRAME_RA(got) == 0)
+		ty->in_lr++;
 	if (e.how == EXPECT_RULE &&
 	    PP_FRAME_KIND(e.rule) == PP_FRAME_UNSUPPORTED)
 		ty->expected_unsupported++;
@@ -217,6 +321,7 @@ static void check_file(const char *path, struct tally *ty)
 	    pp_cfi_build(im.hdr, table, count, im.lo, im.hi);
 	assert_non_null(t);
 	assert_int_equal(t->fdes, count);
+	find_ra_undefined(path);
 
 	char cmd[4200];
 	snprintf(cmd, sizeof cmd,
@@ -260,7 +365,8 @@ static void check_file(const char *path, struct tally *ty)
 			    cur_cie->has_row && fde_lo < fde_hi) {
 				struct row r = cur_cie->row;
 				r.loc = fde_lo;
-				check_row(t, &im, fde_signal, &r, ty, path);
+				check_row(t, &im, fde_signal, &r, fde_lo, ty,
+				          path);
 			}
 			in_fde = 0;
 			assert_true(ncies < sizeof cies / sizeof cies[0]);
@@ -276,7 +382,8 @@ static void check_file(const char *path, struct tally *ty)
 			    cur_cie->has_row && fde_lo < fde_hi) {
 				struct row r = cur_cie->row;
 				r.loc = fde_lo;
-				check_row(t, &im, fde_signal, &r, ty, path);
+				check_row(t, &im, fde_signal, &r, fde_lo, ty,
+				          path);
 			}
 			unsigned long cie_off =
 			    strtoul(tok[4] + strlen("cie="), NULL, 16);
@@ -297,9 +404,9 @@ static void check_file(const char *path, struct tally *ty)
 		if (!strcmp(tok[0], "LOC")) {
 			col_fp = col_sp = col_ra = -1;
 			for (int i = 2; i < n; i++) {
-				if (!strcmp(tok[i], "rbp"))
+				if (!strcmp(tok[i], NAME_FP))
 					col_fp = i;
-				else if (!strcmp(tok[i], "rsp"))
+				else if (!strcmp(tok[i], NAME_SP))
 					col_sp = i;
 				else if (!strcmp(tok[i], "ra"))
 					col_ra = i;
@@ -327,21 +434,22 @@ static void check_file(const char *path, struct tally *ty)
 		}
 		fde_rows++;
 		if (r.loc >= fde_lo && r.loc < fde_hi)
-			check_row(t, &im, fde_signal, &r, ty, path);
+			check_row(t, &im, fde_signal, &r, fde_lo, ty, path);
 	}
 	if (in_fde && !fde_rows && cur_cie && cur_cie->has_row &&
 	    fde_lo < fde_hi) {
 		struct row r = cur_cie->row;
 		r.loc = fde_lo;
-		check_row(t, &im, fde_signal, &r, ty, path);
+		check_row(t, &im, fde_signal, &r, fde_lo, ty, path);
 	}
 	assert_int_equal(pclose(p), 0);
 	print_message("%s: %zu FDEs, %zu rows checked, %zu as readelf says "
-	              "(%zu PLT), %zu rows left to libunwind (expected %zu; "
-	              "the table holds %zu such rows of %zu)\n",
-	              path, fdes, ty->rows, ty->matched, ty->plt,
-	              ty->got_unsupported, ty->expected_unsupported,
-	              t->unsupported, t->n);
+	              "(%zu PLT, %zu return address in the link register, "
+	              "%zu outermost), %zu rows left to libunwind (expected "
+	              "%zu; the table holds %zu such rows of %zu)\n",
+	              path, fdes, ty->rows, ty->matched, ty->plt, ty->in_lr,
+	              ty->outermost, ty->got_unsupported,
+	              ty->expected_unsupported, t->unsupported, t->n);
 	assert_true(ty->rows > 0);
 	assert_int_equal(ty->mismatches, 0);
 	assert_int_equal(ty->got_unsupported, ty->expected_unsupported);
@@ -349,6 +457,7 @@ static void check_file(const char *path, struct tally *ty)
 	free(im.mem);
 }
 
+#if !FOREIGN
 static void test_libc(void **state)
 {
 	(void)state;
@@ -361,9 +470,14 @@ static void test_libc(void **state)
 	struct tally ty;
 	check_file(info.dli_fname, &ty);
 	assert_true(ty.rows > 10000);
+#if !PP_ARCH_HAS_LINK_REGISTER
 	/* glibc's signal trampoline (__restore_rt) is described by CFI
-	 * with the 'S' augmentation: the walk's way through signal frames. */
+	 * with the 'S' augmentation: the walk's way through signal frames.
+	 * (AArch64's is the vDSO's.) */
 	assert_true(ty.signal > 0);
+#else
+	assert_true(ty.in_lr > 0);
+#endif
 }
 
 static void test_c_host(void **state)
@@ -371,7 +485,9 @@ static void test_c_host(void **state)
 	(void)state;
 	struct tally ty;
 	check_file("tests/cpu/deep", &ty);
+#if !PP_ARCH_HAS_LINK_REGISTER
 	assert_true(ty.plt > 0); /* its .plt's expression */
+#endif
 }
 
 static void test_cxx_host(void **state)
@@ -390,3 +506,168 @@ int main(void)
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
+#else
+/* AArch64's files, read on another processor. */
+static void test_foreign_libc(void **state)
+{
+	(void)state;
+	const char *libc = FOREIGN_DIR "libc.so.6";
+	FILE *f = fopen(libc, "rb");
+	if (!f) {
+		print_message("no %s (dpkg --add-architecture arm64; apt-get "
+		              "install libc6:arm64)\n",
+		              libc);
+		skip();
+	}
+	fclose(f);
+	struct tally ty;
+	check_file(libc, &ty);
+	assert_true(ty.rows > 10000);
+	assert_true(ty.in_lr > 0);     /* leaves and prologues */
+	assert_true(ty.outermost > 0); /* _start, clone's child */
+}
+
+/* The other arm64 libraries the build links (libdw, libunwind,
+ * libstdc++: GCC's and the C++ runtime's CFI), and PP_TEST_CFI_FILES. */
+static void test_foreign_more(void **state)
+{
+	(void)state;
+	static const char *const libs[] = {
+	    FOREIGN_DIR "libdw.so.1",
+	    FOREIGN_DIR "libunwind.so.8",
+	    FOREIGN_DIR "libstdc++.so.6",
+	    "/usr/aarch64-linux-gnu/lib/libstdc++.so.6",
+	};
+	size_t checked = 0;
+	for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+		FILE *f = fopen(libs[i], "rb");
+		if (!f)
+			continue;
+		fclose(f);
+		struct tally ty;
+		check_file(libs[i], &ty);
+		checked++;
+	}
+	const char *more = getenv("PP_TEST_CFI_FILES");
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s", more ? more : "");
+	char *save = NULL; /* check_file uses strtok */
+	for (char *p = strtok_r(buf, " ", &save); p;
+	     p = strtok_r(NULL, " ", &save)) {
+		struct tally ty;
+		check_file(p, &ty);
+		checked++;
+	}
+	if (!checked)
+		skip();
+}
+
+/* The calls the walks from outside decode (pp_arch_after_call,
+ * pp_arch_call_target), against the arm64 libc's PLT: every bl to a PLT
+ * stub must be taken for a call, and its target read from a GOT slot that
+ * readelf says is a R_AARCH64_JUMP_SLOT (or an ifunc's IRELATIVE). */
+static struct image call_im;
+static uintptr_t last_slot;
+
+static size_t copy_image(uintptr_t addr, void *out, size_t n)
+{
+	if (addr < call_im.lo || addr > call_im.hi || n > call_im.hi - addr)
+		return 0;
+	if (n == 8)
+		last_slot = addr;
+	memcpy(out, (void *)addr, n);
+	return n;
+}
+
+/* The bl instructions of path's code; how many went through a PLT stub
+ * (each checked). */
+static size_t check_calls(const char *path)
+{
+	if (load_image(path, &call_im))
+		return 0;
+	char cmd[4200], line[512];
+	uint64_t slots[4096];
+	size_t nslots = 0;
+	snprintf(cmd, sizeof cmd, "readelf -rW '%s'", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof line, p))
+		if ((strstr(line, "R_AARCH64_JUMP_SLOT") ||
+		     strstr(line, "R_AARCH64_IRELATIVE")) && /* an ifunc's */
+		    nslots < sizeof slots / sizeof slots[0])
+			slots[nslots++] = strtoull(line, NULL, 16);
+	assert_int_equal(pclose(p), 0);
+	size_t calls = 0, via_plt = 0, bti = 0;
+	for (uintptr_t a = call_im.lo; a + 8 <= call_im.hi; a += 4) {
+		uint32_t w;
+		memcpy(&w, (void *)a, 4);
+		if ((w & 0xfc000000u) != 0x94000000u) /* bl */
+			continue;
+		calls++;
+		assert_true(pp_arch_after_call((const unsigned char *)a));
+		last_slot = 0;
+		uintptr_t fn = pp_arch_call_target(a + 4, copy_image);
+		if (!last_slot)
+			continue; /* a direct call (or data that looks like one)
+			           */
+		via_plt++;
+		int64_t rel =
+		    (int64_t)((uint64_t)(w & 0x03ffffffu) << 38) >> 36;
+		uint32_t first;
+		memcpy(&first, (void *)(a + (uintptr_t)rel), 4);
+		bti += first == 0xd503245fu;
+		uint64_t at = last_slot - call_im.base;
+		int known = 0;
+		for (size_t i = 0; i < nslots; i++)
+			known |= slots[i] == at;
+		if (!known)
+			print_message(
+			    "bl at %#llx: slot %#llx is no PLT slot\n",
+			    (unsigned long long)(a - call_im.base),
+			    (unsigned long long)at);
+		assert_true(known);
+		uint64_t want;
+		memcpy(&want, (void *)last_slot, 8);
+		assert_true(fn == want);
+	}
+	print_message("%s: %zu bl, %zu through the PLT to its GOT slot (%zu "
+	              "slots; %zu stubs with bti c)\n",
+	              path, calls, via_plt, nslots, bti);
+	free(call_im.mem);
+	return via_plt;
+}
+
+static void test_foreign_calls(void **state)
+{
+	(void)state;
+	const char *libc = FOREIGN_DIR "libc.so.6";
+	FILE *f = fopen(libc, "rb");
+	if (!f)
+		skip();
+	fclose(f);
+	assert_true(check_calls(libc) > 0);
+	/* blr x1, blraaz x16: calls through a register; b, ret, nop: not */
+	static const uint32_t yes[] = {0xd63f0020u, 0xd63f0a1fu};
+	static const uint32_t no[] = {0x14000010u, 0xd65f03c0u, 0xd503201fu};
+	for (size_t i = 0; i < 2; i++)
+		assert_true(pp_arch_after_call((const unsigned char *)&yes[i]));
+	for (size_t i = 0; i < 3; i++)
+		assert_false(pp_arch_after_call((const unsigned char *)&no[i]));
+	const char *more = getenv("PP_TEST_CFI_FILES");
+	char buf[4096], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", more ? more : "");
+	for (char *p = strtok_r(buf, " ", &save); p;
+	     p = strtok_r(NULL, " ", &save))
+		check_calls(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_foreign_libc),
+	    cmocka_unit_test(test_foreign_calls),
+	    cmocka_unit_test(test_foreign_more),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif
