@@ -156,7 +156,11 @@ build_base() { # the kernel, the modules and the root's archive, in $cache/base
 	pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests \
 		--no-conflicts --no-breaks --no-replaces --no-enhances \
 		$(printf '%s:arm64 ' $packages) | grep -v '^ ' | sort -u)
+	# Old package lists name versions the mirror no longer has: once more
+	# after apt-get update (root only).
 	(cd "$b/debs" && apt-get download -q "$kver:arm64" $pkgs >../download.log 2>&1) ||
+		{ [ "$(id -u)" = 0 ] && apt-get update -qq >>"$b/download.log" 2>&1 &&
+			(cd "$b/debs" && apt-get download -q "$kver:arm64" $pkgs >>../download.log 2>&1); } ||
 		die "apt-get download failed: $(tail -3 "$b/download.log")"
 	dpkg-deb -x "$b"/debs/linux-image-*.deb "$b/kernel/x"
 	cp "$b"/kernel/x/boot/vmlinuz-* "$b/kernel/vmlinuz"
