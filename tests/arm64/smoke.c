@@ -6,8 +6,11 @@
  *
  * 1. Two threads each arm a timer on their own CPU clock
  *    (CLOCK_THREAD_CPUTIME_ID) that sends SIGPROF to them at 100 Hz, spin
- *    for 400 ms of that clock and print how many signals each got (the
- *    sampler's mechanism: per-thread CPU timers inside the guest).
+ *    for 400 ms of that clock and print how many signals each got and how
+ *    many expirations they stand for (1 + si_overrun each: a vCPU the host
+ *    descheduled comes back with more CPU time than one period, and the
+ *    kernel sends one signal for several). The sampler's mechanism:
+ *    per-thread CPU timers inside the guest.
  * 2. Prints whether pointer authentication is on (HWCAP_PACA) and the
  *    PULLPROF_LISTEN it was given (the runner passes PULLPROF_*).
  * 3. Serves one HTTP request on 0.0.0.0:PORT (the runner's --port forwards
@@ -34,12 +37,14 @@
 #define HWCAP_PACA (1UL << 30)
 #endif
 
-static __thread volatile int signals;
+static __thread volatile int signals, expirations;
 
-static void on_prof(int sig)
+static void on_prof(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
+	(void)uc;
 	signals++;
+	expirations += 1 + (si->si_code == SI_TIMER ? si->si_overrun : 0);
 }
 
 static double thread_cpu_ms(void)
@@ -69,8 +74,8 @@ static void *spin(void *arg)
 		for (int i = 0; i < 10000; i++)
 			x += i;
 	timer_delete(timer);
-	printf("thread %ld: %d signals in %.0f ms of CPU\n", id, signals,
-	       thread_cpu_ms() - start);
+	printf("thread %ld: %d signals, %d expirations in %.0f ms of CPU\n", id,
+	       signals, expirations, thread_cpu_ms() - start);
 	return NULL;
 }
 
@@ -85,8 +90,8 @@ int main(int argc, char **argv)
 	uname(&u);
 	printf("smoke: start on %s\n", u.machine);
 	struct sigaction sa = {0};
-	sa.sa_handler = on_prof;
-	sa.sa_flags = SA_RESTART;
+	sa.sa_sigaction = on_prof;
+	sa.sa_flags = SA_RESTART | SA_SIGINFO;
 	sigaction(SIGPROF, &sa, NULL);
 	pthread_t t[2];
 	for (long i = 0; i < 2; i++)
