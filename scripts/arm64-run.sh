@@ -141,6 +141,50 @@ with open(out, "wb") as f:
     f.write(b"\0" * ((4 - (110 + 11) % 4) % 4))
 '
 
+# The mirror of the checkout the cross build reads: mirror.py TOP DST, the
+# files git tracks on stdin (NUL-separated). A file is copied when its
+# content differs (and then has a new time, so make rebuilds what uses it),
+# never otherwise: a fresh clone or a branch switched back rebuilds nothing
+# that did not change. Files git no longer tracks go, autotools' outputs
+# stay.
+mirror_py='
+import filecmp, os, re, shutil, sys
+top, dst = sys.argv[1], sys.argv[2]
+names = [n for n in sys.stdin.buffer.read().decode().split("\0") if n]
+for n in names:
+    s, d = os.path.join(top, n), os.path.join(dst, n)
+    if os.path.islink(s):
+        if not os.path.islink(d) or os.readlink(d) != os.readlink(s):
+            if os.path.lexists(d):
+                os.unlink(d)
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+            os.symlink(os.readlink(s), d)
+        continue
+    if not os.path.isfile(s):
+        continue  # deleted in the working tree, not yet in git
+    if (os.path.isfile(d) and not os.path.islink(d)
+            and os.path.getsize(s) == os.path.getsize(d)
+            and filecmp.cmp(s, d, shallow=False)):
+        if os.stat(s).st_mode != os.stat(d).st_mode:
+            shutil.copymode(s, d)
+        continue
+    os.makedirs(os.path.dirname(d), exist_ok=True)
+    shutil.copyfile(s, d + ".pp-new")
+    shutil.copymode(s, d + ".pp-new")
+    os.replace(d + ".pp-new", d)
+keep = set(names)
+made = re.compile(r"(configure~?|aclocal\.m4|pp-autoconf\.h\.in~?|(.*/)?Makefile\.in)$")
+for dirpath, dirs, files in os.walk(dst):
+    rel = os.path.relpath(dirpath, dst)
+    if rel in ("autom4te.cache", "build-aux", "m4"):
+        dirs[:] = []
+        continue
+    for f in files:
+        r = os.path.normpath(os.path.join(rel, f))
+        if r not in keep and not made.match(r):
+            os.unlink(os.path.join(dirpath, f))
+'
+
 build_base() { # the kernel, the modules and the root's archive, in $cache/base
 	local b=$cache/base.new deb kver
 	rm -rf "$b"
@@ -254,7 +298,7 @@ EOF
 # checkout. configure --host wants a source tree that is not configured in
 # place (the x86_64 build is, by scripts/build.sh), so the files git tracks
 # (as they are in the working tree: edits included, new files once added)
-# are mirrored into cache/lib/KEY/src and built out of tree in
+# are mirrored into cache/lib/KEY/src (mirror_py) and built out of tree in
 # cache/lib/KEY/build. A tree configured nowhere (a tarball) is built from
 # where it is.
 cross_build() { # sets $libdir, or leaves it empty saying why
@@ -273,16 +317,11 @@ cross_build() { # sets $libdir, or leaves it empty saying why
 	elif git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 		src=$cache/lib/$key/src
 		mkdir -p "$src"
-		# cp -u: only what changed since (its time is kept, so make sees it).
-		(cd "$top" && git ls-files -z | xargs -0 cp -u -p --parents -t "$src" 2>/dev/null) ||
-			(cd "$top" && git ls-files -z | xargs -0 -I{} sh -c '[ -e "{}" ] && cp -u -p --parents -t "$0" "{}" || true' "$src")
-		# What git no longer tracks goes from the mirror too.
-		(cd "$top" && git ls-files) | sort >"$cache/lib/$key/files"
-		(cd "$src" && find . -type f ! -path './autom4te.cache/*' ! -path './build-aux/*' ! -path './m4/*' |
-			sed 's|^\./||' | sort) >"$cache/lib/$key/have"
-		comm -13 "$cache/lib/$key/files" "$cache/lib/$key/have" |
-			grep -vxE 'configure|configure~|aclocal.m4|pp-autoconf\.h\.in~?|(.*/)?Makefile\.in' |
-			(cd "$src" && xargs -r rm -f) || true
+		(cd "$top" && git ls-files -z) | python3 -c "$mirror_py" "$top" "$src" ||
+			{
+				say "mirroring $top into $src failed"
+				return 1
+			}
 		mkdir -p "$src/m4"
 		if [ ! -x "$src/configure" ] || [ "$src/configure.ac" -nt "$src/configure" ] ||
 			[ "$src/Makefile.am" -nt "$src/Makefile.in" ]; then
