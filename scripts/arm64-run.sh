@@ -406,6 +406,11 @@ python3 -c "$cpio_py" "$run/dir.cpio" "$progdir" "$progdir" || die "archiving $p
 if [ -n "$libdir" ]; then
 	cp -P "$libdir"/*.so* "$run/lib/"
 	python3 -c "$cpio_py" "$run/lib.cpio" "$run/lib" /opt/pullprof/lib
+	# The build's own path too, as a link: the cross build's programs
+	# (-no-install) name it in their run path.
+	mkdir -p "$run/link$(dirname "$libdir")"
+	ln -s /opt/pullprof/lib "$run/link$libdir"
+	python3 -c "$cpio_py" "$run/link.cpio" "$run/link"
 fi
 cat "$cache/base/root.cpio" "$run"/*.cpio >"$run/initrd"
 
