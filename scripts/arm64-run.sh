@@ -10,7 +10,8 @@
 # program runs there, in that directory, with the caller's PULLPROF_*
 # variables (and --env's). --preload starts it with the cross-built
 # libpullprof.so preloaded; the cross build's libraries are in the guest's
-# /opt/pullprof/lib (on LD_LIBRARY_PATH) either way. --port forwards
+# /opt/pullprof/lib (on LD_LIBRARY_PATH) either way; --no-build leaves the
+# library out (no cross build at all). --port forwards
 # 127.0.0.1:HOSTPORT here to GUESTPORT in the guest (a server there listens
 # on 0.0.0.0 or 10.0.2.15, not on 127.0.0.1). PROGRAM's stdout and stderr
 # come out on this script's; the script exits with PROGRAM's status (128+N
@@ -20,7 +21,8 @@
 # Everything downloaded and built is kept under $PP_ARM64_CACHE (default
 # ~/.cache/pullprof-arm64): a second run boots in a few seconds.
 # PP_ARM64_TIMEOUT (seconds, default 900) bounds a run; PP_ARM64_CONSOLE=1
-# shows the guest's console (kernel messages) on stderr.
+# shows the guest's console (kernel messages) on stderr; PP_ARM64_TIMES=1
+# says how long qemu ran and when PROGRAM started.
 set -euo pipefail
 
 self=$(basename "$0")
