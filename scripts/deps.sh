@@ -25,8 +25,22 @@ test="libcmocka-dev curl python3 procps valgrind clang-format binutils
   chromium python3-websocket wrk python3-prometheus-client groff-base man-db
   redis-server redis-tools nginx-light postgresql"
 
+# The arm64 port's cross build and its emulated arm64 Debian
+# (tests/arm64/run.sh): the cross compiler, qemu, and the arm64 builds of
+# the libraries (Debian multiarch: the arm64 architecture is added first).
+arm64="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-system-arm
+  libmicrohttpd-dev:arm64 libjson-c-dev:arm64 libunwind-dev:arm64
+  libdw-dev:arm64 libelf-dev:arm64 zlib1g-dev:arm64"
+
 pkgs=$build
-[ "${1:-}" = "--test" ] && pkgs="$build $test"
+[ "${1:-}" = "--test" ] && pkgs="$build $test $arm64"
+if [ "${1:-}" = "--test" ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps.sh: the arm64 architecture is not added; run as root" >&2
+		exit 1
+	fi
+	dpkg --add-architecture arm64
+fi
 
 missing=""
 for p in $pkgs; do

@@ -148,6 +148,27 @@ distchecked() {
 }
 step distcheck distchecked
 
+# The arm64 port in an emulated arm64 Debian (HACKING.md, "arm64: the
+# emulated Debian"): tests/arm64/run.sh boots it with scripts/arm64-run.sh
+# and prints TAP, each line counted; "1..0 # SKIP why" where the machine
+# cannot run it (no qemu-system-aarch64, cross compiler or arm64 packages).
+t0=$(date +%s)
+bash tests/arm64/run.sh >artifacts/arm64.log 2>&1
+rc=$?
+took arm64 "$t0"
+p=$(grep -E '^ok [0-9]+' artifacts/arm64.log | grep -vc '# SKIP')
+f=$(grep -Ec '^not ok [0-9]+' artifacts/arm64.log)
+s=$(grep -Ec '^(ok [0-9]+.*|1\.\.0) # SKIP' artifacts/arm64.log)
+if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+	f=1 # it ended before saying what failed
+fi
+passed=$((passed + p))
+failed=$((failed + f))
+skipped=$((skipped + s))
+echo "arm64: $p passed, $f failed, $s skipped ($secs s)"
+grep -E '^(not ok|1\.\.0 # SKIP)' -A6 artifacts/arm64.log | head -40
+[ "$rc" -eq 0 ] || tail -n 30 artifacts/arm64.log
+
 # The suite again in an ASan+UBSan and in a TSan build of its own
 # (scripts/test-sanitizers.sh; a few minutes each): every check counts in
 # the last line, and any sanitizer report fails. PP_SANITIZERS=asan, tsan
