@@ -345,6 +345,12 @@ def watch_thread_cpu(h, name, stop):
     return seen
 
 
+def cpu_status(port):
+    """/status's cpu part (what a failed check shows: drops, timers)."""
+    r = curl(f"http://127.0.0.1:{port}/debug/pprof/status", timeout=10)
+    return r.json().get("cpu") if r.status == 200 else r.status
+
+
 def test_thread_born_in_window():
     """A thread born inside a window is sampled for the CPU it burned
     there: the profile's window (time_nanos, duration_nanos) against the
@@ -379,7 +385,9 @@ def test_thread_born_in_window():
     ok(seen["cpu"] and 0.8 * lo - 0.05 <= ns / 1e9 <= 1.2 * hi + 0.05,
        "a thread created during the window is sampled for the CPU it burned "
        f"there: {ns / 1e9:.2f} s in the profile, {lo:.2f} to {hi:.2f} s by "
-       "its own clock", seen.get("cpu", [])[-5:])
+       "its own clock", (seen.get("cpu", [])[-5:], cpu_status(port),
+                         sorted((prof.labels(s).get("thread_name"),
+                                 s["value"][0]) for s in prof.samples)))
     ok(lo > 0.05, "the thread burned CPU inside the window by its own clock "
        f"({lo:.2f} s): the check above had something to see")
     ok(h.alive(), "host alive after the thread exited mid-window")
