@@ -235,7 +235,9 @@ def test_thread_dump():
         ok(all(any(f in n for n in names) for f in funcs),
            f"dump: {name}'s stack names {' and '.join(funcs)}", blk)
         ok("stack walk stopped" not in blk and "stack not readable" not in
-           blk, f"dump: {name}'s stack was walked to its end", blk)
+           blk, f"dump: {name}'s stack has no mark of a failed walk", blk)
+        ok("thread_main" in names,
+           f"dump: {name}'s stack goes on to thread_main, its caller", blk)
     r = G.get("goroutine")
     prof = Profile(r.body)
     states = {prof.labels(s).get("thread_name"): prof.labels(s).get("state")
