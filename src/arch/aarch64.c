@@ -116,6 +116,56 @@ int pp_arch_cfi_trampoline(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy,
 #endif
 }
 
+/* Does instruction w move sp, store x30 or call? What a function that
+ * sets up a frame must do; a leaf the compiler left frameless does none. */
+static int frame_work(uint32_t w)
+{
+	/* add/sub (immediate, 64-bit, flags not set) with sp as destination:
+	 * a frame's allocation (and mov sp, xN, which is add sp, xN, #0). */
+	if ((w & 0xbf000000u) == 0x91000000u && (w & 31u) == 31u)
+		return 1;
+	/* add/sub (extended register, 64-bit) to sp. */
+	if ((w & 0xbfe00000u) == 0x8b200000u && (w & 31u) == 31u)
+		return 1;
+	/* stp of x30 (64-bit: no-allocate, post-index, offset, pre-index). */
+	if ((w & 0xfe400000u) == 0xa8000000u &&
+	    ((w & 31u) == 30u || ((w >> 10) & 31u) == 30u))
+		return 1;
+	/* str x30 (unsigned offset; pre- and post-index). */
+	if (((w & 0xffc00000u) == 0xf9000000u ||
+	     (w & 0xffe00400u) == 0xf8000400u) &&
+	    (w & 31u) == 30u)
+		return 1;
+	/* bl; blr and its authenticated forms. */
+	if ((w & 0xfc000000u) == 0x94000000u ||
+	    (w & 0xfffffc1fu) == 0xd63f0000u ||
+	    (w & 0xfefff800u) == 0xd63f0800u)
+		return 1;
+	return 0;
+}
+
+/* The vDSO without CFI (arch.h): its functions are frameless leaves when
+ * no instruction in it does frame work; the scan reads the image's code as
+ * the trampoline's search does (a few pages). */
+uint32_t pp_arch_bare_rule(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy)
+{
+	uint32_t w[1024];
+	if (hi - lo > (64u << 10))
+		return 0; /* not a vDSO-sized image: no claim about it */
+	for (uintptr_t a = lo & ~(uintptr_t)3; a + 4 <= hi; a += sizeof w) {
+		size_t want = hi - a < sizeof w ? (size_t)(hi - a) : sizeof w;
+		size_t n = copy(a, w, want) / 4;
+		if (n == 0)
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			if (frame_work(w[i]))
+				return 0;
+		if (n * 4 < want)
+			return 0;
+	}
+	return PP_ARCH_RULE(PP_FRAME_CFA_SP, 0, 0, 0);
+}
+
 /* bl imm26; blr xN; blraa, blrab, blraaz, blrabz (pointer-authenticated
  * calls through a register). */
 int pp_arch_after_call(const unsigned char b[PP_ARCH_CALL_BYTES])

@@ -148,7 +148,17 @@
  *                         trampoline itself, looked up at ra - 1). The
  *                         hook is also asked about an image with no
  *                         .eh_frame_hdr at all (Debian 12's arm64 vDSO
- *                         has none): its table is then those rows alone.
+ *                         has none): its table is then those rows, and
+ *   pp_arch_bare_rule(lo, hi, copy)  the rule of the rest of such an
+ *                         image's code, 0 when it cannot be told.
+ *                         x86_64: 0 (its vDSO has CFI). arm64: the vDSO's
+ *                         functions (clock_gettime, gettimeofday, ...) are
+ *                         leaves that never move sp nor store x30, and a
+ *                         busy thread is often caught in one: when no
+ *                         instruction of [lo, hi) moves sp, stores x30 or
+ *                         calls, every pc there is a leaf's (CFA = sp, the
+ *                         return address in x30); otherwise 0 and the walk
+ *                         stops there as before.
  *
  * Walks from outside (threads/look.c) start from what the kernel shows: a
  * blocked thread's /proc/self/task/TID/syscall gives sp and pc only (the
@@ -189,5 +199,6 @@ typedef size_t (*pp_arch_copy_fn)(uintptr_t addr, void *out, size_t n);
 uintptr_t pp_arch_call_target(uintptr_t ra, pp_arch_copy_fn copy);
 int pp_arch_cfi_trampoline(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy,
                            uintptr_t *at, size_t *len);
+uint32_t pp_arch_bare_rule(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy);
 
 #endif

@@ -54,6 +54,15 @@ int pp_arch_cfi_trampoline(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy,
 	return 0;
 }
 
+/* The x86_64 vDSO carries CFI: no image without it is described. */
+uint32_t pp_arch_bare_rule(uintptr_t lo, uintptr_t hi, pp_arch_copy_fn copy)
+{
+	(void)lo;
+	(void)hi;
+	(void)copy;
+	return 0;
+}
+
 /* The PLT's CFA expression, as GNU ld and lld write it for .plt:
  * DW_OP_breg7 (rsp) N; DW_OP_breg16 (rip) 0; DW_OP_lit15; DW_OP_and;
  * DW_OP_litK; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus: rsp + N, plus 8

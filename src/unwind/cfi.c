@@ -584,8 +584,15 @@ struct pp_frame_table *pp_cfi_build_bare(uintptr_t lo, uintptr_t hi)
 	if (!pp_arch_cfi_trampoline(lo, hi, copy_some, &tramp, &len) ||
 	    tramp < lo || len == 0 || len > hi - tramp)
 		return NULL;
+	/* The rest of the code: frameless leaves where the architecture
+	 * can tell (arm64's vDSO), else nothing is known there. */
+	uint32_t rest = pp_arch_bare_rule(lo, hi, copy_some);
+	if (!rest)
+		rest = PP_FRAME_RULE(PP_FRAME_END, 0, 0, 0);
+	else if (tramp > lo)
+		emit(&r, lo, rest);
 	emit(&r, tramp, PP_FRAME_RULE(PP_FRAME_SIGNAL, 0, 0, 0));
-	emit(&r, tramp + len, PP_FRAME_RULE(PP_FRAME_END, 0, 0, 0));
+	emit(&r, tramp + len, rest);
 	struct pp_frame_table *out = finish(&r, lo, hi, 0);
 	free(r.v);
 	return out;

@@ -661,12 +661,54 @@ static void test_foreign_calls(void **state)
 		check_calls(p);
 }
 
+static size_t copy_plain(uintptr_t addr, void *out, size_t n)
+{
+	memcpy(out, (const void *)addr, n);
+	return n;
+}
+
+/* The rule of an image without CFI (Debian 12's arm64 vDSO): frameless
+ * leaves when no instruction moves sp, stores x30 or calls. */
+static void test_foreign_bare(void **state)
+{
+	(void)state;
+	/* From the vDSO's __kernel_clock_gettime: paciasp; cmp w0, #15;
+	 * mrs x2, cntvct_el0; add x4, sp, x4; ldr xzr, [x4]; ldp x11, x10,
+	 * [x3, #8]; stp x6, x0, [x1]; ret; then its rt_sigreturn. */
+	static uint32_t leaf[] = {0xd503233fu, 0x71003c1fu, 0xd53be042u,
+	                          0x8b2463e4u, 0xf940009fu, 0xa940a86bu,
+	                          0xa9000026u, 0xd65f03c0u, 0xd503201fu,
+	                          0xd2801168u, 0xd4000001u, 0xd503201fu};
+	uintptr_t lo = (uintptr_t)leaf, hi = lo + sizeof leaf;
+	uint32_t r = pp_arch_bare_rule(lo, hi, copy_plain);
+	assert_int_equal(PP_FRAME_KIND(r), PP_FRAME_CFA_SP);
+	assert_int_equal(PP_ARCH_RULE_OFF(r), 0);
+	assert_int_equal(PP_ARCH_RULE_RA(r), 0);
+	assert_int_equal(PP_ARCH_RULE_FP(r), 0);
+	/* Each of these makes a frame: stp x29, x30, [sp, #-16]!;
+	 * sub sp, sp, #16; str x30, [sp, #-16]!; bl; blr x1; blraaz x16;
+	 * stp x19, x30, [sp, #16]; add sp, sp, x1 (extended). */
+	static const uint32_t frame[] = {0xa9bf7bfdu, 0xd10043ffu, 0xf81f0ffeu,
+	                                 0x94000010u, 0xd63f0020u, 0xd63f0a1fu,
+	                                 0xa9017bf3u, 0x8b2163ffu};
+	for (size_t i = 0; i < sizeof frame / sizeof *frame; i++) {
+		uint32_t saved = leaf[3];
+		leaf[3] = frame[i];
+		assert_int_equal(pp_arch_bare_rule(lo, hi, copy_plain), 0);
+		leaf[3] = saved;
+	}
+	/* mov x29, sp (add x29, sp, #0) writes x29, not sp. */
+	leaf[3] = 0x910003fdu;
+	assert_int_not_equal(pp_arch_bare_rule(lo, hi, copy_plain), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_foreign_libc),
 	    cmocka_unit_test(test_foreign_calls),
 	    cmocka_unit_test(test_foreign_more),
+	    cmocka_unit_test(test_foreign_bare),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
