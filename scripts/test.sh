@@ -155,6 +155,9 @@ step distcheck distchecked
 t0=$(date +%s)
 bash tests/arm64/run.sh >artifacts/arm64.log 2>&1
 rc=$?
+# The profiles inside it (heap, thread dump, mutex and block, a trace, a
+# forking host): tests/arm64/test_profiles.py, same skips.
+python3 tests/arm64/test_profiles.py >>artifacts/arm64.log 2>&1 || rc=1
 took arm64 "$t0"
 p=$(grep -E '^ok [0-9]+' artifacts/arm64.log | grep -vc '# SKIP')
 f=$(grep -Ec '^not ok [0-9]+' artifacts/arm64.log)
