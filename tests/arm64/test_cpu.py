@@ -325,6 +325,9 @@ def test_accuracy():
         elif leaf == "burn_light":
             light += weight(s)
     cpu /= 1e9
+    ok(heavy + light >= 0.9 * cpu * 1e9,
+       f"the burners' CPU is in burn_heavy and burn_light "
+       f"({(heavy + light) / 1e9:.2f} of {cpu:.2f} s)")
     ok(abs(cpu - real) <= 0.10 * real,
        f"two threads: profile total {cpu:.2f} s within 10% of the {real:.2f} "
        "s CPU they used by their own clocks", (cpu, real))
