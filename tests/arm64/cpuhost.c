@@ -12,8 +12,9 @@
  *   burn MS               two threads "burn-0", "burn-1" each loop over
  *                         burn_heavy (3 units) and burn_light (1 unit)
  *                         until MS ms of their own CPU clock; answers
- *                         "burned NS" (both threads' whole CPU time) once
- *                         they have ended
+ *                         "burned NS expirations E" (both threads' whole
+ *                         CPU time; their own 100 Hz SIGPROF timers'
+ *                         expirations) once they have ended
  *   spin DEPTH            starts the threads "deep-pac", "deep-nopac",
  *                         "deep-fp" (cpu_deep.c's variants, DEPTH frames
  *                         down), "leaf" (leaf_spin under leaf_caller),
@@ -31,12 +32,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,7 +102,34 @@ uint64_t burn_light(uint64_t x)
 }
 
 static uint64_t burn_ns;
-static _Atomic uint64_t burned_ns;
+static _Atomic uint64_t burned_ns, burn_expirations;
+
+/* The guest kernel's own count: a 100 Hz timer on each burner's CPU clock
+ * sending SIGPROF (pullprof samples with another signal), its
+ * expirations (1 + si_overrun a signal) summed. What the kernel delivered,
+ * to tell a short profile from a short delivery. */
+static void on_prof(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	burn_expirations += 1 + (si->si_code == SI_TIMER && si->si_overrun > 0
+	                             ? (uint64_t)si->si_overrun
+	                             : 0);
+}
+
+static timer_t own_timer(void)
+{
+	struct sigevent sev = {0};
+	timer_t timer = 0;
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SIGPROF;
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &timer) == 0) {
+		struct itimerspec its = {{0, 10000000}, {0, 10000000}};
+		timer_settime(timer, 0, &its, NULL);
+	}
+	return timer;
+}
 
 static void *burner(void *arg)
 {
@@ -107,6 +137,7 @@ static void *burner(void *arg)
 	uint64_t x = (uintptr_t)arg + 88172645463325252ULL;
 	snprintf(name, sizeof name, "burn-%d", (int)(uintptr_t)arg);
 	pthread_setname_np(pthread_self(), name);
+	timer_t timer = own_timer();
 	/* The clock is read every 32 rounds: a thread's CPU clock is a
 	 * system call, costly under emulation, and its samples stop in the
 	 * vDSO (see test_cpu.py). */
@@ -116,6 +147,7 @@ static void *burner(void *arg)
 			x = burn_light(x);
 		}
 	sink += x;
+	timer_delete(timer);
 	/* Everything this thread used, its start included. */
 	burned_ns += thread_cpu_ns();
 	return NULL;
@@ -347,13 +379,15 @@ static void command(const char *line, char *out, size_t len)
 		pthread_t t[2];
 		burn_ns = (uint64_t)a * 1000000u;
 		burned_ns = 0;
+		burn_expirations = 0;
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, burner,
 			               (void *)(uintptr_t)i);
 		for (int i = 0; i < 2; i++)
 			pthread_join(t[i], NULL);
-		snprintf(out, len, "burned %llu",
-		         (unsigned long long)burned_ns);
+		snprintf(out, len, "burned %llu expirations %llu",
+		         (unsigned long long)burned_ns,
+		         (unsigned long long)burn_expirations);
 	} else if (sscanf(line, "spin %ld", &a) == 1 && a > 0) {
 		cpu_depth = (int)a;
 		cpu_stop = 0;
@@ -387,6 +421,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	struct sigaction act = {0};
+	act.sa_sigaction = on_prof;
+	act.sa_flags = SA_RESTART | SA_SIGINFO;
+	sigaction(SIGPROF, &act, NULL);
 	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 	struct sockaddr_in sa = {0};
 	sa.sin_family = AF_INET;
