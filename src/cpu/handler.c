@@ -77,8 +77,13 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	uint32_t weight = 1;
 	if (si->si_code == SI_TIMER && si->si_overrun > 0)
 		weight += (uint32_t)si->si_overrun;
-	if (si->si_code == SI_TIMER &&
-	    si->si_value.sival_int == PP_START_TIMER_MARK)
+	/* Every period a timer of ours signalled to this thread, its own
+	 * start timer's or a scan's: when a scan armed one first, the
+	 * collector deletes the start timer, and a thread that counted only
+	 * that timer's periods charged at its exit again all that the scan's
+	 * timer had sampled (found in the emulated arm64 system, whose slow
+	 * threads widen that race). */
+	if (si->si_code == SI_TIMER)
 		pp_thread_start_delivered(weight);
 
 	struct pp_ring_rec *rec = pp_ring_claim(&s->ring, &pos);

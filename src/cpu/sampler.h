@@ -50,8 +50,8 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc);
  * pcs (leaf first). */
 void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
                             uint32_t period_ns);
-/* Hot context: the signal came from the calling thread's own start timer
- * (thread_start.c counts what it delivered). */
+/* Hot context: a per-thread timer of ours signalled the calling thread
+ * (its own start timer or a scan's: thread_start.c counts what came). */
 void pp_thread_start_delivered(uint32_t weight);
 /* In a forked child, on the thread that forked. */
 void pp_thread_start_forget_in_child(void);

@@ -59,8 +59,10 @@ struct start {
 };
 
 /* What a thread that armed its own timer at its start remembers, for its
- * exit: how the timer was armed, how many periods its signals stood for,
- * and the stack to charge the rest to (its start routine and callers). */
+ * exit: how the timer was armed, how many periods the signals of our timers
+ * stood for (its own, or a scan's that was armed first and made the
+ * collector delete its own), and the stack to charge the rest to (its
+ * start routine and callers). */
 #define OUTER_MAX 8
 
 static __thread struct young {
