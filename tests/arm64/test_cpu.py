@@ -35,6 +35,7 @@ from collections import Counter
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import pptest  # noqa: E402
+import guestcheck  # noqa: E402  (tests/arm64: can the guest run here)
 from pptest import (Profile, Proc, curl, eq, free_port, go_pprof, ok,  # noqa: E402
                     run, source_line)
 
@@ -47,25 +48,7 @@ TOP = os.path.abspath(os.path.join(HERE, "..", ".."))
 HZ = 100
 
 
-def skip_all(why):
-    print(f"1..0 # SKIP {why}", flush=True)
-    sys.exit(0)
-
-
-if not shutil.which("qemu-system-aarch64"):
-    skip_all("no qemu-system-aarch64 (Debian: apt-get install qemu-system-arm)")
-for cc, pkg in (("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
-                ("aarch64-linux-gnu-g++", "g++-aarch64-linux-gnu")):
-    if not shutil.which(cc):
-        skip_all(f"no {cc} (Debian: apt-get install {pkg})")
-CACHE = os.environ.get("PP_ARM64_CACHE") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.environ.get("HOME") or "/tmp", ".cache"), "pullprof-arm64")
-if not os.path.isfile(os.path.join(CACHE, "base", "recipe")) and \
-        subprocess.run(["apt-cache", "show", "linux-image-cloud-arm64:arm64"],
-                       capture_output=True).returncode != 0:
-    skip_all("apt knows no arm64 packages to build the guest from "
-             "(dpkg --add-architecture arm64; apt-get update)")
+guestcheck.require(("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++"))
 
 # The variants of tests/arm64/cpu_deep.c: name -> flags.
 VARIANTS = {

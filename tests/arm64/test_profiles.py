@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
 from pptest import (Profile, curl, eq, free_port, go_pprof, ok,  # noqa: E402
                     skip)
 import pptest  # noqa: E402
+import guestcheck  # noqa: E402  (tests/arm64: can the guest run here)
 import test_trace as tt  # noqa: E402  (its protoc decoder, Trace reader)
 
 T0 = time.time()
@@ -39,28 +40,8 @@ SITES = {"site_small": (20000 * 256, 20000), "site_mid": (2000 * 4000, 2000),
 CHILD_BYTES = 40 * 100000
 
 
-def skip_all(why):
-    print(f"1..0 # SKIP {why}", flush=True)
-    sys.exit(0)
-
-
 def preconditions():
-    if not shutil.which("qemu-system-aarch64"):
-        skip_all("no qemu-system-aarch64 (Debian: apt-get install "
-                 "qemu-system-arm)")
-    if not shutil.which("aarch64-linux-gnu-gcc"):
-        skip_all("no aarch64-linux-gnu-gcc (Debian: apt-get install "
-                 "gcc-aarch64-linux-gnu)")
-    cache = os.environ.get("PP_ARM64_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(
-            os.environ.get("HOME") or "/tmp", ".cache"), "pullprof-arm64")
-    if not os.path.exists(os.path.join(cache, "base", "recipe")) and \
-            subprocess.run(["apt-cache", "show", "linux-image-cloud-arm64:arm64"],
-                           capture_output=True).returncode != 0:
-        skip_all("apt knows no arm64 packages to build the guest from "
-                 "(dpkg --add-architecture arm64; apt-get update)")
-    if not os.path.exists(os.path.join(SRC, "src", "arch", "aarch64.c")):
-        skip_all("no src/arch/aarch64.c: the library has no arm64 port")
+    guestcheck.require()
 
 
 class Guest:
