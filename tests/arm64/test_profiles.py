@@ -227,9 +227,10 @@ def test_thread_dump():
        "dump: the pprof form labels each blocked thread sleeping")
 
 
-def charged(prof, leaf):
-    """delay by the function that called `leaf` (the interposed call)."""
-    idx = [t for t, _ in prof.sample_types()].index("delay")
+def charged(prof, leaf, kind="delay"):
+    """`kind` (delay, contentions) by the function that called `leaf`
+    (the interposed call)."""
+    idx = [t for t, _ in prof.sample_types()].index(kind)
     out = {}
     for s in prof.samples:
         names = [base(f[0]) for fr in prof.stack(s) for f in fr]
@@ -251,13 +252,22 @@ def test_locks():
     ok(okay, "locks: 50 events in each profile (/status locks.*.events)")
     r = G.get("mutex")
     eq(r.status, 200, "mutex: /mutex answers")
-    m = charged(Profile(r.body), "pthread_mutex_unlock")
-    total = sum(m.values())
+    prof = Profile(r.body)
+    m = charged(prof, "pthread_mutex_unlock")
+    n = charged(prof, "pthread_mutex_unlock", "contentions")
     # The waiters hold the lock too, briefly, and make the holder (and each
-    # other) wait: their unlocks take a share, the holder's the most.
-    ok(total > 0 and m.get("hold_lock_long", 0) >= 0.6 * total,
-       "mutex: most of the delay is charged to the holder's unlock in "
-       "hold_lock_long", m)
+    # other) wait: their unlocks take a share, which grows when a vCPU is
+    # descheduled while a waiter holds it (a busy machine: half the delay).
+    # What stays: an unlock of the holder, after 2 ms of holding, is
+    # charged more delay than an unlock of a waiter's few instructions
+    # (2.7 to 2.8 times on a busy machine; a waiter descheduled while it
+    # holds keeps the others waiting too, so not by the ratio of the
+    # holds). Swapped or misplaced stacks would turn it around.
+    per = {k: m[k] / n[k] for k in m if n.get(k)}
+    ok(per.get("hold_lock_long", 0) > 0 and
+       per["hold_lock_long"] > 1.5 * per.get("wait_for_lock", 0),
+       "mutex: an unlock in hold_lock_long is charged more than 1.5 times "
+       "the delay of one in wait_for_lock", (m, n))
     eq(set(m) - {"hold_lock_long", "wait_for_lock"}, set(),
        "mutex: only the unlocks of the contended mutex are charged")
     r = G.get("block")
@@ -326,6 +336,20 @@ def test_fork():
     while members() != want and time.time() < end:
         time.sleep(0.5)
     eq(members(), want, "fork: /children lists the host and both children")
+
+    # Listed is not yet sampling: each child's own agent starts after its
+    # fork (docs/forking.md); wait until it answers for itself.
+    def heap_of(k):
+        r = G.get(f"status?pid={k}", timeout=30)
+        return (r.json().get("heap") or {}) if r.status == 200 else {}
+
+    def ready():
+        return all(heap_of(k).get("enabled") for k in kids)
+    end = time.time() + 60
+    while not ready() and time.time() < end:
+        time.sleep(0.5)
+    ok(ready(), "fork: each child's own agent answers (status?pid=N), heap "
+       "sampling on", [heap_of(k) for k in kids])
     eq(G.command("alloc"), "allocated 2", "fork: then both children "
        "allocated")
     r = G.get("heap")
@@ -340,7 +364,7 @@ def test_fork():
         v = by.get((str(k), "child_alloc"), 0)
         ok(abs(v - CHILD_BYTES) <= CHILD_BYTES * 0.10,
            f"fork: child {k}'s child_alloc in use, {v} B, within 10% of "
-           f"{CHILD_BYTES}", by)
+           f"{CHILD_BYTES}", (by, heap_of(k)))
     v = by.get((str(G.pid), "site_big"), 0)
     want_big = SITES["site_big"][0]
     ok(abs(v - want_big) <= want_big * 0.10,
