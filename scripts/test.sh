@@ -158,9 +158,11 @@ rc=$?
 # The profiles inside it: tests/arm64/test_profiles.py (heap, thread
 # dump, mutex and block, a trace, a forking host) and test_cpu.py (CPU:
 # the split, deep stacks with and without PAC, leaves, prologues, C++
-# inlines, short-lived threads, the vDSO); same skips.
+# inlines, short-lived threads, the vDSO) and test_endpoints.py (every
+# endpoint, its type, its errors); same skips.
 python3 tests/arm64/test_profiles.py >>artifacts/arm64.log 2>&1 || rc=1
 python3 tests/arm64/test_cpu.py >>artifacts/arm64.log 2>&1 || rc=1
+python3 tests/arm64/test_endpoints.py >>artifacts/arm64.log 2>&1 || rc=1
 took arm64 "$t0"
 p=$(grep -E '^ok [0-9]+' artifacts/arm64.log | grep -vc '# SKIP')
 f=$(grep -Ec '^not ok [0-9]+' artifacts/arm64.log)

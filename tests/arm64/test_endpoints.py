@@ -30,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
+import guestcheck  # noqa: E402  (tests/arm64: can the guest run here)
 from pptest import (Profile, curl, eq, free_port, ok, run, skip,  # noqa: E402
                     until)
 
@@ -41,26 +42,8 @@ TEXT = "text/plain"
 HTML = "text/html"
 
 
-def skip_all(why):
-    print(f"1..0 # SKIP {why}", flush=True)
-    sys.exit(0)
-
-
 def preconditions():
-    if not shutil.which("qemu-system-aarch64"):
-        skip_all("no qemu-system-aarch64 (Debian: apt-get install "
-                 "qemu-system-arm)")
-    if not shutil.which("aarch64-linux-gnu-gcc"):
-        skip_all("no aarch64-linux-gnu-gcc (Debian: apt-get install "
-                 "gcc-aarch64-linux-gnu)")
-    cache = os.environ.get("PP_ARM64_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(
-            os.environ.get("HOME") or "/tmp", ".cache"), "pullprof-arm64")
-    if not os.path.exists(os.path.join(cache, "base", "recipe")) and \
-            subprocess.run(["apt-cache", "show", "linux-image-cloud-arm64:arm64"],
-                           capture_output=True).returncode != 0:
-        skip_all("apt knows no arm64 packages to build the guest from "
-                 "(dpkg --add-architecture arm64; apt-get update)")
+    guestcheck.require()
 
 
 class Guest:
@@ -146,7 +129,7 @@ def expect(path, status, ctype_prefix, *args, timeout=120, check=None):
 
 
 def test_boot():
-    tmp = tempfile.mkdtemp(prefix="pp-arm64ep-")
+    tmp = G["tmp"] = tempfile.mkdtemp(prefix="pp-arm64ep-")
     g = G["g"] = Guest(tmp)
     t = time.time()
     ready = g.wait_ready(900)  # the first run cross-builds the library
@@ -303,4 +286,6 @@ if __name__ == "__main__":
         run([test_boot, test_pages, test_metrics, test_profiles, test_symbol,
              test_errors, test_end])
     finally:
+        if G.get("tmp"):
+            shutil.rmtree(G["tmp"], ignore_errors=True)
         print(f"# wall time {time.time() - T0:.1f} s", flush=True)
