@@ -21,6 +21,7 @@ build="build-essential autoconf automake libtool pkg-config
   libmicrohttpd-dev libjson-c-dev zlib1g-dev libunwind-dev libdw-dev"
 test="libcmocka-dev curl python3 procps valgrind clang-format binutils
   protobuf-compiler golang-go golang-github-google-pprof-dev libjemalloc2
+  libjemalloc-dev
   google-perftools openssl libgoogle-perftools-dev clang libclang-rt-14-dev
   chromium python3-websocket wrk python3-prometheus-client groff-base man-db
   redis-server redis-tools nginx-light postgresql"

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "heap/detect.h"
 #include "heap/heap.h"
 
 #define MAX_UNSAMPLED 4
@@ -58,6 +59,7 @@ void pp_agent_thread_enter(int flags)
 {
 	on_agent_thread = 1;
 	pp_heap_exclude_thread();
+	pp_heap_allocator_exclude_thread();
 	pid_t self = (pid_t)syscall(SYS_gettid);
 	tid_add(agent_tids, MAX_AGENT_TIDS, self);
 	if (!(flags & PP_AGENT_UNSAMPLED))

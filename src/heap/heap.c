@@ -14,7 +14,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "heap/detect.h"
+#include "heap/foreign.h"
 #include "heap/heap.h"
+#include "heap/jemalloc.h"
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "labels/labels.h"
@@ -203,8 +206,8 @@ int pp_heap_running(void)
 
 static int heap_check(const void *query, char *err, size_t errlen)
 {
-	(void)query;
-	if (heap_running())
+	const struct pp_heap_query *q = query;
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC || heap_running())
 		return 0;
 	snprintf(err, errlen,
 	         "heap profiling is off in this process: start "
@@ -212,12 +215,44 @@ static int heap_check(const void *query, char *err, size_t errlen)
 	return -ENOTSUP;
 }
 
-/* A window's start: the table's rows, from which the change is made. */
+/* A window's start: the table's rows, or the allocator's dump, from
+ * which the change is made. */
+struct heap_start {
+	struct pp_heap_snapshot snap;
+	char *dump; /* source jemalloc */
+	size_t len;
+};
+
+static int jemalloc_text(char **text, size_t *len, char *err, size_t errlen)
+{
+	struct pp_heap_allocator a;
+	pp_heap_allocator(&a);
+	if (!a.je.mallctl) {
+		snprintf(err, errlen, "no jemalloc in this process");
+		return -ENOTSUP;
+	}
+	return pp_jemalloc_dump(&a.je, text, len, err, errlen);
+}
+
 static int heap_begin(const void *query, void **start, char *err, size_t errlen)
 {
-	(void)query;
-	struct pp_heap_snapshot *s = calloc(1, sizeof *s);
-	int rc = s ? pp_heap_table_snapshot(0, 0, s) : -ENOMEM;
+	const struct pp_heap_query *q = query;
+	struct heap_start *s = calloc(1, sizeof *s);
+	int rc;
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC) {
+		rc = jemalloc_text(&s->dump, &s->len, err, errlen);
+		if (rc) {
+			free(s);
+			return rc;
+		}
+		*start = s;
+		return 0;
+	}
+	rc = pp_heap_table_snapshot(0, 0, &s->snap);
 	if (rc) {
 		free(s);
 		snprintf(err, errlen, "%s",
@@ -229,16 +264,89 @@ static int heap_begin(const void *query, void **start, char *err, size_t errlen)
 	return 0;
 }
 
+/* jemalloc's own profile: its dump now, or the change since the one at
+ * the window's open. */
+static int jemalloc_model(struct pp_job *job, const struct pp_heap_query *q,
+                          const struct heap_start *start,
+                          struct pp_profile **out)
+{
+	struct pp_heap_allocator a;
+	struct pp_foreign_dump d;
+	char *text, err[200], note[800];
+	size_t len, max;
+	int rc;
+
+	pp_heap_allocator(&a);
+	if (!a.je.mallctl)
+		return -ENOTSUP;
+	rc = pp_jemalloc_dump(&a.je, &text, &len, err, sizeof err);
+	if (rc)
+		return rc;
+	rc = pp_foreign_parse_jemalloc(text, len, &d, err, sizeof err);
+	free(text);
+	if (rc)
+		return rc;
+	/* jemalloc says whether it keeps cumulative counts. */
+	d.has_alloc = a.je.accum;
+	snprintf(
+	    note, sizeof note,
+	    "pullprof %s: jemalloc %s's own heap profile (prof.dump, "
+	    "%s%s), sampled every %llu bytes on average (lg_prof_sample "
+	    "%u), values unsampled per stack as jeprof does%s",
+	    PACKAGE_VERSION, a.je.version, a.je.in_main ? "linked into " : "",
+	    a.je.path, (unsigned long long)d.period, a.je.lg_sample,
+	    a.je.prof_active ? "" : "; prof.active is false: no new samples");
+	pthread_mutex_lock(&heap.mu);
+	max = heap.settings.max_profile_bytes;
+	pthread_mutex_unlock(&heap.mu);
+	uintptr_t lib = a.je.in_main ? 0 : (uintptr_t)a.je.mallctl;
+	struct pp_profile *end;
+	rc = pp_foreign_model(&d, NULL, max, lib, &end);
+	pp_foreign_dump_free(&d);
+	if (rc)
+		return rc;
+	if (q->view == PP_HEAP_ALLOCS)
+		pp_profile_set_default_type(end, "alloc_space");
+	if (!start) {
+		pp_profile_set_time(end, (int64_t)pp_clock_ns(CLOCK_REALTIME),
+		                    0);
+		*out = end;
+		return pp_profile_add_comment(end, note);
+	}
+	struct pp_profile *begin;
+	rc = pp_foreign_parse_jemalloc(start->dump, start->len, &d, err,
+	                               sizeof err);
+	if (rc) {
+		pp_profile_free(end);
+		return rc;
+	}
+	d.has_alloc = a.je.accum;
+	rc = pp_foreign_model(&d, NULL, max, lib, &begin);
+	pp_foreign_dump_free(&d);
+	if (rc) {
+		pp_profile_free(end);
+		return rc;
+	}
+	rc = pp_job_window_delta(job, end, begin, out);
+	pp_profile_free(begin);
+	return rc ? rc : pp_profile_add_comment(*out, note);
+}
+
 static int heap_finish(struct pp_job *job, const void *query, const void *start,
                        struct pp_profile **out)
 {
-	return make_model(job, query, start, out);
+	const struct pp_heap_query *q = query;
+	const struct heap_start *s = start;
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC)
+		return jemalloc_model(job, q, s, out);
+	return make_model(job, query, s ? &s->snap : NULL, out);
 }
 
 static void heap_free_start(void *start)
 {
-	struct pp_heap_snapshot *s = start;
-	free(s->rows);
+	struct heap_start *s = start;
+	free(s->snap.rows);
+	free(s->dump);
 	free(s);
 }
 

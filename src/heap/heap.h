@@ -60,6 +60,10 @@ extern struct pp_producer pp_heap_producer;
 
 struct pp_heap_query {
 	enum pp_heap_view view;
+	/* Where it comes from (heap/detect.h; the handler resolves ?source=
+	 * auto): PP_HEAP_SOURCE_INTERPOSED (0 in a zeroed query is NONE:
+	 * set it) or PP_HEAP_SOURCE_JEMALLOC. */
+	int source;
 	unsigned seconds; /* > 0: a delta profile over the next seconds */
 	int peak;         /* what was live at the peak */
 	int peak_reset;   /* ... and start a new peak from now */

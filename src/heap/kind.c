@@ -5,7 +5,9 @@
  * both.
  * Context: agent.
  */
+#include "error.h"
 #include "fork/fork.h"
+#include "heap/detect.h"
 #include "heap/heap.h"
 #include "heap/sample.h"
 #include "heap/table.h"
@@ -14,8 +16,28 @@
 #include "unwind/unwind.h"
 #include "util/clock.h"
 
+/* Which allocator the host's allocations reach, found before the agent's
+ * threads start (they leave themselves out of its own profiler); said on
+ * stderr when /heap cannot come from pullprof's sampler. */
+static void find_allocator(const struct pp_config *c)
+{
+	struct pp_heap_allocator a;
+	char why[1200];
+
+	pp_heap_allocator(&a);
+	enum pp_heap_source s =
+	    pp_heap_source_auto(&a, c->v.heap_rate != 0, 0, why, sizeof why);
+	if (s == PP_HEAP_SOURCE_NONE && (!a.interposed || a.je.prefixed))
+		pp_log("heap: /heap and /allocs have no profile to serve: %s",
+		       why);
+	else if (s != PP_HEAP_SOURCE_INTERPOSED)
+		pp_log("heap: %s; /heap and /allocs serve %s's own profile",
+		       a.reason, pp_heap_source_name(s));
+}
+
 static int start(const struct pp_config *c, char *err, size_t errlen)
 {
+	find_allocator(c);
 	if (!c->v.heap_rate)
 		return 0;
 	struct pp_heap_settings s = {
@@ -25,6 +47,58 @@ static int start(const struct pp_config *c, char *err, size_t errlen)
 	    .max_pending = c->v.max_heap_profiles,
 	};
 	return pp_heap_start(&s, err, errlen);
+}
+
+/* /status heap.allocator: what the host's malloc reaches, and where
+ * /heap comes from. */
+static struct json_object *allocator_json(int sampling_on)
+{
+	struct pp_heap_allocator a;
+	struct json_object *o = json_object_new_object();
+	char why[1200] = "";
+
+	pp_heap_allocator(&a);
+	enum pp_heap_source s =
+	    pp_heap_source_auto(&a, sampling_on, 0, why, sizeof why);
+	json_object_object_add(o, "interposed",
+	                       json_object_new_boolean(a.interposed));
+	json_object_object_add(o, "name", json_object_new_string(a.name));
+	json_object_object_add(o, "linkage", json_object_new_string(a.linkage));
+	json_object_object_add(o, "path", json_object_new_string(a.path));
+	json_object_object_add(o, "version",
+	                       a.version[0] ? json_object_new_string(a.version)
+	                                    : NULL);
+	json_object_object_add(o, "reason", json_object_new_string(a.reason));
+	json_object_object_add(o, "source",
+	                       json_object_new_string(pp_heap_source_name(s)));
+	json_object_object_add(
+	    o, "unavailable",
+	    s == PP_HEAP_SOURCE_NONE ? json_object_new_string(why) : NULL);
+	if (a.je.mallctl) {
+		struct json_object *j = json_object_new_object();
+		json_object_object_add(j, "symbol",
+		                       json_object_new_string(a.je.symbol));
+		json_object_object_add(j, "path",
+		                       json_object_new_string(a.je.path));
+		json_object_object_add(j, "version",
+		                       json_object_new_string(a.je.version));
+		json_object_object_add(
+		    j, "profiling_built",
+		    json_object_new_boolean(a.je.config_prof));
+		json_object_object_add(j, "profiling",
+		                       json_object_new_boolean(a.je.opt_prof));
+		json_object_object_add(
+		    j, "active", json_object_new_boolean(a.je.prof_active));
+		json_object_object_add(j, "accum",
+		                       json_object_new_boolean(a.je.accum));
+		json_object_object_add(
+		    j, "sample_interval_bytes",
+		    a.je.opt_prof ? PP_JSON_I64(1ull << a.je.lg_sample) : NULL);
+		json_object_object_add(j, "allocated_bytes",
+		                       PP_JSON_I64(a.je.allocated));
+		json_object_object_add(o, "jemalloc", j);
+	}
+	return o;
 }
 
 static void status(struct json_object *root)
@@ -66,6 +140,7 @@ static void status(struct json_object *root)
 	json_object_object_add(u, "timed", PP_JSON_I64(h.unwind_timed));
 	pp_kind_add_cost(u, h.unwind_timed, h.unwind_ns_total, h.unwind_ns_max);
 	json_object_object_add(o, "unwind", u);
+	json_object_object_add(o, "allocator", allocator_json(h.running));
 	json_object_object_add(root, "heap", o);
 }
 
@@ -78,6 +153,28 @@ static void metrics(struct pp_buf *b)
 	    b, "pullprof_heap_sampling_enabled",
 	    "1 when allocations are sampled (PULLPROF_HEAP_RATE > 0).",
 	    h.running != 0);
+	{
+		struct pp_heap_allocator a;
+		char why[1200];
+		pp_heap_allocator(&a);
+		enum pp_heap_source s =
+		    pp_heap_source_auto(&a, h.running, 0, why, sizeof why);
+		pp_prom_gauge(b, "pullprof_heap_interposed",
+		              "1 when the host's malloc calls reach pullprof's "
+		              "wrappers.",
+		              a.interposed != 0);
+		struct pp_prom_label l[] = {
+		    {"allocator", a.name},
+		    {"linkage", a.linkage},
+		    {"version", a.version},
+		    {"source", pp_heap_source_name(s)},
+		};
+		pp_prom_family(b, "pullprof_heap_allocator_info", "gauge",
+		               "The allocator behind the host's malloc, and "
+		               "where /heap comes from (source: interposed, "
+		               "jemalloc, tcmalloc or none).");
+		pp_prom_u64(b, "pullprof_heap_allocator_info", l, 4, 1);
+	}
 	pp_prom_gauge(b, "pullprof_heap_sampling_interval_bytes",
 	              "Mean bytes allocated between two sampled allocations "
 	              "(PULLPROF_HEAP_RATE).",

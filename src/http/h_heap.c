@@ -7,6 +7,7 @@
  */
 #include "agent.h"
 #include "handlers.h"
+#include "heap/detect.h"
 #include "heap/heap.h"
 #include "query.h"
 #include "respond.h"
@@ -17,8 +18,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	struct pp_heap_query q = {.view = view};
 	struct pp_job_request rq = {
 	    .producer = &pp_heap_producer, .query = &q, .keep = 1};
-	unsigned gc, peak;
-	char err[300];
+	unsigned gc, peak, source;
+	char err[1200];
 
 	/* gc: Go clients ask for a collection first; there is none here, the
 	 * value is checked and otherwise ignored. */
@@ -26,10 +27,12 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	                  err, sizeof err) ||
 	    pp_query_uint(r, "gc", 0, 0, 1, &gc, err, sizeof err) ||
 	    pp_query_choice(r, "peak", "0|1|reset", &peak, err, sizeof err) ||
+	    pp_query_choice(r, "source", "auto|interposed|jemalloc", &source,
+	                    err, sizeof err) ||
 	    pp_query_render(
 	        r, "alloc_objects|alloc_space|inuse_objects|inuse_space", 0,
 	        &rq.render, err, sizeof err) ||
-	    pp_query_id(r, "seconds|peak", &rq.id, err, sizeof err))
+	    pp_query_id(r, "seconds|peak|source", &rq.id, err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
 	q.peak = peak != 0;
 	q.peak_reset = peak == 2;
@@ -38,6 +41,32 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 		    r, MHD_HTTP_BAD_REQUEST,
 		    "peak and seconds do not combine: a peak profile is what "
 		    "was live at one moment");
+	/* Where the profile comes from: pullprof's sampler when the host's
+	 * allocations reach it, else the allocator's own profiler, else a
+	 * sentence that says why there is none (never an empty profile). */
+	if (!rq.id) {
+		struct pp_heap_allocator a;
+		int on = pp_heap_running();
+		pp_heap_allocator(&a);
+		if (source == 0)
+			q.source = (int)pp_heap_source_auto(
+			    &a, on, view == PP_HEAP_ALLOCS, err, sizeof err);
+		else
+			q.source = source == 1 ? PP_HEAP_SOURCE_INTERPOSED
+			                       : PP_HEAP_SOURCE_JEMALLOC;
+		if (q.source == PP_HEAP_SOURCE_NONE ||
+		    pp_heap_source_check(&a, q.source, on,
+		                         view == PP_HEAP_ALLOCS, err,
+		                         sizeof err))
+			return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s",
+			                        err);
+		if (q.source == PP_HEAP_SOURCE_JEMALLOC && q.peak)
+			return pp_respond_error(
+			    r, MHD_HTTP_BAD_REQUEST,
+			    "peak: this process's heap profile is jemalloc's "
+			    "own (%s), which keeps no peak",
+			    a.je.path);
+	}
 	rq.seconds = q.seconds;
 	return pp_respond_job(r, &rq);
 }

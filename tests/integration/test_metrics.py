@@ -85,6 +85,8 @@ FAMILIES = {
     "pullprof_cpu_unwind_table_bytes": "gauge",
     "pullprof_cpu_thread_exit_periods_total": "counter",
     "pullprof_heap_sampling_enabled": "gauge",
+    "pullprof_heap_interposed": "gauge",
+    "pullprof_heap_allocator_info": "gauge",
     "pullprof_heap_sampling_interval_bytes": "gauge",
     "pullprof_heap_sampled_allocations_total": "counter",
     "pullprof_heap_sampled_bytes_total": "counter",

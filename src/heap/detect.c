@@ -1,0 +1,344 @@
+/*
+ * Which allocator the host's malloc calls reach (detect.h). The wrappers
+ * are the light object's (the one that defines pp_heap_filter); the host
+ * reaches them when the dynamic linker resolves malloc to them and the
+ * executable has no malloc of its own that its calls were bound to when it
+ * was linked.
+ * Context: agent.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <gnu/libc-version.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "heap/detect.h"
+#include "heap/hot.h"
+#include "symbols/byname.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int found;
+/* jemalloc's control function once found with its profiler on: agent
+ * threads turn their own sampling off with it. */
+static _Atomic(pp_mallctl_fn) exclude_with;
+static struct pp_heap_allocator cached;
+
+static struct link_map *map_of(const void *addr)
+{
+	Dl_info info;
+	struct link_map *lm = NULL;
+	if (!addr || !dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP))
+		return NULL;
+	return lm;
+}
+
+static int is_main(const struct link_map *lm)
+{
+	return lm && (!lm->l_name || !lm->l_name[0]);
+}
+
+static void path_of(const struct link_map *lm, char *out, size_t len)
+{
+	if (is_main(lm)) {
+		ssize_t n = readlink("/proc/self/exe", out, len - 1);
+		out[n > 0 ? n : 0] = 0;
+	} else
+		snprintf(out, len, "%s", lm && lm->l_name ? lm->l_name : "");
+}
+
+/* Does the object lm itself define the function name? */
+static int defines(struct link_map *lm, const char *name)
+{
+	if (!lm)
+		return 0;
+	if (is_main(lm)) {
+		const char *names[] = {name, NULL};
+		struct pp_byname b;
+		return pp_byname_find(names, 1, &b) == 0;
+	}
+	void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return 0;
+	void *f = dlsym(h, name);
+	dlclose(h);
+	return f && map_of(f) == lm;
+}
+
+/* The first object after ours in the search order that defines malloc:
+ * the allocator the wrappers forward to. */
+static struct link_map *next_malloc(struct link_map *ours)
+{
+	for (struct link_map *lm = ours ? ours->l_next : NULL; lm;
+	     lm = lm->l_next)
+		if (lm->l_name && lm->l_name[0] && defines(lm, "malloc"))
+			return lm;
+	return NULL;
+}
+
+static void name_allocator(struct pp_heap_allocator *a, struct link_map *lm)
+{
+	a->name = "unknown";
+	path_of(lm, a->path, sizeof a->path);
+	a->linkage = is_main(lm) ? "static" : "shared";
+	if (a->je.mallctl && !a->je.prefixed &&
+	    strcmp(a->je.path, a->path) == 0) {
+		a->name = "jemalloc";
+		snprintf(a->version, sizeof a->version, "%s", a->je.version);
+	} else if (defines(lm, "tc_malloc"))
+		a->name = "tcmalloc";
+	else if (defines(lm, "mi_malloc"))
+		a->name = "mimalloc";
+	else if (defines(lm, "__asan_init") || defines(lm, "__tsan_init") ||
+	         defines(lm, "__msan_init"))
+		a->name = "sanitizer";
+	else if (strstr(a->path, "/libc.so") || defines(lm, "__libc_malloc")) {
+		a->name = "glibc";
+		snprintf(a->version, sizeof a->version, "%s",
+		         gnu_get_libc_version());
+	}
+}
+
+static void find(struct pp_heap_allocator *a)
+{
+	memset(a, 0, sizeof *a);
+	pp_jemalloc_find(&a->je);
+	struct link_map *ours = map_of((const void *)pp_heap_filter);
+	struct link_map *m = map_of(dlsym(RTLD_DEFAULT, "malloc"));
+	char ours_path[256];
+	path_of(ours, ours_path, sizeof ours_path);
+
+	a->interposed = m && m == ours;
+	if (a->interposed && !is_main(ours)) {
+		/* The executable may have a malloc it does not export: its
+		 * own calls were bound to it when it was linked. */
+		const char *names[] = {"malloc", NULL};
+		struct pp_byname b;
+		if (pp_byname_find(names, 1, &b) == 0) {
+			a->interposed = 0;
+			m = map_of(b.addr);
+			if (!m)
+				m = _r_debug.r_map;
+		}
+	}
+	if (a->interposed) {
+		struct link_map *next = next_malloc(ours);
+		name_allocator(a, next);
+		snprintf(a->reason, sizeof a->reason,
+		         "the host's malloc resolves to pullprof's wrappers "
+		         "(%s), which forward to %s (%s)",
+		         ours_path, a->name, a->path[0] ? a->path : "?");
+	} else if (!m) {
+		a->name = "unknown";
+		a->linkage = "unknown";
+		snprintf(a->reason, sizeof a->reason,
+		         "no malloc was found in this process's symbol "
+		         "tables");
+	} else {
+		name_allocator(a, m);
+		if (is_main(m))
+			snprintf(a->reason, sizeof a->reason,
+			         "the executable (%s) defines malloc itself "
+			         "(%s linked statically): its calls never "
+			         "reach pullprof's wrappers",
+			         a->path, a->name);
+		else if (!strcmp(a->name, "sanitizer"))
+			snprintf(
+			    a->reason, sizeof a->reason,
+			    "the sanitizer runtime (%s) owns malloc: "
+			    "pullprof's wrappers are left out of sanitizer "
+			    "builds",
+			    a->path);
+		else
+			snprintf(a->reason, sizeof a->reason,
+			         "%s (%s) defines malloc and comes before "
+			         "pullprof in the library search order: the "
+			         "host's calls reach it, not pullprof's "
+			         "wrappers (load pullprof first)",
+			         a->path, a->name);
+	}
+	if (a->je.mallctl && a->je.prefixed) {
+		/* A jemalloc beside the system's malloc (Redis's bundled
+		 * one): what the host allocates through it is not seen. */
+		size_t n = strlen(a->reason);
+		snprintf(a->reason + n, sizeof a->reason - n,
+		         "; a jemalloc with prefixed names (%s, in %s) serves "
+		         "the host's own calls to it, which never reach "
+		         "pullprof's wrappers",
+		         a->je.symbol, a->je.path);
+		a->name = "jemalloc";
+		a->linkage = "prefixed";
+		snprintf(a->version, sizeof a->version, "%s", a->je.version);
+		snprintf(a->path, sizeof a->path, "%s", a->je.path);
+	}
+}
+
+void pp_heap_allocator(struct pp_heap_allocator *out)
+{
+	pthread_mutex_lock(&mu);
+	if (!found) {
+		find(&cached);
+		found = 1;
+		/* Not this thread: it may be the host's, starting the
+		 * agent. The agent's threads start after. */
+		if (cached.je.mallctl && cached.je.opt_prof)
+			atomic_store(&exclude_with, cached.je.mallctl);
+	} else
+		pp_jemalloc_refresh(&cached.je);
+	*out = cached;
+	pthread_mutex_unlock(&mu);
+}
+
+void pp_heap_allocator_exclude_thread(void)
+{
+	pp_mallctl_fn f = atomic_load(&exclude_with);
+	bool off = 0;
+	if (f)
+		f("thread.prof.active", NULL, NULL, &off, sizeof off);
+}
+
+const char *pp_heap_source_name(enum pp_heap_source s)
+{
+	switch (s) {
+	case PP_HEAP_SOURCE_INTERPOSED: return "interposed";
+	case PP_HEAP_SOURCE_JEMALLOC: return "jemalloc";
+	case PP_HEAP_SOURCE_TCMALLOC: return "tcmalloc";
+	default: return "none";
+	}
+}
+
+/* What to do to get jemalloc's profile, said of a. */
+static void jemalloc_advice(const struct pp_heap_allocator *a, char *why,
+                            size_t len)
+{
+	const struct pp_jemalloc *j = &a->je;
+	const char *conf =
+	    j->prefixed ? "MALLOC_CONF=prof:true (JE_MALLOC_CONF=prof:true "
+	                  "for a jemalloc built with the je_ prefix)"
+	                : "MALLOC_CONF=prof:true";
+	const char *or_else =
+	    j->prefixed ? ""
+	                : "; or link jemalloc as a shared library loaded "
+	                  "after pullprof";
+	char allocated[64] = "";
+	if (j->allocated >= 1000000)
+		snprintf(allocated, sizeof allocated, ", %.1f MB allocated now",
+		         (double)j->allocated / 1e6);
+	if (!j->config_prof)
+		snprintf(why, len,
+		         "jemalloc %s (%s%s) was built without its heap "
+		         "profiler (--enable-prof): pullprof cannot see these "
+		         "allocations. Link a jemalloc built with it, link "
+		         "jemalloc as a shared library loaded after pullprof, "
+		         "or report allocations with pullprof_heap_alloc "
+		         "(docs/api.md)",
+		         j->version, j->path, allocated);
+	else
+		snprintf(
+		    why, len,
+		    "jemalloc %s (%s%s) has its heap profiler off: start "
+		    "the process with %s (add prof_accum:true for /allocs) "
+		    "and pullprof serves jemalloc's own profile%s",
+		    j->version, j->path, allocated, conf, or_else);
+}
+
+int pp_heap_source_check(const struct pp_heap_allocator *a,
+                         enum pp_heap_source source, int sampling_on,
+                         int view_allocs, char *why, size_t whylen)
+{
+	switch (source) {
+	case PP_HEAP_SOURCE_INTERPOSED:
+		if (!a->interposed) {
+			snprintf(
+			    why, whylen,
+			    "source=interposed: pullprof's wrappers see no "
+			    "allocation in this process: %s",
+			    a->reason);
+			return -ENOTSUP;
+		}
+		if (sampling_on)
+			return 0;
+		snprintf(why, whylen,
+		         "heap profiling is off in this process: start it "
+		         "with PULLPROF_HEAP_RATE greater than 0");
+		return -ENOTSUP;
+	case PP_HEAP_SOURCE_JEMALLOC:
+		if (!a->je.mallctl) {
+			snprintf(why, whylen,
+			         "source=jemalloc: no jemalloc in this "
+			         "process (%s)",
+			         a->reason);
+			return -ENOTSUP;
+		}
+		if (!a->je.opt_prof) {
+			jemalloc_advice(a, why, whylen);
+			return -ENOTSUP;
+		}
+		if (view_allocs && !a->je.accum) {
+			snprintf(
+			    why, whylen,
+			    "jemalloc %s keeps no cumulative counts, which "
+			    "/allocs shows: start the process with "
+			    "MALLOC_CONF=prof:true,prof_accum:true "
+			    "(/heap shows what is in use)",
+			    a->je.version);
+			return -ENOTSUP;
+		}
+		return 0;
+	case PP_HEAP_SOURCE_TCMALLOC:
+		snprintf(
+		    why, whylen,
+		    "source=tcmalloc: gperftools tcmalloc's heap sample is "
+		    "not available in this process (%s)",
+		    a->reason);
+		return -ENOTSUP;
+	default: snprintf(why, whylen, "%s", a->reason); return -ENOTSUP;
+	}
+}
+
+enum pp_heap_source pp_heap_source_auto(const struct pp_heap_allocator *a,
+                                        int sampling_on, int view_allocs,
+                                        char *why, size_t whylen)
+{
+	/* A prefixed jemalloc holds the host's own allocations: its
+	 * profile is the true one; the wrappers see only the rest. */
+	if (a->je.mallctl && a->je.prefixed) {
+		if (a->je.opt_prof)
+			return PP_HEAP_SOURCE_JEMALLOC;
+		jemalloc_advice(a, why, whylen);
+		size_t n = strlen(why);
+		snprintf(why + n, whylen - n,
+		         ". ?source=interposed gives the allocations that do "
+		         "reach pullprof (the system malloc's)");
+		return PP_HEAP_SOURCE_NONE;
+	}
+	if (a->interposed) {
+		/* Both see the same allocations when jemalloc is the
+		 * library behind the wrappers: pullprof's sampler answers
+		 * (labels, peak, deltas); ?source=jemalloc asks jemalloc. */
+		if (sampling_on || !(a->je.mallctl && a->je.opt_prof))
+			return PP_HEAP_SOURCE_INTERPOSED;
+		return PP_HEAP_SOURCE_JEMALLOC;
+	}
+	if (!strcmp(a->name, "jemalloc") && a->je.mallctl) {
+		if (a->je.opt_prof)
+			return PP_HEAP_SOURCE_JEMALLOC;
+		size_t n = (size_t)snprintf(why, whylen, "%s. ", a->reason);
+		if (n < whylen)
+			jemalloc_advice(a, why + n, whylen - n);
+		return PP_HEAP_SOURCE_NONE;
+	}
+	(void)view_allocs;
+	snprintf(why, whylen,
+	         "%s, so pullprof's heap profile would be empty. Link the "
+	         "allocator as a shared library loaded after pullprof, or "
+	         "report the host's allocations with pullprof_heap_alloc "
+	         "(docs/api.md)",
+	         a->reason);
+	return PP_HEAP_SOURCE_NONE;
+}
