@@ -278,7 +278,10 @@ PULLPROF_API int pullprof_port(void);
  *   -EBUSY     the limit of CPU windows or heap profiles is reached (as
  *              HTTP's 429): try again later;
  *   -ECANCELED pullprof_stop() ran before the profile was ready;
- *   -ENOTSUP   (heap) heap profiling is off;
+ *   -ENOTSUP   (heap) this process has no heap profile to give: heap
+ *              profiling is off, or the host's allocations do not reach
+ *              pullprof's wrappers and its allocator's own profiler is
+ *              off (/status heap.allocator says which, and why);
  *   -ENOMEM;
  *   or the errno of the failed write (-EPIPE, -ENOSPC, -EIO, ...): part of
  *   the profile may have been written then.
@@ -298,7 +301,9 @@ PULLPROF_API int pullprof_write_cpu_profile(int fd, unsigned seconds,
 
 /* What pullprof_write_heap_profile writes. Both hold the four sample types
  * of /heap (alloc_objects, alloc_space, inuse_objects, inuse_space); they
- * differ in the view tools show by default. */
+ * differ in the view tools show by default. (A profile from jemalloc's own
+ * profiler without prof_accum has the two inuse types only, and then
+ * PULLPROF_HEAP_ALLOCS is -ENOTSUP.) */
 enum pullprof_heap_kind {
 	PULLPROF_HEAP_INUSE = 0,  /* /heap: memory in use (inuse_space) */
 	PULLPROF_HEAP_ALLOCS = 1, /* /allocs: everything allocated since
@@ -307,8 +312,10 @@ enum pullprof_heap_kind {
 
 /*
  * Write the heap profile as it is now (kind: a pullprof_heap_kind) to fd,
- * like /heap or /allocs; the calling thread blocks while it is built. Also
- * -ENOTSUP when heap profiling is off (PULLPROF_HEAP_RATE=0).
+ * like /heap or /allocs, from the same source (pullprof's sampler, or the
+ * allocator's own profiler where the wrappers see nothing); the calling
+ * thread blocks while it is built. Also -ENOTSUP when there is none
+ * (PULLPROF_HEAP_RATE=0, or see /status heap.allocator).
  */
 PULLPROF_API int pullprof_write_heap_profile(int fd, int kind);
 

@@ -235,8 +235,12 @@ static int heap_capture(int fd, int kind)
 	};
 	struct capture c = {.rq = {.producer = &pp_heap_producer, .query = &q}};
 
+	char err[1200];
 	if (kind != PULLPROF_HEAP_INUSE && kind != PULLPROF_HEAP_ALLOCS)
 		return -EINVAL;
+	/* Where it comes from, as for /heap: none is -ENOTSUP. */
+	if (pp_heap_resolve(&q, 0, err, sizeof err))
+		return -ENOTSUP;
 	return capture(fd, &c);
 }
 

@@ -204,6 +204,30 @@ int pp_heap_running(void)
 	return heap_running();
 }
 
+int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
+                    size_t errlen)
+{
+	struct pp_heap_allocator a;
+	int on = heap_running(), allocs = q->view == PP_HEAP_ALLOCS;
+
+	pp_heap_allocator(&a);
+	q->source = asked ? asked
+	                  : (int)pp_heap_source_auto(&a, on, allocs, err,
+	                                             errlen);
+	if (q->source == PP_HEAP_SOURCE_NONE ||
+	    pp_heap_source_check(&a, (enum pp_heap_source)q->source, on,
+	                         allocs, err, errlen))
+		return -ENOTSUP;
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC && q->peak) {
+		snprintf(err, errlen,
+		         "peak: this process's heap profile is jemalloc's own "
+		         "(%s), which keeps no peak",
+		         a.je.path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int heap_check(const void *query, char *err, size_t errlen)
 {
 	const struct pp_heap_query *q = query;

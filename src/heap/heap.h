@@ -69,6 +69,13 @@ struct pp_heap_query {
 	int peak_reset;   /* ... and start a new peak from now */
 };
 
+/* Set q->source: asked (a PP_HEAP_SOURCE_*, from ?source=), or 0 for
+ * where the profile comes from in this process (heap/detect.h). 0, or
+ * -ENOTSUP with the sentence saying why there is no such profile and what
+ * to do, or -EINVAL (q asks what that source cannot give). */
+int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
+                    size_t errlen);
+
 struct pp_heap_stats {
 	int running;
 	uint64_t rate;

@@ -5,6 +5,8 @@
  * the difference over the next N seconds.
  * Context: agent.
  */
+#include <errno.h>
+
 #include "agent.h"
 #include "handlers.h"
 #include "heap/detect.h"
@@ -45,27 +47,15 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	 * allocations reach it, else the allocator's own profiler, else a
 	 * sentence that says why there is none (never an empty profile). */
 	if (!rq.id) {
-		struct pp_heap_allocator a;
-		int on = pp_heap_running();
-		pp_heap_allocator(&a);
-		if (source == 0)
-			q.source = (int)pp_heap_source_auto(
-			    &a, on, view == PP_HEAP_ALLOCS, err, sizeof err);
-		else
-			q.source = source == 1 ? PP_HEAP_SOURCE_INTERPOSED
-			                       : PP_HEAP_SOURCE_JEMALLOC;
-		if (q.source == PP_HEAP_SOURCE_NONE ||
-		    pp_heap_source_check(&a, q.source, on,
-		                         view == PP_HEAP_ALLOCS, err,
-		                         sizeof err))
-			return pp_respond_error(r, MHD_HTTP_NOT_FOUND, "%s",
-			                        err);
-		if (q.source == PP_HEAP_SOURCE_JEMALLOC && q.peak)
-			return pp_respond_error(
-			    r, MHD_HTTP_BAD_REQUEST,
-			    "peak: this process's heap profile is jemalloc's "
-			    "own (%s), which keeps no peak",
-			    a.je.path);
+		static const int asked[] = {0, PP_HEAP_SOURCE_INTERPOSED,
+		                            PP_HEAP_SOURCE_JEMALLOC};
+		int rc = pp_heap_resolve(&q, asked[source], err, sizeof err);
+		if (rc)
+			return pp_respond_error(r,
+			                        rc == -EINVAL
+			                            ? MHD_HTTP_BAD_REQUEST
+			                            : MHD_HTTP_NOT_FOUND,
+			                        "%s", err);
 	}
 	rq.seconds = q.seconds;
 	return pp_respond_job(r, &rq);
