@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <gnu/libc-version.h>
 #include <link.h>
+#include <malloc.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -21,6 +23,7 @@
 #include "heap/detect.h"
 #include "heap/hot.h"
 #include "symbols/byname.h"
+#include "util/proc.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int found;
@@ -341,4 +344,46 @@ enum pp_heap_source pp_heap_source_auto(const struct pp_heap_allocator *a,
 	         "(docs/api.md)",
 	         a->reason);
 	return PP_HEAP_SOURCE_NONE;
+}
+
+/* kB of anonymous memory the process has (RssAnon), or 0. */
+static uint64_t rss_anon(void)
+{
+	char *text = NULL;
+	size_t len = 0;
+	uint64_t kb = 0;
+	if (pp_proc_read_file("/proc/self/status", 1 << 16, &text, &len))
+		return 0;
+	const char *p = strstr(text, "RssAnon:");
+	if (p)
+		kb = strtoull(p + 8, NULL, 10);
+	free(text);
+	return kb;
+}
+
+int pp_heap_interposed_unseen(const struct pp_heap_allocator *a,
+                              uint64_t sampled, uint64_t rate, char *why,
+                              size_t whylen)
+{
+	if (!a->interposed || sampled || strcmp(a->name, "glibc") != 0)
+		return 0;
+	/* glibc holds next to nothing, yet the process has much anonymous
+	 * memory and not one allocation was sampled: its allocations go
+	 * somewhere the wrappers never see (an allocator hidden in a
+	 * stripped executable, or its own mmap arenas). */
+	struct mallinfo2 mi = mallinfo2();
+	uint64_t glibc = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+	uint64_t anon = rss_anon() << 10;
+	if (glibc > (4u << 20) || anon < (64u << 20) || anon < 64 * rate)
+		return 0;
+	snprintf(why, whylen,
+	         "no allocation was sampled although the process holds %.0f "
+	         "MB of anonymous memory and glibc's malloc only %.1f MB: "
+	         "the host's allocations do not reach pullprof's wrappers "
+	         "(an allocator linked into a stripped executable, or memory "
+	         "the host maps itself). Report its allocations with "
+	         "pullprof_heap_alloc (docs/api.md), or ?source=interposed "
+	         "for the (empty) profile",
+	         (double)anon / 1e6, (double)glibc / 1e6);
+	return 1;
 }

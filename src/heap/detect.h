@@ -55,6 +55,14 @@ int pp_heap_source_check(const struct pp_heap_allocator *a,
                          int view_allocs, char *why, size_t whylen);
 const char *pp_heap_source_name(enum pp_heap_source s);
 
+/* Interposed, yet nothing seen: 1 with a sentence when not one
+ * allocation was sampled while the process holds much anonymous memory
+ * that glibc's malloc does not account for (the allocations go elsewhere);
+ * else 0. */
+int pp_heap_interposed_unseen(const struct pp_heap_allocator *a,
+                              uint64_t sampled, uint64_t rate, char *why,
+                              size_t whylen);
+
 /* The calling agent thread's allocations are left out of the allocator's
  * own profile too (jemalloc's thread.prof.active), once the allocator was
  * found; a no-op before, and for other allocators. */

@@ -218,6 +218,13 @@ int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
 	    pp_heap_source_check(&a, (enum pp_heap_source)q->source, on,
 	                         allocs, err, errlen))
 		return -ENOTSUP;
+	if (!asked && q->source == PP_HEAP_SOURCE_INTERPOSED) {
+		struct pp_heap_stats st;
+		pp_heap_stats(&st);
+		if (pp_heap_interposed_unseen(&a, st.sampled, st.rate, err,
+		                              errlen))
+			return -ENOTSUP;
+	}
 	if (q->source == PP_HEAP_SOURCE_JEMALLOC && q->peak) {
 		snprintf(err, errlen,
 		         "peak: this process's heap profile is jemalloc's own "

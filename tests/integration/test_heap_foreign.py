@@ -475,9 +475,56 @@ def test_glibc():
         eq(h.close(), 0, "the host exits 0")
 
 
+MMAP_HOST = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+/* Its memory is its own mapping: no malloc at all (an allocator the
+ * wrappers cannot see, with nothing in a symbol table to find). */
+int main(void)
+{
+	size_t n = 256u << 20;
+	char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	memset(p, 1, n);
+	printf("truth mapped %zu\n", n);
+	fflush(stdout);
+	char line[64];
+	while (fgets(line, sizeof line, stdin) && strncmp(line, "quit", 4))
+		;
+	return 0;
+}
+"""
+
+
+def test_unseen():
+    """Interposed, yet the memory is elsewhere: 256 MB mapped by the host
+    itself, glibc holding next to nothing, no sample: /heap says so."""
+    if sanitized():
+        return
+    src = os.path.join(_tmp, "mmaphost.c")
+    with open(src, "w") as f:
+        f.write(MMAP_HOST)
+    _built["mmap"] = os.path.join(_tmp, "jehost-mmap")
+    subprocess.run(["gcc", "-O1", "-o", _built["mmap"], src], check=True)
+    h = JeHost("mmap")
+    try:
+        r = h.get("heap")
+        eq(r.status, 404, "/heap: 404")
+        ok("no allocation was sampled although the process holds" in r.text
+           and "do not reach pullprof's wrappers" in r.text,
+           "... saying nothing was seen while the memory is elsewhere",
+           r.text)
+        eq(h.get("heap?source=interposed").status, 200,
+           "?source=interposed: the (empty) profile, asked for")
+    finally:
+        eq(h.close(), 0, "the host exits 0")
+
+
 try:
     run([test_static_with_profiling, test_static_with_accum,
          test_static_without_profiling, test_prefixed, test_shared_behind,
-         test_shared_ahead, test_glibc])
+         test_shared_ahead, test_glibc, test_unseen])
 finally:
     shutil.rmtree(_tmp, ignore_errors=True)
