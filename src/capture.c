@@ -149,7 +149,8 @@ struct capture {
 	/* The kind's checks against the running agent's settings, under the
 	 * lifecycle lock (NULL: none). */
 	int (*bounds)(const struct pp_agent *a, struct capture *c);
-	struct pp_cpu_query cpu; /* the CPU kind's query */
+	struct pp_cpu_query cpu;   /* the CPU kind's query */
+	struct pp_heap_query heap; /* the heap kind's */
 };
 
 /* Under the lifecycle lock: the bounds come from the running agent, and a
@@ -227,20 +228,26 @@ static int cpu_capture(int fd, unsigned seconds, unsigned hz)
 	return capture(fd, &c);
 }
 
+/* Where the profile comes from, as for /heap: none is -ENOTSUP. */
+static int heap_bounds(const struct pp_agent *a, struct capture *c)
+{
+	char err[1200];
+	(void)a;
+	return pp_heap_resolve(&c->heap, 0, err, sizeof err) ? -ENOTSUP : 0;
+}
+
 static int heap_capture(int fd, int kind)
 {
-	struct pp_heap_query q = {
-	    .view =
-	        kind == PULLPROF_HEAP_ALLOCS ? PP_HEAP_ALLOCS : PP_HEAP_INUSE,
+	struct capture c = {
+	    .rq = {.producer = &pp_heap_producer},
+	    .bounds = heap_bounds,
+	    .heap = {.view = kind == PULLPROF_HEAP_ALLOCS ? PP_HEAP_ALLOCS
+	                                                  : PP_HEAP_INUSE},
 	};
-	struct capture c = {.rq = {.producer = &pp_heap_producer, .query = &q}};
 
-	char err[1200];
 	if (kind != PULLPROF_HEAP_INUSE && kind != PULLPROF_HEAP_ALLOCS)
 		return -EINVAL;
-	/* Where it comes from, as for /heap: none is -ENOTSUP. */
-	if (pp_heap_resolve(&q, 0, err, sizeof err))
-		return -ENOTSUP;
+	c.rq.query = &c.heap;
 	return capture(fd, &c);
 }
 

@@ -100,6 +100,8 @@ static void name_allocator(struct pp_heap_allocator *a, struct link_map *lm)
 	else if (defines(lm, "__asan_init") || defines(lm, "__tsan_init") ||
 	         defines(lm, "__msan_init"))
 		a->name = "sanitizer";
+	else if (strstr(a->path, "/vgpreload_"))
+		a->name = "valgrind"; /* memcheck's replacement malloc */
 	else if (strstr(a->path, "/libc.so") || defines(lm, "__libc_malloc")) {
 		a->name = "glibc";
 		snprintf(a->version, sizeof a->version, "%s",
@@ -117,6 +119,24 @@ static void find(struct pp_heap_allocator *a)
 	path_of(ours, ours_path, sizeof ours_path);
 
 	a->interposed = m && m == ours;
+	/* valgrind's tools that replace malloc (memcheck, massif, dhat,
+	 * helgrind, drd) redirect every object's malloc to theirs at run
+	 * time, dlsym still answering ours: their preloaded object says
+	 * they run. */
+	for (struct link_map *lm = _r_debug.r_map; lm; lm = lm->l_next)
+		if (lm->l_name && strstr(lm->l_name, "/vgpreload_") &&
+		    !strstr(lm->l_name, "/vgpreload_core")) {
+			a->interposed = 0;
+			a->name = "valgrind";
+			a->linkage = "shared";
+			path_of(lm, a->path, sizeof a->path);
+			snprintf(a->reason, sizeof a->reason,
+			         "valgrind replaces malloc in every object of "
+			         "the process (%s): pullprof's wrappers are "
+			         "never called",
+			         a->path);
+			return;
+		}
 	if (a->interposed && !is_main(ours)) {
 		/* The executable may have a malloc it does not export: its
 		 * own calls were bound to it when it was linked. */
@@ -256,14 +276,8 @@ int pp_heap_source_check(const struct pp_heap_allocator *a,
 {
 	switch (source) {
 	case PP_HEAP_SOURCE_INTERPOSED:
-		if (!a->interposed) {
-			snprintf(
-			    why, whylen,
-			    "source=interposed: pullprof's wrappers see no "
-			    "allocation in this process: %s",
-			    a->reason);
-			return -ENOTSUP;
-		}
+		/* Asked for: served even where the wrappers see little or
+		 * nothing (the profile's comment says so). */
 		if (sampling_on)
 			return 0;
 		snprintf(why, whylen,
@@ -337,6 +351,13 @@ enum pp_heap_source pp_heap_source_auto(const struct pp_heap_allocator *a,
 		return PP_HEAP_SOURCE_NONE;
 	}
 	(void)view_allocs;
+	if (!strcmp(a->name, "valgrind")) {
+		snprintf(why, whylen,
+		         "%s, so pullprof's heap profile would be empty "
+		         "(valgrind's own massif and dhat profile the heap)",
+		         a->reason);
+		return PP_HEAP_SOURCE_NONE;
+	}
 	snprintf(why, whylen,
 	         "%s, so pullprof's heap profile would be empty. Link the "
 	         "allocator as a shared library loaded after pullprof, or "

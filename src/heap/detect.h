@@ -26,7 +26,7 @@ struct pp_heap_allocator {
 	int interposed; /* the host's malloc calls reach the wrappers */
 	/* The allocator behind the host's malloc (behind the wrappers when
 	 * interposed): "glibc", "jemalloc", "tcmalloc", "mimalloc",
-	 * "sanitizer" or "unknown". */
+	 * "sanitizer", "valgrind" or "unknown". */
 	const char *name;
 	/* "shared" (a library), "static" (in the executable), "prefixed"
 	 * (a jemalloc whose functions are je_malloc etc., beside the

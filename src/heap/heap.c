@@ -168,6 +168,16 @@ static int make_model(struct pp_job *job, const struct pp_heap_query *q,
 		         end.peak_bytes, when);
 		pp_profile_add_comment(p, note);
 	}
+	struct pp_heap_allocator a;
+	pp_heap_allocator(&a);
+	if (!a.interposed) {
+		/* Served because it was asked for (?source=interposed). */
+		snprintf(note, sizeof note,
+		         "the host's allocations do not reach pullprof's "
+		         "wrappers here: %.170s",
+		         a.reason);
+		pp_profile_add_comment(p, note);
+	}
 	pthread_mutex_lock(&heap.mu);
 	p->max_bytes = heap.settings.max_profile_bytes;
 	pthread_mutex_unlock(&heap.mu);
