@@ -11,11 +11,11 @@
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <malloc.h>
-#include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 

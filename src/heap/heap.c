@@ -221,12 +221,12 @@ int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
 	int on = heap_running(), allocs = q->view == PP_HEAP_ALLOCS;
 
 	pp_heap_allocator(&a);
-	q->source = asked ? asked
-	                  : (int)pp_heap_source_auto(&a, on, allocs, err,
-	                                             errlen);
+	q->source = asked
+	                ? asked
+	                : (int)pp_heap_source_auto(&a, on, allocs, err, errlen);
 	if (q->source == PP_HEAP_SOURCE_NONE ||
-	    pp_heap_source_check(&a, (enum pp_heap_source)q->source, on,
-	                         allocs, err, errlen))
+	    pp_heap_source_check(&a, (enum pp_heap_source)q->source, on, allocs,
+	                         err, errlen))
 		return -ENOTSUP;
 	if (!asked && q->source == PP_HEAP_SOURCE_INTERPOSED) {
 		struct pp_heap_stats st;
