@@ -14,6 +14,7 @@
 #include "cpu/producer.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
+#include "heap/detect.h"
 #include "heap/heap.h"
 #include "util/clock.h"
 
@@ -78,6 +79,25 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 		         "it with PULLPROF_HEAP_RATE greater than 0)");
 		rc = -ENOTSUP;
 		goto out;
+	}
+	if (q->heap) {
+		/* The trace's heap dump is pullprof's own sampler's: where
+		 * the wrappers see nothing, say why instead of an empty
+		 * dump. */
+		struct pp_heap_query hq = {.view = PP_HEAP_INUSE};
+		char why[1200];
+		int none = pp_heap_resolve(&hq, 0, why, sizeof why);
+		if (!none && hq.source != PP_HEAP_SOURCE_INTERPOSED)
+			snprintf(why, sizeof why,
+			         "this process's heap profile is %s's own "
+			         "(/heap), which has no timeline",
+			         pp_heap_source_name(
+			             (enum pp_heap_source)hq.source));
+		if (none || hq.source != PP_HEAP_SOURCE_INTERPOSED) {
+			snprintf(err, errlen, "heap=1: %s", why);
+			rc = -ENOTSUP;
+			goto out;
+		}
 	}
 	if (q->wall) {
 		rc = pp_wall_companion_start(

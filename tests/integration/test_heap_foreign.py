@@ -289,6 +289,10 @@ def test_static_with_profiling():
            raw[:600] + err[-300:])
         ok(by_function(Profile(r.body), "inuse_space").get("jh_site_a", 0)
            == 0, "... and nothing of the host's in it")
+        r = h.get("trace?seconds=1&heap=1")
+        eq(r.status, 404, "/trace?heap=1: 404")
+        ok("jemalloc's own" in r.text, "... saying the heap is jemalloc's "
+           "own profile, which has no timeline", r.text)
         r = h.get("heap?source=bogus")
         eq(r.status, 400, "?source=bogus: 400")
     finally:
