@@ -75,6 +75,10 @@ struct found {
 };
 
 static _Atomic(struct found *) cached;
+/* The executable was read and holds no tcmalloc: it is not read again
+ * (a large program's symbol table takes milliseconds); only the loaded
+ * libraries are asked again, through the loader. */
+static atomic_int exe_has_none;
 
 /* The executable's load bias, from its program headers (the auxiliary
  * vector), without the loader's lock dl_iterate_phdr takes. */
@@ -227,8 +231,9 @@ static struct found *found(int *err)
 		return NULL;
 	}
 	f->slot = -1;
-	int rc = in_executable(f);
+	int rc = atomic_load(&exe_has_none) ? 0 : in_executable(f);
 	if (rc == 0) {
+		atomic_store(&exe_has_none, 1);
 		memset(f, 0, sizeof *f);
 		f->slot = -1;
 		rc = in_library(f);
@@ -239,8 +244,7 @@ static struct found *found(int *err)
 		return NULL;
 	}
 	if (rc == 0) {
-		/* None yet: a library may still be loaded later (the
-		 * executable's part is not looked at again). */
+		/* None yet: a library may still be loaded later. */
 		free(f);
 		*err = 0;
 		return NULL;
@@ -328,15 +332,30 @@ void pp_tcmalloc_describe(const struct pp_tcmalloc *t, char *buf, size_t len)
 	}
 }
 
-/* What the user can do when tcmalloc's allocations are out of pullprof's
- * sight: the remedy for each linkage. */
+/* Whether the host's allocations reach pullprof's wrappers, and what the
+ * user can do to have them reach them. */
+static const char *reach(const struct pp_tcmalloc *t)
+{
+	if (t->linkage == PP_TCMALLOC_STATIC)
+		return "its allocations never reach pullprof's malloc wrappers";
+	if (!t->malloc_interposed)
+		return "it comes before pullprof in the library order, so its "
+		       "allocations never reach pullprof's malloc wrappers";
+	if (!t->new_interposed)
+		return "malloc reaches pullprof's wrappers, but C++ new and "
+		       "delete go straight to tcmalloc";
+	return "its allocations reach pullprof's malloc wrappers";
+}
+
 static const char *remedy(const struct pp_tcmalloc *t)
 {
-	if (t->linkage == PP_TCMALLOC_SHARED)
-		return "or preload pullprof ahead of libtcmalloc "
+	if (t->linkage == PP_TCMALLOC_STATIC)
+		return "; or link libtcmalloc dynamically and preload pullprof "
+		       "ahead of it";
+	if (!t->malloc_interposed)
+		return "; or preload pullprof ahead of libtcmalloc "
 		       "(LD_PRELOAD=libpullprof.so:libtcmalloc.so)";
-	return "or link libtcmalloc dynamically and preload pullprof ahead "
-	       "of it";
+	return "";
 }
 
 static int refuse(const struct pp_tcmalloc *t, const struct found *f, char *err,
@@ -351,24 +370,25 @@ static int refuse(const struct pp_tcmalloc *t, const struct found *f, char *err,
 	if (t->stripped) {
 		snprintf(
 		    err, errlen,
-		    "%s: its symbol table was stripped, so its heap "
-		    "sample (MallocExtension) cannot be reached; keep "
-		    "the symbol table (strip --strip-debug, not strip), %s",
-		    d, remedy(t));
+		    "%s: %s, and its symbol table was stripped, so its heap "
+		    "sample (MallocExtension) cannot be reached; keep the "
+		    "symbol table (strip --strip-debug, not strip)%s",
+		    d, reach(t), remedy(t));
 		return -ENOENT;
 	}
 	if (t->minimal) {
 		snprintf(
 		    err, errlen,
-		    "%s: the minimal tcmalloc records no stacks, so it has "
-		    "no heap sample; link libtcmalloc (not "
+		    "%s: %s, and the minimal tcmalloc records no stacks, so "
+		    "it has no heap sample; link libtcmalloc (not "
 		    "libtcmalloc_minimal) and run with "
-		    "TCMALLOC_SAMPLE_PARAMETER=524288, %s",
-		    d, remedy(t));
+		    "TCMALLOC_SAMPLE_PARAMETER=524288%s",
+		    d, reach(t), remedy(t));
 		return -ENOTSUP;
 	}
-	snprintf(err, errlen, "%s: %s; %s", d, f ? f->why : "not reachable",
-	         remedy(t));
+	snprintf(err, errlen,
+	         "%s: %s, and its heap sample cannot be reached: %s%s", d,
+	         reach(t), f ? f->why : "not found", remedy(t));
 	return -ENOENT;
 }
 
@@ -380,13 +400,8 @@ static int sampling_off(const struct pp_tcmalloc *t, char *err, size_t errlen)
 	         "%s: %s, and tcmalloc's own heap sampling is off; start the "
 	         "program with TCMALLOC_SAMPLE_PARAMETER=524288 (a sample "
 	         "every 512 KiB allocated, on average) to have /heap served "
-	         "from tcmalloc's sample, %s",
-	         d,
-	         t->malloc_interposed
-	             ? "C++ new and delete go to it past pullprof's wrappers"
-	             : "its allocations never reach pullprof's malloc "
-	               "wrappers",
-	         remedy(t));
+	         "from tcmalloc's sample%s",
+	         d, reach(t), remedy(t));
 	return -ENOTSUP;
 }
 
