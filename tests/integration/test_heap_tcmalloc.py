@@ -9,7 +9,8 @@ tc_small, in 1 MiB, 256 KiB and 1 KiB blocks), with pullprof preloaded:
   profile whose top functions are the three sites, each within 10% of
   what it holds, read by protoc and go tool pprof; freed blocks leave it.
   Without it, /heap refuses with a sentence that names tcmalloc and what
-  to do. /status's heap.allocator says what was found.
+  to do; so it does for a stripped copy (tcmalloc found by its strings,
+  nothing of it callable). /status's heap.allocator says what was found.
 * linked with libtcmalloc.so and preloaded behind it
   (LD_PRELOAD=libtcmalloc.so:libpullprof.so): not interposed, served from
   tcmalloc's sample as above.
@@ -23,6 +24,9 @@ picks its first interval before it reads the variable): the host allocates
 past them before the sites (tcmallocwork.c)."""
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 
 from pptest import (BUILD, LIBSO, NO_HEAP_WHY, Host, Profile, curl, eq,
                     go_pprof, ok, preload_env, run, sanitized, skip)
@@ -192,6 +196,35 @@ def test_static_unsampled():
     eq(w.quit(timeout=30), 0, "no sampling: the host exits 0")
 
 
+def test_static_stripped():
+    """A stripped executable: tcmalloc is found by its strings, but nothing
+    of it can be called; the sentence says so and what to do."""
+    if sanitized() or not os.path.exists(STATIC) or not shutil.which("strip"):
+        skip("static tcmalloc, stripped", NO_HEAP_WHY if sanitized()
+             else MISSING)
+        return
+    with tempfile.TemporaryDirectory() as d:
+        exe = os.path.join(d, "tcmallocwork-stripped")
+        subprocess.run(["strip", "-o", exe, STATIC], check=True)
+        w = TcWork(exe, {"TCMALLOC_SAMPLE_PARAMETER": str(PERIOD)})
+        ok(w.port, "stripped: the agent serves", w.stderr_text())
+        if not w.port:
+            w.quit()
+            return
+        r = w.get("heap")
+        ok(400 <= r.status < 600, "stripped: /heap refuses (4xx/5xx), never "
+           "an empty profile", f"{r.status} {r.text[:300]}")
+        ok("tcmalloc" in r.text and "stripped" in r.text and
+           "strip --strip-debug" in r.text,
+           "stripped: the sentence names tcmalloc, the stripped symbol "
+           "table and what to do", r.text[:600])
+        a = allocator(w, "stripped")
+        eq((a.get("name"), a.get("linkage"), a.get("path")),
+           ("tcmalloc", "static", exe),
+           "stripped: heap.allocator says tcmalloc, static, the executable")
+        eq(w.quit(timeout=30), 0, "stripped: the host exits 0")
+
+
 def test_shared_behind():
     """libtcmalloc.so ahead of pullprof: not interposed."""
     if sanitized() or not os.path.exists(SHARED) or \
@@ -243,5 +276,5 @@ def test_shared_interposed():
 
 
 if __name__ == "__main__":
-    run([test_static_sampled, test_static_unsampled, test_shared_behind,
-         test_shared_interposed])
+    run([test_static_sampled, test_static_unsampled, test_static_stripped,
+         test_shared_behind, test_shared_interposed])
