@@ -10,7 +10,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -498,13 +497,13 @@ int pp_tcmalloc_heap_profile(char **text, size_t *len, char *err, size_t errlen)
 	*text = NULL;
 	*len = 0;
 	int rc = pp_tcmalloc_find(&t);
-	int e = 0;
-	const struct found *f = rc > 0 ? found(&e) : NULL;
 	if (rc < 0) {
 		snprintf(err, errlen, "looking for tcmalloc: %s",
 		         strerror(-rc));
 		return rc;
 	}
+	int e = 0;
+	const struct found *f = rc > 0 ? found(&e) : NULL;
 	if (!f || t.stripped)
 		return refuse(&t, f, err, errlen);
 	char d[700];
