@@ -315,6 +315,91 @@ int pp_tcmalloc_find(struct pp_tcmalloc *out)
 	return 1;
 }
 
+/* The functions a stack tcmalloc records starts in (gperftools 2.10's
+ * allocation entry points and what they call before the sampler takes
+ * the stack): C names, exact ... */
+static const char *const own_names[] = {
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "memalign",
+    "posix_memalign",
+    "aligned_alloc",
+    "valloc",
+    "pvalloc",
+    "__libc_malloc",
+    "__libc_calloc",
+    "__libc_realloc",
+    "__libc_memalign",
+    "__libc_valloc",
+    "__libc_pvalloc",
+    "tc_malloc",
+    "tc_calloc",
+    "tc_realloc",
+    "tc_memalign",
+    "tc_posix_memalign",
+    "tc_valloc",
+    "tc_pvalloc",
+    "tc_new",
+    "tc_new_nothrow",
+    "tc_newarray",
+    "tc_newarray_nothrow",
+    "tc_new_aligned",
+    "tc_new_aligned_nothrow",
+    "tc_newarray_aligned",
+    "tc_newarray_aligned_nothrow",
+    "tc_malloc_skip_new_handler",
+};
+
+/* ... of its functions in an anonymous namespace (tcmalloc.cc's) ... */
+static const char *const own_anonymous[] = {
+    "do_malloc",
+    "do_malloc_pages",
+    "do_malloc_or_cpp_alloc",
+    "do_calloc",
+    "do_realloc",
+    "do_realloc_with_callback",
+    "do_memalign",
+    "do_memalign_or_cpp_memalign",
+    "retry_malloc",
+};
+
+/* ... and the beginnings of the C++ ones' names (namespaces, overloads). */
+static const char *const own_prefixes[] = {
+    "tcmalloc::",
+    "operator new",
+    "MallocHook::",
+};
+
+static int listed(const char *const *v, size_t nv, const char *s, size_t n)
+{
+	for (size_t i = 0; i < nv; i++)
+		if (strlen(v[i]) == n && strncmp(s, v[i], n) == 0)
+			return 1;
+	return 0;
+}
+
+int pp_tcmalloc_own_function(const char *name)
+{
+	static const char anon[] = "(anonymous namespace)::";
+	if (!name)
+		return 0;
+	for (size_t i = 0; i < sizeof own_prefixes / sizeof *own_prefixes; i++)
+		if (strncmp(name, own_prefixes[i], strlen(own_prefixes[i])) ==
+		    0)
+			return 1;
+	/* The name without its parameters, or a " [clone .cold]". */
+	if (strncmp(name, anon, sizeof anon - 1) == 0) {
+		const char *base = name + sizeof anon - 1;
+		return listed(own_anonymous,
+		              sizeof own_anonymous / sizeof *own_anonymous,
+		              base, strcspn(base, "( "));
+	}
+	return listed(own_names, sizeof own_names / sizeof *own_names, name,
+	              strcspn(name, "( "));
+}
+
 void pp_tcmalloc_describe(const struct pp_tcmalloc *t, char *buf, size_t len)
 {
 	const char *v = t->version[0] ? t->version : "gperftools tcmalloc";

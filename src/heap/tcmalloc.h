@@ -109,6 +109,19 @@ int pp_tcmalloc_heap_sample(char **text, size_t *len, char *err, size_t errlen);
 int pp_tcmalloc_heap_profile(char **text, size_t *len, char *err,
                              size_t errlen);
 
+/*
+ * Is name (a function's name as the symbolizer gives it, demangled, with
+ * or without its parameters) one of tcmalloc's own allocation functions?
+ * The stacks tcmalloc records start inside it (malloc, tc_malloc,
+ * tcmalloc::allocate_full_malloc_oom, (anonymous namespace)::
+ * do_malloc_pages, operator new...): a profile drops a sample's frames up
+ * to and including the deepest one for which this is true, as pprof does
+ * for gperftools' heap profiles, so that it starts at the host's
+ * allocating function. Exact names, not patterns: a host's own tc_parse
+ * or do_malloc_stats is not tcmalloc's.
+ */
+int pp_tcmalloc_own_function(const char *name);
+
 /* One line for logs and /status: "gperftools 2.10, linked statically
  * into /srv/app" (or "... in /usr/lib/.../libtcmalloc.so.4"). */
 void pp_tcmalloc_describe(const struct pp_tcmalloc *t, char *buf, size_t len);

@@ -421,6 +421,135 @@ static int child_off(void)
 	return 0;
 }
 
+static void test_own_function_names(void **state)
+{
+	(void)state;
+	const char *own[] = {
+	    "malloc",
+	    "tc_malloc",
+	    "__libc_calloc",
+	    "tc_realloc",
+	    "tcmalloc::allocate_full_malloc_oom(unsigned long)",
+	    "(anonymous namespace)::do_malloc_pages(tcmalloc::ThreadCache*, "
+	    "unsigned long)",
+	    "(anonymous namespace)::do_malloc_pages(tcmalloc::ThreadCache*, "
+	    "unsigned long) [clone .cold]",
+	    "operator new(unsigned long)",
+	    "operator new[](unsigned long, std::nothrow_t const&)",
+	};
+	const char *not_own[] = {
+	    "site_big",
+	    "tc_big",
+	    "tc_parse",
+	    "mallocx",
+	    "malloc_trim",
+	    "my::malloc()",
+	    "(anonymous namespace)::do_malloc_stats()",
+	    "",
+	};
+	for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+		if (!pp_tcmalloc_own_function(own[i]))
+			fail_msg("%s: should be tcmalloc's", own[i]);
+	for (size_t i = 0; i < sizeof not_own / sizeof *not_own; i++)
+		if (pp_tcmalloc_own_function(not_own[i]))
+			fail_msg("%s: should not be tcmalloc's", not_own[i]);
+	assert_false(pp_tcmalloc_own_function(NULL));
+}
+
+#if !defined(PP_TEST_SHARED) && !defined(PP_TEST_MINIMAL)
+/* addr2line's names (as a symbolizer gives them: demangled, with
+ * parameters) of the n file addresses in addrs, into names. */
+static void addr2line(char (*addrs)[24], int n, char (*names)[256])
+{
+	char *argv[5 + 12 + 1] = {"addr2line", "-f", "-C", "-e",
+	                          (char *)self_path()};
+	assert_true(n <= 12);
+	for (int i = 0; i < n; i++)
+		argv[5 + i] = addrs[i];
+	argv[5 + n] = NULL;
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_addclose(&fa, fds[0]);
+	pid_t pid;
+	assert_int_equal(
+	    posix_spawnp(&pid, "addr2line", &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	static char out[16384];
+	size_t got = 0;
+	ssize_t r;
+	while (got + 1 < sizeof out &&
+	       (r = read(fds[0], out + got, sizeof out - 1 - got)) > 0)
+		got += (size_t)r;
+	out[got] = 0;
+	close(fds[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	/* Two lines per address: the function, then file:line. */
+	char *save = NULL, *line = strtok_r(out, "\n", &save);
+	for (int i = 0; i < n; i++) {
+		assert_non_null(line);
+		snprintf(names[i], sizeof names[i], "%s", line);
+		strtok_r(NULL, "\n", &save);
+		line = strtok_r(NULL, "\n", &save);
+	}
+}
+
+/* The stacks of the sites' samples, named: once the frames up to the
+ * deepest one of tcmalloc's own are dropped, each starts at its site. */
+static void test_own_function_stacks(void **state)
+{
+	(void)state;
+	allocate_sites();
+	char *text = NULL, err[1024] = "";
+	size_t len = 0;
+	assert_int_equal(pp_tcmalloc_heap_sample(&text, &len, err, sizeof err),
+	                 0);
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+	uintptr_t bias = 0;
+	for (unsigned long i = 0; i < getauxval(AT_PHNUM); i++)
+		if (ph[i].p_type == PT_PHDR)
+			bias = (uintptr_t)ph - ph[i].p_vaddr;
+	/* The first line of each site: its first 4 frames' file addresses
+	 * (return addresses: one byte back, inside the call). */
+	char addrs[12][24];
+	int seen[3] = {0, 0, 0};
+	for (const char *l = strchr(text, '\n') + 1; *l && *l != '\n';
+	     l = strchr(l, '\n') + 1) {
+		const char *p = strchr(l, '@') + 1;
+		int s = site_of(p);
+		if (s == 3 || seen[s])
+			continue;
+		seen[s] = 1;
+		for (int k = 0; k < 4; k++) {
+			char *end;
+			uintptr_t pc = strtoull(p, &end, 16);
+			snprintf(addrs[s * 4 + k], sizeof addrs[0], "%#lx",
+			         (unsigned long)(pc - 1 - bias));
+			p = end;
+		}
+	}
+	free(text);
+	assert_true(seen[0] && seen[1] && seen[2]);
+	char names[12][256];
+	addr2line(addrs, 12, names);
+	for (int s = 0; s < 3; s++) {
+		char(*n)[256] = names + s * 4;
+		int first = 0;
+		for (int k = 0; k < 4; k++)
+			if (pp_tcmalloc_own_function(n[k]))
+				first = k + 1;
+		print_message("%s: %s | %s | %s | %s\n", site_name[s], n[0],
+		              n[1], n[2], n[3]);
+		assert_true(first > 0 && first < 4);
+		assert_string_equal(n[first], site_name[s]);
+	}
+}
+#endif
+
 #if !defined(PP_TEST_SHARED) && !defined(PP_TEST_MINIMAL)
 /* A stripped copy of this program: tcmalloc is found by its strings, and
  * the sentence says why nothing can be served. */
@@ -487,7 +616,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_find),
 		cmocka_unit_test(test_sample),
 		cmocka_unit_test(test_sampling_off),
+		cmocka_unit_test(test_own_function_names),
 #if !defined(PP_TEST_SHARED) && !defined(PP_TEST_MINIMAL)
+		cmocka_unit_test(test_own_function_stacks),
 		cmocka_unit_test(test_stripped),
 #endif
 	};
