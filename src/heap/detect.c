@@ -93,6 +93,11 @@ static void name_allocator(struct pp_heap_allocator *a, struct link_map *lm)
 	    strcmp(a->je.path, a->path) == 0) {
 		a->name = "jemalloc";
 		snprintf(a->version, sizeof a->version, "%s", a->je.version);
+	} else if (a->tc.linkage != PP_TCMALLOC_NONE &&
+	           (is_main(lm) ? a->tc.linkage == PP_TCMALLOC_STATIC
+	                        : defines(lm, "tc_malloc"))) {
+		a->name = "tcmalloc";
+		snprintf(a->version, sizeof a->version, "%s", a->tc.version);
 	} else if (defines(lm, "tc_malloc"))
 		a->name = "tcmalloc";
 	else if (defines(lm, "mi_malloc"))
@@ -113,6 +118,7 @@ static void find(struct pp_heap_allocator *a)
 {
 	memset(a, 0, sizeof *a);
 	pp_jemalloc_find(&a->je);
+	pp_tcmalloc_find(&a->tc);
 	struct link_map *ours = map_of((const void *)pp_heap_filter);
 	struct link_map *m = map_of(dlsym(RTLD_DEFAULT, "malloc"));
 	char ours_path[256];
@@ -156,6 +162,20 @@ static void find(struct pp_heap_allocator *a)
 		         "the host's malloc resolves to pullprof's wrappers "
 		         "(%s), which forward to %s (%s)",
 		         ours_path, a->name, a->path[0] ? a->path : "?");
+		/* C++'s new: libstdc++'s calls malloc (seen); an
+		 * allocator's own does not. */
+		struct link_map *n = map_of(dlsym(RTLD_DEFAULT, "_Znwm"));
+		if (n && n != ours && !is_main(n) && n->l_name &&
+		    !strstr(n->l_name, "libstdc++")) {
+			a->new_bypass = 1;
+			size_t len = strlen(a->reason);
+			snprintf(
+			    a->reason + len, sizeof a->reason - len,
+			    "; C++'s operator new and delete resolve to %s, "
+			    "which defines them: what C++ code allocates "
+			    "with new does not reach the wrappers",
+			    n->l_name);
+		}
 	} else if (!m) {
 		a->name = "unknown";
 		a->linkage = "unknown";
@@ -211,8 +231,13 @@ void pp_heap_allocator(struct pp_heap_allocator *out)
 		 * agent. The agent's threads start after. */
 		if (cached.je.mallctl && cached.je.opt_prof)
 			atomic_store(&exclude_with, cached.je.mallctl);
-	} else
+	} else {
 		pp_jemalloc_refresh(&cached.je);
+		/* Its period and profiler's state (what does not change is
+		 * kept by tcmalloc.c). */
+		if (cached.tc.linkage != PP_TCMALLOC_NONE)
+			pp_tcmalloc_find(&cached.tc);
+	}
 	*out = cached;
 	pthread_mutex_unlock(&mu);
 }
@@ -270,6 +295,27 @@ static void jemalloc_advice(const struct pp_heap_allocator *a, char *why,
 		    j->version, j->path, allocated, conf, or_else);
 }
 
+/* Can tcmalloc's own sample (or its heap profiler's profile) be read? */
+static int tcmalloc_usable(const struct pp_heap_allocator *a)
+{
+	const struct pp_tcmalloc *t = &a->tc;
+	return t->linkage != PP_TCMALLOC_NONE && t->sample_callable &&
+	       !t->minimal && !t->stripped &&
+	       (t->sample_period > 0 || t->profiler_running);
+}
+
+/* Why tcmalloc's profile cannot be read: its own sentence. */
+static void tcmalloc_why(char *why, size_t whylen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	if (pp_tcmalloc_heap_sample(&text, &len, why, whylen) == 0)
+		snprintf(why, whylen,
+		         "gperftools tcmalloc's heap sample is not readable "
+		         "now");
+	free(text);
+}
+
 int pp_heap_source_check(const struct pp_heap_allocator *a,
                          enum pp_heap_source source, int sampling_on,
                          int view_allocs, char *why, size_t whylen)
@@ -308,12 +354,27 @@ int pp_heap_source_check(const struct pp_heap_allocator *a,
 		}
 		return 0;
 	case PP_HEAP_SOURCE_TCMALLOC:
-		snprintf(
-		    why, whylen,
-		    "source=tcmalloc: gperftools tcmalloc's heap sample is "
-		    "not available in this process (%s)",
-		    a->reason);
-		return -ENOTSUP;
+		if (a->tc.linkage == PP_TCMALLOC_NONE) {
+			snprintf(why, whylen,
+			         "source=tcmalloc: no gperftools tcmalloc in "
+			         "this process (%s)",
+			         a->reason);
+			return -ENOTSUP;
+		}
+		if (!tcmalloc_usable(a)) {
+			tcmalloc_why(why, whylen);
+			return -ENOTSUP;
+		}
+		if (view_allocs && !a->tc.profiler_running) {
+			snprintf(why, whylen,
+			         "tcmalloc's heap sample holds the objects in "
+			         "use only: /allocs needs gperftools' heap "
+			         "profiler (HEAPPROFILE=/tmp/prefix, with the "
+			         "host linked with libtcmalloc); /heap shows "
+			         "what is in use");
+			return -ENOTSUP;
+		}
+		return 0;
 	default: snprintf(why, whylen, "%s", a->reason); return -ENOTSUP;
 	}
 }
@@ -335,12 +396,19 @@ enum pp_heap_source pp_heap_source_auto(const struct pp_heap_allocator *a,
 		return PP_HEAP_SOURCE_NONE;
 	}
 	if (a->interposed) {
+		int je = a->je.mallctl && a->je.opt_prof;
+		int tc = tcmalloc_usable(a);
+		/* C++'s new bypasses the wrappers: the allocator's own
+		 * profile, when it has one on, is the whole truth. */
+		if (a->new_bypass && (je || tc))
+			return je ? PP_HEAP_SOURCE_JEMALLOC
+			          : PP_HEAP_SOURCE_TCMALLOC;
 		/* Both see the same allocations when jemalloc is the
 		 * library behind the wrappers: pullprof's sampler answers
 		 * (labels, peak, deltas); ?source=jemalloc asks jemalloc. */
-		if (sampling_on || !(a->je.mallctl && a->je.opt_prof))
+		if (sampling_on || !(je || tc))
 			return PP_HEAP_SOURCE_INTERPOSED;
-		return PP_HEAP_SOURCE_JEMALLOC;
+		return je ? PP_HEAP_SOURCE_JEMALLOC : PP_HEAP_SOURCE_TCMALLOC;
 	}
 	if (!strcmp(a->name, "jemalloc") && a->je.mallctl) {
 		if (a->je.opt_prof)
@@ -351,6 +419,14 @@ enum pp_heap_source pp_heap_source_auto(const struct pp_heap_allocator *a,
 		return PP_HEAP_SOURCE_NONE;
 	}
 	(void)view_allocs;
+	if (!strcmp(a->name, "tcmalloc") && a->tc.linkage != PP_TCMALLOC_NONE) {
+		if (tcmalloc_usable(a))
+			return PP_HEAP_SOURCE_TCMALLOC;
+		size_t n = (size_t)snprintf(why, whylen, "%s. ", a->reason);
+		if (n < whylen)
+			tcmalloc_why(why + n, whylen - n);
+		return PP_HEAP_SOURCE_NONE;
+	}
 	if (!strcmp(a->name, "valgrind")) {
 		snprintf(why, whylen,
 		         "%s, so pullprof's heap profile would be empty "

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "heap/jemalloc.h"
+#include "heap/tcmalloc.h"
 
 enum pp_heap_source {
 	PP_HEAP_SOURCE_NONE,       /* no true heap profile: see why */
@@ -36,6 +37,11 @@ struct pp_heap_allocator {
 	char version[96];      /* when the allocator says it */
 	char reason[1024];     /* why the allocations are (not) interposed */
 	struct pp_jemalloc je; /* je.mallctl: a jemalloc was found */
+	struct pp_tcmalloc tc; /* tc.linkage: a gperftools tcmalloc */
+	/* Interposed, but C++'s operator new and delete resolve to the
+	 * allocator behind (a shared jemalloc or tcmalloc defines them):
+	 * what C++ code allocates with new is not seen. */
+	int new_bypass;
 };
 
 /* The allocator, found on the first call (later calls copy it, with

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "heap/foreign.h"
+#include "heap/tcmalloc.h"
 #include "symbols/symbols.h"
 
 /* Deeper stacks are refused (both allocators keep at most 128 frames). */
@@ -319,25 +320,14 @@ static const char *const entry_points[] = {"malloc",
                                            NULL};
 
 /* Prefixes of jemalloc's internal and prefixed names (je_, and Rust's
- * tikv-jemallocator's _rjem_), gperftools' (tc_, tcmalloc::, its hooks),
- * glibc's entry aliases, and C++'s allocation functions. */
-static const char *const prefixes[] = {"je_",
-                                       "_rjem_",
-                                       "prof_",
-                                       "imalloc",
-                                       "ialloc",
-                                       "iralloc",
-                                       "arena_",
-                                       "tcache_",
-                                       "tc_",
-                                       "tcmalloc::",
-                                       "(anonymous namespace)::do_",
-                                       "MallocHook",
-                                       "__libc_",
-                                       "operator new",
-                                       "_Znw",
-                                       "_Zna",
-                                       NULL};
+ * tikv-jemallocator's _rjem_), glibc's entry aliases, and C++'s allocation
+ * functions; gperftools' own are matched by exact name (tcmalloc.c): a
+ * prefix such as tc_ would take a host's tc_parse too. */
+static const char *const prefixes[] = {
+    "je_",    "_rjem_",  "prof_backtrace", "imalloc",
+    "ialloc", "iralloc", "__libc_",        "operator new",
+    "_Znw",   "_Zna",    "tcmalloc::",     "MallocHook",
+    NULL};
 
 int pp_foreign_is_allocator_frame(const char *name)
 {
@@ -352,7 +342,7 @@ int pp_foreign_is_allocator_frame(const char *name)
 	for (size_t i = 0; prefixes[i]; i++)
 		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
 			return 1;
-	return 0;
+	return pp_tcmalloc_own_function(name);
 }
 
 static int allocator_frame(struct pp_symtab *st, uintptr_t pc, const char *lib)

@@ -235,11 +235,13 @@ int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
 		                              errlen))
 			return -ENOTSUP;
 	}
-	if (q->source == PP_HEAP_SOURCE_JEMALLOC && q->peak) {
+	if (q->source != PP_HEAP_SOURCE_INTERPOSED && q->peak) {
 		snprintf(err, errlen,
-		         "peak: this process's heap profile is jemalloc's own "
-		         "(%s), which keeps no peak",
-		         a.je.path);
+		         "peak: this process's heap profile is %s's own (%s), "
+		         "which keeps no peak",
+		         pp_heap_source_name((enum pp_heap_source)q->source),
+		         q->source == PP_HEAP_SOURCE_JEMALLOC ? a.je.path
+		                                              : a.tc.path);
 		return -EINVAL;
 	}
 	return 0;
@@ -248,7 +250,8 @@ int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
 static int heap_check(const void *query, char *err, size_t errlen)
 {
 	const struct pp_heap_query *q = query;
-	if (q->source == PP_HEAP_SOURCE_JEMALLOC || heap_running())
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC ||
+	    q->source == PP_HEAP_SOURCE_TCMALLOC || heap_running())
 		return 0;
 	snprintf(err, errlen,
 	         "heap profiling is off in this process: start "
@@ -260,20 +263,9 @@ static int heap_check(const void *query, char *err, size_t errlen)
  * which the change is made. */
 struct heap_start {
 	struct pp_heap_snapshot snap;
-	char *dump; /* source jemalloc */
+	char *dump; /* sources jemalloc and tcmalloc: their text */
 	size_t len;
 };
-
-static int jemalloc_text(char **text, size_t *len, char *err, size_t errlen)
-{
-	struct pp_heap_allocator a;
-	pp_heap_allocator(&a);
-	if (!a.je.mallctl) {
-		snprintf(err, errlen, "no jemalloc in this process");
-		return -ENOTSUP;
-	}
-	return pp_jemalloc_dump(&a.je, text, len, err, errlen);
-}
 
 static int heap_begin(const void *query, void **start, char *err, size_t errlen)
 {
@@ -284,8 +276,9 @@ static int heap_begin(const void *query, void **start, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	if (q->source == PP_HEAP_SOURCE_JEMALLOC) {
-		rc = jemalloc_text(&s->dump, &s->len, err, errlen);
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC ||
+	    q->source == PP_HEAP_SOURCE_TCMALLOC) {
+		rc = pp_heap_own_text(q, &s->dump, &s->len, err, errlen);
 		if (rc) {
 			free(s);
 			return rc;
@@ -305,81 +298,19 @@ static int heap_begin(const void *query, void **start, char *err, size_t errlen)
 	return 0;
 }
 
-/* jemalloc's own profile: its dump now, or the change since the one at
- * the window's open. */
-static int jemalloc_model(struct pp_job *job, const struct pp_heap_query *q,
-                          const struct heap_start *start,
-                          struct pp_profile **out)
-{
-	struct pp_heap_allocator a;
-	struct pp_foreign_dump d;
-	char *text, err[200], note[800];
-	size_t len, max;
-	int rc;
-
-	pp_heap_allocator(&a);
-	if (!a.je.mallctl)
-		return -ENOTSUP;
-	rc = pp_jemalloc_dump(&a.je, &text, &len, err, sizeof err);
-	if (rc)
-		return rc;
-	rc = pp_foreign_parse_jemalloc(text, len, &d, err, sizeof err);
-	free(text);
-	if (rc)
-		return rc;
-	/* jemalloc says whether it keeps cumulative counts. */
-	d.has_alloc = a.je.accum;
-	snprintf(
-	    note, sizeof note,
-	    "pullprof %s: jemalloc %s's own heap profile (prof.dump, "
-	    "%s%s), sampled every %llu bytes on average (lg_prof_sample "
-	    "%u), values unsampled per stack as jeprof does%s",
-	    PACKAGE_VERSION, a.je.version, a.je.in_main ? "linked into " : "",
-	    a.je.path, (unsigned long long)d.period, a.je.lg_sample,
-	    a.je.prof_active ? "" : "; prof.active is false: no new samples");
-	pthread_mutex_lock(&heap.mu);
-	max = heap.settings.max_profile_bytes;
-	pthread_mutex_unlock(&heap.mu);
-	uintptr_t lib = a.je.in_main ? 0 : (uintptr_t)a.je.mallctl;
-	struct pp_profile *end;
-	rc = pp_foreign_model(&d, NULL, max, lib, &end);
-	pp_foreign_dump_free(&d);
-	if (rc)
-		return rc;
-	if (q->view == PP_HEAP_ALLOCS)
-		pp_profile_set_default_type(end, "alloc_space");
-	if (!start) {
-		pp_profile_set_time(end, (int64_t)pp_clock_ns(CLOCK_REALTIME),
-		                    0);
-		*out = end;
-		return pp_profile_add_comment(end, note);
-	}
-	struct pp_profile *begin;
-	rc = pp_foreign_parse_jemalloc(start->dump, start->len, &d, err,
-	                               sizeof err);
-	if (rc) {
-		pp_profile_free(end);
-		return rc;
-	}
-	d.has_alloc = a.je.accum;
-	rc = pp_foreign_model(&d, NULL, max, lib, &begin);
-	pp_foreign_dump_free(&d);
-	if (rc) {
-		pp_profile_free(end);
-		return rc;
-	}
-	rc = pp_job_window_delta(job, end, begin, out);
-	pp_profile_free(begin);
-	return rc ? rc : pp_profile_add_comment(*out, note);
-}
-
 static int heap_finish(struct pp_job *job, const void *query, const void *start,
                        struct pp_profile **out)
 {
 	const struct pp_heap_query *q = query;
 	const struct heap_start *s = start;
-	if (q->source == PP_HEAP_SOURCE_JEMALLOC)
-		return jemalloc_model(job, q, s, out);
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC ||
+	    q->source == PP_HEAP_SOURCE_TCMALLOC) {
+		pthread_mutex_lock(&heap.mu);
+		size_t max = heap.settings.max_profile_bytes;
+		pthread_mutex_unlock(&heap.mu);
+		return pp_heap_own_model(job, q, s ? s->dump : NULL,
+		                         s ? s->len : 0, max, out);
+	}
 	return make_model(job, query, s ? &s->snap : NULL, out);
 }
 

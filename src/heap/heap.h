@@ -76,6 +76,16 @@ struct pp_heap_query {
 int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
                     size_t errlen);
 
+/* The allocator's own profile (own.c; q->source jemalloc or tcmalloc):
+ * its text now (for a window's start), and the model of the text now or
+ * (start) of its change since start. 0 or a negative errno (a sentence in
+ * err for the text). */
+int pp_heap_own_text(const struct pp_heap_query *q, char **text, size_t *len,
+                     char *err, size_t errlen);
+int pp_heap_own_model(struct pp_job *job, const struct pp_heap_query *q,
+                      const char *start, size_t start_len, size_t max_bytes,
+                      struct pp_profile **out);
+
 struct pp_heap_stats {
 	int running;
 	uint64_t rate;

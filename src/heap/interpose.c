@@ -530,4 +530,221 @@ PULLPROF_API size_t malloc_usable_size(void *p)
 	return next.usable(p);
 }
 
+/* ---- C++'s operator new and delete ------------------------------------- */
+
+/*
+ * libstdc++'s (and libc++'s) operator new calls malloc, so what C++ code
+ * allocates reaches the wrappers above. An allocator that defines operator
+ * new itself (a shared jemalloc, tcmalloc or mimalloc) would take it all
+ * past them, so pullprof defines the operators too. Behind the C++ runtime
+ * they only forward. Behind an allocator they take the memory from malloc
+ * (this file's, so sampled once, with the allocator's malloc behind), and
+ * give it back with free: the same allocator either way. Calling the
+ * allocator's own new instead and sampling it here counted some blocks
+ * twice: jemalloc's new calls malloc itself on its slower paths. When
+ * malloc has nothing, the allocator's new is asked: it runs the
+ * new-handler and throws std::bad_alloc, which passes through these
+ * frames (they have unwind tables and nothing to clean up).
+ */
+enum {
+	NEW,
+	NEW_ARRAY,
+	NEW_NOTHROW,
+	NEW_ARRAY_NOTHROW,
+	NEW_ALIGNED,
+	NEW_ARRAY_ALIGNED,
+	NEW_ALIGNED_NOTHROW,
+	NEW_ARRAY_ALIGNED_NOTHROW,
+	DELETE,
+	DELETE_ARRAY,
+	DELETE_SIZED,
+	DELETE_ARRAY_SIZED,
+	DELETE_NOTHROW,
+	DELETE_ARRAY_NOTHROW,
+	DELETE_ALIGNED,
+	DELETE_ARRAY_ALIGNED,
+	DELETE_SIZED_ALIGNED,
+	DELETE_ARRAY_SIZED_ALIGNED,
+	DELETE_ALIGNED_NOTHROW,
+	DELETE_ARRAY_ALIGNED_NOTHROW,
+	CXX_OPS
+};
+
+/* The Itanium C++ ABI's names (size_t is unsigned long: "m"). */
+static const char *const cxx_names[CXX_OPS] = {
+    "_Znwm",
+    "_Znam",
+    "_ZnwmRKSt9nothrow_t",
+    "_ZnamRKSt9nothrow_t",
+    "_ZnwmSt11align_val_t",
+    "_ZnamSt11align_val_t",
+    "_ZnwmSt11align_val_tRKSt9nothrow_t",
+    "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPv",
+    "_ZdaPv",
+    "_ZdlPvm",
+    "_ZdaPvm",
+    "_ZdlPvRKSt9nothrow_t",
+    "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t",
+    "_ZdaPvSt11align_val_t",
+    "_ZdlPvmSt11align_val_t",
+    "_ZdaPvmSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+};
+
+static struct {
+	void *next[CXX_OPS];
+	/* The next operators are an allocator's (it defines malloc too),
+	 * or there are none: malloc and free serve here. */
+	int own;
+} cxx;
+static atomic_int cxx_state; /* 0 not yet, 1 resolving, 2 done */
+
+static void cxx_resolve(void)
+{
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&cxx_state, &expected, 1)) {
+		while (atomic_load(&cxx_state) != 2)
+			sched_yield();
+		return;
+	}
+	for (int i = 0; i < CXX_OPS; i++)
+		cxx.next[i] = dlsym(RTLD_NEXT, cxx_names[i]);
+	cxx.own = 1;
+	Dl_info info;
+	if (cxx.next[NEW] && dladdr(cxx.next[NEW], &info) && info.dli_fname) {
+		void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+		void *m = h ? dlsym(h, "malloc") : NULL;
+		Dl_info mi;
+		cxx.own = m && dladdr(m, &mi) && mi.dli_fbase == info.dli_fbase;
+		if (h)
+			dlclose(h);
+	}
+	atomic_store(&cxx_state, 2);
+}
+
+static inline void *cxx_op(int i)
+{
+	if (UNLIKELY(atomic_load_explicit(&cxx_state, memory_order_acquire) !=
+	             2))
+		cxx_resolve();
+	return cxx.next[i];
+}
+
+/* malloc had nothing: the next operator decides (new-handler, throw), or
+ * with none at all, abort as an unhandled std::bad_alloc would. */
+static void *cxx_none(void *op, size_t n)
+{
+	if (!op)
+		abort();
+	return ((void *(*)(size_t))op)(n);
+}
+
+static void *cxx_aligned(size_t n, size_t al)
+{
+	void *p = NULL;
+	return posix_memalign(&p, al < sizeof(void *) ? sizeof(void *) : al,
+	                      n ? n : 1)
+	           ? NULL
+	           : p;
+}
+
+#define CXX_NEW(name, op)                                                      \
+	PULLPROF_API void *name(size_t n);                                     \
+	PULLPROF_API void *name(size_t n)                                      \
+	{                                                                      \
+		void *f = cxx_op(op);                                          \
+		if (!cxx.own)                                                  \
+			return ((void *(*)(size_t))f)(n);                      \
+		void *p = malloc(n ? n : 1);                                   \
+		return LIKELY(p != NULL) ? p : cxx_none(f, n);                 \
+	}
+#define CXX_NEW_NOTHROW(name, op)                                              \
+	PULLPROF_API void *name(size_t n, const void *nt);                     \
+	PULLPROF_API void *name(size_t n, const void *nt)                      \
+	{                                                                      \
+		void *f = cxx_op(op);                                          \
+		if (!cxx.own)                                                  \
+			return ((void *(*)(size_t, const void *))f)(n, nt);    \
+		void *p = malloc(n ? n : 1);                                   \
+		if (LIKELY(p != NULL) || !f)                                   \
+			return p;                                              \
+		return ((void *(*)(size_t, const void *))f)(n, nt);            \
+	}
+#define CXX_NEW_ALIGNED(name, op)                                              \
+	PULLPROF_API void *name(size_t n, size_t al);                          \
+	PULLPROF_API void *name(size_t n, size_t al)                           \
+	{                                                                      \
+		void *f = cxx_op(op);                                          \
+		if (!cxx.own)                                                  \
+			return ((void *(*)(size_t, size_t))f)(n, al);          \
+		void *p = cxx_aligned(n, al);                                  \
+		if (LIKELY(p != NULL))                                         \
+			return p;                                              \
+		if (!f)                                                        \
+			abort();                                               \
+		return ((void *(*)(size_t, size_t))f)(n, al);                  \
+	}
+#define CXX_NEW_ALIGNED_NOTHROW(name, op)                                      \
+	PULLPROF_API void *name(size_t n, size_t al, const void *nt);          \
+	PULLPROF_API void *name(size_t n, size_t al, const void *nt)           \
+	{                                                                      \
+		void *f = cxx_op(op);                                          \
+		typedef void *(*fn)(size_t, size_t, const void *);             \
+		if (!cxx.own)                                                  \
+			return ((fn)f)(n, al, nt);                             \
+		void *p = cxx_aligned(n, al);                                  \
+		if (LIKELY(p != NULL) || !f)                                   \
+			return p;                                              \
+		return ((fn)f)(n, al, nt);                                     \
+	}
+
+CXX_NEW(_Znwm, NEW)
+CXX_NEW(_Znam, NEW_ARRAY)
+CXX_NEW_NOTHROW(_ZnwmRKSt9nothrow_t, NEW_NOTHROW)
+CXX_NEW_NOTHROW(_ZnamRKSt9nothrow_t, NEW_ARRAY_NOTHROW)
+CXX_NEW_ALIGNED(_ZnwmSt11align_val_t, NEW_ALIGNED)
+CXX_NEW_ALIGNED(_ZnamSt11align_val_t, NEW_ARRAY_ALIGNED)
+CXX_NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t, NEW_ALIGNED_NOTHROW)
+CXX_NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t,
+                        NEW_ARRAY_ALIGNED_NOTHROW)
+
+/* Behind the C++ runtime, its delete (which calls free, this file's);
+ * behind an allocator, free: the memory came from malloc. The extra
+ * arguments (size, alignment, nothrow tag) go to the runtime's operator
+ * as they came. */
+#define CXX_DELETE(name, op, params, args)                                     \
+	PULLPROF_API void name params;                                         \
+	PULLPROF_API void name params                                          \
+	{                                                                      \
+		void *f = cxx_op(op);                                          \
+		if (cxx.own || !f) {                                           \
+			free(p);                                               \
+			return;                                                \
+		}                                                              \
+		((void(*) params)f) args;                                      \
+	}
+
+CXX_DELETE(_ZdlPv, DELETE, (void *p), (p))
+CXX_DELETE(_ZdaPv, DELETE_ARRAY, (void *p), (p))
+CXX_DELETE(_ZdlPvm, DELETE_SIZED, (void *p, size_t n), (p, n))
+CXX_DELETE(_ZdaPvm, DELETE_ARRAY_SIZED, (void *p, size_t n), (p, n))
+CXX_DELETE(_ZdlPvRKSt9nothrow_t, DELETE_NOTHROW, (void *p, const void *t),
+           (p, t))
+CXX_DELETE(_ZdaPvRKSt9nothrow_t, DELETE_ARRAY_NOTHROW, (void *p, const void *t),
+           (p, t))
+CXX_DELETE(_ZdlPvSt11align_val_t, DELETE_ALIGNED, (void *p, size_t a), (p, a))
+CXX_DELETE(_ZdaPvSt11align_val_t, DELETE_ARRAY_ALIGNED, (void *p, size_t a),
+           (p, a))
+CXX_DELETE(_ZdlPvmSt11align_val_t, DELETE_SIZED_ALIGNED,
+           (void *p, size_t n, size_t a), (p, n, a))
+CXX_DELETE(_ZdaPvmSt11align_val_t, DELETE_ARRAY_SIZED_ALIGNED,
+           (void *p, size_t n, size_t a), (p, n, a))
+CXX_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, DELETE_ALIGNED_NOTHROW,
+           (void *p, size_t a, const void *t), (p, a, t))
+CXX_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, DELETE_ARRAY_ALIGNED_NOTHROW,
+           (void *p, size_t a, const void *t), (p, a, t))
+
 #endif /* PP_NO_HEAP_INTERPOSE */

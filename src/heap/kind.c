@@ -98,6 +98,43 @@ static struct json_object *allocator_json(int sampling_on)
 		                       PP_JSON_I64(a.je.allocated));
 		json_object_object_add(o, "jemalloc", j);
 	}
+	if (a.tc.linkage != PP_TCMALLOC_NONE) {
+		const struct pp_tcmalloc *t = &a.tc;
+		struct json_object *j = json_object_new_object();
+		json_object_object_add(
+		    j, "linkage",
+		    json_object_new_string(t->linkage == PP_TCMALLOC_STATIC
+		                               ? "static"
+		                               : "shared"));
+		json_object_object_add(j, "path",
+		                       json_object_new_string(t->path));
+		json_object_object_add(
+		    j, "version",
+		    t->version[0] ? json_object_new_string(t->version) : NULL);
+		json_object_object_add(j, "minimal",
+		                       json_object_new_boolean(t->minimal));
+		json_object_object_add(j, "stripped",
+		                       json_object_new_boolean(t->stripped));
+		json_object_object_add(j, "sample_period",
+		                       t->sample_period >= 0
+		                           ? PP_JSON_I64(t->sample_period)
+		                           : NULL);
+		json_object_object_add(
+		    j, "period_source",
+		    t->period_source && t->period_source[0]
+		        ? json_object_new_string(t->period_source)
+		        : NULL);
+		json_object_object_add(
+		    j, "sample_callable",
+		    json_object_new_boolean(t->sample_callable));
+		json_object_object_add(
+		    j, "profiler_running",
+		    json_object_new_boolean(t->profiler_running));
+		json_object_object_add(
+		    j, "new_interposed",
+		    json_object_new_boolean(t->new_interposed));
+		json_object_object_add(o, "tcmalloc", j);
+	}
 	return o;
 }
 

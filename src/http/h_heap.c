@@ -29,8 +29,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	                  err, sizeof err) ||
 	    pp_query_uint(r, "gc", 0, 0, 1, &gc, err, sizeof err) ||
 	    pp_query_choice(r, "peak", "0|1|reset", &peak, err, sizeof err) ||
-	    pp_query_choice(r, "source", "auto|interposed|jemalloc", &source,
-	                    err, sizeof err) ||
+	    pp_query_choice(r, "source", "auto|interposed|jemalloc|tcmalloc",
+	                    &source, err, sizeof err) ||
 	    pp_query_render(
 	        r, "alloc_objects|alloc_space|inuse_objects|inuse_space", 0,
 	        &rq.render, err, sizeof err) ||
@@ -48,7 +48,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	 * sentence that says why there is none (never an empty profile). */
 	if (!rq.id) {
 		static const int asked[] = {0, PP_HEAP_SOURCE_INTERPOSED,
-		                            PP_HEAP_SOURCE_JEMALLOC};
+		                            PP_HEAP_SOURCE_JEMALLOC,
+		                            PP_HEAP_SOURCE_TCMALLOC};
 		int rc = pp_heap_resolve(&q, asked[source], err, sizeof err);
 		if (rc)
 			return pp_respond_error(r,

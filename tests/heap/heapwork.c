@@ -12,6 +12,8 @@
  *   chain BYTES     grow one block by realloc up to BYTES, kept live
  *   chain-free
  *   cxx             new/delete from C++ (heapwork_cxx.cc)
+ *   badalloc        a new too large to serve: is its std::bad_alloc caught
+ *                   (it passes through pullprof's operator new)?
  *   peak BYTES      allocate BYTES, then free them all
  *   delta BYTES     allocate BYTES (kept live) in hw_delta_work
  *   stress THREADS SECONDS  malloc/free/realloc from many threads
@@ -40,6 +42,7 @@
 #define NOINLINE __attribute__((noinline, noclone))
 
 void hw_cxx_run(unsigned long long *alloc, unsigned long long *inuse);
+int hw_cxx_bad_alloc(void);
 
 static void *volatile sink;
 
@@ -570,6 +573,9 @@ int main(void)
 			unsigned long long al = 0, in = 0;
 			hw_cxx_run(&al, &in);
 			printf("truth hw_cxx_widgets %llu %llu\n", al, in);
+		} else if (!strcmp(cmd, "badalloc")) {
+			printf("badalloc %s\n",
+			       hw_cxx_bad_alloc() ? "caught" : "missed");
 		} else if (!strcmp(cmd, "peak")) {
 			hw_peak_builder((size_t)a);
 			printf("peaked\n");

@@ -55,3 +55,21 @@ extern "C" void hw_cxx_run(unsigned long long *alloc, unsigned long long *inuse)
 	kept_aligned.reserve(1000);
 	hw_cxx_widgets(alloc, inuse);
 }
+
+// A new that cannot be served throws std::bad_alloc through whatever
+// operator new the process resolves (pullprof's, forwarding): 1 when it
+// arrives here.
+extern "C" int hw_cxx_bad_alloc(void)
+{
+	try {
+		volatile size_t huge = ~static_cast<size_t>(0) / 2;
+		// Kept where the compiler cannot see it unused: a new and
+		// delete pair it can see through may be left out (C++14).
+		static char *volatile sink;
+		sink = new char[huge];
+		sink[0] = 1;
+	} catch (const std::bad_alloc &) {
+		return 1;
+	}
+	return 0;
+}

@@ -144,6 +144,9 @@ def test_accuracy_and_format():
     test_after_dlclose(w)
     test_chain(w)
     test_cxx(w)
+    eq(w.cmd("badalloc"), "badalloc caught",
+       "std::bad_alloc passes through pullprof's operator new (libstdc++'s "
+       "behind it)")
     test_peak(w)
     test_delta(w)
     test_bad_input(w)
@@ -401,8 +404,47 @@ def test_jemalloc_underneath():
     check_near(inuse.get("hw_fam_pvalloc", 0), 64 * 65436, 1,
                "jemalloc: pvalloc (emulated when jemalloc lacks it)")
     eq(w.cmd("family-free"), "freed", "freed through jemalloc")
+    # jemalloc defines operator new and delete itself (they do not call
+    # malloc): pullprof's own operators sample them.
+    f = w.cmd("cxx", timeout=60).split()
+    inuse = by_function(w.profile(), "inuse_space")
+    check_near(inuse.get("hw_cxx_widgets", 0), int(f[3]), 10,
+               "jemalloc: C++ new/delete in use within 10%")
+    eq(w.cmd("badalloc"), "badalloc caught",
+       "jemalloc: std::bad_alloc passes through pullprof's operator new")
+    st = w.get("status").json()["heap"]["allocator"]
+    eq((st["interposed"], st["name"], st["source"]),
+       (True, "jemalloc", "interposed"),
+       "/status: interposed, jemalloc behind, C++'s new included")
+    ok("operator new" not in st["reason"], "no word of new bypassing",
+       st["reason"])
     eq(w.cmd("chain 1048576"), "chain 1048576",
        "realloc chain over jemalloc")
+    eq(w.quit(timeout=30), 0, "exits 0")
+
+
+def test_tcmalloc_underneath():
+    """libtcmalloc.so behind pullprof: its operator new (which does not
+    call malloc) is sampled by pullprof's own."""
+    lib = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
+    if sanitized():
+        skip("tcmalloc underneath", NO_HEAP_WHY)
+        return
+    if not os.path.exists(lib):
+        skip("tcmalloc underneath", f"{lib} not installed")
+        return
+    w = Work({"PULLPROF_HEAP_RATE": str(RATE)}, preload=f"{LIBSO} {lib}")
+    f = w.cmd("cxx", timeout=60).split()
+    eq(f[:2], ["truth", "hw_cxx_widgets"], "tcmalloc: C++ new/delete ran")
+    p = w.profile()
+    check_near(by_function(p, "inuse_space").get("hw_cxx_widgets", 0),
+               int(f[3]), 10, "tcmalloc: C++ new/delete in use within 10%")
+    check_near(by_function(p, "alloc_space").get("hw_cxx_widgets", 0),
+               int(f[2]), 10, "tcmalloc: C++ allocated within 10%")
+    eq(w.cmd("badalloc"), "badalloc caught",
+       "tcmalloc: std::bad_alloc passes through pullprof's operator new")
+    eq(w.cmd("family", timeout=60), "family ok 64 65536",
+       "the malloc family works over tcmalloc")
     eq(w.quit(timeout=30), 0, "exits 0")
 
 
@@ -565,4 +607,5 @@ def test_size_limit():
 if __name__ == "__main__":
     run([test_accuracy_and_format, test_default_rate, test_rate_zero,
          test_stress_and_fork, test_jemalloc_underneath,
+         test_tcmalloc_underneath,
          test_agent_allocations_hidden, test_size_limit, test_valgrind])
