@@ -1,12 +1,14 @@
 /*
- * jemalloc's heap profiler (jemalloc.h). The dump goes to a memfd named by
- * its /proc/self/fd path: jemalloc opens the path itself, so no file is
+ * jemalloc's heap profiler (jemalloc.h). The dump goes to a memfd (or,
+ * where memfd_create is refused, an unnamed O_TMPFILE file in /tmp) named
+ * by its /proc/self/fd path: jemalloc opens the path itself, so no file is
  * left anywhere and nothing else can read it; the text is read back from
  * the memfd and the memfd closed.
  * Context: agent.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -118,6 +120,10 @@ int pp_jemalloc_dump(const struct pp_jemalloc *j, char **text, size_t *len,
 		return -EMFILE;
 	}
 	int fd = memfd_create("pullprof-jemalloc-dump", MFD_CLOEXEC);
+	/* memfd_create refused (a seccomp filter, an old kernel): a file
+	 * with no name in /tmp, which nothing else can open either. */
+	if (fd < 0)
+		fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
 		pp_fds_release();
