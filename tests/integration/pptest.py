@@ -556,6 +556,26 @@ class Profile:
         return out
 
 
+def by_function(prof, type_name):
+    """Cumulative value of each function for one sample type (a function
+    counted once per sample however often it appears in the stack)."""
+    idx = [t for t, _ in prof.sample_types()].index(type_name)
+    out = {}
+    for s in prof.samples:
+        for n in {f[0] for loc in prof.stack(s) for f in loc}:
+            out[n] = out.get(n, 0) + s["value"][idx]
+    return out
+
+
+def check_near(got, want, pct, name):
+    """got within pct percent of want (printed either way)."""
+    print(f"# {name}: {got} of {want} "
+          f"({(got - want) * 100 / want if want else 0:+.1f}%)")
+    return ok(want and abs(got - want) <= want * pct / 100, name,
+              f"got {got} want {want} "
+              f"({(got - want) * 100 / want if want else 0:+.1f}%)")
+
+
 def check_mapped(prof, what):
     """Every location names a mapping of the table (Grafana Pyroscope's
     symbolizer refuses a whole profile with one mapping_id 0), and

@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 
-from pptest import skip
+from pptest import by_function, skip
 from pptest import (BUILD, NO_CPU_TRUTH_WHY, NO_HEAP_WHY, SANITIZER, Host,
                     Proc, Profile, cpu_sample_counts, curl, eq, go_pprof, ok,
                     periods_per_signal, preload_env, run, sanitized)
@@ -186,14 +186,6 @@ def test_cpu_capture():
     ok(w.cmd("alive").startswith("alive"), "host alive")
     eq(w.quit(), 0, "capturework exits 0")
 
-
-def by_function(prof, type_name):
-    idx = [t for t, _ in prof.sample_types()].index(type_name)
-    out = {}
-    for s in prof.samples:
-        for n in {f[0] for loc in prof.stack(s) for f in loc}:
-            out[n] = out.get(n, 0) + s["value"][idx]
-    return out
 
 
 def near(got, want, pct, name):

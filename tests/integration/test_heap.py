@@ -10,7 +10,8 @@ import threading
 import time
 
 import pptest
-from pptest import (NO_HEAP_WHY, NO_VALGRIND_WHY, sanitized)
+from pptest import (NO_HEAP_WHY, NO_VALGRIND_WHY, by_function, check_near,
+                    sanitized)
 from pptest import (BUILD, LIBSO, MEMCHECK, Profile,
                     Work, curl, eq, go_pprof, memcheck_quit, ok, run, skip)
 
@@ -30,26 +31,10 @@ JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 RATE = 4096
 
 
-def by_function(prof, type_name):
-    """Cumulative value of each function for one sample type (a function
-    counted once per sample however often it appears in the stack)."""
-    idx = [t for t, _ in prof.sample_types()].index(type_name)
-    out = {}
-    for s in prof.samples:
-        v = s["value"][idx]
-        names = {f[0] for loc in prof.stack(s) for f in loc}
-        for n in names:
-            out[n] = out.get(n, 0) + v
-    return out
-
 
 def within(got, want, pct):
     return want and abs(got - want) <= want * pct / 100
 
-
-def check_near(got, want, pct, name):
-    ok(within(got, want, pct), name,
-       f"got {got} want {want} ({(got - want) * 100 / want if want else 0:+.1f}%)")
 
 
 def test_accuracy_and_format():

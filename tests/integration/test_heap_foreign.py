@@ -20,8 +20,8 @@ import tempfile
 import threading
 
 import pptest
-from pptest import (LIBSO, SRC, Profile, Proc, curl, eq, go_pprof, ok,
-                    preload_env, run, sanitized, skip)
+from pptest import (LIBSO, SRC, Profile, Proc, by_function, curl, eq,
+                    go_pprof, ok, preload_env, run, sanitized, skip)
 
 JE_A = "/usr/lib/x86_64-linux-gnu/libjemalloc.a"
 JE_SO = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -103,15 +103,6 @@ class JeHost(Proc):
             pass
         return self.stop()
 
-
-def by_function(prof, type_name):
-    """Cumulative value of each function (once per sample)."""
-    idx = [t for t, _ in prof.sample_types()].index(type_name)
-    out = {}
-    for s in prof.samples:
-        for n in {f[0] for loc in prof.stack(s) for f in loc}:
-            out[n] = out.get(n, 0) + s["value"][idx]
-    return out
 
 
 def leaves(prof, type_name):

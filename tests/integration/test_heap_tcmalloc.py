@@ -29,8 +29,9 @@ import shutil
 import subprocess
 import tempfile
 
-from pptest import (BUILD, LIBSO, NO_HEAP_WHY, Host, Profile, curl, eq,
-                    go_pprof, ok, preload_env, run, sanitized, skip)
+from pptest import (BUILD, LIBSO, NO_HEAP_WHY, Host, Profile, by_function,
+                    check_near, curl, eq, go_pprof, ok, preload_env, run,
+                    sanitized, skip)
 
 MiB = 1 << 20
 PERIOD = 8192
@@ -61,20 +62,6 @@ class TcWork(Host):
                     timeout=timeout)
 
 
-def by_function(prof, type_name):
-    """Cumulative value of each function for one sample type."""
-    idx = [t for t, _ in prof.sample_types()].index(type_name)
-    out = {}
-    for s in prof.samples:
-        for n in {f[0] for loc in prof.stack(s) for f in loc}:
-            out[n] = out.get(n, 0) + s["value"][idx]
-    return out
-
-
-def check_near(got, want, pct, name):
-    ok(want and abs(got - want) <= want * pct / 100, name,
-       f"got {got} want {want} "
-       f"({(got - want) * 100 / want if want else 0:+.1f}%)")
 
 
 def allocator(w, what):
