@@ -576,19 +576,32 @@ static void delete_array(const struct found *f, void *p)
 	 * would be worse. tcmalloc defines operator delete[] itself. */
 }
 
-int pp_tcmalloc_heap_profile(char **text, size_t *len, char *err, size_t errlen)
+/* The start of both reads: *t described, *f the names found (NULL when
+ * none), the output emptied. 0, or a negative errno with a sentence. */
+static int begin(struct pp_tcmalloc *t, const struct found **f, char **text,
+                 size_t *len, char *err, size_t errlen)
 {
-	struct pp_tcmalloc t;
 	*text = NULL;
 	*len = 0;
-	int rc = pp_tcmalloc_find(&t);
+	*f = NULL;
+	int rc = pp_tcmalloc_find(t);
 	if (rc < 0) {
 		snprintf(err, errlen, "looking for tcmalloc: %s",
 		         strerror(-rc));
 		return rc;
 	}
 	int e = 0;
-	const struct found *f = rc > 0 ? found(&e) : NULL;
+	*f = rc > 0 ? found(&e) : NULL;
+	return 0;
+}
+
+int pp_tcmalloc_heap_profile(char **text, size_t *len, char *err, size_t errlen)
+{
+	struct pp_tcmalloc t;
+	const struct found *f;
+	int rc = begin(&t, &f, text, len, err, errlen);
+	if (rc < 0)
+		return rc;
 	if (!f || t.stripped)
 		return refuse(&t, f, err, errlen);
 	char d[700];
@@ -631,16 +644,10 @@ int pp_tcmalloc_heap_profile(char **text, size_t *len, char *err, size_t errlen)
 int pp_tcmalloc_heap_sample(char **text, size_t *len, char *err, size_t errlen)
 {
 	struct pp_tcmalloc t;
-	*text = NULL;
-	*len = 0;
-	int rc = pp_tcmalloc_find(&t);
-	if (rc < 0) {
-		snprintf(err, errlen, "looking for tcmalloc: %s",
-		         strerror(-rc));
+	const struct found *f;
+	int rc = begin(&t, &f, text, len, err, errlen);
+	if (rc < 0)
 		return rc;
-	}
-	int e = 0;
-	const struct found *f = rc > 0 ? found(&e) : NULL;
 	if (!f || !t.sample_callable) {
 		if (f && t.profiler_running && !t.stripped)
 			return pp_tcmalloc_heap_profile(text, len, err, errlen);
