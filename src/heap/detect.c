@@ -395,6 +395,13 @@ enum pp_heap_source pp_heap_source_auto(const struct pp_heap_allocator *a,
 		         "reach pullprof (the system malloc's)");
 		return PP_HEAP_SOURCE_NONE;
 	}
+#ifdef PP_NO_HEAP_INTERPOSE
+	/* A sanitizer build (a test build) leaves the wrappers out on
+	 * purpose: /heap still runs pullprof's sampler and renderers, under
+	 * the sanitizer, and its profile is empty. */
+	if (!strcmp(a->name, "sanitizer"))
+		return PP_HEAP_SOURCE_INTERPOSED;
+#endif
 	if (a->interposed) {
 		int je = a->je.mallctl && a->je.opt_prof;
 		int tc = tcmalloc_usable(a);
