@@ -84,6 +84,21 @@ static struct link_map *next_malloc(struct link_map *ours)
 	return NULL;
 }
 
+/* The object whose malloc the host's calls reach: the first in the search
+ * order that defines it. Not dlsym's answer: in an executable built
+ * without -pie that takes malloc's address, dlsym answers the executable's
+ * PLT entry (the canonical address), which only jumps to that first
+ * definition. */
+static struct link_map *first_malloc(void)
+{
+	for (struct link_map *lm = _r_debug.r_map; lm; lm = lm->l_next)
+		if (is_main(lm)
+		        ? defines(lm, "malloc")
+		        : lm->l_name && lm->l_name[0] && defines(lm, "malloc"))
+			return lm;
+	return map_of(dlsym(RTLD_DEFAULT, "malloc"));
+}
+
 static void name_allocator(struct pp_heap_allocator *a, struct link_map *lm)
 {
 	a->name = "unknown";
@@ -120,7 +135,7 @@ static void find(struct pp_heap_allocator *a)
 	pp_jemalloc_find(&a->je);
 	pp_tcmalloc_find(&a->tc);
 	struct link_map *ours = map_of((const void *)pp_heap_filter);
-	struct link_map *m = map_of(dlsym(RTLD_DEFAULT, "malloc"));
+	struct link_map *m = first_malloc();
 	char ours_path[256];
 	path_of(ours, ours_path, sizeof ours_path);
 
@@ -143,18 +158,6 @@ static void find(struct pp_heap_allocator *a)
 			         a->path);
 			return;
 		}
-	if (a->interposed && !is_main(ours)) {
-		/* The executable may have a malloc it does not export: its
-		 * own calls were bound to it when it was linked. */
-		const char *names[] = {"malloc", NULL};
-		struct pp_byname b;
-		if (pp_byname_find(names, 1, &b) == 0) {
-			a->interposed = 0;
-			m = map_of(b.addr);
-			if (!m)
-				m = _r_debug.r_map;
-		}
-	}
 	if (a->interposed) {
 		struct link_map *next = next_malloc(ours);
 		name_allocator(a, next);
