@@ -77,28 +77,35 @@ PULLPROF_API void pullprof_heap_free(const void *ptr)
 		free_slow(ptr);
 }
 
+static uint64_t filter_word(uint32_t w)
+{
+	return atomic_load_explicit(&pp_heap_filter[w], memory_order_relaxed);
+}
+
 /* Whether a sampled block (of a pool or of malloc: one filter) may start
- * in [lo, hi): any of its granules' bits set, or a range too long to look. */
-static int range_marked(uintptr_t lo, uintptr_t hi)
+ * in [lo, end]: a bit of its granules set, or a range too long to look
+ * at, or one that wraps around the filter's 64 MiB (rare: the table
+ * decides). */
+static int range_marked(uintptr_t lo, uintptr_t end)
 {
 	uintptr_t g0 = lo >> PP_HEAP_GRANULE_SHIFT;
-	uintptr_t count = ((hi - 1) >> PP_HEAP_GRANULE_SHIFT) - g0 + 1;
-	if (count > RELEASE_SCAN_GRANULES)
+	uintptr_t g1 = end >> PP_HEAP_GRANULE_SHIFT;
+	if (g1 - g0 >= RELEASE_SCAN_GRANULES)
 		return 1;
-	uint32_t i = (uint32_t)g0 & (PP_HEAP_FILTER_BITS - 1);
-	while (count) {
-		uint32_t bit = i & 63;
-		uintptr_t take = 64 - bit < count ? 64 - bit : count;
-		uint64_t mask = (take == 64 ? ~0ull : (1ull << take) - 1)
-		                << bit;
-		if (atomic_load_explicit(&pp_heap_filter[i >> 6],
-		                         memory_order_relaxed) &
-		    mask)
+	uint32_t first = (uint32_t)g0 & (PP_HEAP_FILTER_BITS - 1);
+	uint32_t last = (uint32_t)g1 & (PP_HEAP_FILTER_BITS - 1);
+	if (last < first)
+		return 1;
+	uint32_t w0 = first >> 6, w1 = last >> 6;
+	uint64_t m0 = ~0ull << (first & 63), m1 = ~0ull >> (63 - (last & 63));
+	if (w0 == w1)
+		return (filter_word(w0) & m0 & m1) != 0;
+	if (filter_word(w0) & m0)
+		return 1;
+	for (uint32_t w = w0 + 1; w < w1; w++)
+		if (filter_word(w))
 			return 1;
-		count -= take;
-		i = (i + (uint32_t)take) & (PP_HEAP_FILTER_BITS - 1);
-	}
-	return 0;
+	return (filter_word(w1) & m1) != 0;
 }
 
 static __attribute__((noinline, cold)) void release_slow(uintptr_t lo,
@@ -111,11 +118,23 @@ static __attribute__((noinline, cold)) void release_slow(uintptr_t lo,
 
 PULLPROF_API void pullprof_heap_release(const void *base, size_t len)
 {
-	uintptr_t lo = (uintptr_t)base, hi;
-	if (!base || !len)
+	uintptr_t lo = (uintptr_t)base, last = lo + len - 1;
+	if (UNLIKELY(last < lo || !base)) {
+		if (!base || !len)
+			return;
+		last = UINTPTR_MAX; /* to the end of the address space */
+	}
+	/* The common case, a pool of a few KiB: its granules' bits are in
+	 * one word of the filter, checked at once. */
+	uintptr_t g0 = lo >> PP_HEAP_GRANULE_SHIFT;
+	uintptr_t n = (last >> PP_HEAP_GRANULE_SHIFT) - g0;
+	uint32_t first = (uint32_t)g0 & (PP_HEAP_FILTER_BITS - 1);
+	if (LIKELY((first & 63) + n < 64)) {
+		uint64_t mask = (~0ull >> (63 - n)) << (first & 63);
+		if (LIKELY(!(filter_word(first >> 6) & mask)))
+			return;
+	} else if (!range_marked(lo, last)) {
 		return;
-	if (__builtin_add_overflow(lo, len, &hi))
-		hi = UINTPTR_MAX; /* to the end of the address space */
-	if (range_marked(lo, hi))
-		release_slow(lo, hi);
+	}
+	release_slow(lo, last == UINTPTR_MAX ? last : last + 1);
 }
