@@ -16,6 +16,7 @@
 #include "heap/hot.h"
 #include "heap/pool_index.h"
 #include "heap/table.h"
+#include "pullprof.h"
 #include "unwind/unwind.h"
 
 #define N 100000
@@ -339,6 +340,49 @@ static void test_pool_records(void **state)
 	pp_heap_table_close();
 }
 
+/* pullprof_heap_release's own look at the filter (src/heap/pool.c): a
+ * range in one word of it, over several, and past its scan, each finding
+ * the one block inside and leaving the ones just outside; and free's. */
+static void test_pool_release_paths(void **state)
+{
+	(void)state;
+	struct pp_heap_pool_stats ps;
+	size_t bits0 = filter_bits();
+	/* base + len for each shape; blocks at base - 16, base + len / 2 and
+	 * base + len (the first and last outside). */
+	const uintptr_t base = 0x7d0000010000ull;
+	const size_t lens[] = {512, 4096, 16384, 1 << 20, 64 << 20};
+
+	assert_int_equal(pp_heap_table_open(1), 0);
+	for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+		uintptr_t b = base + i * (256ull << 20);
+		record_pool(b - 16, 16);
+		record_pool(b + lens[i] / 2, 16);
+		record_pool(b + lens[i], 16);
+		pullprof_heap_release((void *)b, lens[i]);
+		pp_heap_table_pool_stats(&ps);
+		assert_int_equal(ps.released, i + 1);
+		assert_int_equal(ps.live, 2);
+		pullprof_heap_release((void *)b, lens[i]); /* again: nothing */
+		pullprof_heap_free((void *)(b - 16));
+		pullprof_heap_free((void *)(b + lens[i]));
+		pullprof_heap_free((void *)(b + lens[i])); /* twice */
+		pp_heap_table_pool_stats(&ps);
+		assert_int_equal(ps.released, i + 1);
+		assert_int_equal(ps.live, 0);
+	}
+	/* The bad ones. */
+	pullprof_heap_release(NULL, 4096);
+	pullprof_heap_release((void *)base, 0);
+	record_pool(UINTPTR_MAX - 4095, 16);
+	pullprof_heap_release((void *)(UINTPTR_MAX - 8191), 1 << 20);
+	pp_heap_table_pool_stats(&ps);
+	assert_int_equal(ps.live, 0);
+	pullprof_heap_free(NULL);
+	assert_int_equal(filter_bits(), bits0);
+	pp_heap_table_close();
+}
+
 static void test_scale(void **state)
 {
 	(void)state;
@@ -363,6 +407,7 @@ int main(void)
 	    cmocka_unit_test(test_scale),
 	    cmocka_unit_test(test_pool_index),
 	    cmocka_unit_test(test_pool_records),
+	    cmocka_unit_test(test_pool_release_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
