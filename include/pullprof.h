@@ -367,11 +367,12 @@ PULLPROF_API void pullprof_label_pop(void);
 /* The pool handed out size bytes at ptr. pool: a name for the pool or
  * arena, NULL or "" for none; a sampled block carries it as the label
  * pool=NAME (the string is copied; 1..256 bytes, a longer one is left
- * out). The sampled stack starts at the caller of this function: call it
- * from the pool's allocation function, whose callers are then the code
- * that used the memory (or from the use site itself). NULL and size 0
- * are never recorded (size 0 with PULLPROF_HEAP_RATE=1). A block reported
- * again at an address that still holds one (the pool reused it without a
+ * out; names from a bounded set, as a label's values). The sampled stack
+ * starts at the caller of this function: call it from the pool's
+ * allocation function, whose callers are then the code that used the
+ * memory (or from the use site itself). NULL and size 0 are never
+ * recorded (size 0 with PULLPROF_HEAP_RATE=1). A block reported again at
+ * an address that still holds one (the pool reused it without a
  * pullprof_heap_free or a release) replaces it: the older one counts as
  * freed. */
 PULLPROF_API void pullprof_heap_alloc(const void *ptr, size_t size,
