@@ -25,9 +25,12 @@
  *   truth      bytes allocated and still in use at each site, as the
  *              program counted them: "truth SITE ALLOC INUSE ..."
  *   bad        calls the API must shrug off (see bad_calls)
+ *   threads T N  T threads at once, each with arenas of its own, N
+ *              requests each (nothing they allocate outlives them)
  *   quit
  * --no-report leaves the pool API out: compare the two profiles.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,7 +128,7 @@ static struct arena sessions = {"sessions", 1 << 20, NULL};
 static struct record {
 	void *p;
 	size_t n;
-} *records;
+} * records;
 static size_t nrecords, first_record, cap_records;
 
 static uint32_t rng = 2463534242u;
@@ -212,12 +215,12 @@ static void bad_calls(void)
 	static unsigned char buf[1 << 20];
 	struct arena junk = {"junk", 64 << 10, NULL};
 
-	pullprof_heap_free(buf + 4096);   /* never reported */
-	pullprof_heap_free(NULL);         /* NULL */
+	pullprof_heap_free(buf + 4096); /* never reported */
+	pullprof_heap_free(NULL);       /* NULL */
 	pullprof_heap_alloc(NULL, 4096, "junk");
 	pullprof_heap_release(NULL, 4096);
-	pullprof_heap_release(buf, 0);          /* an empty range */
-	pullprof_heap_release(buf, sizeof buf); /* nothing in it */
+	pullprof_heap_release(buf, 0);              /* an empty range */
+	pullprof_heap_release(buf, sizeof buf);     /* nothing in it */
 	pullprof_heap_alloc(buf, SIZE_MAX, "junk"); /* no block is that big */
 	for (int i = 0; i < 4096; i++)
 		pullprof_heap_alloc(buf + i, 0, "junk"); /* size 0 */
@@ -234,6 +237,37 @@ static void bad_calls(void)
 	/* A release of a range past the end of the address space. */
 	pullprof_heap_release((void *)(UINTPTR_MAX - 4095), 1 << 20);
 	arena_reset(&junk);
+}
+
+/* A worker of "threads": requests whose blocks are freed one by one or
+ * released with their arena, on many threads at once. */
+static void *worker(void *arg)
+{
+	unsigned long n = (unsigned long)(uintptr_t)arg;
+	struct arena kept = {"kept", 64 << 10, NULL};
+	for (unsigned long i = 0; i < n; i++) {
+		struct arena req = {"request", 16 << 10, NULL};
+		for (int k = 0; k < 8; k++)
+			arena_alloc(&req,
+			            64 + (i * 8 + (unsigned long)k) % 512);
+		arena_free(&kept, arena_alloc(&kept, 256 + i % 256));
+		arena_reset(&req);
+	}
+	arena_reset(&kept);
+	return NULL;
+}
+
+static int run_threads(unsigned t, unsigned long n)
+{
+	pthread_t th[64];
+	if (t < 1 || t > 64)
+		return -1;
+	for (unsigned i = 0; i < t; i++)
+		if (pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)n))
+			return -1;
+	for (unsigned i = 0; i < t; i++)
+		pthread_join(th[i], NULL);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -257,7 +291,12 @@ int main(int argc, char **argv)
 	char line[128];
 	while (fgets(line, sizeof line, stdin)) {
 		unsigned long n = 0;
-		if (sscanf(line, "run %lu", &n) == 1) {
+		unsigned t = 0;
+		if (sscanf(line, "threads %u %lu", &t, &n) == 2) {
+			printf(run_threads(t, n) ? "error: threads\n"
+			                         : "ok %u\n",
+			       t);
+		} else if (sscanf(line, "run %lu", &n) == 1) {
 			for (unsigned long i = 0; i < n; i++)
 				handle_request();
 			printf("ok %lu\n", n);

@@ -197,8 +197,16 @@ def test_pool_profile():
        64 << 10, "the in-use estimate is back too",
        (st1["inuse_bytes_estimate"], st2["inuse_bytes_estimate"]))
     eq(st2["dropped"], 0, "no sample dropped")
-    # Nothing sampled before the agent started (the host's "early"
-    # blocks, reported and freed then) nor its free counted.
+    # Many threads at once, each with arenas of its own whose blocks are
+    # freed one by one or released: nothing of them is left either.
+    eq(h.cmd("threads 4 20000", timeout=120), "ok 4",
+       "4 threads of 20000 requests each")
+    st3 = h.status()
+    eq(st3["live_sampled"], st1["live_sampled"], "heap.live_sampled is "
+       "back where it was after the threads")
+    ok(st3["sampled"] - st2["sampled"] > 10000, "their blocks were "
+       "sampled", st3["sampled"] - st2["sampled"])
+    eq(st3["dropped"], 0, "no sample dropped")
     eq(h.cmd("truth").split()[0], "truth", "the host still answers")
     eq(h.quit(timeout=30), 0, "examples/pool exits 0")
 
