@@ -11,6 +11,13 @@ malloc+free pairs of 16..511 bytes) runs, for 1 and 2 threads, under
     prof:true,lg_prof_sample:19 (a sample every 512 KiB on average),
   - gperftools' tcmalloc preloaded, TCMALLOC_SAMPLE_PARAMETER=0 and 524288,
   - heaptrack (records every allocation: fewer pairs, HT_PAIRS),
+and the pool API (pullprof_heap_alloc/free/release, for a host's own
+allocators) on the same draws, mallocwork's pool and release modes: the
+pair is a pullprof_heap_free (or a pullprof_heap_release of the slot's 512
+bytes) and a pullprof_heap_alloc at the slot's place in an arena, under
+  - no pullprof (functions that do nothing, called the same way: the
+    baseline; what the pool itself does is left out),
+  - pullprof preloaded, RATE=0, 524288 and 65536 (release: 0 and 524288),
 each RUNS times, the configurations interleaved round-robin (the order
 rotated every round) so drift in the machine hits all alike. A run's
 figures are mallocwork's ns per pair: each thread's wall time for its pairs
@@ -25,7 +32,8 @@ parameter 0 for tcmalloc.
 --against LIB adds the pullprof rows again with another build's
 libpullprof.so (its agent object beside it), interleaved with the others:
 a change measured beside the figures it changes, in the same session.
---no-peers leaves out jemalloc, tcmalloc and heaptrack; --threads 1 runs
+--no-peers leaves out jemalloc, tcmalloc and heaptrack; --no-pool leaves
+out the pool API's rows; --threads 1 runs
 one thread only; --any-load keeps every run whatever other processes do
 (no wait for a quiet machine, no run done again: for a machine that is
 never quiet, where the CPU-time figures are the ones to read).
@@ -77,8 +85,9 @@ SLOTS = 4096
 
 class Config:
     def __init__(self, name, base=None, env=None, kind="plain", pairs=None,
-                 lib=PULLPROF):
+                 lib=PULLPROF, mode="malloc"):
         self.name, self.base, self.kind = name, base, kind
+        self.mode = mode    # mallocwork's: malloc, pool or release
         self.env = env or {}
         self.pairs = pairs  # None: the common PAIRS
         self.lib = lib      # pullprof: the libpullprof.so preloaded
@@ -100,7 +109,9 @@ def parse(out):
 
 def run_plain(c, threads, pairs, cwd):
     e = dict(os.environ, **c.env)
-    p = subprocess.run([WORK, str(threads), str(pairs)], env=e, cwd=cwd,
+    mode = [] if c.mode == "malloc" else ["0", c.mode]
+    p = subprocess.run([WORK, str(threads), str(pairs)] + mode, env=e,
+                       cwd=cwd,
                        capture_output=True, text=True,
                        stdin=subprocess.DEVNULL)
     if p.returncode:
@@ -116,7 +127,8 @@ def run_pullprof(c, threads, pairs, cwd):
     e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0", LD_PRELOAD=c.lib,
              **c.env)
     e.pop("PULLPROF_QUIET", None)
-    p = subprocess.Popen([WORK, str(threads), str(pairs), "1"], env=e,
+    mode = [] if c.mode == "malloc" else [c.mode]
+    p = subprocess.Popen([WORK, str(threads), str(pairs), "1"] + mode, env=e,
                          cwd=cwd, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
@@ -260,18 +272,27 @@ def against_name(lib):
     return f"({os.path.basename(d)})"
 
 
-def callgrind(pairs, cwd, against=None):
+def callgrind(pairs, cwd, against=None, pool=True):
     """Ir per pair of the timed loop, glibc and pullprof, single thread."""
     rows = []
-    cfgs = [("glibc alone", None, None)]
+    cfgs = [("glibc alone", None, None, "malloc")]
     for label, lib in [("pullprof", PULLPROF)] + (
             [(f"pullprof {against_name(against)}", against)]
             if against else []):
-        cfgs += [(f"{label}, sampling off", "0", lib),
-                 (f"{label}, 512 KiB", "524288", lib),
-                 (f"{label}, 64 KiB", "65536", lib)]
+        cfgs += [(f"{label}, sampling off", "0", lib, "malloc"),
+                 (f"{label}, 512 KiB", "524288", lib, "malloc"),
+                 (f"{label}, 64 KiB", "65536", lib, "malloc")]
+    if pool:
+        cfgs += [("pool API, no pullprof", None, None, "pool"),
+                 ("pool API, pullprof sampling off", "0", PULLPROF, "pool"),
+                 ("pool API, pullprof 512 KiB", "524288", PULLPROF, "pool"),
+                 ("pool release, no pullprof", None, None, "release"),
+                 ("pool release, pullprof sampling off", "0", PULLPROF,
+                  "release")]
     base = None
-    for name, rate, lib in cfgs:
+    for name, rate, lib, mode in cfgs:
+        if rate is None:
+            base = None  # a baseline row: the rows below are against it
         e = dict(os.environ)
         if rate is not None:
             e.update(PULLPROF_LISTEN="127.0.0.1:0", PULLPROF_HEAP_RATE=rate,
@@ -280,7 +301,9 @@ def callgrind(pairs, cwd, against=None):
         subprocess.run(["valgrind", "-q", "--tool=callgrind",
                         "--cache-sim=yes", "--toggle-collect=run_pairs",
                         f"--callgrind-out-file={out}",
-                        WORK, "1", str(pairs)], env=e, cwd=cwd, check=True,
+                        WORK, "1", str(pairs)] +
+                       ([] if mode == "malloc" else ["0", mode]),
+                       env=e, cwd=cwd, check=True,
                        capture_output=True, stdin=subprocess.DEVNULL)
         total = d1mr = None
         with open(out) as f:
@@ -294,7 +317,7 @@ def callgrind(pairs, cwd, against=None):
                              capture_output=True, text=True).stdout
         slow = 0
         for line in ann.splitlines():
-            if re.search(r":pp_heap_sampled\b", line):
+            if re.search(r":pp_heap_(pool_)?sampled\b", line):
                 slow = int(line.split()[0].replace(",", ""))
                 break
         os.unlink(out)
@@ -317,6 +340,8 @@ def main():
                     help="another build's libpullprof.so, measured beside")
     ap.add_argument("--no-peers", action="store_true",
                     help="no jemalloc, tcmalloc or heaptrack")
+    ap.add_argument("--no-pool", action="store_true",
+                    help="no rows of the pool API")
     ap.add_argument("--threads", default="1,2",
                     help="thread counts, comma-separated (1,2)")
     ap.add_argument("--any-load", action="store_true",
@@ -343,6 +368,20 @@ def main():
                                   f"{what} (RATE={rate})", glibc,
                                   {"PULLPROF_HEAP_RATE": rate}, "pullprof",
                                   lib=a.against))
+    if not a.no_pool:
+        nop = Config("pool API, no pullprof (reports do nothing)",
+                     mode="pool")
+        configs += [nop] + [
+            Config(f"pool API, pullprof, {what} (RATE={rate})", nop,
+                   {"PULLPROF_HEAP_RATE": rate}, "pullprof", mode="pool")
+            for rate, what in (("0", "sampling off"), ("524288", "512 KiB"),
+                               ("65536", "64 KiB"))]
+        nor = Config("pool release, no pullprof (reports do nothing)",
+                     mode="release")
+        configs += [nor] + [
+            Config(f"pool release, pullprof, {what} (RATE={rate})", nor,
+                   {"PULLPROF_HEAP_RATE": rate}, "pullprof", mode="release")
+            for rate, what in (("0", "sampling off"), ("524288", "512 KiB"))]
     notes = []
     if a.no_peers:
         pass
@@ -392,7 +431,7 @@ def main():
             time.monotonic() - t0)
         je_check = (check_jemalloc(cwd)
                     if os.path.exists(JEMALLOC) and not a.no_peers else None)
-        cg = (callgrind(a.callgrind_pairs, cwd, a.against)
+        cg = (callgrind(a.callgrind_pairs, cwd, a.against, not a.no_pool)
               if a.callgrind_pairs and shutil.which("valgrind") else None)
     if a.callgrind_pairs and not cg:
         notes.append("valgrind not installed: no instruction counts")
@@ -467,8 +506,9 @@ def main():
               f"misses per pair in callgrind's simulation of this "
               f"machine's caches (--cache-sim=yes):")
         print()
-        print("| configuration | Ir/pair | vs glibc | of which in "
-              "pp_heap_sampled (incl.) | D1 read misses/pair | vs glibc |")
+        print("| configuration | Ir/pair | vs glibc (pool rows: vs no "
+              "pullprof) | of which in pp_heap_sampled (incl.) | D1 read "
+              "misses/pair | vs the same |")
         print("|---|---:|---:|---:|---:|---:|")
         print("\n".join(cg))
 

@@ -345,6 +345,56 @@ PULLPROF_API int pullprof_label_push(const char *key, const char *value);
  * Cannot fail. */
 PULLPROF_API void pullprof_label_pop(void);
 
+/*
+ * A host's own allocators (Since 1.4.0.). A program that hands out memory
+ * from pools or arenas of its own (carved from large blocks it took from
+ * malloc) reports each block it hands out and each one it takes back; the
+ * blocks are then sampled as the interposed malloc family's are (the same
+ * per-thread byte countdown, PULLPROF_HEAP_RATE, stacks, tables and label
+ * scopes) and appear in /heap and /allocs, and in pullprof_write_heap_profile,
+ * beside malloc's, charged to the code that called pullprof_heap_alloc
+ * instead of to the function that grew the pool.
+ *
+ * A pool's records are kept apart from malloc's: a pool block may start at
+ * the address of the malloc block that holds it, and a free() of that
+ * block takes no pool record out (release the pool's range first), nor
+ * does pullprof_heap_free take a malloc record out.
+ *
+ * An unsampled call costs what the malloc wrappers' fast paths cost: a
+ * subtraction and a branch (alloc), a load and a branch (free), a look at
+ * one bit per 64 bytes of the range, up to 256 KiB, and beyond that a
+ * search of the sampled pool blocks, O(log n) (release). None of them can
+ * fail or returns anything. They work whether or not the agent runs, or
+ * samples the heap, and are ignored then (a block reported before the agent
+ * started is not in the profile, and its free is ignored). Any thread;
+ * blocks reported by the agent's own threads are never sampled. Not from a
+ * signal handler: a sampled block takes a lock and may allocate.
+ */
+
+/* The pool handed out size bytes at ptr. pool: a name for the pool or
+ * arena, NULL or "" for none; a sampled block carries it as the label
+ * pool=NAME (the string is copied; 1..256 bytes, a longer one is left
+ * out; names from a bounded set, as a label's values). The sampled stack
+ * starts at the caller of this function: call it from the pool's
+ * allocation function, whose callers are then the code that used the
+ * memory (or from the use site itself). NULL and size 0 are never
+ * recorded (size 0 with PULLPROF_HEAP_RATE=1). A block reported again at
+ * an address that still holds one (the pool reused it without a
+ * pullprof_heap_free or a release) replaces it: the older one counts as
+ * freed. */
+PULLPROF_API void pullprof_heap_alloc(const void *ptr, size_t size,
+                                      const char *pool);
+/* The pool took back the block at ptr, reported by pullprof_heap_alloc.
+ * An unknown pointer, NULL, or a second free of the same block is
+ * ignored. */
+PULLPROF_API void pullprof_heap_free(const void *ptr);
+/* A pool was reset or destroyed: every block reported in [base, base+len)
+ * is gone, however many there were (what a pool that never frees blocks
+ * one by one, as nginx's and APR's, does instead of pullprof_heap_free).
+ * Call it before the memory goes back to malloc or is handed out again.
+ * A range with no reported block in it, NULL and len 0 are ignored. */
+PULLPROF_API void pullprof_heap_release(const void *base, size_t len);
+
 /* A readable message for a value returned by a pullprof function (any
  * negative errno reads as the system's description). Never NULL; the
  * string is static. Cannot fail. */

@@ -1,5 +1,6 @@
 /*
- * What the malloc wrappers (interpose.c) share with the sampler (sample.c).
+ * What the malloc wrappers (interpose.c) and the pool API (pool.c) share
+ * with the sampler (sample.c).
  * All of it runs inside the application's allocations.
  * Context: host.
  */
@@ -66,6 +67,16 @@ static inline int pp_heap_filter_hit(const void *p)
  * the next countdown and, when sampling, record p (unless NULL). from is
  * the wrapper's return address. Returns p. */
 void *pp_heap_sampled(void *p, size_t size, uintptr_t from);
+
+/* The pool API's slow paths (src/heap/pool.c, the host's own calls): a
+ * reported block whose size used up the countdown; a pullprof_heap_free
+ * that passed the filter (table.h: pp_heap_pool_free_hit); a release
+ * (pp_heap_pool_release). */
+void pp_heap_pool_sampled(const void *p, size_t size, const char *pool,
+                          uintptr_t from);
+void pp_heap_pool_free_hit(const void *p);
+/* Every pool block recorded in [lo, hi) is gone. */
+void pp_heap_pool_release(uintptr_t lo, uintptr_t hi);
 
 /* A free (or realloc) of p passed the filter: if p was sampled, remove its
  * record now, before the memory can be reused. */

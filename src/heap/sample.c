@@ -25,6 +25,7 @@
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "labels/labels.h"
+#include "pullprof.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 
@@ -115,7 +116,30 @@ static int foreign(void)
 	return 0;
 }
 
-static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
+/* The label set a pool's block is recorded with: the thread's, with
+ * pool=NAME innermost. Interned as a label scope is (a set seen before is
+ * found without a lock or an allocation; a new one allocates, unsampled:
+ * the caller is busy). */
+static uint32_t pool_labels(const char *pool)
+{
+	if (!pool || !*pool)
+		return pp_labels_current();
+	uint32_t set = pp_labels_current();
+	if (pullprof_label_push("pool", pool) == 0)
+		set = pp_labels_current();
+	pullprof_label_pop();
+	return set;
+}
+
+/* What a sample is of: a malloc block (pool NULL, kind 0), or a block of
+ * the host's own pools (kind 1, pool its name or NULL). */
+struct what {
+	int kind;
+	const char *pool;
+};
+
+static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from,
+                   const struct what *w)
 {
 	int saved = errno;
 
@@ -136,16 +160,17 @@ static void record(struct pp_heap_tls *t, void *p, size_t size, uintptr_t from)
 		int why, timed = t->samples++ % TIME_EVERY == 0;
 		uint64_t t0 = timed ? pp_clock_ns(CLOCK_MONOTONIC) : 0;
 		unsigned n = pp_unwind_capture_here(from, pcs, max, &why);
-		pp_heap_table_record(
-		    p, size, pcs, n, why,
-		    timed ? pp_clock_ns(CLOCK_MONOTONIC) - t0 + 1 : 0,
-		    pp_labels_current());
+		uint64_t ns = timed ? pp_clock_ns(CLOCK_MONOTONIC) - t0 + 1 : 0;
+		pp_heap_table_record(p, size, pcs, n, why, ns,
+		                     w->kind ? pool_labels(w->pool)
+		                             : pp_labels_current(),
+		                     w->kind);
 	}
 	atomic_fetch_sub(&inside, 1);
 	errno = saved;
 }
 
-void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
+static void *sampled(void *p, size_t size, uintptr_t from, const struct what *w)
 {
 	struct pp_heap_tls *t = &pp_heap_tls;
 	if (t->agent) {
@@ -175,9 +200,26 @@ void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
 	if (!p || t->busy || (size == 0 && rate > 1))
 		return p;
 	t->busy = 1;
-	record(t, p, size, from);
+	record(t, p, size, from, w);
 	t->busy = 0;
 	return p;
+}
+
+void *pp_heap_sampled(void *p, size_t size, uintptr_t from)
+{
+	static const struct what w = {0, NULL};
+	return sampled(p, size, from, &w);
+}
+
+/* The same countdown as malloc's: one Poisson process over every byte a
+ * thread allocates, from malloc or from a pool, so that a pool's blocks
+ * and malloc's are sampled alike and the pool's chunk (a malloc block) is
+ * sampled as any other. */
+void pp_heap_pool_sampled(const void *p, size_t size, const char *pool,
+                          uintptr_t from)
+{
+	struct what w = {1, pool};
+	sampled((void *)(uintptr_t)p, size, from, &w);
 }
 
 void pp_heap_exclude_thread(void)

@@ -23,6 +23,7 @@
 
 #include "agent.h"
 #include "heap/hot.h"
+#include "heap/pool_index.h"
 #include "heap/table.h"
 #include "shim/shim.h"
 #include "unwind/unwind.h"
@@ -83,6 +84,9 @@ static struct {
 	size_t cap_s;
 	struct live *live;
 	size_t nlive, cap_live;
+	/* The host's own pools' sampled blocks (pullprof_heap_alloc): apart
+	 * from malloc's, ordered for pullprof_heap_release. */
+	struct pp_pool_index pools;
 	struct chunk *pool;
 	size_t pool_bytes;
 	uint16_t *slots; /* live sampled blocks per filter bit */
@@ -90,6 +94,7 @@ static struct {
 	uint64_t gen;
 	/* stats */
 	uint64_t sampled, freed, dropped, false_hits;
+	uint64_t pool_sampled, pool_freed, pool_released, pool_replaced;
 	uint64_t sampled_bytes; /* sizes of the sampled allocations */
 	double allocated;       /* estimated bytes allocated in all */
 	uint64_t truncated, unknown_code, failed;
@@ -389,9 +394,44 @@ static int live_take(uintptr_t p, uint32_t *bucket)
 
 /* ---- hot entry points ---------------------------------------------------- */
 
+static void account_free(uint32_t bucket);
+
+/* Read without the lock by pp_heap_pool_release: no pool block sampled, no
+ * lock taken (a host that reports pools but has no sampled block in any). */
+static atomic_size_t pool_blocks;
+
+/* A sampled block's record: in malloc's hash of live blocks, or (pool) in
+ * the pools' ordered index. 0 or -ENOMEM. */
+static int put_block(int pool, uintptr_t p, uint32_t bucket)
+{
+	if (!pool) {
+		if (live_put(p, bucket))
+			return -ENOMEM;
+		slot_add((const void *)p);
+		return 0;
+	}
+	uint32_t old;
+	int rc = pp_pool_index_put(&tables.pools, p, bucket, &old);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		/* The pool handed this address out again with neither a
+		 * free nor a release of the block that was there: that one
+		 * is gone. Its granule's count stands for the new one. */
+		account_free(old);
+		tables.pool_replaced++;
+	} else {
+		slot_add((const void *)p);
+	}
+	tables.pool_sampled++;
+	atomic_store_explicit(&pool_blocks, tables.pools.n,
+	                      memory_order_relaxed);
+	return 0;
+}
+
 int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
                          unsigned depth, int why, uint64_t unwind_ns,
-                         uint32_t labels)
+                         uint32_t labels, int pool)
 {
 	int rc = -ENOMEM;
 	pthread_mutex_lock(&mu);
@@ -410,11 +450,10 @@ int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
 	tables.failed += why == PP_UNWIND_FAILED;
 	long s = stack_id(pcs, depth, why == PP_UNWIND_TRUNCATED);
 	long b = s < 0 ? -1 : bucket_id((uint32_t)s, size, labels);
-	if (b >= 0 && live_put((uintptr_t)p, (uint32_t)b) == 0) {
+	if (b >= 0 && put_block(pool, (uintptr_t)p, (uint32_t)b) == 0) {
 		struct bucket *bk = &tables.b[b];
 		before_change(bk);
 		bk->allocs++;
-		slot_add(p);
 		tables.sampled++;
 		tables.sampled_bytes += size;
 		double est = (double)size * pp_heap_scale(size, tables.rate);
@@ -472,6 +511,46 @@ void pp_heap_free_hit(void *p)
 	pthread_mutex_unlock(&mu);
 }
 
+void pp_heap_pool_free_hit(const void *p)
+{
+	uint32_t bucket;
+	if (!lock_here())
+		return;
+	if (tables.open &&
+	    pp_pool_index_take(&tables.pools, (uintptr_t)p, &bucket) == 0) {
+		slot_remove(p);
+		account_free(bucket);
+		tables.pool_freed++;
+		atomic_store_explicit(&pool_blocks, tables.pools.n,
+		                      memory_order_relaxed);
+	} else {
+		tables.false_hits++;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+static void release_one(uintptr_t p, uint32_t bucket, void *arg)
+{
+	(void)arg;
+	slot_remove((const void *)p);
+	account_free(bucket);
+}
+
+void pp_heap_pool_release(uintptr_t lo, uintptr_t hi)
+{
+	if (!atomic_load_explicit(&pool_blocks, memory_order_relaxed) ||
+	    !lock_here())
+		return;
+	if (tables.open) {
+		size_t k = pp_pool_index_take_range(&tables.pools, lo, hi,
+		                                    release_one, NULL);
+		tables.pool_released += k;
+		atomic_store_explicit(&pool_blocks, tables.pools.n,
+		                      memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 void pp_heap_take(void *p, struct pp_heap_taken *t)
 {
 	t->ptr = p;
@@ -517,6 +596,8 @@ static void free_tables(void)
 	unmap(tables.s, tables.cap_s * sizeof *tables.s);
 	chain_free(&tables.sx);
 	unmap(tables.live, tables.cap_live * sizeof *tables.live);
+	pp_pool_index_free(&tables.pools);
+	atomic_store(&pool_blocks, 0);
 	unmap(tables.slots, PP_HEAP_FILTER_BITS * sizeof *tables.slots);
 	while (tables.pool) {
 		struct chunk *c = tables.pool;
@@ -646,7 +727,8 @@ void pp_heap_table_stats(struct pp_heap_stats *o)
 	o->sampled_bytes = tables.sampled_bytes;
 	o->allocated_bytes = (uint64_t)tables.allocated;
 	o->sampled_freed = tables.freed;
-	o->live_objects = tables.nlive;
+	/* The pools' blocks with malloc's (their own figures: pool_*). */
+	o->live_objects = tables.nlive + tables.pools.n;
 	o->inuse_bytes = (uint64_t)tables.inuse;
 	o->peak_bytes = (uint64_t)tables.peak;
 	o->peak_time = tables.peak_time;
@@ -656,6 +738,7 @@ void pp_heap_table_stats(struct pp_heap_stats *o)
 	    tables.cap_b * sizeof *tables.b + chain_bytes(&tables.bx) +
 	    tables.cap_s * sizeof *tables.s + chain_bytes(&tables.sx) +
 	    tables.cap_live * sizeof *tables.live + tables.pool_bytes +
+	    pp_pool_index_bytes(&tables.pools) +
 	    (tables.slots ? PP_HEAP_FILTER_BITS * sizeof *tables.slots : 0);
 	o->dropped = tables.dropped;
 	o->unwind_truncated = tables.truncated;
@@ -665,5 +748,17 @@ void pp_heap_table_stats(struct pp_heap_stats *o)
 	o->unwind_ns_total = tables.unwind_ns_total;
 	o->unwind_ns_max = tables.unwind_ns_max;
 	o->false_hits = tables.false_hits;
+	pthread_mutex_unlock(&mu);
+}
+
+void pp_heap_table_pool_stats(struct pp_heap_pool_stats *o)
+{
+	pthread_mutex_lock(&mu);
+	o->sampled = tables.pool_sampled;
+	o->freed = tables.pool_freed;
+	o->released = tables.pool_released;
+	o->replaced = tables.pool_replaced;
+	o->live = tables.pools.n;
+	o->index_bytes = pp_pool_index_bytes(&tables.pools);
 	pthread_mutex_unlock(&mu);
 }

@@ -22,11 +22,26 @@ int pp_heap_table_open(uint64_t rate);
 void pp_heap_table_close(void);
 
 /* Hot context: p (size bytes) was sampled with this stack, whose capture
- * took unwind_ns (0: not timed). Returns 0, or -ENOMEM when the sample was
- * dropped. */
+ * took unwind_ns (0: not timed). pool: a block of the host's own pools
+ * (pullprof_heap_alloc), recorded apart from malloc's: only
+ * pullprof_heap_free and pullprof_heap_release take it out. Returns 0, or
+ * -ENOMEM when the sample was dropped. */
 int pp_heap_table_record(void *p, size_t size, const uintptr_t *pcs,
                          unsigned depth, int why, uint64_t unwind_ns,
-                         uint32_t labels);
+                         uint32_t labels, int pool);
+
+/* The pool API's part of the counts (also in pp_heap_stats's totals:
+ * sampled, sampled_freed, live_objects). */
+struct pp_heap_pool_stats {
+	uint64_t sampled;  /* pool blocks sampled */
+	uint64_t freed;    /* of them, freed one by one */
+	uint64_t released; /* of them, gone with a release of their range */
+	uint64_t replaced; /* of them, gone as their address was reported
+	                      again */
+	uint64_t live;     /* still in the index */
+	uint64_t index_bytes;
+};
+void pp_heap_table_pool_stats(struct pp_heap_pool_stats *out);
 
 /* The unsampling factor of an allocation of size bytes: 1 / P(sampled). */
 double pp_heap_scale(uint64_t size, uint64_t rate);

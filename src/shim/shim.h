@@ -4,7 +4,8 @@
  * libpullprof.so, the object users preload and link, holds only what every
  * process it is loaded into needs: the interposers (malloc family, pthread
  * locks, pthread_create, dlclose, dl_iterate_phdr), the state their fast
- * paths read, the public entry points, and the decision whether to start at
+ * paths read, the public entry points (the pool API's fast paths among
+ * them, src/heap/pool.c), and the decision whether to start at
  * load time. It depends on the C library alone. The agent (server,
  * samplers, symbolizer, renderers, and the libraries they need) is a
  * second object, libpullprof-agent.so, which the light one dlopen()s
@@ -67,6 +68,11 @@ struct pp_agent_ops {
 	void (*heap_free_hit)(void *p);
 	void (*heap_take)(void *p, struct pp_heap_taken *t);
 	void (*heap_settle)(const struct pp_heap_taken *t, int freed);
+	/* The pool API's (src/heap/pool.c), on the host's threads. */
+	void (*heap_pool_sampled)(const void *p, size_t size, const char *pool,
+	                          uintptr_t from);
+	void (*heap_pool_free_hit)(const void *p);
+	void (*heap_pool_release)(uintptr_t lo, uintptr_t hi);
 	int (*locks_wait_begin)(struct pp_locks_wait *w, const void *addr,
 	                        int owned);
 	void (*locks_wait_end)(struct pp_locks_wait *w, uintptr_t self,
