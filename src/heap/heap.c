@@ -130,7 +130,7 @@ static int make_model(struct pp_job *job, const struct pp_heap_query *q,
                       struct pp_profile **out)
 {
 	struct pp_heap_snapshot end;
-	char note[240];
+	char note[400];
 	int rc;
 
 	rc = pp_heap_table_snapshot(q->peak, q->peak_reset, &end);
@@ -171,10 +171,17 @@ static int make_model(struct pp_job *job, const struct pp_heap_query *q,
 	struct pp_heap_allocator a;
 	pp_heap_allocator(&a);
 	if (!a.interposed) {
-		/* Served because it was asked for (?source=interposed). */
+		/* Served because it was asked for (?source=interposed), or
+		 * for the blocks of the host's pools. */
+		struct pp_heap_pool_stats ps;
+		pp_heap_table_pool_stats(&ps);
 		snprintf(note, sizeof note,
 		         "the host's allocations do not reach pullprof's "
-		         "wrappers here: %.170s",
+		         "wrappers here%s: %.150s",
+		         ps.sampled
+		             ? " (this profile holds the blocks the host "
+		               "reports with pullprof_heap_alloc)"
+		             : "",
 		         a.reason);
 		pp_profile_add_comment(p, note);
 	}
@@ -224,11 +231,17 @@ int pp_heap_resolve(struct pp_heap_query *q, int asked, char *err,
 	q->source = asked
 	                ? asked
 	                : (int)pp_heap_source_auto(&a, on, allocs, err, errlen);
+	/* The host reports its own pools (pullprof_heap_alloc): those
+	 * blocks are in the tables whatever malloc the host has. */
+	struct pp_heap_pool_stats ps;
+	pp_heap_table_pool_stats(&ps);
+	if (!asked && q->source == PP_HEAP_SOURCE_NONE && on && ps.sampled)
+		q->source = PP_HEAP_SOURCE_INTERPOSED;
 	if (q->source == PP_HEAP_SOURCE_NONE ||
 	    pp_heap_source_check(&a, (enum pp_heap_source)q->source, on, allocs,
 	                         err, errlen))
 		return -ENOTSUP;
-	if (!asked && q->source == PP_HEAP_SOURCE_INTERPOSED) {
+	if (!asked && q->source == PP_HEAP_SOURCE_INTERPOSED && !ps.sampled) {
 		struct pp_heap_stats st;
 		pp_heap_stats(&st);
 		if (pp_heap_interposed_unseen(&a, st.sampled, st.rate, err,

@@ -140,6 +140,21 @@ static struct json_object *allocator_json(int sampling_on)
 	return o;
 }
 
+/* /status heap.pool: the blocks the host reports (pullprof_heap_alloc). */
+static struct json_object *pool_json(void)
+{
+	struct pp_heap_pool_stats ps;
+	struct json_object *o = json_object_new_object();
+	pp_heap_table_pool_stats(&ps);
+	json_object_object_add(o, "sampled", PP_JSON_I64(ps.sampled));
+	json_object_object_add(o, "freed", PP_JSON_I64(ps.freed));
+	json_object_object_add(o, "released", PP_JSON_I64(ps.released));
+	json_object_object_add(o, "replaced", PP_JSON_I64(ps.replaced));
+	json_object_object_add(o, "live", PP_JSON_I64(ps.live));
+	json_object_object_add(o, "index_bytes", PP_JSON_I64(ps.index_bytes));
+	return o;
+}
+
 static void status(struct json_object *root)
 {
 	struct pp_heap_stats h;
@@ -180,6 +195,7 @@ static void status(struct json_object *root)
 	pp_kind_add_cost(u, h.unwind_timed, h.unwind_ns_total, h.unwind_ns_max);
 	json_object_object_add(o, "unwind", u);
 	json_object_object_add(o, "allocator", allocator_json(h.running));
+	json_object_object_add(o, "pool", pool_json());
 	json_object_object_add(root, "heap", o);
 }
 
@@ -213,6 +229,25 @@ static void metrics(struct pp_buf *b)
 		               "where /heap comes from (source: interposed, "
 		               "jemalloc, tcmalloc or none).");
 		pp_prom_u64(b, "pullprof_heap_allocator_info", l, 4, 1);
+	}
+	{
+		struct pp_heap_pool_stats ps;
+		pp_heap_table_pool_stats(&ps);
+		pp_prom_counter(b, "pullprof_heap_pool_sampled_total",
+		                "Blocks of the host's own pools (reported with "
+		                "pullprof_heap_alloc) sampled.",
+		                ps.sampled);
+		const char *how[] = {"freed", "released", "replaced"};
+		uint64_t n[] = {ps.freed, ps.released, ps.replaced};
+		pp_prom_counter_by(
+		    b, "pullprof_heap_pool_gone_total",
+		    "Sampled pool blocks gone, by how: "
+		    "pullprof_heap_free, a pullprof_heap_release "
+		    "of their range, or their address reported "
+		    "again.",
+		    "how", how, n, 3);
+		pp_prom_gauge(b, "pullprof_heap_pool_live_objects",
+		              "Sampled pool blocks not gone yet.", ps.live);
 	}
 	pp_prom_gauge(b, "pullprof_heap_sampling_interval_bytes",
 	              "Mean bytes allocated between two sampled allocations "

@@ -14,6 +14,7 @@ build_reply (1..3 KiB: about 16,000) and 17 MB at save_session (256..767
 bytes: about 4,100, half of them still live after expire 16384): the
 relative standard deviation of each estimate is 1.1% to 2.2%, so +-10% is
 more than 4.5 of them."""
+import json
 import os
 import re
 
@@ -260,5 +261,68 @@ def test_rate_zero():
     eq(h.quit(timeout=30), 0, "exits 0")
 
 
+def test_static_allocator():
+    """The pool example linked with a static jemalloc (its profiler off):
+    the wrappers see none of its mallocs, yet the blocks it reports are
+    in /heap, and the profile's comment says which they are."""
+    je = "/usr/lib/x86_64-linux-gnu/libjemalloc.a"
+    if pptest.sanitized() or not os.path.exists(je):
+        skip("pool host with a static jemalloc",
+             "sanitizer build" if pptest.sanitized() else f"no {je}")
+        return
+    import shutil
+    import subprocess
+    import tempfile
+    d = tempfile.mkdtemp(prefix="pp-poolje-")
+    try:
+        exe = os.path.join(d, "pool-jemalloc")
+        b = subprocess.run(
+            ["gcc", "-g", "-O2", "-o", exe,
+             os.path.join(pptest.SRC, "examples", "pool.c"),
+             "-I", os.path.join(pptest.SRC, "include"), je,
+             "-L", os.path.join(BUILD, ".libs"), "-lpullprof",
+             f"-Wl,-rpath,{os.path.join(BUILD, '.libs')}",
+             "-lpthread", "-lm", "-ldl"], capture_output=True, text=True)
+        eq(b.returncode, 0, "examples/pool links with libjemalloc.a")
+        if b.returncode:
+            print("# " + b.stderr[-800:])
+            return
+        e = {"PULLPROF_LISTEN": "127.0.0.1:0",
+             "PULLPROF_HEAP_RATE": str(RATE)}
+        h = Host(env=e, exe=exe)
+        m = re.match(r"ready (\d+)$", h.ready or "")
+        port = m and int(m.group(1))
+        ok(port, "it started its agent", h.ready)
+        if not port:
+            h.quit()
+            return
+        url = f"http://127.0.0.1:{port}/debug/pprof/"
+        eq(h.cmd("run 8192", timeout=120), "ok 8192", "requests handled")
+        f = h.cmd("truth").split()
+        truth = {f[i]: int(f[i + 1]) for i in range(1, len(f), 3)}
+        st = json.loads(curl(url + "status").body)["heap"]
+        eq((st["allocator"]["interposed"], st["allocator"]["name"]),
+           (False, "jemalloc"), "/status: the wrappers see no malloc")
+        ok(st["pool"]["sampled"] > 0, "/status heap.pool: blocks sampled",
+           st["pool"])
+        r = curl(url + "heap")
+        eq(r.status, 200, "/heap: 200 (the pools' blocks)")
+        if r.status == 200:
+            p = Profile(r.body)
+            alloc = by_function(p, "alloc_space",
+                                lambda s: p.labels(s).get("pool"))
+            for fn in SITES:
+                near(alloc.get(fn, 0), truth[fn], 10,
+                     f"static jemalloc: {fn} alloc_space within 10%")
+            code, raw, err = pptest.go_pprof("-raw", url + "heap")
+            ok("holds the blocks the host reports with pullprof_heap_alloc"
+               in raw, "its comment says which blocks these are",
+               raw[:800] + err[-300:])
+        eq(h.quit(timeout=30), 0, "exits 0")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    run([test_pool_profile, test_without_the_api, test_rate_zero])
+    run([test_pool_profile, test_without_the_api, test_rate_zero,
+         test_static_allocator])
