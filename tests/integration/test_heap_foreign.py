@@ -128,6 +128,14 @@ def check_site(prof, typ, site, want, what):
        f"got {got} want {want} ({(got - want) * 100 / want:+.1f}%)")
 
 
+def go_on(body, *args):
+    """go tool pprof ARGS on a profile's bytes (a file of its own)."""
+    with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
+        f.write(body)
+        f.flush()
+        return go_pprof(*args, f.name)
+
+
 def available():
     if sanitized():
         return False
@@ -195,19 +203,16 @@ def test_static_with_profiling():
            "own frames (prof_backtrace, malloc_default) trimmed", top)
         ok(not [n for n in lv if "prof_backtrace" in n or n.startswith("je_")],
            "no jemalloc frame left in any stack", sorted(lv)[:20])
-        with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
-            f.write(r.body)
-            f.flush()
-            code, txt, err = go_pprof("-top", f.name)
-            ok(code == 0 and "jh_site_a" in txt and "jh_site_b" in txt,
-               "go tool pprof -top decodes it and names both sites",
-               err[-600:] + txt[-1200:])
-            code, raw, err = go_pprof("-raw", f.name)
-            ok(code == 0 and "jemalloc" in raw and "lg_prof_sample 14" in raw,
-               "the profile's comment says it is jemalloc's own, and its "
-               "sampling interval", raw[:800] + err[-300:])
-            ok("PeriodType: space bytes" in raw and "Period: 16384" in raw,
-               "period: space/bytes, 16384", raw[:600])
+        code, txt, err = go_on(r.body, "-top")
+        ok(code == 0 and "jh_site_a" in txt and "jh_site_b" in txt,
+           "go tool pprof -top decodes it and names both sites",
+           err[-600:] + txt[-1200:])
+        code, raw, err = go_on(r.body, "-raw")
+        ok(code == 0 and "jemalloc" in raw and "lg_prof_sample 14" in raw,
+           "the profile's comment says it is jemalloc's own, and its "
+           "sampling interval", raw[:800] + err[-300:])
+        ok("PeriodType: space bytes" in raw and "Period: 16384" in raw,
+           "period: space/bytes, 16384", raw[:600])
 
         # jeprof on a dump of the same moment: the same numbers.
         if JEPROF:
@@ -271,10 +276,7 @@ def test_static_with_profiling():
            r.text)
         r = h.get("heap?source=interposed")
         eq(r.status, 200, "?source=interposed: served when asked for")
-        with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
-            f.write(r.body)
-            f.flush()
-            code, raw, err = go_pprof("-raw", f.name)
+        code, raw, err = go_on(r.body, "-raw")
         ok("do not reach pullprof's wrappers here" in raw,
            "... with a comment saying the wrappers see nothing here",
            raw[:600] + err[-300:])
@@ -309,13 +311,10 @@ def test_static_with_accum():
         ok(f.get("jh_site_a", 0) < MiB, "in use: site a freed", f)
         check_site(prof, "inuse_space", "jh_site_b", h.truth["jh_site_b"],
                    "/allocs")
-        with tempfile.NamedTemporaryFile(suffix=".pb.gz") as fh:
-            fh.write(r.body)
-            fh.flush()
-            code, txt, err = go_pprof("-top", fh.name)
-            ok(code == 0 and "alloc_space" in txt and "jh_site_a" in txt,
-               "go tool pprof shows alloc_space by default for /allocs",
-               err[-400:] + txt[:800])
+        code, txt, err = go_on(r.body, "-top")
+        ok(code == 0 and "alloc_space" in txt and "jh_site_a" in txt,
+           "go tool pprof shows alloc_space by default for /allocs",
+           err[-400:] + txt[:800])
     finally:
         eq(h.close(), 0, "the host exits 0")
 
@@ -462,10 +461,7 @@ def test_glibc():
                "/heap is pullprof's own all the same")
             r = h.get("heap")
             eq(r.status, 200, "/heap: 200")
-            with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
-                f.write(r.body)
-                f.flush()
-                code, raw, err = go_pprof("-raw", f.name)
+            code, raw, err = go_on(r.body, "-raw")
             ok("sanitizer runtime" in raw, "... its comment naming the "
                "sanitizer's runtime", raw[:800] + err[-300:])
             ok(not re.search(r"heap: ", h.stderr_text()),
