@@ -29,12 +29,17 @@
  *            own work is, a bump, is left out: the pair is the API's cost
  *            over the loop's);
  *   release  the same, with pullprof_heap_release of the slot's 512 bytes
- *            in place of the free (a pool reset, found empty or not).
+ *            in place of the free (a pool reset, found empty or not);
+ *   new      C++'s operator delete + operator new (libstdc++ is loaded
+ *            with dlopen, the operators are the first definitions in the
+ *            process, found with dlsym: pullprof's when it is preloaded,
+ *            an allocator's when one is preloaded alone), for
+ *            bench/bench_new.py.
  * The API's functions are found with dlsym (the library comes in with
  * LD_PRELOAD); without it, functions here that do nothing stand in, called
  * the same way (through a pointer), as the baseline.
  *
- *   mallocwork THREADS PAIRS [HOLD [malloc|pool|release]]
+ *   mallocwork THREADS PAIRS [HOLD [malloc|pool|release|new]]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -51,7 +56,9 @@
 #define MAX_THREADS 64
 
 static long pairs;
-static enum { MALLOC, POOL, RELEASE } mode;
+static enum { MALLOC, POOL, RELEASE, NEW } mode;
+static void *(*cxx_new)(size_t);
+static void (*cxx_delete)(void *);
 
 #define SLOT_BYTES 512
 
@@ -117,12 +124,31 @@ run_pool(unsigned char **slot, unsigned char *arena, uint32_t *x)
 	return sum;
 }
 
+/* The new mode's loop: the same draws, operator delete and new. */
+static __attribute__((noinline)) unsigned run_new(unsigned char **slot,
+                                                  uint32_t *x)
+{
+	unsigned sum = 0;
+	for (long i = 0; i < pairs; i++) {
+		uint32_t r = next(x);
+		unsigned s = r & (SLOTS - 1);
+		size_t n = 16 + (r >> 12) % 496;
+		sum += slot[s][0];
+		cxx_delete(slot[s]);
+		slot[s] = cxx_new(n);
+		slot[s][0] = (unsigned char)r;
+	}
+	return sum;
+}
+
 /* The timed loop, on its own so that callgrind can count it alone
  * (--toggle-collect=run_pairs). */
 static __attribute__((noinline)) unsigned
 run_pairs(unsigned char **slot, uint32_t *x, unsigned char *arena)
 {
 	unsigned sum = 0;
+	if (mode == NEW)
+		return run_new(slot, x);
 	if (mode != MALLOC)
 		return run_pool(slot, arena, x);
 	for (long i = 0; i < pairs; i++) {
@@ -149,7 +175,7 @@ static void *worker(void *arg)
 
 	if (!slot)
 		abort();
-	if (mode != MALLOC) {
+	if (mode != MALLOC && mode != NEW) {
 		arena = malloc((size_t)SLOTS * SLOT_BYTES);
 		if (!arena)
 			abort();
@@ -160,7 +186,7 @@ static void *worker(void *arg)
 			slot[i] = arena + (size_t)i * SLOT_BYTES;
 			report_alloc(slot[i], n, "bench");
 		} else {
-			slot[i] = malloc(n);
+			slot[i] = mode == NEW ? cxx_new(n) : malloc(n);
 		}
 		if (!slot[i])
 			abort();
@@ -192,7 +218,15 @@ int main(int argc, char **argv)
 	int threads = atoi(argv[1]);
 	pairs = atol(argv[2]);
 	int hold = argc >= 4 && atoi(argv[3]);
-	if (argc == 5 && strcmp(argv[4], "malloc") != 0) {
+	if (argc == 5 && strcmp(argv[4], "new") == 0) {
+		mode = NEW;
+		if (!dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL))
+			return 2;
+		cxx_new = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+		cxx_delete = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdlPv");
+		if (!cxx_new || !cxx_delete)
+			return 2;
+	} else if (argc == 5 && strcmp(argv[4], "malloc") != 0) {
 		mode = strcmp(argv[4], "release") == 0 ? RELEASE : POOL;
 		void *a = dlsym(RTLD_DEFAULT, "pullprof_heap_alloc");
 		void *f = dlsym(RTLD_DEFAULT, "pullprof_heap_free");
@@ -236,7 +270,10 @@ int main(int argc, char **argv)
 	for (int i = 0; i < threads; i++) {
 		unsigned char **slot = slots[i];
 		for (int j = 0; j < SLOTS; j++)
-			free(slot[j]);
+			if (mode == NEW)
+				cxx_delete(slot[j]);
+			else
+				free(slot[j]);
 		free(slot);
 	}
 	return 0;

@@ -537,14 +537,16 @@ PULLPROF_API size_t malloc_usable_size(void *p)
  * allocates reaches the wrappers above. An allocator that defines operator
  * new itself (a shared jemalloc, tcmalloc or mimalloc) would take it all
  * past them, so pullprof defines the operators too. Behind the C++ runtime
- * they only forward. Behind an allocator they take the memory from malloc
- * (this file's, so sampled once, with the allocator's malloc behind), and
- * give it back with free: the same allocator either way. Calling the
- * allocator's own new instead and sampling it here counted some blocks
- * twice: jemalloc's new calls malloc itself on its slower paths. When
- * malloc has nothing, the allocator's new is asked: it runs the
- * new-handler and throws std::bad_alloc, which passes through these
- * frames (they have unwind tables and nothing to clean up).
+ * or an allocator they take the memory from malloc (this file's: sampled
+ * once, the runtime's or the allocator's malloc behind) and give it back
+ * with free: what the runtime's own operators do, one call shorter, and
+ * the same allocator either way. Calling an allocator's own new and
+ * sampling it here instead counted some blocks twice (jemalloc's new calls
+ * malloc itself on its slower paths). When malloc has nothing, the next
+ * operator new is asked: it runs the new-handler and throws
+ * std::bad_alloc, which passes through these frames (they have unwind
+ * tables and nothing to clean up). Behind anything else (a library's own
+ * operators, which may keep books of their own) they only forward.
  */
 enum {
 	NEW,
@@ -594,44 +596,71 @@ static const char *const cxx_names[CXX_OPS] = {
     "_ZdaPvSt11align_val_tRKSt9nothrow_t",
 };
 
-static struct {
-	void *next[CXX_OPS];
-	/* The next operators are an allocator's (it defines malloc too),
-	 * or there are none: malloc and free serve here. */
-	int own;
-} cxx;
-static atomic_int cxx_state; /* 0 not yet, 1 resolving, 2 done */
+static void *cxx_next[CXX_OPS];
+/* 0: not resolved yet; CXX_MALLOC: the next operators are the C++
+ * runtime's or an allocator's (it defines malloc too), or there are none:
+ * malloc and free serve here; CXX_FORWARD: another library's, called. One
+ * word, so that the common path reads one. */
+enum { CXX_MALLOC = 1, CXX_FORWARD = 2 };
+static atomic_int cxx_mode;
+static atomic_int cxx_resolving;
 
-static void cxx_resolve(void)
+static __attribute__((noinline)) int cxx_resolve(void)
 {
 	int expected = 0;
-	if (!atomic_compare_exchange_strong(&cxx_state, &expected, 1)) {
-		while (atomic_load(&cxx_state) != 2)
+	if (!atomic_compare_exchange_strong(&cxx_resolving, &expected, 1)) {
+		int m;
+		while (!(m = atomic_load(&cxx_mode)))
 			sched_yield();
-		return;
+		return m;
 	}
 	for (int i = 0; i < CXX_OPS; i++)
-		cxx.next[i] = dlsym(RTLD_NEXT, cxx_names[i]);
-	cxx.own = 1;
+		cxx_next[i] = dlsym(RTLD_NEXT, cxx_names[i]);
+	int own = 1;
 	Dl_info info;
-	if (cxx.next[NEW] && dladdr(cxx.next[NEW], &info) && info.dli_fname) {
+	if (cxx_next[NEW] && dladdr(cxx_next[NEW], &info) && info.dli_fname) {
+		const char *base = strrchr(info.dli_fname, '/');
+		base = base ? base + 1 : info.dli_fname;
 		void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
 		void *m = h ? dlsym(h, "malloc") : NULL;
 		Dl_info mi;
-		cxx.own = m && dladdr(m, &mi) && mi.dli_fbase == info.dli_fbase;
+		own = strncmp(base, "libstdc++.so", 12) == 0 ||
+		      strncmp(base, "libc++.so", 9) == 0 ||
+		      (m && dladdr(m, &mi) && mi.dli_fbase == info.dli_fbase);
 		if (h)
 			dlclose(h);
 	}
-	atomic_store(&cxx_state, 2);
+	int mode = own ? CXX_MALLOC : CXX_FORWARD;
+	atomic_store(&cxx_mode, mode);
+	return mode;
 }
 
-static inline void *cxx_op(int i)
+static inline int cxx_mode_now(void)
 {
-	if (UNLIKELY(atomic_load_explicit(&cxx_state, memory_order_acquire) !=
-	             2))
-		cxx_resolve();
-	return cxx.next[i];
+	int m = atomic_load_explicit(&cxx_mode, memory_order_acquire);
+	return LIKELY(m != 0) ? m : cxx_resolve();
 }
+
+extern int pp_heap_self_posix_memalign(void **out, size_t a, size_t n)
+    __attribute__((alias("posix_memalign"), visibility("hidden"),
+                   copy(posix_memalign)));
+
+/* A macro, not a function (not even an inlined one, which the debug
+ * information would still name in the stack): the sample's stack starts at
+ * the operator. p: a void * variable for the result. */
+#define CXX_ALIGNED(p, n, al)                                                  \
+	(pp_heap_self_posix_memalign(                                          \
+	     &(p), (al) < sizeof(void *) ? sizeof(void *) : (al),              \
+	     (n) ? (n) : 1)                                                    \
+	     ? NULL                                                            \
+	     : (p))
+
+/* This file's malloc and free, called without the PLT (their
+ * attributes copied, as an alias must promise what its target does). */
+extern void *pp_heap_self_malloc(size_t n)
+    __attribute__((alias("malloc"), visibility("hidden"), copy(malloc)));
+extern void pp_heap_self_free(void *p)
+    __attribute__((alias("free"), visibility("hidden"), copy(free)));
 
 /* malloc had nothing: the next operator decides (new-handler, throw), or
  * with none at all, abort as an unhandled std::bad_alloc would. */
@@ -642,63 +671,58 @@ static void *cxx_none(void *op, size_t n)
 	return ((void *(*)(size_t))op)(n);
 }
 
-static void *cxx_aligned(size_t n, size_t al)
-{
-	void *p = NULL;
-	return posix_memalign(&p, al < sizeof(void *) ? sizeof(void *) : al,
-	                      n ? n : 1)
-	           ? NULL
-	           : p;
-}
-
 #define CXX_NEW(name, op)                                                      \
 	PULLPROF_API void *name(size_t n);                                     \
 	PULLPROF_API void *name(size_t n)                                      \
 	{                                                                      \
-		void *f = cxx_op(op);                                          \
-		if (!cxx.own)                                                  \
-			return ((void *(*)(size_t))f)(n);                      \
-		void *p = malloc(n ? n : 1);                                   \
-		return LIKELY(p != NULL) ? p : cxx_none(f, n);                 \
+		if (LIKELY(cxx_mode_now() == CXX_MALLOC)) {                    \
+			void *p = pp_heap_self_malloc(n);                      \
+			return LIKELY(p != NULL) ? p                           \
+			                         : cxx_none(cxx_next[op], n);  \
+		}                                                              \
+		return ((void *(*)(size_t))cxx_next[op])(n);                   \
 	}
 #define CXX_NEW_NOTHROW(name, op)                                              \
 	PULLPROF_API void *name(size_t n, const void *nt);                     \
 	PULLPROF_API void *name(size_t n, const void *nt)                      \
 	{                                                                      \
-		void *f = cxx_op(op);                                          \
-		if (!cxx.own)                                                  \
-			return ((void *(*)(size_t, const void *))f)(n, nt);    \
-		void *p = malloc(n ? n : 1);                                   \
-		if (LIKELY(p != NULL) || !f)                                   \
-			return p;                                              \
-		return ((void *(*)(size_t, const void *))f)(n, nt);            \
+		typedef void *(*fn)(size_t, const void *);                     \
+		void *f;                                                       \
+		if (LIKELY(cxx_mode_now() == CXX_MALLOC)) {                    \
+			void *p = pp_heap_self_malloc(n);                      \
+			if (LIKELY(p != NULL) || !(f = cxx_next[op]))          \
+				return p;                                      \
+			return ((fn)f)(n, nt);                                 \
+		}                                                              \
+		return ((fn)cxx_next[op])(n, nt);                              \
 	}
 #define CXX_NEW_ALIGNED(name, op)                                              \
 	PULLPROF_API void *name(size_t n, size_t al);                          \
 	PULLPROF_API void *name(size_t n, size_t al)                           \
 	{                                                                      \
-		void *f = cxx_op(op);                                          \
-		if (!cxx.own)                                                  \
-			return ((void *(*)(size_t, size_t))f)(n, al);          \
-		void *p = cxx_aligned(n, al);                                  \
-		if (LIKELY(p != NULL))                                         \
-			return p;                                              \
-		if (!f)                                                        \
-			abort();                                               \
-		return ((void *(*)(size_t, size_t))f)(n, al);                  \
+		typedef void *(*fn)(size_t, size_t);                           \
+		if (LIKELY(cxx_mode_now() == CXX_MALLOC)) {                    \
+			void *p = NULL;                                        \
+			p = CXX_ALIGNED(p, n, al);                             \
+			if (LIKELY(p != NULL))                                 \
+				return p;                                      \
+			if (!cxx_next[op])                                     \
+				abort();                                       \
+		}                                                              \
+		return ((fn)cxx_next[op])(n, al);                              \
 	}
 #define CXX_NEW_ALIGNED_NOTHROW(name, op)                                      \
 	PULLPROF_API void *name(size_t n, size_t al, const void *nt);          \
 	PULLPROF_API void *name(size_t n, size_t al, const void *nt)           \
 	{                                                                      \
-		void *f = cxx_op(op);                                          \
 		typedef void *(*fn)(size_t, size_t, const void *);             \
-		if (!cxx.own)                                                  \
-			return ((fn)f)(n, al, nt);                             \
-		void *p = cxx_aligned(n, al);                                  \
-		if (LIKELY(p != NULL) || !f)                                   \
-			return p;                                              \
-		return ((fn)f)(n, al, nt);                                     \
+		if (LIKELY(cxx_mode_now() == CXX_MALLOC)) {                    \
+			void *p = NULL;                                        \
+			p = CXX_ALIGNED(p, n, al);                             \
+			if (LIKELY(p != NULL) || !cxx_next[op])                \
+				return p;                                      \
+		}                                                              \
+		return ((fn)cxx_next[op])(n, al, nt);                          \
 	}
 
 CXX_NEW(_Znwm, NEW)
@@ -711,20 +735,18 @@ CXX_NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t, NEW_ALIGNED_NOTHROW)
 CXX_NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t,
                         NEW_ARRAY_ALIGNED_NOTHROW)
 
-/* Behind the C++ runtime, its delete (which calls free, this file's);
- * behind an allocator, free: the memory came from malloc. The extra
- * arguments (size, alignment, nothrow tag) go to the runtime's operator
- * as they came. */
+/* Behind the C++ runtime or an allocator, free: the memory came from
+ * malloc. Behind another library's operators, theirs, with the extra
+ * arguments (size, alignment, nothrow tag) as they came. */
 #define CXX_DELETE(name, op, params, args)                                     \
 	PULLPROF_API void name params;                                         \
 	PULLPROF_API void name params                                          \
 	{                                                                      \
-		void *f = cxx_op(op);                                          \
-		if (cxx.own || !f) {                                           \
-			free(p);                                               \
+		if (LIKELY(cxx_mode_now() == CXX_MALLOC) || !cxx_next[op]) {   \
+			pp_heap_self_free(p);                                  \
 			return;                                                \
 		}                                                              \
-		((void(*) params)f) args;                                      \
+		((void(*) params)cxx_next[op]) args;                           \
 	}
 
 CXX_DELETE(_ZdlPv, DELETE, (void *p), (p))
