@@ -556,12 +556,15 @@ class Profile:
         return out
 
 
-def by_function(prof, type_name):
+def by_function(prof, type_name, want=None):
     """Cumulative value of each function for one sample type (a function
-    counted once per sample however often it appears in the stack)."""
+    counted once per sample however often it appears in the stack); want:
+    only the samples it passes."""
     idx = [t for t, _ in prof.sample_types()].index(type_name)
     out = {}
     for s in prof.samples:
+        if want and not want(s):
+            continue
         for n in {f[0] for loc in prof.stack(s) for f in loc}:
             out[n] = out.get(n, 0) + s["value"][idx]
     return out

@@ -19,8 +19,8 @@ import os
 import re
 
 import pptest
-from pptest import (BUILD, Host, Profile, curl, eq, go_pprof, ok, run, skip,
-                    sanitized)
+from pptest import (BUILD, Host, Profile, by_function, check_near, curl, eq,
+                    go_pprof, ok, run, sanitized, skip)
 
 POOL = os.path.join(BUILD, "examples", "pool")
 RATE = 4096
@@ -29,28 +29,10 @@ POOL_OF = {"parse_request": "request", "build_reply": "request",
            "save_session": "sessions"}
 
 
-def by_function(prof, type_name, want=None):
-    """Each function's value for one sample type (counted once per sample
-    however often it is in the stack); want: only samples that pass it."""
-    idx = [t for t, _ in prof.sample_types()].index(type_name)
-    out = {}
-    for s in prof.samples:
-        if want and not want(s):
-            continue
-        names = {f[0] for loc in prof.stack(s) for f in loc}
-        for n in names:
-            out[n] = out.get(n, 0) + s["value"][idx]
-    return out
-
 
 def names_of(prof, s):
     return {f[0] for loc in prof.stack(s) for f in loc}
 
-
-def near(got, want, pct, name):
-    ok(want and abs(got - want) <= want * pct / 100, name,
-       f"got {got} want {want} "
-       f"({(got - want) * 100 / want if want else 0:+.1f}%)")
 
 
 class PoolHost(Host):
@@ -103,10 +85,10 @@ def test_pool_profile():
     alloc = by_function(p, "alloc_space", pooled)
     for fn in SITES:
         a, i = truth[fn]
-        near(alloc.get(fn, 0), a, 10, f"{fn}: alloc_space within 10% of "
+        check_near(alloc.get(fn, 0), a, 10, f"{fn}: alloc_space within 10% of "
              f"the host's {a}")
         if i:
-            near(inuse.get(fn, 0), i, 10, f"{fn}: inuse_space within 10% "
+            check_near(inuse.get(fn, 0), i, 10, f"{fn}: inuse_space within 10% "
                  f"of the host's {i}")
         else:
             ok(inuse.get(fn, 0) <= a * 0.005, f"{fn}: no inuse_space (its "
@@ -155,7 +137,7 @@ def test_pool_profile():
     eq(pa.s(pa.field(pa.raw, "default_sample_type")), "alloc_space",
        "/allocs: default sample type alloc_space")
     alloc = by_function(pa, "alloc_space", lambda s: pa.labels(s).get("pool"))
-    near(alloc.get("save_session", 0), truth["save_session"][0], 10,
+    check_near(alloc.get("save_session", 0), truth["save_session"][0], 10,
          "/allocs: save_session's alloc_space within 10%")
 
     # The real client.
@@ -182,7 +164,7 @@ def test_pool_profile():
     alloc = by_function(p, "alloc_space", pooled)
     ok(inuse.get("save_session", 0) == 0, "after the release: no "
        "inuse_space at save_session", inuse.get("save_session"))
-    near(alloc.get("save_session", 0), truth["save_session"][0], 10,
+    check_near(alloc.get("save_session", 0), truth["save_session"][0], 10,
          "after the release: save_session's alloc_space unchanged")
 
     # Bad calls: the host lives on, the tables keep nothing of them.
@@ -312,7 +294,7 @@ def test_static_allocator():
             alloc = by_function(p, "alloc_space",
                                 lambda s: p.labels(s).get("pool"))
             for fn in SITES:
-                near(alloc.get(fn, 0), truth[fn], 10,
+                check_near(alloc.get(fn, 0), truth[fn], 10,
                      f"static jemalloc: {fn} alloc_space within 10%")
             code, raw, err = pptest.go_pprof("-raw", url + "heap")
             ok("holds the blocks the host reports with pullprof_heap_alloc"
