@@ -18,7 +18,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "heap/elfsym.h"
+#include "symbols/elfsym.h"
 #include "util/buf.h"
 #include "util/env.h"
 #include "util/fds.h"

@@ -1,19 +1,18 @@
 /*
- * Functions by name in the ELF symbol tables of the loaded objects
- * (byname.h): each object's file is opened with libelf, its .symtab (or,
- * stripped, its .dynsym) searched, the load bias of the object added.
+ * Functions by name in the symbol tables of the loaded objects
+ * (byname.h): each object's file searched with elfsym.c, the executable
+ * first, then the libraries in load order; the object's load bias added.
  * Context: agent.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "symbols/byname.h"
-#include "util/fds.h"
+#include "symbols/elfsym.h"
 
 struct object {
 	char path[256];
@@ -53,80 +52,36 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* Search one section's symbols for names[0..best-1]; the index of the
- * best name found, or best when none. */
-static size_t search(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
-                     const char *const *names, size_t best, GElf_Sym *found)
-{
-	Elf_Data *data = elf_getdata(scn, NULL);
-	if (!data || !sh->sh_entsize)
-		return best;
-	size_t n = sh->sh_size / sh->sh_entsize;
-	for (size_t i = 1; i < n && best > 0; i++) {
-		GElf_Sym sym;
-		if (!gelf_getsym(data, (int)i, &sym) ||
-		    GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-		    sym.st_shndx == SHN_UNDEF || !sym.st_value)
-			continue;
-		const char *s = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!s)
-			continue;
-		for (size_t k = 0; k < best; k++)
-			if (strcmp(s, names[k]) == 0) {
-				best = k;
-				*found = sym;
-				break;
-			}
-	}
-	return best;
-}
-
+/* 0 (out filled with the first of names the object defines), -ENOENT,
+ * or the file's error. */
 static int search_object(const struct object *ob, const char *const *names,
                          size_t nnames, struct pp_byname *out)
 {
-	int fd = pp_fds_open(ob->path, O_RDONLY);
-	if (fd < 0)
-		return -errno;
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	int rc = -ENOENT;
-	if (!elf)
-		goto out;
-	size_t best = nnames, dbest = nnames;
-	GElf_Sym sym, dsym;
-	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh))
+	struct pp_elfsym syms[8];
+	unsigned flags = 0;
+	if (nnames > sizeof syms / sizeof syms[0])
+		return -EINVAL;
+	for (size_t i = 0; i < nnames; i++)
+		syms[i] = (struct pp_elfsym){.name = names[i]};
+	int rc = pp_elfsym_lookup(ob->path, syms, nnames, &flags);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < nnames; i++) {
+		if (!syms[i].found || !syms[i].value)
 			continue;
-		if (sh.sh_type == SHT_SYMTAB)
-			best = search(elf, scn, &sh, names, best, &sym);
-		else if (sh.sh_type == SHT_DYNSYM)
-			dbest = search(elf, scn, &sh, names, dbest, &dsym);
-	}
-	if (dbest <= best) {
-		best = dbest;
-		sym = dsym;
-	}
-	if (best < nnames) {
-		GElf_Ehdr eh;
-		int pie = gelf_getehdr(elf, &eh) && eh.e_type == ET_DYN;
-		out->addr =
-		    (void *)((pie ? ob->bias : 0) + (uintptr_t)sym.st_value);
-		out->name = names[best];
+		out->addr = (void *)((flags & PP_ELFSYM_PIE ? ob->bias : 0) +
+		                     (uintptr_t)syms[i].value);
+		out->name = names[i];
 		out->in_main = ob->main;
-		out->exported = dbest == best;
 		if (ob->main) {
 			ssize_t n = readlink("/proc/self/exe", out->path,
 			                     sizeof out->path - 1);
 			out->path[n > 0 ? n : 0] = 0;
 		} else
 			snprintf(out->path, sizeof out->path, "%s", ob->path);
-		rc = 0;
+		return 0;
 	}
-	elf_end(elf);
-out:
-	pp_fds_close(fd);
-	return rc;
+	return -ENOENT;
 }
 
 int pp_byname_find(const char *const *names, int only_main,

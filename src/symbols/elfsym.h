@@ -8,8 +8,8 @@
  * descriptor counted (util/fds.h) and closed before the lookup returns.
  * Context: agent.
  */
-#ifndef PP_HEAP_ELFSYM_H
-#define PP_HEAP_ELFSYM_H
+#ifndef PP_SYMBOLS_ELFSYM_H
+#define PP_SYMBOLS_ELFSYM_H
 
 #include <stddef.h>
 #include <stdint.h>

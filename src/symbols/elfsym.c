@@ -2,7 +2,7 @@
  * Symbols by name from an ELF file's .symtab and .dynsym (see elfsym.h).
  * Context: agent.
  */
-#include "heap/elfsym.h"
+#include "symbols/elfsym.h"
 
 #include <errno.h>
 #include <fcntl.h>
