@@ -10,6 +10,16 @@ from pptest import (DEMO, NO_HEAP_WHY, Proc, Profile, curl, eq, ok, run,
 def test_demo():
     p = Proc([DEMO, "--threads", "2"], env={"PULLPROF_LISTEN": "127.0.0.1:0"},
              stdin=False)
+    try:
+        demo_checks(p)
+    finally:
+        # A failed check must not leave the demo burning two cores
+        # (seen: one left for 50 minutes under a later CI run).
+        if p.p.poll() is None:
+            p.stop(signal.SIGKILL)
+
+
+def demo_checks(p):
     m = p.wait_line(p.out_lines, r"serving on port (\d+)", timeout=10)
     ok(m, "demo prints where it serves", p.out_lines)
     port = int(m.group(1))

@@ -44,7 +44,7 @@
 #include <gperftools/heap-profiler.h>
 #endif
 
-#include "heap/elfsym.h"
+#include "symbols/elfsym.h"
 #include "heap/tcmalloc.h"
 
 extern char **environ;
