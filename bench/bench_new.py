@@ -22,6 +22,8 @@ front of it). Then instructions per pair under callgrind (the timed loop
 only), which no other load on the machine moves.
 
 Usage: bench/bench_new.py [--runs N] [--pairs N] [--callgrind-pairs N]
+(--runs 0: the instruction counts only; --callgrind-pairs 0: the times
+only)
 """
 import argparse
 import os
@@ -90,6 +92,13 @@ def main():
     if not os.path.exists(WORK):
         subprocess.run(["make", "-C", TOP, "bench/mallocwork"], check=True)
     cs = configs()
+    if a.runs:
+        timed(cs, a)
+    if a.callgrind_pairs:
+        counted(cs, a)
+
+
+def timed(cs, a):
     got = {name: [] for name, _, _ in cs}
     for r in range(a.runs):
         rot = cs[r % len(cs):] + cs[:r % len(cs)]
@@ -106,19 +115,18 @@ def main():
         over = f"{med[name] - med[base]:+.2f}" if base else ""
         print(f"| {name:34} | {med[name]:8.2f} | "
               f"{min(v):6.2f}-{max(v):6.2f} | {over:>9} |")
-    if a.callgrind_pairs:
-        print(f"\ninstructions per pair (callgrind, {a.callgrind_pairs} "
-              "pairs, the timed loop only)")
-        print(f"| {'configuration':34} | {'Ir/pair':>8} | {'over':>7} |")
-        print(f"|{'-' * 36}|{'-' * 9}:|{'-' * 8}:|")
-        ir = {}
-        for name, env, base in cs:
-            if "rate 524288" in name and "+" in name:
-                continue  # sampling's share is the rate 0 row's question
-            ir[name] = callgrind(env, a.callgrind_pairs)
-            over = f"{ir[name] - ir[base]:+.1f}" if base in ir else ""
-            print(f"| {name:34} | {ir[name]:8.1f} | {over:>7} |")
 
+
+def counted(cs, a):
+    print(f"\ninstructions per pair (callgrind, {a.callgrind_pairs} "
+          "pairs, the timed loop only)")
+    print(f"| {'configuration':34} | {'Ir/pair':>8} | {'over':>7} |")
+    print(f"|{'-' * 36}|{'-' * 9}:|{'-' * 8}:|")
+    ir = {}
+    for name, env, base in cs:
+        ir[name] = callgrind(env, a.callgrind_pairs)
+        over = f"{ir[name] - ir[base]:+.1f}" if base in ir else ""
+        print(f"| {name:34} | {ir[name]:8.1f} | {over:>7} |")
 
 if __name__ == "__main__":
     main()
