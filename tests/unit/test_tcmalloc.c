@@ -44,8 +44,8 @@
 #include <gperftools/heap-profiler.h>
 #endif
 
-#include "symbols/elfsym.h"
 #include "heap/tcmalloc.h"
+#include "symbols/elfsym.h"
 
 extern char **environ;
 const char *tc_version(int *major, int *minor, const char **patch);
