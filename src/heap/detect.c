@@ -245,6 +245,13 @@ void pp_heap_allocator(struct pp_heap_allocator *out)
 	pthread_mutex_unlock(&mu);
 }
 
+void pp_heap_allocator_forget_in_child(void)
+{
+	/* A parent thread may have held it (/status) across fork; what it
+	 * guards is read-only once found. */
+	pthread_mutex_init(&mu, NULL);
+}
+
 void pp_heap_allocator_exclude_thread(void)
 {
 	pp_mallctl_fn f = atomic_load(&exclude_with);

@@ -69,6 +69,9 @@ int pp_heap_interposed_unseen(const struct pp_heap_allocator *a,
                               uint64_t sampled, uint64_t rate, char *why,
                               size_t whylen);
 
+/* In a forked child (async-signal-safe): the lock starts anew. */
+void pp_heap_allocator_forget_in_child(void);
+
 /* The calling agent thread's allocations are left out of the allocator's
  * own profile too (jemalloc's thread.prof.active), once the allocator was
  * found; a no-op before, and for other allocators. */

@@ -335,6 +335,7 @@ static void metrics(struct pp_buf *b)
 static void forget_in_child(void)
 {
 	pp_heap_forget_in_child();
+	pp_heap_allocator_forget_in_child();
 	if (!pp_fork_child_follows())
 		pp_heap_sampling_set(0, 0);
 }
