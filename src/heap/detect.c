@@ -22,7 +22,7 @@
 #include "error.h"
 #include "heap/detect.h"
 #include "heap/hot.h"
-#include "symbols/byname.h"
+#include "symbols/elfsym.h"
 #include "util/proc.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -55,16 +55,37 @@ static void path_of(const struct link_map *lm, char *out, size_t len)
 		snprintf(out, len, "%s", lm && lm->l_name ? lm->l_name : "");
 }
 
+/* What find() asks of the executable, looked up in its symbol table in
+ * one read (find runs once, under mu). */
+static struct pp_elfsym exe_syms[] = {
+    {.name = "malloc"},        {.name = "tc_malloc"},   {.name = "mi_malloc"},
+    {.name = "__asan_init"},   {.name = "__tsan_init"}, {.name = "__msan_init"},
+    {.name = "__libc_malloc"},
+};
+static int exe_read;
+
+static int exe_defines(const char *name)
+{
+	const size_t n = sizeof exe_syms / sizeof exe_syms[0];
+	if (!exe_read) {
+		exe_read = 1;
+		if (pp_elfsym_lookup("/proc/self/exe", exe_syms, n, NULL) < 0)
+			for (size_t i = 0; i < n; i++)
+				exe_syms[i].found = 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(exe_syms[i].name, name))
+			return exe_syms[i].found;
+	return 0;
+}
+
 /* Does the object lm itself define the function name? */
 static int defines(struct link_map *lm, const char *name)
 {
 	if (!lm)
 		return 0;
-	if (is_main(lm)) {
-		const char *names[] = {name, NULL};
-		struct pp_byname b;
-		return pp_byname_find(names, 1, &b) == 0;
-	}
+	if (is_main(lm))
+		return exe_defines(name);
 	void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
@@ -73,30 +94,19 @@ static int defines(struct link_map *lm, const char *name)
 	return f && map_of(f) == lm;
 }
 
-/* The first object after ours in the search order that defines malloc:
- * the allocator the wrappers forward to. */
-static struct link_map *next_malloc(struct link_map *ours)
+/* The first object from lm on, in the search order, that defines malloc
+ * (the vDSO and other nameless maps but the executable's left out). From
+ * the start, the one the host's calls reach; not dlsym's answer: in an
+ * executable built without -pie that takes malloc's address, dlsym answers
+ * the executable's PLT entry (the canonical address), which only jumps to
+ * that first definition. From after ours, the allocator the wrappers
+ * forward to. */
+static struct link_map *first_malloc(struct link_map *lm)
 {
-	for (struct link_map *lm = ours ? ours->l_next : NULL; lm;
-	     lm = lm->l_next)
-		if (lm->l_name && lm->l_name[0] && defines(lm, "malloc"))
+	for (; lm; lm = lm->l_next)
+		if ((is_main(lm) || lm->l_name[0]) && defines(lm, "malloc"))
 			return lm;
 	return NULL;
-}
-
-/* The object whose malloc the host's calls reach: the first in the search
- * order that defines it. Not dlsym's answer: in an executable built
- * without -pie that takes malloc's address, dlsym answers the executable's
- * PLT entry (the canonical address), which only jumps to that first
- * definition. */
-static struct link_map *first_malloc(void)
-{
-	for (struct link_map *lm = _r_debug.r_map; lm; lm = lm->l_next)
-		if (is_main(lm)
-		        ? defines(lm, "malloc")
-		        : lm->l_name && lm->l_name[0] && defines(lm, "malloc"))
-			return lm;
-	return map_of(dlsym(RTLD_DEFAULT, "malloc"));
 }
 
 static void name_allocator(struct pp_heap_allocator *a, struct link_map *lm)
@@ -108,20 +118,17 @@ static void name_allocator(struct pp_heap_allocator *a, struct link_map *lm)
 	    strcmp(a->je.path, a->path) == 0) {
 		a->name = "jemalloc";
 		snprintf(a->version, sizeof a->version, "%s", a->je.version);
-	} else if (a->tc.linkage != PP_TCMALLOC_NONE &&
-	           (is_main(lm) ? a->tc.linkage == PP_TCMALLOC_STATIC
-	                        : defines(lm, "tc_malloc"))) {
+	} else if (defines(lm, "tc_malloc") ||
+	           (is_main(lm) && a->tc.linkage == PP_TCMALLOC_STATIC)) {
+		/* (a stripped executable: tcmalloc.c knows it by its
+		 * strings) */
 		a->name = "tcmalloc";
 		snprintf(a->version, sizeof a->version, "%s", a->tc.version);
-	} else if (defines(lm, "tc_malloc"))
-		a->name = "tcmalloc";
-	else if (defines(lm, "mi_malloc"))
+	} else if (defines(lm, "mi_malloc"))
 		a->name = "mimalloc";
 	else if (defines(lm, "__asan_init") || defines(lm, "__tsan_init") ||
 	         defines(lm, "__msan_init"))
 		a->name = "sanitizer";
-	else if (strstr(a->path, "/vgpreload_"))
-		a->name = "valgrind"; /* memcheck's replacement malloc */
 	else if (strstr(a->path, "/libc.so") || defines(lm, "__libc_malloc")) {
 		a->name = "glibc";
 		snprintf(a->version, sizeof a->version, "%s",
@@ -135,7 +142,9 @@ static void find(struct pp_heap_allocator *a)
 	pp_jemalloc_find(&a->je);
 	pp_tcmalloc_find(&a->tc);
 	struct link_map *ours = map_of((const void *)pp_heap_filter);
-	struct link_map *m = first_malloc();
+	struct link_map *m = first_malloc(_r_debug.r_map);
+	if (!m)
+		m = map_of(dlsym(RTLD_DEFAULT, "malloc"));
 	char ours_path[256];
 	path_of(ours, ours_path, sizeof ours_path);
 
@@ -159,7 +168,7 @@ static void find(struct pp_heap_allocator *a)
 			return;
 		}
 	if (a->interposed) {
-		struct link_map *next = next_malloc(ours);
+		struct link_map *next = first_malloc(ours->l_next);
 		name_allocator(a, next);
 		snprintf(a->reason, sizeof a->reason,
 		         "the host's malloc resolves to pullprof's wrappers "

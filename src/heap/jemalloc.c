@@ -90,13 +90,14 @@ int pp_jemalloc_find(struct pp_jemalloc *out)
 	}
 	struct pp_byname b;
 	if (!out->mallctl) {
-		/* Linked in and not exported: the symbol tables. */
-		if (pp_byname_find(names, 0, &b))
+		/* Linked into the executable and not exported: its symbol
+		 * table (a shared jemalloc exports it). */
+		if (pp_byname_exe(names, &b))
 			return -ENOENT;
 		out->mallctl = (pp_mallctl_fn)b.addr;
 		out->symbol = b.name;
 		snprintf(out->path, sizeof out->path, "%s", b.path);
-		out->in_main = b.in_main;
+		out->in_main = 1;
 	} else if (out->in_main) {
 		ssize_t n =
 		    readlink("/proc/self/exe", out->path, sizeof out->path - 1);
