@@ -140,29 +140,30 @@ static struct pp_foreign_row *new_row(struct pp_foreign_dump *d, size_t *cap)
 	return r;
 }
 
-/* The PCs "0xA 0xB ..." from s to end, appended to d->pcs; the number of
- * them, or -1. */
-static long stack(struct pp_foreign_dump *d, size_t *cap, const char *s,
-                  const char *end)
+/* The PCs "0xA 0xB ..." from s to end, appended to d->pcs as row's
+ * stack: 0, -EINVAL (not PCs, or too many) or -ENOMEM. */
+static int stack(struct pp_foreign_dump *d, struct pp_foreign_row *row,
+                 size_t *cap, const char *s, const char *end)
 {
-	long depth = 0;
+	row->first = (uint32_t)d->npcs;
+	row->depth = 0;
 	for (;;) {
 		s = skip_spaces(s, end);
 		if (s >= end)
-			return depth;
+			return 0;
 		uint64_t pc;
-		if (number(&s, end, 16, &pc) || depth >= MAX_DEPTH)
-			return -1;
+		if (number(&s, end, 16, &pc) || row->depth >= MAX_DEPTH)
+			return -EINVAL;
 		if (d->npcs == *cap) {
 			size_t c = *cap ? *cap * 2 : 4096;
 			uintptr_t *v = realloc(d->pcs, c * sizeof *v);
 			if (!v)
-				return -2;
+				return -ENOMEM;
 			d->pcs = v;
 			*cap = c;
 		}
 		d->pcs[d->npcs++] = (uintptr_t)pc;
-		depth++;
+		row->depth++;
 	}
 }
 
@@ -180,6 +181,14 @@ static int no_memory(struct pp_foreign_dump *d, char *err, size_t errlen)
 	snprintf(err, errlen, "out of memory");
 	pp_foreign_dump_free(d);
 	return -ENOMEM;
+}
+
+/* A failed stack(): its error, said. */
+static int failed(int rc, struct pp_foreign_dump *d, const struct cursor *c,
+                  const char *what, char *err, size_t errlen)
+{
+	return rc == -ENOMEM ? no_memory(d, err, errlen)
+	                     : bad(d, c, what, err, errlen);
 }
 
 int pp_foreign_parse_jemalloc(const char *text, size_t len,
@@ -206,13 +215,10 @@ int pp_foreign_parse_jemalloc(const char *text, size_t len,
 		if (starts(s, n, "@")) {
 			if (!(row = new_row(d, &rcap)))
 				return no_memory(d, err, errlen);
-			row->first = (uint32_t)d->npcs;
-			long depth = stack(d, &pcap, s + 1, end);
-			if (depth == -2)
-				return no_memory(d, err, errlen);
-			if (depth < 0)
-				return bad(d, &c, "jemalloc", err, errlen);
-			row->depth = (uint32_t)depth;
+			int rc = stack(d, row, &pcap, s + 1, end);
+			if (rc)
+				return failed(rc, d, &c, "jemalloc", err,
+				              errlen);
 			continue;
 		}
 		const char *p = skip_spaces(s, end);
@@ -277,15 +283,12 @@ int pp_foreign_parse_gperftools(const char *text, size_t len,
 		struct pp_foreign_row *row = new_row(d, &rcap);
 		if (!row)
 			return no_memory(d, err, errlen);
-		if (counts(&p, end, row) || expect(&p, end, '@'))
-			return bad(d, &c, "gperftools heap", err, errlen);
-		row->first = (uint32_t)d->npcs;
-		long depth = stack(d, &pcap, p, end);
-		if (depth == -2)
-			return no_memory(d, err, errlen);
-		if (depth < 0)
-			return bad(d, &c, "gperftools heap", err, errlen);
-		row->depth = (uint32_t)depth;
+		int rc = counts(&p, end, row) || expect(&p, end, '@')
+		             ? -EINVAL
+		             : stack(d, row, &pcap, p, end);
+		if (rc)
+			return failed(rc, d, &c, "gperftools heap", err,
+			              errlen);
 	}
 	return 0;
 }
