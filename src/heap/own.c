@@ -20,23 +20,30 @@
 #include "heap/tcmalloc.h"
 #include "util/clock.h"
 
+static int text_of(const struct pp_heap_query *q,
+                   const struct pp_heap_allocator *a, char **text,
+                   size_t *len, char *err, size_t errlen)
+{
+	if (q->source == PP_HEAP_SOURCE_JEMALLOC) {
+		if (!a->je.mallctl) {
+			snprintf(err, errlen, "no jemalloc in this process");
+			return -ENOTSUP;
+		}
+		return pp_jemalloc_dump(&a->je, text, len, err, errlen);
+	}
+	/* tcmalloc: /allocs needs cumulative counts, which only its heap
+	 * profiler keeps; its sample has the objects in use. */
+	if (q->view == PP_HEAP_ALLOCS || !a->tc.sample_period)
+		return pp_tcmalloc_heap_profile(text, len, err, errlen);
+	return pp_tcmalloc_heap_sample(text, len, err, errlen);
+}
+
 int pp_heap_own_text(const struct pp_heap_query *q, char **text, size_t *len,
                      char *err, size_t errlen)
 {
 	struct pp_heap_allocator a;
 	pp_heap_allocator(&a);
-	if (q->source == PP_HEAP_SOURCE_JEMALLOC) {
-		if (!a.je.mallctl) {
-			snprintf(err, errlen, "no jemalloc in this process");
-			return -ENOTSUP;
-		}
-		return pp_jemalloc_dump(&a.je, text, len, err, errlen);
-	}
-	/* tcmalloc: /allocs needs cumulative counts, which only its heap
-	 * profiler keeps; its sample has the objects in use. */
-	if (q->view == PP_HEAP_ALLOCS || !a.tc.sample_period)
-		return pp_tcmalloc_heap_profile(text, len, err, errlen);
-	return pp_tcmalloc_heap_sample(text, len, err, errlen);
+	return text_of(q, &a, text, len, err, errlen);
 }
 
 static int parse(const struct pp_heap_query *q,
@@ -134,7 +141,7 @@ int pp_heap_own_model(struct pp_job *job, const struct pp_heap_query *q,
 	struct pp_profile *end, *begin;
 
 	pp_heap_allocator(&a);
-	int rc = pp_heap_own_text(q, &text, &len, err, sizeof err);
+	int rc = text_of(q, &a, &text, &len, err, sizeof err);
 	if (rc)
 		return rc;
 	rc = model(q, &a, text, len, max_bytes, buf, sizeof buf, &end);
