@@ -21,8 +21,8 @@
 #include "util/clock.h"
 
 static int text_of(const struct pp_heap_query *q,
-                   const struct pp_heap_allocator *a, char **text,
-                   size_t *len, char *err, size_t errlen)
+                   const struct pp_heap_allocator *a, char **text, size_t *len,
+                   char *err, size_t errlen)
 {
 	if (q->source == PP_HEAP_SOURCE_JEMALLOC) {
 		if (!a->je.mallctl) {
