@@ -87,6 +87,12 @@ static void http_metrics(struct pp_buf *b, struct pp_server *srv)
 	    "HTTP connections waiting for a request that were closed to "
 	    "make room for a new one at a connection limit.",
 	    atomic_load(&st->connections_evicted));
+	pp_prom_counter(
+	    b, "pullprof_http_connections_lost_total",
+	    "HTTP connections the host closed under the agent the moment "
+	    "they were accepted, before their descriptor moved above the "
+	    "host's numbers.",
+	    atomic_load(&st->connections_lost));
 	pp_prom_gauge(
 	    b, "pullprof_http_connections_waiting",
 	    "HTTP connections whose request waits now (a profile window, "

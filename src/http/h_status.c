@@ -166,6 +166,9 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	                       json_object_new_int64((int64_t)atomic_load(
 	                           &st->connections_evicted)));
 	json_object_object_add(
+	    conn, "lost",
+	    json_object_new_int64((int64_t)atomic_load(&st->connections_lost)));
+	json_object_object_add(
 	    conn, "waiting",
 	    json_object_new_int64((int64_t)pp_server_waiting_count(r->srv)));
 	json_object_object_add(conn, "reserved",

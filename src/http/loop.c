@@ -21,6 +21,7 @@
  */
 #include "loop.h"
 
+#include <errno.h>
 #include <microhttpd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -222,31 +225,71 @@ void pp_server_catch_panics(void)
 	MHD_set_panic_func(on_mhd_panic, NULL);
 }
 
-/* MHD_run, or -1 (the reason in panic_reason) when libmicrohttpd panicked
- * in it. On its own, so that no variable of the loop lives across the
- * jump. */
-static __attribute__((noinline)) int run_once(struct MHD_Daemon *d)
+/* ---- accepting ----------------------------------------------------------
+ *
+ * The loop accepts, not libmicrohttpd: the kernel gives a new connection
+ * the lowest free number, the very one a host's code may have just closed
+ * and may close again (bash closes a pipe end twice after it forks), which
+ * would cut the connection mid-answer. Each is moved far above the host's
+ * numbers (pp_fd_move_high) before libmicrohttpd sees it; conns.c's
+ * on_accept still decides on it, called by MHD_add_connection.
+ *
+ * When accept() fails for want of descriptors or memory (the host used them
+ * all), the socket stays ready: the loop then stops waiting on it and tries
+ * again every quarter of a second until one is accepted.
+ */
+#define PP_ACCEPT_BATCH 16
+
+static void accept_some(struct pp_server *s)
+{
+	for (int i = 0; i < PP_ACCEPT_BATCH; i++) {
+		struct sockaddr_storage a;
+		socklen_t al = sizeof a;
+		int fd = accept4(s->listen_fd, (struct sockaddr *)&a, &al,
+		                 SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM) {
+				pp_fds_note_error(errno);
+				atomic_store(&s->accept_starved, 1);
+			}
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return;
+		}
+		/* The file is taken at once: the host may close the number
+		 * (and have it for a file of its own) before the move. */
+		struct pp_fd_id id;
+		struct stat st;
+		if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+		    pp_fd_id_take(fd, &id) != 0 ||
+		    (fd = pp_fd_move_high_id(&id)) < 0) {
+			atomic_fetch_add_explicit(&s->stats.connections_lost, 1,
+			                          memory_order_relaxed);
+			continue;
+		}
+		/* libmicrohttpd closes it when it refuses it. */
+		MHD_add_connection(s->mhd, fd, (struct sockaddr *)&a, al);
+	}
+}
+
+/* Accept (when asked) and MHD_run, or -1 (the reason in panic_reason) when
+ * libmicrohttpd panicked in either. On its own, so that no variable of the
+ * loop lives across the jump. */
+static __attribute__((noinline)) int run_once(struct pp_server *s, int accept)
 {
 	sigjmp_buf here;
 	if (sigsetjmp(here, 0))
 		return -1;
 	panic_thread = pthread_self();
 	atomic_store(&panic_exit, &here);
-	MHD_run(d);
+	if (accept)
+		accept_some(s);
+	MHD_run(s->mhd);
 	atomic_store(&panic_exit, NULL);
 	return 0;
 }
 
-/*
- * When accept() fails for want of descriptors (the host used them all),
- * libmicrohttpd drops its listening socket from its epoll set until a
- * connection closes, and puts it back at its next run, which nothing would
- * cause: the agent went deaf for good. With no connection open it keeps the
- * socket instead, ready, and each run fails again: a spinning loop. So,
- * until a connection is accepted again, the loop runs libmicrohttpd every
- * quarter of a second, and in the second case does not wait on its epoll set
- * meanwhile.
- */
 void *pp_server_loop(void *arg)
 {
 	struct pp_server *s = arg;
@@ -281,9 +324,10 @@ void *pp_server_loop(void *arg)
 			timeout = 250;
 		/* poll holds no descriptor of ours between two turns, and
 		 * closing the pipe's write end wakes it (POLLHUP). */
-		struct pollfd pf[2] = {{s->wake_rd, POLLIN, 0},
-		                       {s->mhd_epoll_fd, POLLIN, 0}};
-		int n = poll(pf, starved == 2 ? 1 : 2, timeout);
+		struct pollfd pf[3] = {{s->wake_rd, POLLIN, 0},
+		                       {s->mhd_epoll_fd, POLLIN, 0},
+		                       {s->listen_fd, POLLIN, 0}};
+		int n = poll(pf, starved ? 2 : 3, timeout);
 		if (n > 0 && (pf[0].revents & POLLIN))
 			drain_wake(s);
 		if (atomic_load(&s->stopping))
@@ -295,7 +339,7 @@ void *pp_server_loop(void *arg)
 		/* What is not closed: the host may reuse a number between that
 		 * look and libmicrohttpd's use of it, microseconds later (see
 		 * on_mhd_panic). */
-		if (run_once(s->mhd))
+		if (run_once(s, starved || (n > 0 && pf[2].revents)))
 			pp_server_abandon(s, panic_reason);
 	}
 	pp_agent_thread_leave();

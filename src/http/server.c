@@ -49,12 +49,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 		s->last_log[--n] = 0;
 	atomic_fetch_add_explicit(&s->stats.server_errors, 1,
 	                          memory_order_relaxed);
-	/* "Hit process or system resource limit at FIRST connection" or "at
-	 * N connections": accept() failed with EMFILE or ENFILE (or ENOMEM,
-	 * ENOBUFS); see loop.c. */
-	if (strstr(s->last_log, "resource limit"))
-		atomic_store(&s->accept_starved,
-		             strstr(s->last_log, "FIRST") ? 2 : 1);
 }
 
 /* The decoding rule is args.c's, where the fuzz target reaches it. */
@@ -148,7 +142,7 @@ static int bind_listener(struct pp_server *s, int again, char *err,
 			              : ((struct sockaddr_in *)&ss)->sin_port);
 		}
 	}
-	s->listen_fd = fd;
+	s->listen_fd = pp_fd_move_high(fd);
 	return 0;
 }
 
@@ -271,8 +265,11 @@ int pp_server_open_daemon(struct pp_server *s, int again, char *err,
 		return rc;
 	pp_fd_id_take(s->listen_fd, &s->listen_id);
 
-	unsigned flags =
-	    MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	/* The listening socket is the loop's: it accepts, moves each
+	 * connection's descriptor far from the host's (loop.c) and hands it
+	 * to libmicrohttpd. */
+	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+	                 MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
 	if (cfg->addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	if (s->tls_cert)
@@ -287,7 +284,6 @@ int pp_server_open_daemon(struct pp_server *s, int again, char *err,
 	    /* Above every slot of ours: conns.c's on_accept always decides
 	     * first. */
 	    MHD_OPTION_CONNECTION_LIMIT, s->conn_slots + 8,
-	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->v.idle_timeout,
 	    MHD_OPTION_URI_LOG_CALLBACK, pp_server_on_uri, s,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)cfg->v.max_header_bytes,
@@ -326,14 +322,15 @@ int pp_server_open_daemon(struct pp_server *s, int again, char *err,
 		         strerror(errno));
 	}
 	if (rc) {
-		MHD_stop_daemon(d); /* closes the listening socket */
+		MHD_stop_daemon(d);
+		close(s->listen_fd);
 		s->listen_fd = s->listen_id.fd = -1;
 		return rc;
 	}
 	s->mhd_epoll_fd = di->epoll_fd;
 	pp_fd_id_take(s->mhd_epoll_fd, &s->mhd_epoll_id);
-	s->wake_rd = p[0];
-	s->wake_wr = p[1];
+	s->wake_rd = p[0] = pp_fd_move_high(p[0]);
+	s->wake_wr = p[1] = pp_fd_move_high(p[1]);
 	pp_fd_id_take(p[0], &s->wake_rd_id);
 	pp_fd_id_take(p[1], &s->wake_wr_id);
 	/* The listening socket, libmicrohttpd's epoll set and the pipe. */
@@ -359,13 +356,13 @@ static void close_daemon(struct pp_server *s)
 		    "stop: %u requests could not be ended; the HTTP server's "
 		    "memory is left behind",
 		    left);
-		pp_fd_id_close(&s->listen_id);
 		for (unsigned i = 0; i < s->conn_slots; i++)
 			if (s->conns[i].fd >= 0) {
 				pp_fd_id_close(&s->conns[i].id);
 				pp_fds_add(-1);
 			}
 	}
+	pp_fd_id_close(&s->listen_id);
 	pp_fd_id_close(&s->wake_rd_id);
 	pp_fd_id_close(&s->wake_wr_id);
 	pp_fds_add(-4);

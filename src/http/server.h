@@ -35,6 +35,7 @@ struct pp_server_stats {
 	atomic_ulong answers_refused;       /* over PULLPROF_MAX_ANSWERS_MB */
 	atomic_ulong connections_reserved;  /* accepted on a kept place */
 	atomic_ulong windows_refused;       /* 429: long requests' share */
+	atomic_ulong connections_lost;      /* closed by the host at accept */
 };
 
 /* A connection's slot. Touched by the HTTP thread only (and by a forked
@@ -83,8 +84,9 @@ struct pp_server {
 	char bound[160];
 	pthread_t thread;
 	atomic_int stopping;
-	/* libmicrohttpd could not accept for want of descriptors: 1 with
-	 * connections open, 2 without; 0 again once one is accepted
+	/* The last accept failed for want of descriptors or memory: the
+	 * loop tries again every quarter of a second instead of waiting on
+	 * the socket, which stays ready; 0 again once one is accepted
 	 * (loop.c). */
 	atomic_int accept_starved;
 	/* on_accept's verdict for the connection libmicrohttpd is about to

@@ -274,6 +274,7 @@ static struct event *event_of(struct pp_looker *lk, pid_t tid)
 		pp_fds_release();
 		return NULL;
 	}
+	fd = pp_fd_move_high(fd);
 	void *ring = mmap(NULL, (1 + RING_PAGES) * lk->page,
 	                  PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (ring == MAP_FAILED) {

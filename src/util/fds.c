@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -114,7 +116,7 @@ int pp_fds_open(const char *path, int flags)
 	int fd = open(path, flags | O_CLOEXEC);
 	if (fd < 0)
 		open_failed();
-	return fd;
+	return pp_fd_move_high(fd);
 }
 
 void pp_fds_close(int fd)
@@ -133,7 +135,20 @@ FILE *pp_fds_fopen(const char *path, const char *mode)
 		errno = EMFILE;
 		return NULL;
 	}
-	FILE *f = fopen(path, m);
+	/* Read-only files (all the agent reads) are opened here and moved
+	 * before stdio takes them (pp_fd_move_high). */
+	FILE *f;
+	if (mode[0] == 'r' && !strchr(mode, '+')) {
+		int fd = pp_fd_move_high(open(path, O_RDONLY | O_CLOEXEC));
+		f = fd >= 0 ? fdopen(fd, m) : NULL;
+		if (!f && fd >= 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+		}
+	} else {
+		f = fopen(path, m);
+	}
 	if (!f)
 		open_failed();
 	return f;
@@ -153,9 +168,16 @@ DIR *pp_fds_opendir(const char *path)
 		errno = EMFILE;
 		return NULL;
 	}
-	DIR *d = opendir(path);
-	if (!d)
+	int fd =
+	    pp_fd_move_high(open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		errno = e;
 		open_failed();
+	}
 	return d;
 }
 
@@ -224,4 +246,53 @@ int pp_fd_id_close(struct pp_fd_id *id)
 		close(id->fd);
 	id->fd = -1;
 	return mine;
+}
+
+/* The first number the agent's descriptors move to (util/fds.h): the
+ * agent's share below the soft limit, never above 1024. */
+static int high_floor(void)
+{
+	size_t limit = limit_now();
+	size_t share = share_of(limit);
+	size_t floor = limit > share ? limit - share : 0;
+	return floor > 1024 ? 1024 : (int)floor;
+}
+
+int pp_fd_move_high_id(const struct pp_fd_id *id)
+{
+	int floor = high_floor();
+	if (id->fd < 0)
+		return -1;
+	if (id->fd >= floor)
+		return id->fd;
+	int e = errno;
+	int hi = fcntl(id->fd, F_DUPFD_CLOEXEC, floor);
+	struct pp_fd_id got = {-1, 0, 0};
+	if (hi < 0) {
+		/* EBADF: the host closed it already. */
+		int gone = errno == EBADF;
+		errno = e;
+		return gone ? -1 : id->fd;
+	}
+	if (pp_fd_id_take(hi, &got) != 0 || got.dev != id->dev ||
+	    got.ino != id->ino) {
+		/* The number is a file of the host's now: its copy goes, the
+		 * number stays the host's. */
+		close(hi);
+		errno = e;
+		return -1;
+	}
+	struct pp_fd_id low = *id;
+	pp_fd_id_close(&low);
+	errno = e;
+	return hi;
+}
+
+int pp_fd_move_high(int fd)
+{
+	struct pp_fd_id id;
+	if (fd < 0 || fd >= high_floor() || pp_fd_id_take(fd, &id) != 0)
+		return fd;
+	int hi = pp_fd_move_high_id(&id);
+	return hi < 0 ? fd : hi;
 }

@@ -81,6 +81,25 @@ struct pp_fds_stats {
 };
 void pp_fds_stats(struct pp_fds_stats *out);
 
+/*
+ * Move a descriptor the agent just opened to a number far above the host's
+ * and return that number (fd itself when it cannot move: the limit is too
+ * low, or no number up there is free). The kernel gives the lowest free
+ * number, which is the one a host's own code has just closed: a host that
+ * closes a number twice (bash closes a pipe end a second time after
+ * forking) or closes a stale one then closes the agent's file, and a
+ * connection breaks in the middle of an answer. Up there (from the
+ * agent's share below the soft RLIMIT_NOFILE, at most from 1024, where a
+ * host using select(2) never goes) no such number comes. The low number is
+ * closed only while it is still the same file.
+ */
+int pp_fd_move_high(int fd);
+/* The same for a descriptor whose file the host may have closed (and
+ * replaced) since it was made: id is the file taken at once after it was
+ * made. Returns the new number, fd when it stays, or -1 when fd is no longer
+ * that file (nothing of the host's is closed then). */
+int pp_fd_move_high_id(const struct pp_fd_id *id);
+
 /* In a forked child: the parent's count is not the child's (but for what
  * pp_fds_add_kept counted). */
 void pp_fds_reset(void);

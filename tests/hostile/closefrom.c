@@ -8,9 +8,11 @@
  *                                                  -> "closed"
  *   closefd N        close(N): one descriptor (the test names a connection
  *                    of the agent's)                -> "closed N"
- *   reuse DIR N      N files in DIR and N pipes, each with known contents
+ *   reuse DIR N [AT] N files in DIR and N pipes, each with known contents
  *                    written through its descriptor (they take the lowest
- *                    free numbers: the ones just closed)
+ *                    free numbers: the ones just closed); with AT, the
+ *                    first file is moved to number AT (dup2), as a host
+ *                    that puts a file at a number of its choosing
  *                                                  -> "reused FD FD ..."
  *   check            each file read back through its descriptor (pread)
  *                    and each pipe drained: exactly what was written
@@ -20,10 +22,13 @@
  * through a function without unwind tables (its callers cannot be found from
  * DWARF: libunwind falls back to its frame-chain heuristics and, in 1.6, to its
  *                    address validation)           -> "spun"
- *   losenext         the next close() of a socket on the agent's HTTP thread
- *                    closes it and answers EBADF, as if the host had
- *                    closed it a moment before (libmicrohttpd's panic:
- *                    "Close socket failed")          -> "armed"
+ *   losenext         the next close() of a connection's socket on the
+ *                    agent's HTTP thread (the agent keeps those above
+ *                    number 32; a low one closed there is the number an
+ *                    accept left behind) closes it and answers EBADF, as
+ *                    if the host had closed it a moment before
+ *                    (libmicrohttpd's panic: "Close socket failed")
+ *                                                  -> "armed"
  *   exit             return from main (the agent's destructor runs)
  *
  * The host defines close() (exported: -rdynamic) for losenext; every other
@@ -62,7 +67,7 @@ static void close_all(void)
 		close(fd);
 }
 
-static void reuse(const char *dir, int n)
+static void reuse(const char *dir, int n, int at)
 {
 	char path[4200], text[128];
 	if (n > MAXN)
@@ -71,6 +76,12 @@ static void reuse(const char *dir, int n)
 	for (int i = 0; i < n; i++) {
 		snprintf(path, sizeof path, "%s/file%d", dir, i);
 		files[i] = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		if (i == 0 && at >= 0 && files[i] >= 0 && files[i] != at) {
+			if (dup2(files[i], at) == at) {
+				syscall(SYS_close, files[i]);
+				files[i] = at;
+			}
+		}
 		content(text, sizeof text, "file", i);
 		if (files[i] < 0 || write(files[i], text, strlen(text)) !=
 		                        (ssize_t)strlen(text))
@@ -205,7 +216,7 @@ int close(int fd)
 		next_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
 	if (atomic_load(&lose_next) &&
 	    pthread_getname_np(pthread_self(), name, sizeof name) == 0 &&
-	    !strcmp(name, "pullprof-http") && fstat(fd, &st) == 0 &&
+	    !strcmp(name, "pullprof-http") && fd > 32 && fstat(fd, &st) == 0 &&
 	    S_ISSOCK(st.st_mode) && atomic_exchange(&lose_next, 0)) {
 		if (next_close)
 			next_close(fd);
@@ -236,7 +247,10 @@ int main(void)
 			close_all();
 			printf("closed\n");
 		} else if (sscanf(line, "reuse %4095s %ld", arg, &n) == 2) {
-			reuse(arg, (int)n);
+			long at = -1;
+			if (sscanf(line, "reuse %*s %*d %ld", &at) != 1)
+				at = -1;
+			reuse(arg, (int)n, (int)at);
 		} else if (!strncmp(line, "check", 5)) {
 			check();
 		} else if (sscanf(line, "alloc %ld", &n) == 1) {

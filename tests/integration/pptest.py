@@ -369,6 +369,30 @@ def memcheck_quit(proc, what, timeout=300):
     return report
 
 
+def fd_targets(pid):
+    """{number: what it names} of pid's open descriptors."""
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass
+    return out
+
+
+def raw_http(port, request, timeout=10):
+    """Send request (bytes) on a new connection to 127.0.0.1:port and
+    read until the server closes it: the answer's bytes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+
+
 def socket_inodes(pid):
     """The inodes of the sockets pid has open."""
     out = set()

@@ -2,24 +2,13 @@
 signal masks, a taken port, bad configuration, environment precedence, fork,
 exit with the agent running."""
 import errno
-import os
 import time
 
-from pptest import Host, curl, eq, ok, run
+from pptest import Host, curl, eq, fd_targets, ok, run
 
 
 def status(port, path="/debug/pprof/status"):
     return curl(f"http://127.0.0.1:{port}{path}", timeout=5)
-
-
-def fd_targets(pid):
-    out = {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            out[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            pass
-    return out
 
 
 def unwind_pipe(before, after):

@@ -37,8 +37,8 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 import pptest  # noqa: E402
 from pptest import (BUILD, NO_HEAP_WHY, SRC, Host, Profile,  # noqa: E402
-                    Work, curl, eq, ok, preload_env, run, sanitized, skip,
-                    until, version)
+                    Work, curl, eq, ok, preload_env, raw_http, run, sanitized,
+                    skip, until, version)
 
 PREFIX = "/debug/pprof"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -58,6 +58,7 @@ FAMILIES = {
     "pullprof_http_server_errors_total": "counter",
     "pullprof_http_connections_timed_out_total": "counter",
     "pullprof_http_connections_evicted_total": "counter",
+    "pullprof_http_connections_lost_total": "counter",
     "pullprof_http_connections_waiting": "gauge",
     "pullprof_http_connections_reserved_total": "counter",
     "pullprof_http_waits_refused_total": "counter",
@@ -268,15 +269,8 @@ def test_format():
     ok(code == 0 and out == "", "the gzipped answer lints clean too", out)
     # HEAD over a raw socket: the headers, and not one byte after them.
     port = int(base.split(":")[2].split("/")[0])
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"HEAD {PREFIX}/metrics HTTP/1.1\r\nHost: localhost\r\n"
-                  "Connection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+    data = raw_http(port, f"HEAD {PREFIX}/metrics HTTP/1.1\r\nHost: "
+                    "localhost\r\nConnection: close\r\n\r\n".encode())
     head, _, rest = data.partition(b"\r\n\r\n")
     ok(head.startswith(b"HTTP/1.1 200") and
        f"Content-Type: {CONTENT_TYPE}".encode() in head and rest == b"",

@@ -275,8 +275,14 @@ def tgkill_all(pid, rounds, sig=12):
 def eintr_result(p):
     p.p.stdin.write(b"stop\n")
     p.p.stdin.flush()
-    m = p.wait_line(p.out_lines, r"^calls (\d+) bad (\d+)", timeout=60)
+    m = p.wait_line(p.out_lines, r"^calls (\d+) bad (\d+) timer_early "
+                    r"(\d+)", timeout=60)
     p.wait_line(p.out_lines, r"^done", timeout=30)
+    if int(m.group(3)):
+        # Socket timeouts the kernel's tick count ended early (waiters.c
+        # says why that is not a signal's doing): shown, not counted.
+        print(f"# {m.group(3)} socket timeouts ended early by the tick "
+              "count, with EAGAIN (not a signal's EINTR)")
     bad = [ln for ln in p.out_lines if ln.startswith("bad:")]
     return int(m.group(1)), int(m.group(2)), bad
 

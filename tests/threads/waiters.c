@@ -21,7 +21,8 @@
  *                       checking
  *                       its result (no EINTR, no early return), and one
  *                       burning CPU; prints "ready". After a line on stdin:
- *                       "calls N bad M" and a line per bad return. SIGUSR2
+ *                       "calls N bad M timer_early K" and a line per bad
+ *                       return. SIGUSR2
  *                       has a do-nothing SA_RESTART handler: what a signal
  *                       does to these calls (the tests' control).
  *   waiters nap MS      one thread alternating nap() (sleeps MS ms) and
@@ -258,8 +259,15 @@ static uint64_t now_ns(void)
 }
 
 /* The kernel keeps a socket's SO_RCVTIMEO in scheduler ticks (HZ may be
- * as low as 100): such a timeout may end up to a tick early, with EAGAIN. */
+ * as low as 100): such a timeout may end up to a tick early, with EAGAIN;
+ * more when the tick count lags the clock (a tickless CPU, a virtual CPU
+ * the host did not run: seen once, three sockets ending 7.5 ms into 20 ms
+ * at the same instant). A signal never ends these calls with EAGAIN: with
+ * a finite timeout the kernel answers EINTR (sock_intr_errno), SA_RESTART
+ * or not. So an EAGAIN is the timer's end whenever it comes; one earlier
+ * than a tick's slack is counted apart (timer_early) and reported, not bad. */
 #define TICK_SLACK_NS 10000000u
+static atomic_long timer_early;
 
 /* A call that said EINTR or failed otherwise, or took less than want_ns
  * (give or take slack_ns: a timer's granularity, never a signal's). */
@@ -269,7 +277,14 @@ static void check_slack(const char *what, int rc, int err, int expect_err,
 	uint64_t took = now_ns() - t0;
 	atomic_fetch_add(&calls, 1);
 	int wrong = rc < 0 ? err != expect_err : expect_err != 0 && rc != 0;
-	if (wrong || took + slack_ns < want_ns) {
+	int early = took + slack_ns < want_ns;
+	if (!wrong && early && slack_ns == TICK_SLACK_NS) {
+		atomic_fetch_add(&timer_early, 1);
+		early = 0;
+		fprintf(stderr, "timer early: %s after %.3f ms (asked %.3f)\n",
+		        what, (double)took / 1e6, (double)want_ns / 1e6);
+	}
+	if (wrong || early) {
 		atomic_fetch_add(&bad, 1);
 		pthread_mutex_lock(&report_mu);
 		if (nreports < 64)
@@ -715,8 +730,9 @@ int main(int argc, char **argv)
 		atomic_store(&stopping, 1);
 		for (int i = 0; i < EINTR_KINDS; i++)
 			pthread_join(t[i], NULL);
-		printf("calls %ld bad %ld\n", atomic_load(&calls),
-		       atomic_load(&bad));
+		printf("calls %ld bad %ld timer_early %ld\n",
+		       atomic_load(&calls), atomic_load(&bad),
+		       atomic_load(&timer_early));
 		for (int i = 0; i < nreports; i++)
 			printf("bad: %s\n", reports[i]);
 		printf("done\n");
