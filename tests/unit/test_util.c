@@ -16,6 +16,7 @@
 #include "util/fds.h"
 #include "util/proc.h"
 #include "util/utf8.h"
+#include "util/when.h"
 
 static void test_buf_grows(void **state)
 {
@@ -379,6 +380,98 @@ static void test_fd_id(void **state)
 	assert_false(pp_fd_id_ours(&h));
 }
 
+/* Points in time: Unix seconds and RFC 3339, checked against timegm. */
+static void test_when(void **state)
+{
+	(void)state;
+	char err[200];
+	int64_t ns;
+	struct tm tm = {
+	    .tm_year = 126, .tm_mon = 10, .tm_mday = 27, .tm_hour = 8};
+	int64_t t = (int64_t)timegm(&tm) * 1000000000ll;
+	static const struct {
+		const char *s;
+		int64_t off_ns;
+	} good[] = {
+	    {"2026-11-27T08:00:00Z", 0},
+	    {"2026-11-27t08:00:00z", 0},
+	    {"2026-11-27 08:00:00Z", 0},
+	    {"2026-11-27T09:00:00+01:00", 0},
+	    {"2026-11-27T03:30:00-04:30", 0},
+	    {"2026-11-27T08:00:00.25Z", 250000000},
+	    {"2026-11-27T08:00:00.123456789123Z", 123456789},
+	};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		assert_int_equal(pp_when_parse(good[i].s, &ns, err, sizeof err),
+		                 0);
+		assert_int_equal(ns, t + good[i].off_ns);
+	}
+	char unix_s[40];
+	snprintf(unix_s, sizeof unix_s, "%lld.5",
+	         (long long)(t / 1000000000ll));
+	assert_int_equal(pp_when_parse(unix_s, &ns, err, sizeof err), 0);
+	assert_int_equal(ns, t + 500000000);
+	/* A leap second reads as the last second before it. */
+	assert_int_equal(
+	    pp_when_parse("2016-12-31T23:59:60Z", &ns, err, sizeof err), 0);
+	assert_int_equal(ns, 1483228799ll * 1000000000ll);
+	static const char *bad[] = {
+	    "",
+	    "now",
+	    "1764230400x",
+	    "1764230400.",
+	    "-5",
+	    "2026-11-27",
+	    "2026-11-27T08:00:00",
+	    "2026-13-01T00:00:00Z",
+	    "2026-02-29T00:00:00Z",
+	    "2026-11-31T00:00:00Z",
+	    "2026-11-27T24:00:00Z",
+	    "2026-11-27T08:00:00+1:00",
+	    "2026-11-27T08:00:00Zjunk",
+	    "1234567890123",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = 0;
+		if (pp_when_parse(bad[i], &ns, err, sizeof err) != -EINVAL ||
+		    !strstr(err, "not a time"))
+			fail_msg("\"%s\" was taken (%s)", bad[i], err);
+	}
+	assert_int_equal(
+	    pp_when_parse("2024-02-29T00:00:00Z", &ns, err, sizeof err), 0);
+}
+
+static void test_duration(void **state)
+{
+	(void)state;
+	char err[200];
+	int64_t ns, max = 3600ll * 1000000000ll;
+	static const struct {
+		const char *s;
+		int64_t ns;
+	} good[] = {
+	    {"300", 300000000000ll}, {"2.5", 2500000000ll},
+	    {"90s", 90000000000ll},  {"5m", 300000000000ll},
+	    {"1h", 3600000000000ll}, {"0.5m", 30000000000ll},
+	};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		assert_int_equal(
+		    pp_duration_parse(good[i].s, max, &ns, err, sizeof err), 0);
+		assert_int_equal(ns, good[i].ns);
+	}
+	assert_int_equal(pp_duration_parse("2h", max, &ns, err, sizeof err),
+	                 -ERANGE);
+	assert_non_null(strstr(err, "longer than 3600 s"));
+	assert_int_equal(pp_duration_parse("0", max, &ns, err, sizeof err),
+	                 -ERANGE);
+	static const char *bad[] = {"",   "m",   "5d",  "5 m",
+	                            "-1", "1e3", "5mm", ".5"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		if (pp_duration_parse(bad[i], max, &ns, err, sizeof err) !=
+		    -EINVAL)
+			fail_msg("\"%s\" was taken", bad[i]);
+}
+
 int main(int argc, char **argv)
 {
 	main_argc = argc;
@@ -396,6 +489,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_utf8_repair),
 	    cmocka_unit_test(test_utf8_random),
 	    cmocka_unit_test(test_fd_id),
+	    cmocka_unit_test(test_when),
+	    cmocka_unit_test(test_duration),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
