@@ -195,6 +195,18 @@ struct pullprof_config {
 	 * with its pid; ?pid=N for one process); "off": forked children
 	 * have no agent. PULLPROF_FORK, default "adopt". (Since 1.3.0.) */
 	const char *fork_mode;
+	/* Keep a look-back of the CPU samples of every thread over this
+	 * duration ("300", "90s", "5m", "1h"; at most "24h"), so that
+	 * ?last=N and ?start=&end= answer at once for the past: NULL, "" or
+	 * "off" = no record. PULLPROF_RECORD, default off. (Since 1.5.0.) */
+	const char *record;
+	/* The record's sampling rate, in Hz (1..1000): a window asking for
+	 * more raises it for both meanwhile. PULLPROF_RECORD_HZ, default 19.
+	 * (Since 1.5.0.) */
+	unsigned record_hz;
+	/* Memory the record may hold, in MiB (1..65536): past it, the oldest
+	 * samples go first. PULLPROF_RECORD_MB, default 32. (Since 1.5.0.) */
+	unsigned record_mb;
 };
 
 /* Fill *cfg with the built-in defaults (no environment is read here) and
@@ -394,6 +406,22 @@ PULLPROF_API void pullprof_heap_free(const void *ptr);
  * Call it before the memory goes back to malloc or is handed out again.
  * A range with no reported block in it, NULL and len 0 are ignored. */
 PULLPROF_API void pullprof_heap_release(const void *base, size_t len);
+
+/*
+ * The record (Since 1.5.0.). With PULLPROF_RECORD set (the config's
+ * record), the agent keeps a rolling look-back of every thread's CPU
+ * samples, read at once with ?last=N or ?start=&end= on /profile and
+ * /trace. pullprof_record_save keeps the last 60 seconds of it aside, with
+ * reason (up to 127 bytes kept; NULL is ""), until the bound of 16 saved
+ * recordings pushes it out (those fetched go first): for a host that has
+ * just noticed a slow request or an error. Cheap and safe on any thread:
+ * it writes a slot the agent's collector applies within milliseconds,
+ * never waits on a lock a reader holds. Returns the recording's id (> 0),
+ * read with ?recording=ID and listed in /record; -ENOTSUP when the record
+ * is off, -EBUSY when 16 savings are waiting to be made, -ESRCH when the
+ * agent is not running.
+ */
+PULLPROF_API int pullprof_record_save(const char *reason);
 
 /* A readable message for a value returned by a pullprof function (any
  * negative errno reads as the system's description). Never NULL; the

@@ -19,6 +19,7 @@
 #include "bounds.h"
 #include "locks/locks.h"
 #include "util/env.h"
+#include "util/when.h"
 
 #define OFF(field) offsetof(struct pullprof_config, field)
 /* Every PULLPROF_* setting, declared once: parsing and validation
@@ -134,6 +135,19 @@ const struct pp_setting pp_settings[] = {
      "forked children: adopt (take the address over when the parent "
      "exits: daemons), follow (every child runs an agent; this address "
      "answers for the whole tree, merged, ?pid=N for one), off"},
+    {"record", "PULLPROF_RECORD", PP_SETTING_STRING, OFF(record), 0, NULL, 0, 0,
+     NULL, "",
+     "keep a look-back of every thread's CPU samples over this duration "
+     "(300, 90s, 5m, 1h; at most 24h) for ?last= and ?start=&end=; unset "
+     "or off: no record"},
+    {"record_hz", "PULLPROF_RECORD_HZ", PP_SETTING_UINT, OFF(record_hz), 19,
+     NULL, 1, 1000, NULL, "Hz",
+     "the record's sampling rate in Hz (a faster window raises it "
+     "meanwhile)"},
+    {"record_mb", "PULLPROF_RECORD_MB", PP_SETTING_UINT, OFF(record_mb), 32,
+     NULL, 1, 65536, NULL, "MiB",
+     "memory the record may hold, in MiB; past it the oldest samples go "
+     "first"},
 };
 const size_t pp_settings_count = sizeof pp_settings / sizeof pp_settings[0];
 
@@ -586,6 +600,20 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	}
 	if (merged.metrics_path && !*merged.metrics_path)
 		merged.metrics_path = NULL;
+	if (merged.record &&
+	    (!*merged.record || !strcmp(merged.record, "off") ||
+	     !strcmp(merged.record, "0")))
+		merged.record = NULL;
+	if (merged.record) {
+		int64_t ns;
+		if (pp_duration_parse(merged.record,
+		                      (int64_t)86400 * 1000000000, &ns, why,
+		                      sizeof why)) {
+			snprintf(err, errlen, "PULLPROF_RECORD: %s", why);
+			return -EINVAL;
+		}
+		out->record_ns = (uint64_t)ns;
+	}
 	if (merged.metrics_path &&
 	    pp_config_check_metrics_path(merged.metrics_path, prefix, why,
 	                                 sizeof why)) {
@@ -610,7 +638,8 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 	/* Optional strings: NULL when unset (or ""), else owned copies. */
 	const char **opt[] = {&out->v.token,        &out->v.tls_cert,
 	                      &out->v.tls_key,      &out->v.allow,
-	                      &out->v.metrics_path, &out->v.hosts};
+	                      &out->v.metrics_path, &out->v.hosts,
+	                      &out->v.record};
 	int failed = !out->v.listen || !out->v.unwind || !out->v.fork_mode;
 	for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
 		if (*opt[i] && !(*opt[i] = strdup(*opt[i])))
@@ -667,9 +696,9 @@ int pp_config_member(const struct pp_config *base, const char *path,
 void pp_config_free(struct pp_config *c)
 {
 	const char **strs[] = {
-	    &c->v.listen,   &c->v.prefix,   &c->v.unwind, &c->v.token,
-	    &c->v.tls_cert, &c->v.tls_key,  &c->v.allow,  &c->v.metrics_path,
-	    &c->v.hosts,    &c->v.fork_mode};
+	    &c->v.listen,   &c->v.prefix,    &c->v.unwind, &c->v.token,
+	    &c->v.tls_cert, &c->v.tls_key,   &c->v.allow,  &c->v.metrics_path,
+	    &c->v.hosts,    &c->v.fork_mode, &c->v.record};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
 		free((char *)*strs[i]);
 		*strs[i] = NULL;

@@ -29,6 +29,8 @@ struct pp_config {
 	 * the server takes it instead of binding addr. */
 	int have_bound_fd;
 	int bound_fd;
+	/* v.record as nanoseconds; 0: no record. */
+	uint64_t record_ns;
 };
 
 /* The listen value that starts the agent without an HTTP server. */

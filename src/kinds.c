@@ -14,7 +14,7 @@
  * start order. The CPU sampler and the thread looks are only configured at
  * start (their threads start with the first window); the others start
  * recording at once. Stop runs the other way. */
-#define PP_KINDS(X) X(cpu) X(threads) X(threadcreate) X(locks) X(heap)
+#define PP_KINDS(X) X(cpu) X(record) X(threads) X(threadcreate) X(locks) X(heap)
 
 #define DECLARE(name) extern const struct pp_kind pp_kind_##name;
 #define ROW(name) &pp_kind_##name,

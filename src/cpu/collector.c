@@ -27,6 +27,7 @@
 #include "error.h"
 #include "heap/heap.h"
 #include "labels/labels.h"
+#include "record/internal.h"
 #include "util/clock.h"
 
 #define RING_CAPACITY 4096
@@ -42,21 +43,24 @@ uint64_t pp_cpu_lost_now(void)
 
 /* ---- collecting --------------------------------------------------------- */
 
-static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec)
+int pp_cpu_model_add(struct pp_profile *p, const uintptr_t *stack, size_t depth,
+                     unsigned flags, uint32_t weight, uint32_t period_ns,
+                     uint32_t tid, const char *name, uint32_t label_set,
+                     uint64_t time_ns)
 {
-	/* The ring holds at most PP_MAX_DEPTH frames, plus two synthetic. */
+	/* At most PP_MAX_DEPTH frames, plus two synthetic. */
 	uintptr_t pcs[PP_MAX_DEPTH + 2];
-	size_t depth = rec->depth;
-	struct pp_profile *p = w->model;
 
-	memcpy(pcs, rec->pcs, depth * sizeof *pcs);
+	if (depth > PP_MAX_DEPTH)
+		depth = PP_MAX_DEPTH;
+	memcpy(pcs, stack, depth * sizeof *pcs);
 	if (depth == 0)
 		pcs[depth++] = pp_profile_synthetic_pc(
 		    p, "[pullprof: stack not captured]");
-	else if (rec->flags & PP_REC_TRUNCATED)
+	else if (flags & PP_REC_TRUNCATED)
 		pcs[depth++] =
 		    pp_profile_synthetic_pc(p, "[pullprof: stack truncated]");
-	if (rec->flags & PP_REC_EXIT) {
+	if (flags & PP_REC_EXIT) {
 		/* Its own leaf: where in the start routine is not known. */
 		memmove(pcs + 1, pcs, depth * sizeof *pcs);
 		pcs[0] = pp_profile_synthetic_pc(
@@ -64,36 +68,60 @@ static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec)
 		depth++;
 	}
 	if (pcs[depth - 1] == 0)
-		return; /* out of memory for the synthetic frame */
-	int64_t v[2] = {rec->weight, (int64_t)rec->weight * rec->period_ns};
-	const char *name = pp_timers_thread_name((pid_t)rec->tid);
+		return -ENOMEM; /* out of memory for the synthetic frame */
+	int64_t v[2] = {weight, (int64_t)weight * period_ns};
 	struct pp_label labels[2 + PP_LABEL_MAX_EXPANDED] = {
-	    {"thread_id", NULL, rec->tid, NULL},
-	    {"thread_name", name[0] ? name : "?", 0, NULL},
+	    {"thread_id", NULL, tid, NULL},
+	    {"thread_name", name && name[0] ? name : "?", 0, NULL},
 	};
-	size_t nlabels = 2 + pp_labels_to_profile(rec->labels, labels + 2,
+	size_t nlabels = 2 + pp_labels_to_profile(label_set, labels + 2,
 	                                          PP_LABEL_MAX_EXPANDED);
-	pp_profile_add_at(p, pcs, depth, v, labels, nlabels, rec->time_ns,
-	                  rec->tid);
+	return pp_profile_add_at(p, pcs, depth, v, labels, nlabels, time_ns,
+	                         tid);
+}
+
+static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec,
+                       const char *name)
+{
+	if (pp_cpu_model_add(w->model, rec->pcs, rec->depth, rec->flags,
+	                     rec->weight, rec->period_ns, rec->tid, name,
+	                     rec->labels, rec->time_ns) == -ENOMEM)
+		return;
 	if (!w->min_period || rec->period_ns < w->min_period)
 		w->min_period = rec->period_ns;
 	if (rec->period_ns > w->max_period)
 		w->max_period = rec->period_ns;
 }
 
-/* Ring -> every listed window whose span holds the sample. Lock held. */
+/* Ring -> every listed window whose span holds the sample, and the record
+ * (record/record.h) when it is on. Lock held. */
 static void drain(void)
 {
 	const struct pp_ring_rec *rec;
+	static uint64_t lost_seen;
 	if (!pp_cpu.ring_ready)
 		return;
+	int recording = pp_record_hz() != 0;
+	if (recording)
+		pp_record_begin();
 	while ((rec = pp_ring_peek(&pp_sampler.ring)) != NULL) {
 		pp_timers_count_sample((pid_t)rec->tid);
+		const char *name = pp_timers_thread_name((pid_t)rec->tid);
 		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
 			if (rec->time_ns >= w->start_ns &&
 			    rec->time_ns < w->end_ns)
-				add_record(w, rec);
+				add_record(w, rec, name);
+		if (recording)
+			pp_record_add(rec, name);
 		pp_ring_release(&pp_sampler.ring);
+	}
+	if (recording) {
+		uint64_t lost = pp_cpu_lost_now();
+		if (lost > lost_seen && lost_seen)
+			pp_record_add_lost(lost - lost_seen,
+			                   pp_clock_ns(CLOCK_MONOTONIC));
+		lost_seen = lost;
+		pp_record_end();
 	}
 }
 
@@ -304,6 +332,12 @@ static void cut_windows(const char *why, uint64_t now)
 		if (w->end_ns > now)
 			w->end_ns = now > w->start_ns ? now : w->start_ns + 1;
 	}
+	/* The record samples no more either (until the agent starts
+	 * again): it says why. */
+	if (pp_record_hz() && !pp_cpu.record_cut) {
+		pp_cpu.record_cut = 1;
+		pp_record_stopped(why);
+	}
 	pthread_mutex_unlock(&pp_cpu.mu);
 	if (!said) {
 		said = 1;
@@ -319,7 +353,8 @@ static void *collector(void *unused)
 	pp_agent_thread_enter(PP_AGENT_UNSAMPLED);
 	pthread_mutex_lock(&pp_cpu.mu);
 	while (!pp_cpu.stopping) {
-		if (!pp_cpu.windows && !pp_timers_hz() && !waiting) {
+		if (!pp_cpu.windows && !pp_timers_hz() && !waiting &&
+		    (!pp_record_hz() || pp_cpu.record_cut)) {
 			pthread_cond_wait(&pp_cpu.wake, &pp_cpu.mu);
 		} else {
 			struct timespec until =
@@ -349,6 +384,10 @@ static void *collector(void *unused)
 			if (!w->signo)
 				w->signo = pp_timers_signal();
 		}
+		/* The record samples all the time at its own rate; a faster
+		 * window raises it for both. */
+		if (pp_record_hz() > want && !pp_cpu.record_cut)
+			want = pp_record_hz();
 		pthread_mutex_unlock(&pp_cpu.mu);
 
 		unsigned hz = pp_timers_hz();

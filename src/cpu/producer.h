@@ -54,6 +54,9 @@ struct pp_cpu_state {
 	unsigned nwindows;
 	struct pp_cpu_settings settings;
 	int ring_ready, unwind_ready;
+	/* The host took the signal while the record sampled: it samples no
+	 * more (record/record.h says why). */
+	int record_cut;
 };
 
 extern struct pp_cpu_state pp_cpu;
@@ -66,6 +69,16 @@ extern struct pp_cpu_state pp_cpu;
 int pp_collector_start(char *err, size_t errlen);
 /* Lock held on entry and exit: stop the collector and join it. */
 void pp_collector_stop(void);
+
+/* One sample into a CPU model as every reader of samples adds it (a
+ * window, the record): the synthetic frames for a stack not captured or
+ * truncated and for a thread's last CPU (flags: PP_REC_*), the values
+ * samples/count and cpu/nanoseconds, the thread_id, thread_name and the
+ * label set's labels, on the timeline at time_ns. 0 or -ENOMEM. */
+int pp_cpu_model_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
+                     unsigned flags, uint32_t weight, uint32_t period_ns,
+                     uint32_t tid, const char *name, uint32_t label_set,
+                     uint64_t time_ns);
 
 /* Stop the wall window beside w (if any) and let it go. */
 void pp_cpu_window_drop_wall(struct pp_cpu_window *w);

@@ -8,6 +8,7 @@
 #include "cpu/cpu.h"
 #include "handlers.h"
 #include "query.h"
+#include "record/record.h"
 #include "respond.h"
 
 enum MHD_Result pp_h_profile(struct pp_request *r)
@@ -17,7 +18,24 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
 	struct pp_job_request rq = {
 	    .producer = &pp_cpu_producer, .query = &q, .keep = 1};
 	char err[300];
+	struct pp_record_range rr;
+	unsigned status;
 
+	int rc =
+	    pp_query_record(r, "seconds|hz", &rr, &status, err, sizeof err);
+	if (rc < 0)
+		return pp_respond_error(r, status, "%s", err);
+	if (rc == 0) {
+		/* The past, from the record: made at once. */
+		if (pp_query_render(r, "samples|cpu",
+		                    PP_RENDER_LEGACY | PP_RENDER_TIMELINE,
+		                    &rq.render, err, sizeof err))
+			return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s",
+			                        err);
+		rq.producer = &pp_record_producer;
+		rq.query = &rr;
+		return pp_respond_job(r, &rq);
+	}
 	if (pp_query_uint(r, "seconds",
 	                  cfg->v.max_seconds < r->route->window
 	                      ? cfg->v.max_seconds
@@ -44,6 +62,34 @@ enum MHD_Result pp_h_trace(struct pp_request *r)
 	    .producer = &pp_cpu_producer, .query = &q, .keep = 1};
 	char err[300];
 	unsigned format = PP_FORMAT_PERFETTO, wall = 0, heap = 0;
+	struct pp_record_range rr;
+	unsigned status;
+
+	int rc =
+	    pp_query_record(r, "seconds|hz", &rr, &status, err, sizeof err);
+	if (rc < 0)
+		return pp_respond_error(r, status, "%s", err);
+	if (rc == 0) {
+		if (pp_query_refuse(r, "wall|heap",
+		                    "the record keeps CPU samples; wall= and "
+		                    "heap= come with a new window (seconds=)",
+		                    err, sizeof err) ||
+		    pp_query_choice(r, "format", "perfetto", &format, err,
+		                    sizeof err) ||
+		    pp_query_refuse(r, "debug|top|sample_index",
+		                    "/trace answers a Perfetto trace; the same "
+		                    "range in other formats: /profile with the "
+		                    "same last=, start=, end=",
+		                    err, sizeof err) ||
+		    pp_query_render(r, "samples|cpu", PP_RENDER_TIMELINE,
+		                    &rq.render, err, sizeof err))
+			return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s",
+			                        err);
+		rq.render.format = PP_FORMAT_PERFETTO;
+		rq.producer = &pp_record_producer;
+		rq.query = &rr;
+		return pp_respond_job(r, &rq);
+	}
 
 	if (pp_query_uint(r, "seconds", r->route->window, 1, cfg->v.max_seconds,
 	                  &q.seconds, err, sizeof err) ||

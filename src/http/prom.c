@@ -150,6 +150,13 @@ void pp_prom_gauge(struct pp_buf *b, const char *name, const char *help,
 	pp_prom_u64(b, name, NULL, 0, v);
 }
 
+void pp_prom_counter_f(struct pp_buf *b, const char *name, const char *help,
+                       double v)
+{
+	pp_prom_family(b, name, "counter", help);
+	pp_prom_f64(b, name, NULL, 0, v);
+}
+
 void pp_prom_gauge_f(struct pp_buf *b, const char *name, const char *help,
                      double v)
 {

@@ -50,6 +50,9 @@ void pp_prom_gauge(struct pp_buf *b, const char *name, const char *help,
                    uint64_t v);
 void pp_prom_gauge_f(struct pp_buf *b, const char *name, const char *help,
                      double v);
+/* A counter whose value is not whole (seconds). */
+void pp_prom_counter_f(struct pp_buf *b, const char *name, const char *help,
+                       double v);
 /* One counter family with one label: label=names[i] has values[i]. */
 void pp_prom_counter_by(struct pp_buf *b, const char *name, const char *help,
                         const char *label, const char *const *names,

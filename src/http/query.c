@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "record/record.h"
 
 struct each_ctx {
 	pp_args_fn fn;
@@ -66,6 +67,41 @@ int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
 {
 	struct pp_args a = args_of(r);
 	return pp_args_id(&a, sampling, id, err, errlen);
+}
+
+static const char *arg(struct pp_request *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
+	                                   name);
+}
+
+int pp_query_record(struct pp_request *r, const char *sampling,
+                    struct pp_record_range *out, unsigned *status, char *err,
+                    size_t errlen)
+{
+	const char *last = arg(r, "last"), *start = arg(r, "start"),
+	           *end = arg(r, "end"), *rec = arg(r, "recording");
+	if (!last && !start && !end && !rec)
+		return 1;
+	*status = MHD_HTTP_BAD_REQUEST;
+	int rc = pp_query_refuse(
+	    r, sampling,
+	    "a read of the record answers for the past at the record's rate "
+	    "(last=, start=, end=, recording=); a new window: seconds=",
+	    err, errlen);
+	if (!rc)
+		rc = pp_query_refuse(r, "id",
+		                     "id= renders a kept profile again; the "
+		                     "record's ranges are read with last=, "
+		                     "start=, end=, recording=",
+		                     err, errlen);
+	if (rc)
+		return rc;
+	rc = pp_record_range_parse(last, start, end, rec, out, err, errlen);
+	*status = rc == -ENOTSUP || rc == -ENOENT ? MHD_HTTP_NOT_FOUND
+	          : rc == -ERANGE ? MHD_HTTP_RANGE_NOT_SATISFIABLE
+	                          : MHD_HTTP_BAD_REQUEST;
+	return rc;
 }
 
 int pp_query_refuse(struct pp_request *r, const char *names, const char *why,

@@ -38,6 +38,17 @@ int pp_query_render(struct pp_request *r, const char *types, int flags,
 int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
                 char *err, size_t errlen);
 
+/* A read of the record (record/record.h): ?last=N, ?start=T&end=T,
+ * ?recording=ID. 1 when none is given (a window of the next seconds);
+ * 0 with *out set; else a negative errno with a sentence in err and the
+ * HTTP status it answers in *status (400 bad value, 404 record off or no
+ * such saving, 416 a range the record does not hold). sampling: the
+ * parameters of a new window ('|'-separated), which do not combine. */
+struct pp_record_range;
+int pp_query_record(struct pp_request *r, const char *sampling,
+                    struct pp_record_range *out, unsigned *status, char *err,
+                    size_t errlen);
+
 /* -EINVAL, with "NAME does not apply here: why" in err, when any of the
  * parameters names ("a|b|c") is given. */
 int pp_query_refuse(struct pp_request *r, const char *names, const char *why,

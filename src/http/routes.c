@@ -123,6 +123,29 @@ const struct pp_route pp_routes[] = {
                 "snapshot); opens in ui.perfetto.dev",
     },
     {
+        .path = "/record",
+        .name = "record",
+        .quick = 1,
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_JSON,
+        .handler = pp_h_record,
+        .link = "record",
+        .help = "the record (PULLPROF_RECORD) as JSON: how far back it "
+                "reaches, its memory and rate, the saved recordings; read "
+                "it with ?last=N or ?start=&end= on /profile and /trace",
+    },
+    {
+        .path = "/record/save",
+        .name = "record_save",
+        .quick = 1,
+        .methods = "POST",
+        .kind = PP_ROUTE_JSON,
+        .handler = pp_h_record_save,
+        .link = "record",
+        .help = "POST ?reason=...&last=N: keep the record's last N seconds "
+                "(default 60) aside under an id, read with ?recording=ID",
+    },
+    {
         .path = "/heap",
         .name = "heap",
         .methods = GET_HEAD,

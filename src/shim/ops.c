@@ -104,6 +104,7 @@ const struct pp_agent_ops pp_agent_ops_table = {
     .write_heap_profile = pullprof_write_heap_profile,
     .label_push = pullprof_label_push,
     .label_pop = pullprof_label_pop,
+    .record_save = pullprof_record_save,
     .autostart = pp_agent_autostart,
     .heap_sampled = pp_heap_sampled,
     .heap_free_hit = pp_heap_free_hit,

@@ -180,6 +180,12 @@ PULLPROF_API int pullprof_write_heap_profile(int fd, int kind)
 	return ops ? ops->write_heap_profile(fd, kind) : -ESRCH;
 }
 
+PULLPROF_API int pullprof_record_save(const char *reason)
+{
+	const struct pp_agent_ops *ops = PP_AGENT_OPS();
+	return ops ? ops->record_save(reason) : -ESRCH;
+}
+
 /* Labels work whether or not the agent runs: a push interns its set in the
  * agent's table (loading the agent); a pop only moves this thread's depth,
  * as the agent's own pop does. */

@@ -53,6 +53,7 @@ struct pp_agent_ops {
 	int (*write_heap_profile)(int fd, int kind);
 	int (*label_push)(const char *key, const char *value);
 	void (*label_pop)(void);
+	int (*record_save)(const char *reason);
 
 	/* Start from the environment at load time. before: what this
 	 * process served before a wrapper exec'd this program (its

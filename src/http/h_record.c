@@ -1,0 +1,68 @@
+/*
+ * /record: what the record holds (JSON), and /record/save: keep the last
+ * seconds aside under an id (record/record.h). The record's ranges are read
+ * on /profile and /trace (h_profile.c).
+ * Context: agent.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "handlers.h"
+#include "query.h"
+#include "record/record.h"
+#include "respond.h"
+#include "util/clock.h"
+#include "util/when.h"
+
+enum MHD_Result pp_h_record(struct pp_request *r)
+{
+	return pp_respond_json(r, MHD_HTTP_OK, pp_record_json(1));
+}
+
+enum MHD_Result pp_h_record_save(struct pp_request *r)
+{
+	const char *reason = MHD_lookup_connection_value(
+	    r->conn, MHD_GET_ARGUMENT_KIND, "reason");
+	const char *last =
+	    MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "last");
+	char err[300];
+	int64_t ns = 60ll * PP_NS_PER_SEC;
+
+	if (strcmp(r->method, MHD_HTTP_METHOD_POST) != 0)
+		return pp_respond_error(
+		    r, MHD_HTTP_METHOD_NOT_ALLOWED,
+		    "record/save keeps a moment aside: POST it (GET "
+		    "/record lists what is kept)");
+	if (last && pp_duration_parse(last, 86400ll * PP_NS_PER_SEC, &ns, err,
+	                              sizeof err))
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "last=%s",
+		                        err);
+	if (reason && strlen(reason) > 127)
+		return pp_respond_error(
+		    r, MHD_HTTP_BAD_REQUEST,
+		    "reason= is %zu bytes long; at most 127 are kept",
+		    strlen(reason));
+	uint64_t id = 0;
+	int rc = pp_record_save(reason ? reason : "", (uint64_t)ns, &id);
+	if (rc == -ENOTSUP)
+		return pp_respond_error(
+		    r, MHD_HTTP_NOT_FOUND,
+		    "the record is off in this process: nothing to save "
+		    "(start it with PULLPROF_RECORD, e.g. PULLPROF_RECORD=5m)");
+	if (rc == -EBUSY)
+		return pp_respond_error(
+		    r, MHD_HTTP_TOO_MANY_REQUESTS,
+		    "%u savings are waiting to be made already; ask again in a "
+		    "moment",
+		    16u);
+	if (rc)
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "the saving failed: %s", strerror(-rc));
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "id", json_object_new_int64((int64_t)id));
+	json_object_object_add(o, "reason",
+	                       json_object_new_string(reason ? reason : ""));
+	json_object_object_add(o, "seconds",
+	                       json_object_new_double((double)ns / 1e9));
+	return pp_respond_json(r, MHD_HTTP_OK, o);
+}

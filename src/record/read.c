@@ -1,0 +1,322 @@
+/*
+ * Reading the record (record.h): a query's range, and the CPU profile of a
+ * range built from the chunks that hold it.
+ * Context: agent.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bounds.h"
+#include "cpu/producer.h"
+#include "record/internal.h"
+#include "util/clock.h"
+#include "util/when.h"
+
+static const struct pp_value_type cpu_types[] = {{"samples", "count"},
+                                                 {"cpu", "nanoseconds"}};
+
+/* A Unix time in ns as RFC 3339 UTC with milliseconds. */
+static void rfc3339(int64_t real_ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(real_ns / 1000000000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, len - n, ".%03dZ",
+	         (int)((real_ns % 1000000000) / 1000000));
+}
+
+/* "from ... to ... (N s)", or "nothing yet", for messages. Lock held. */
+static void coverage(uint64_t oldest, uint64_t newest, char *buf, size_t len)
+{
+	if (!oldest) {
+		snprintf(buf, len, "nothing yet");
+		return;
+	}
+	char a[40], b[40];
+	rfc3339(pp_record_real_of(oldest), a, sizeof a);
+	rfc3339(pp_record_real_of(newest), b, sizeof b);
+	snprintf(buf, len, "%s to %s (the last %.1f s)", a, b,
+	         (double)(pp_clock_ns(CLOCK_MONOTONIC) - oldest) / 1e9);
+}
+
+static const struct pp_rsaving *saving_of(uint64_t id)
+{
+	for (unsigned i = 0; i < pp_rec.nsavings; i++)
+		if (pp_rec.savings[i].id == id)
+			return &pp_rec.savings[i];
+	return NULL;
+}
+
+int pp_record_range_parse(const char *last, const char *start, const char *end,
+                          const char *recording, struct pp_record_range *out,
+                          char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	if (!last && !start && !end && !recording)
+		return 1;
+	if (last && (start || end)) {
+		snprintf(err, errlen,
+		         "last= and start=/end= name a range each: give one "
+		         "or the other");
+		return -EINVAL;
+	}
+	if (!pp_record_hz() && !atomic_load(&pp_rec.on_atomic)) {
+		snprintf(err, errlen,
+		         "the record is off in this process: nothing to look "
+		         "back at (start it with PULLPROF_RECORD, e.g. "
+		         "PULLPROF_RECORD=5m; profiles of the next seconds: "
+		         "?seconds=N)");
+		return -ENOTSUP;
+	}
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	int64_t now_real = pp_record_real_of(now);
+	int64_t a = 0, b = 0;
+	if (recording) {
+		char *e;
+		errno = 0;
+		unsigned long long id = strtoull(recording, &e, 10);
+		if (errno || e == recording || *e || !id) {
+			snprintf(err, errlen,
+			         "recording=%.40s: expected the id of a saved "
+			         "recording (/record lists them)",
+			         recording);
+			return -EINVAL;
+		}
+		out->recording = id;
+	}
+	if (last) {
+		int64_t ns;
+		if (pp_duration_parse(last, (int64_t)86400 * PP_NS_PER_SEC, &ns,
+		                      err, errlen))
+			return -EINVAL;
+		a = now_real - ns;
+		b = now_real;
+	} else {
+		if (start && pp_when_parse(start, &a, err, errlen))
+			return -EINVAL;
+		if (end && pp_when_parse(end, &b, err, errlen))
+			return -EINVAL;
+		if (!end)
+			b = now_real;
+		if (!start)
+			a = 0; /* as far back as it reaches */
+		if (start && end && b <= a) {
+			snprintf(err, errlen,
+			         "end= must come after start= (%.40s is not "
+			         "after %.40s)",
+			         end, start);
+			return -EINVAL;
+		}
+	}
+	/* Unix time -> the record's monotonic clock (clamped at 0). */
+	int64_t ma = a - pp_rec.real_offset, mb = b - pp_rec.real_offset;
+	out->start_ns = ma > 0 ? (uint64_t)ma : 0;
+	out->end_ns = mb > 0 ? (uint64_t)mb : 0;
+
+	pthread_mutex_lock(&pp_rec.mu);
+	uint64_t oldest = pp_rec.oldest ? pp_rec.oldest->first_ns : 0;
+	uint64_t newest = pp_rec.newest ? pp_rec.newest->last_ns : 0;
+	int rc = 0;
+	char cov[160];
+	if (out->recording) {
+		const struct pp_rsaving *sv = saving_of(out->recording);
+		if (!sv) {
+			snprintf(err, errlen,
+			         "recording=%" PRIu64 ": no such saved "
+			         "recording (gone, or never saved: /record "
+			         "lists those kept)",
+			         out->recording);
+			rc = -ENOENT;
+		} else {
+			oldest = sv->start_ns;
+			newest = sv->end_ns;
+			if (!last && !start)
+				out->start_ns = oldest;
+			if (!last && !end)
+				out->end_ns = newest;
+		}
+	}
+	if (!rc && !out->recording && !last && !start)
+		out->start_ns = oldest;
+	if (!rc &&
+	    (!oldest || out->end_ns < oldest || out->start_ns > newest)) {
+		if (out->recording) {
+			char a1[40], b1[40];
+			rfc3339(pp_record_real_of(oldest), a1, sizeof a1);
+			rfc3339(pp_record_real_of(newest), b1, sizeof b1);
+			snprintf(err, errlen,
+			         "recording %" PRIu64
+			         " covers %s to %s: nothing of it in the range "
+			         "asked",
+			         out->recording, a1, b1);
+		} else {
+			coverage(oldest, newest, cov, sizeof cov);
+			snprintf(err, errlen,
+			         "the record holds %s: nothing of it in the "
+			         "range asked",
+			         cov);
+		}
+		rc = -ERANGE;
+	}
+	pthread_mutex_unlock(&pp_rec.mu);
+	(void)now;
+	return rc;
+}
+
+/* Decode a chunk's samples in [start, end) into p. Lock held. */
+static void read_chunk(const struct pp_rchunk *c, uint64_t start, uint64_t end,
+                       struct pp_profile *p, uint32_t *min_period,
+                       uint32_t *max_period, uint64_t *lost, uint64_t *n)
+{
+	const unsigned char *q = c->data, *e = c->data + c->used;
+	uint64_t t = c->base_ns; /* where the coder's times start */
+	uint32_t period = 0;
+	while (q < e) {
+		unsigned flags = *q++;
+		uint64_t zz = pp_record_get_varint(&q, e);
+		int64_t dt = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
+		t += (uint64_t)(dt * 1000);
+		uint32_t tid = (uint32_t)pp_record_get_varint(&q, e);
+		uint32_t stack = (uint32_t)pp_record_get_varint(&q, e);
+		uint32_t labels = (uint32_t)pp_record_get_varint(&q, e);
+		uint32_t weight = flags & PP_RS_WEIGHT
+		                      ? (uint32_t)pp_record_get_varint(&q, e)
+		                      : 1;
+		if (flags & PP_RS_PERIOD)
+			period = (uint32_t)pp_record_get_varint(&q, e);
+		if (t < start || t >= end)
+			continue;
+		if (flags & PP_RS_LOST) {
+			*lost += weight;
+			continue;
+		}
+		const struct pp_rstack *s = stack && stack < pp_rec.nstacks
+		                                ? pp_rec.stacks[stack]
+		                                : NULL;
+		unsigned rflags =
+		    (flags & PP_RS_TRUNCATED ? PP_REC_TRUNCATED : 0) |
+		    (flags & PP_RS_EXIT ? PP_REC_EXIT : 0);
+		pp_cpu_model_add(p, s ? s->pcs : NULL, s ? s->depth : 0, rflags,
+		                 weight, period, tid, pp_record_name_of(tid),
+		                 labels, t);
+		if (period && (!*min_period || period < *min_period))
+			*min_period = period;
+		if (period > *max_period)
+			*max_period = period;
+		(*n)++;
+	}
+}
+
+int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
+                          struct pp_profile **out, char *err, size_t errlen)
+{
+	uint64_t cpu0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	struct pp_profile *p = pp_profile_new(
+	    cpu_types, 2, &cpu_types[1],
+	    (int64_t)(PP_NS_PER_SEC / (pp_rec.hz ? pp_rec.hz : 19)));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	p->max_bytes = max_bytes;
+	p->max_events =
+	    (max_bytes ? max_bytes : PP_CPU_TIMELINE_DEFAULT_BYTES) / 2 /
+	    PP_EVENT_BYTES;
+	uint32_t minp = 0, maxp = 0;
+	uint64_t lost = 0, n = 0, first = 0, last = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&pp_rec.mu);
+	if (r->recording) {
+		const struct pp_rsaving *sv = saving_of(r->recording);
+		if (!sv) {
+			snprintf(err, errlen,
+			         "recording=%" PRIu64 ": no such saved "
+			         "recording (gone meanwhile)",
+			         r->recording);
+			rc = -ENOENT;
+		} else {
+			for (size_t i = 0; i < sv->nchunks; i++)
+				read_chunk(sv->chunks[i], r->start_ns,
+				           r->end_ns, p, &minp, &maxp, &lost,
+				           &n);
+			/* Fetched: the first to go when room is needed. */
+			((struct pp_rsaving *)sv)->fetched++;
+			first = sv->start_ns > r->start_ns ? sv->start_ns
+			                                   : r->start_ns;
+			last = sv->end_ns < r->end_ns ? sv->end_ns : r->end_ns;
+		}
+	} else {
+		for (const struct pp_rchunk *c = pp_rec.oldest; c; c = c->next)
+			if (c->last_ns >= r->start_ns &&
+			    c->first_ns < r->end_ns)
+				read_chunk(c, r->start_ns, r->end_ns, p, &minp,
+				           &maxp, &lost, &n);
+		uint64_t oldest = pp_rec.oldest ? pp_rec.oldest->first_ns : 0;
+		first = oldest > r->start_ns ? oldest : r->start_ns;
+		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+		last = r->end_ns < now ? r->end_ns : now;
+	}
+	pthread_mutex_unlock(&pp_rec.mu);
+	if (rc) {
+		pp_profile_free(p);
+		return rc;
+	}
+	uint32_t period = minp ? minp : (uint32_t)(PP_NS_PER_SEC / pp_rec.hz);
+	if (lost) {
+		uintptr_t pc = pp_profile_synthetic_pc(
+		    p, "[pullprof: lost samples, the ring was full]");
+		int64_t v[2] = {(int64_t)lost, (int64_t)lost * period};
+		if (pc)
+			pp_profile_add_at(p, &pc, 1, v, NULL, 0, last - 1, 0);
+	}
+	p->period = period;
+	if (last < first)
+		last = first;
+	pp_profile_set_time(p, pp_record_real_of(first),
+	                    (int64_t)(last - first));
+	p->mono_start_ns = first;
+	p->mono_end_ns = last;
+	char note[300], a[40], b[40];
+	rfc3339(pp_record_real_of(first), a, sizeof a);
+	rfc3339(pp_record_real_of(last), b, sizeof b);
+	snprintf(note, sizeof note,
+	         "pullprof %s: from the record, %s to %s, %" PRIu64
+	         " samples, sampled every %u ns",
+	         PACKAGE_VERSION, a, b, n, period);
+	pp_profile_add_comment(p, note);
+	if (first > r->start_ns + PP_NS_PER_SEC / 10) {
+		snprintf(note, sizeof note,
+		         "the record reaches back to %s only: the range asked "
+		         "began %.1f s earlier",
+		         a, (double)(first - r->start_ns) / 1e9);
+		pp_profile_add_comment(p, note);
+	}
+	if (maxp != minp && minp) {
+		snprintf(note, sizeof note,
+		         "the rate changed within this range (periods %u..%u "
+		         "ns, a window asked for more): values are weighted "
+		         "by the period in force",
+		         minp, maxp);
+		pp_profile_add_comment(p, note);
+	}
+	if (p->over_limit) {
+		snprintf(
+		    note, sizeof note,
+		    "%llu samples of new stacks past the profile size limit "
+		    "went to %s",
+		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
+		pp_profile_add_comment(p, note);
+	}
+	pthread_mutex_lock(&pp_rec.mu);
+	pp_rec.reads++;
+	pp_rec.read_cpu_ns += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	pthread_mutex_unlock(&pp_rec.mu);
+	*out = p;
+	return 0;
+}

@@ -1,0 +1,127 @@
+/*
+ * The record: a rolling look-back of the CPU samples of every thread, kept
+ * while PULLPROF_RECORD is set, so that a profile of the last minutes is
+ * answered at once (?last=, ?start=&end=) instead of after a window.
+ *
+ * The collector hands it every sample it drains from the ring (all of
+ * them: when a window samples faster than PULLPROF_RECORD_HZ, the record
+ * keeps the faster samples too, each weighted by its period). A sample is
+ * a few bytes in a chunk (time, thread, stack id, label set, weight and
+ * period, varint-coded); each stack is kept once (interned) and freed when
+ * no chunk refers to it any more. Chunks come and go oldest first under a
+ * memory bound (PULLPROF_RECORD_MB): the record says how far back it
+ * reaches. A saving (pullprof_record_save, POST /record/save) holds the
+ * chunks of its span aside under an id, so the ring moving on does not
+ * take them.
+ *
+ * Times are CLOCK_MONOTONIC nanoseconds, as the ring's; the record keeps
+ * the offset to CLOCK_REALTIME taken when it started, for the query's
+ * Unix times and the profiles' time_nanos.
+ * Context: agent (the collector adds; the job pipeline reads; any thread
+ * asks for a saving).
+ */
+#ifndef PP_RECORD_H
+#define PP_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/ring.h"
+#include "profile/job.h"
+#include "profile/model.h"
+
+struct pp_record_settings {
+	uint64_t span_ns; /* how far back to keep (PULLPROF_RECORD) */
+	unsigned hz;      /* PULLPROF_RECORD_HZ */
+	size_t bound;     /* bytes (PULLPROF_RECORD_MB) */
+};
+
+/* Set up the store (no sampling yet): 0 or -ENOMEM. */
+int pp_record_open(const struct pp_record_settings *s);
+/* Free everything (the collector no longer adds). */
+void pp_record_close(void);
+/* In a forked child: the parent's record is not this process's; its
+ * memory is left (the lock may have been held at fork). */
+void pp_record_forget_in_child(void);
+/* The rate the collector samples at for the record; 0 when it is off. */
+unsigned pp_record_hz(void);
+
+/* Collector side (its thread, one batch per drain): begin, add each
+ * sample, end. */
+void pp_record_begin(void);
+void pp_record_add(const struct pp_ring_rec *rec, const char *thread_name);
+void pp_record_end(void);
+/* Sampling stopped for good (the host took the signal): why, for
+ * /record. */
+void pp_record_stopped(const char *why);
+
+/* The span a read covers, CLOCK_MONOTONIC. recording > 0: a saving's
+ * chunks instead of the ring's. */
+struct pp_record_range {
+	uint64_t start_ns, end_ns;
+	uint64_t recording;
+};
+
+/* Parse ?last=, ?start=, ?end= and ?recording= as a query gives them
+ * (NULL: absent) into a range. 1: none was given (not a record read);
+ * 0: *out set; -EINVAL, -ENOENT (no such saving) or -ERANGE (not covered)
+ * with a sentence in err that says what is covered. */
+int pp_record_range_parse(const char *last, const char *start, const char *end,
+                          const char *recording, struct pp_record_range *out,
+                          char *err, size_t errlen);
+
+/* The CPU profile of the range (sample types samples/count and
+ * cpu/nanoseconds, the timeline kept): 0 or a negative errno with a
+ * sentence in err. max_bytes bounds the model (0: none). */
+int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
+                          struct pp_profile **out, char *err, size_t errlen);
+
+/* Keep the last `last_ns` aside under a new id (*id), with the reason:
+ * 0, -ENOTSUP (the record is off) or -ENOMEM. Any thread, host threads
+ * too: a lock held for a list walk, never a wait on the collector. */
+int pp_record_save(const char *reason, uint64_t last_ns, uint64_t *id);
+
+/* What /record, /status and /metrics say. */
+struct pp_record_saving_info {
+	uint64_t id;
+	int64_t saved_real_ns;
+	uint64_t start_ns, end_ns; /* monotonic */
+	int64_t start_real_ns, end_real_ns;
+	uint64_t samples, bytes;
+	unsigned fetched;
+	char reason[128];
+};
+#define PP_RECORD_MAX_SAVINGS 16
+
+struct pp_record_stats {
+	int on;
+	unsigned hz;
+	uint64_t span_ns;
+	size_t bound, bytes, stack_bytes, chunk_bytes, saved_bytes;
+	size_t coded_bytes; /* of the samples in the ring's chunks */
+	uint64_t oldest_ns, newest_ns; /* monotonic; 0: nothing yet */
+	int64_t oldest_real_ns, newest_real_ns;
+	uint64_t started_ns;
+	/* Samples in the ring now; ever added; gone: past the span (aged)
+	 * or pushed out by the bound before it, or never kept (dropped). */
+	uint64_t samples_kept, samples_added, samples_aged, samples_dropped;
+	uint64_t chunks_dropped, stacks, stacks_made, stacks_freed;
+	uint64_t add_cpu_ns, read_cpu_ns, reads;
+	uint64_t savings_dropped, saves_refused;
+	char stopped[200];
+	unsigned nsavings;
+	struct pp_record_saving_info savings[PP_RECORD_MAX_SAVINGS];
+};
+void pp_record_stats(struct pp_record_stats *out);
+
+/* The job pipeline's producer of record reads (record/kind.c): its query
+ * is a struct pp_record_range; made at once. */
+extern struct pp_producer pp_record_producer;
+/* The record's state as JSON (/record; with_savings: the list too). */
+struct json_object;
+struct json_object *pp_record_json(int with_savings);
+
+/* Monotonic <-> Unix time, with the record's offset. */
+int64_t pp_record_real_of(uint64_t mono_ns);
+
+#endif
