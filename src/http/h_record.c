@@ -66,3 +66,49 @@ enum MHD_Result pp_h_record_save(struct pp_request *r)
 	                       json_object_new_double((double)ns / 1e9));
 	return pp_respond_json(r, MHD_HTTP_OK, o);
 }
+
+enum MHD_Result pp_h_record_timeline(struct pp_request *r)
+{
+	struct pp_record_range rr;
+	unsigned status, threads = 32;
+	char err[300];
+	int rc = pp_query_record(r, "", &rr, &status, err, sizeof err);
+	if (rc == 1) {
+		/* The whole record by default. */
+		rc = pp_record_range_parse(NULL, "0", NULL, NULL, &rr, err,
+		                           sizeof err);
+		status = rc == -ENOTSUP  ? MHD_HTTP_NOT_FOUND
+		         : rc == -ERANGE ? MHD_HTTP_RANGE_NOT_SATISFIABLE
+		                         : MHD_HTTP_BAD_REQUEST;
+	}
+	if (rc < 0)
+		return pp_respond_error(r, status, "%s", err);
+	if (pp_query_uint(r, "threads", 32, 1, 1024, &threads, err, sizeof err))
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	const char *step =
+	    MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "step");
+	int64_t step_ns = 0;
+	if (step && pp_duration_parse(step, 3600ll * PP_NS_PER_SEC, &step_ns,
+	                              err, sizeof err))
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "step=%s",
+		                        err);
+	if (!step) {
+		/* About 300 steps, whole tenths of a second. */
+		uint64_t span = rr.end_ns - rr.start_ns;
+		step_ns =
+		    (int64_t)((span / 300 + 99999999) / 100000000 * 100000000);
+		if (step_ns < 100000000)
+			step_ns = 100000000;
+	}
+	struct json_object *o = NULL;
+	rc = pp_record_timeline(&rr, (uint64_t)step_ns, threads, &o, err,
+	                        sizeof err);
+	if (rc)
+		return pp_respond_error(r,
+		                        rc == -ENOENT ? MHD_HTTP_NOT_FOUND
+		                        : rc == -EINVAL
+		                            ? MHD_HTTP_BAD_REQUEST
+		                            : MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "%s", err);
+	return pp_respond_json(r, MHD_HTTP_OK, o);
+}

@@ -10,6 +10,7 @@ enum MHD_Result pp_h_index(struct pp_request *r);
 enum MHD_Result pp_h_status(struct pp_request *r);
 enum MHD_Result pp_h_record(struct pp_request *r);
 enum MHD_Result pp_h_record_save(struct pp_request *r);
+enum MHD_Result pp_h_record_timeline(struct pp_request *r);
 enum MHD_Result pp_h_healthz(struct pp_request *r);
 enum MHD_Result pp_h_cmdline(struct pp_request *r);
 enum MHD_Result pp_h_threads(struct pp_request *r);

@@ -135,6 +135,17 @@ const struct pp_route pp_routes[] = {
                 "it with ?last=N or ?start=&end= on /profile and /trace",
     },
     {
+        .path = "/record/timeline",
+        .name = "record_timeline",
+        .methods = GET_HEAD,
+        .kind = PP_ROUTE_JSON,
+        .handler = pp_h_record_timeline,
+        .link = "record/timeline",
+        .help = "CPU by thread over time from the record, as JSON (?last=N "
+                "or ?start=&end=, ?step=S, ?threads=N): the viewer's "
+                "Recent view",
+    },
+    {
         .path = "/record/save",
         .name = "record_save",
         .quick = 1,

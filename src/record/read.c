@@ -16,6 +16,8 @@
 #include "util/clock.h"
 #include "util/when.h"
 
+#include <json-c/json.h>
+
 static const struct pp_value_type cpu_types[] = {{"samples", "count"},
                                                  {"cpu", "nanoseconds"}};
 
@@ -319,4 +321,196 @@ int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
 	pthread_mutex_unlock(&pp_rec.mu);
 	*out = p;
 	return 0;
+}
+
+/* ---- the timeline: CPU by thread over time ----------------------------- */
+
+struct tl_thread {
+	uint32_t tid;
+	double total;
+	double *cpu; /* nbuckets */
+};
+
+struct tl {
+	uint64_t start, step;
+	size_t nbuckets;
+	struct tl_thread *t;
+	size_t n, cap;
+	int oom;
+};
+
+static struct tl_thread *tl_thread_of(struct tl *tl, uint32_t tid)
+{
+	for (size_t i = 0; i < tl->n; i++)
+		if (tl->t[i].tid == tid)
+			return &tl->t[i];
+	if (tl->n == tl->cap) {
+		size_t cap = tl->cap ? tl->cap * 2 : 16;
+		void *n = realloc(tl->t, cap * sizeof *tl->t);
+		if (!n)
+			return NULL;
+		tl->t = n;
+		tl->cap = cap;
+	}
+	double *cpu = calloc(tl->nbuckets, sizeof *cpu);
+	if (!cpu)
+		return NULL;
+	tl->t[tl->n] = (struct tl_thread){tid, 0, cpu};
+	return &tl->t[tl->n++];
+}
+
+static void tl_chunk(struct tl *tl, const struct pp_rchunk *c, uint64_t end)
+{
+	const unsigned char *q = c->data, *e = c->data + c->used;
+	uint64_t t = c->base_ns;
+	uint32_t period = 0;
+	while (q < e) {
+		unsigned flags = *q++;
+		uint64_t zz = pp_record_get_varint(&q, e);
+		int64_t dt = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1);
+		t += (uint64_t)(dt * 1000);
+		uint32_t tid = (uint32_t)pp_record_get_varint(&q, e);
+		(void)pp_record_get_varint(&q, e); /* stack */
+		(void)pp_record_get_varint(&q, e); /* labels */
+		uint32_t weight = flags & PP_RS_WEIGHT
+		                      ? (uint32_t)pp_record_get_varint(&q, e)
+		                      : 1;
+		if (flags & PP_RS_PERIOD)
+			period = (uint32_t)pp_record_get_varint(&q, e);
+		if (t < tl->start || t >= end || (flags & PP_RS_LOST))
+			continue;
+		struct tl_thread *th = tl_thread_of(tl, tid);
+		if (!th) {
+			tl->oom = 1;
+			return;
+		}
+		double v = (double)weight * period / 1e9;
+		th->cpu[(t - tl->start) / tl->step] += v;
+		th->total += v;
+	}
+}
+
+static int by_total(const void *a, const void *b)
+{
+	const struct tl_thread *x = a, *y = b;
+	return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
+}
+
+/* Seconds rounded to the microsecond: the JSON stays short. */
+static struct json_object *us(double v)
+{
+	char text[32];
+	snprintf(text, sizeof text, "%.6f", v);
+	/* Trailing zeros off: 0.5, not 0.500000. */
+	size_t n = strlen(text);
+	while (n > 1 && text[n - 1] == '0' && text[n - 2] != '.')
+		text[--n] = 0;
+	return json_object_new_double_s(v, text);
+}
+
+int pp_record_timeline(const struct pp_record_range *r, uint64_t step_ns,
+                       size_t max_threads, struct json_object **out, char *err,
+                       size_t errlen)
+{
+	struct tl tl = {.start = r->start_ns, .step = step_ns};
+	uint64_t end = r->end_ns;
+	pthread_mutex_lock(&pp_rec.mu);
+	if (!r->recording && pp_rec.oldest &&
+	    tl.start < pp_rec.oldest->first_ns)
+		tl.start = pp_rec.oldest->first_ns;
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	if (end > now)
+		end = now;
+	if (end <= tl.start)
+		end = tl.start + 1;
+	tl.nbuckets = (size_t)((end - tl.start + step_ns - 1) / step_ns);
+	if (tl.nbuckets > PP_RECORD_TIMELINE_MAX) {
+		pthread_mutex_unlock(&pp_rec.mu);
+		snprintf(err, errlen,
+		         "step=%.3f s makes %zu steps over this range; at most "
+		         "%u: a longer step",
+		         (double)step_ns / 1e9, tl.nbuckets,
+		         PP_RECORD_TIMELINE_MAX);
+		return -EINVAL;
+	}
+	int rc = 0;
+	if (r->recording) {
+		const struct pp_rsaving *sv = saving_of(r->recording);
+		if (!sv) {
+			snprintf(err, errlen,
+			         "recording=%" PRIu64
+			         ": no such saved recording",
+			         r->recording);
+			rc = -ENOENT;
+		} else {
+			for (size_t i = 0; i < sv->nchunks && !tl.oom; i++)
+				tl_chunk(&tl, sv->chunks[i], end);
+		}
+	} else {
+		for (const struct pp_rchunk *c = pp_rec.oldest; c && !tl.oom;
+		     c = c->next)
+			if (c->last_ns >= tl.start && c->first_ns < end)
+				tl_chunk(&tl, c, end);
+	}
+	struct json_object *o = NULL;
+	if (!rc && !tl.oom) {
+		qsort(tl.t, tl.n, sizeof *tl.t, by_total);
+		o = json_object_new_object();
+		json_object_object_add(
+		    o, "start",
+		    json_object_new_double((double)pp_record_real_of(tl.start) /
+		                           1e9));
+		json_object_object_add(
+		    o, "end",
+		    json_object_new_double((double)pp_record_real_of(end) /
+		                           1e9));
+		json_object_object_add(
+		    o, "step_seconds",
+		    json_object_new_double((double)step_ns / 1e9));
+		struct json_object *threads = json_object_new_array();
+		double *other = NULL;
+		for (size_t i = 0; i < tl.n; i++) {
+			if (i >= max_threads) {
+				if (!other)
+					other =
+					    calloc(tl.nbuckets, sizeof *other);
+				for (size_t b = 0; other && b < tl.nbuckets;
+				     b++)
+					other[b] += tl.t[i].cpu[b];
+				continue;
+			}
+			struct json_object *th = json_object_new_object();
+			json_object_object_add(
+			    th, "tid", json_object_new_int64(tl.t[i].tid));
+			const char *name = pp_record_name_of(tl.t[i].tid);
+			json_object_object_add(
+			    th, "name",
+			    json_object_new_string(name[0] ? name : "?"));
+			json_object_object_add(th, "cpu_seconds",
+			                       us(tl.t[i].total));
+			struct json_object *a = json_object_new_array();
+			for (size_t b = 0; b < tl.nbuckets; b++)
+				json_object_array_add(a, us(tl.t[i].cpu[b]));
+			json_object_object_add(th, "cpu", a);
+			json_object_array_add(threads, th);
+		}
+		json_object_object_add(o, "threads", threads);
+		if (other) {
+			struct json_object *a = json_object_new_array();
+			for (size_t b = 0; b < tl.nbuckets; b++)
+				json_object_array_add(a, us(other[b]));
+			json_object_object_add(o, "other_threads", a);
+			free(other);
+		}
+	}
+	pthread_mutex_unlock(&pp_rec.mu);
+	for (size_t i = 0; i < tl.n; i++)
+		free(tl.t[i].cpu);
+	free(tl.t);
+	if (!rc && tl.oom) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+	}
+	*out = o;
+	return rc;
 }

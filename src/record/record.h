@@ -76,6 +76,17 @@ int pp_record_range_parse(const char *last, const char *start, const char *end,
 int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
                           struct pp_profile **out, char *err, size_t errlen);
 
+/* CPU by thread over the range, in steps of step_ns (at most
+ * PP_RECORD_TIMELINE_MAX of them): {start, end, step_seconds, threads:
+ * [{tid, name, cpu_seconds, cpu: [seconds a step]}], other_threads}, the
+ * threads by CPU, max_threads of them and the rest summed. 0 or a negative
+ * errno with a sentence in err. */
+#define PP_RECORD_TIMELINE_MAX 3600u
+struct json_object;
+int pp_record_timeline(const struct pp_record_range *r, uint64_t step_ns,
+                       size_t max_threads, struct json_object **out, char *err,
+                       size_t errlen);
+
 /* Keep the last `last_ns` aside under a new id (*id), with the reason:
  * 0, -ENOTSUP (the record is off) or -ENOMEM. Any thread, host threads
  * too: a lock held for a list walk, never a wait on the collector. */
@@ -98,7 +109,7 @@ struct pp_record_stats {
 	unsigned hz;
 	uint64_t span_ns;
 	size_t bound, bytes, stack_bytes, chunk_bytes, saved_bytes;
-	size_t coded_bytes; /* of the samples in the ring's chunks */
+	size_t coded_bytes;            /* of the samples in the ring's chunks */
 	uint64_t oldest_ns, newest_ns; /* monotonic; 0: nothing yet */
 	int64_t oldest_real_ns, newest_real_ns;
 	uint64_t started_ns;
