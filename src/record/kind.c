@@ -4,7 +4,8 @@
  * says what it holds in /status and /metrics; its producer answers
  * /profile and /trace for a past range (?last=, ?start=&end=,
  * ?recording=) at once; pullprof_record_save() keeps a moment aside.
- * Context: agent (pullprof_record_save: any thread).
+ * pullprof_record_save() runs on any thread, host threads too.
+ * Context: agent.
  */
 #include <errno.h>
 #include <stdio.h>

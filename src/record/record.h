@@ -17,8 +17,9 @@
  * Times are CLOCK_MONOTONIC nanoseconds, as the ring's; the record keeps
  * the offset to CLOCK_REALTIME taken when it started, for the query's
  * Unix times and the profiles' time_nanos.
- * Context: agent (the collector adds; the job pipeline reads; any thread
- * asks for a saving).
+ * The collector adds; the job pipeline reads; any thread asks for a
+ * saving.
+ * Context: agent.
  */
 #ifndef PP_RECORD_H
 #define PP_RECORD_H

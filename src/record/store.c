@@ -5,7 +5,8 @@
  * decodes its range. A saving asked from any thread goes through a small
  * lock-free queue that the collector (or the next read) applies, so that
  * a host thread never waits on a read.
- * Context: agent (pp_record_save: any thread).
+ * pp_record_save() runs on any thread, host threads too.
+ * Context: agent.
  */
 #include <errno.h>
 #include <pthread.h>
