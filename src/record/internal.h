@@ -114,6 +114,14 @@ struct pp_record_store {
 
 extern struct pp_record_store pp_rec;
 
+/* The oldest time the ring answers for: its oldest sample, or the span
+ * back from now when that is later (chunks go whole, so the oldest one
+ * may hold older samples, which are past the span). 0: nothing. Lock
+ * held. */
+uint64_t pp_record_visible_oldest(void);
+/* Its newest sample (0: nothing within the span). Lock held. */
+uint64_t pp_record_visible_newest(void);
+
 uint64_t pp_record_get_varint(const unsigned char **p,
                               const unsigned char *end);
 /* A thread's name as last seen ("" when not kept). Lock held. */

@@ -121,8 +121,8 @@ int pp_record_range_parse(const char *last, const char *start, const char *end,
 	out->end_ns = mb > 0 ? (uint64_t)mb : 0;
 
 	pthread_mutex_lock(&pp_rec.mu);
-	uint64_t oldest = pp_rec.oldest ? pp_rec.oldest->first_ns : 0;
-	uint64_t newest = pp_rec.newest ? pp_rec.newest->last_ns : 0;
+	uint64_t oldest = pp_record_visible_oldest();
+	uint64_t newest = pp_record_visible_newest();
 	int rc = 0;
 	char cov[160];
 	if (out->recording) {
@@ -254,13 +254,13 @@ int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
 			last = sv->end_ns < r->end_ns ? sv->end_ns : r->end_ns;
 		}
 	} else {
-		for (const struct pp_rchunk *c = pp_rec.oldest; c; c = c->next)
-			if (c->last_ns >= r->start_ns &&
-			    c->first_ns < r->end_ns)
-				read_chunk(c, r->start_ns, r->end_ns, p, &minp,
-				           &maxp, &lost, &n);
-		uint64_t oldest = pp_rec.oldest ? pp_rec.oldest->first_ns : 0;
+		/* Nothing past the span, though its chunk is still here. */
+		uint64_t oldest = pp_record_visible_oldest();
 		first = oldest > r->start_ns ? oldest : r->start_ns;
+		for (const struct pp_rchunk *c = pp_rec.oldest; c; c = c->next)
+			if (c->last_ns >= first && c->first_ns < r->end_ns)
+				read_chunk(c, first, r->end_ns, p, &minp, &maxp,
+				           &lost, &n);
 		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 		last = r->end_ns < now ? r->end_ns : now;
 	}
@@ -415,9 +415,8 @@ int pp_record_timeline(const struct pp_record_range *r, uint64_t step_ns,
 	struct tl tl = {.start = r->start_ns, .step = step_ns};
 	uint64_t end = r->end_ns;
 	pthread_mutex_lock(&pp_rec.mu);
-	if (!r->recording && pp_rec.oldest &&
-	    tl.start < pp_rec.oldest->first_ns)
-		tl.start = pp_rec.oldest->first_ns;
+	if (!r->recording && tl.start < pp_record_visible_oldest())
+		tl.start = pp_record_visible_oldest();
 	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 	if (end > now)
 		end = now;

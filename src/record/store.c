@@ -668,6 +668,23 @@ void pp_record_stopped(const char *why)
 	pthread_mutex_unlock(&pp_rec.mu);
 }
 
+uint64_t pp_record_visible_oldest(void)
+{
+	if (!pp_rec.oldest)
+		return 0;
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	uint64_t cut = now > pp_rec.span_ns ? now - pp_rec.span_ns : 0;
+	uint64_t first = pp_rec.oldest->first_ns;
+	if (first < cut)
+		first = cut;
+	return first <= pp_rec.newest->last_ns ? first : 0;
+}
+
+uint64_t pp_record_visible_newest(void)
+{
+	return pp_record_visible_oldest() ? pp_rec.newest->last_ns : 0;
+}
+
 int64_t pp_record_real_of(uint64_t mono_ns)
 {
 	return (int64_t)mono_ns + pp_rec.real_offset;
@@ -688,9 +705,9 @@ void pp_record_stats(struct pp_record_stats *o)
 	o->saved_bytes = pp_rec.on ? saved_only_bytes() : 0;
 	for (const struct pp_rchunk *c = pp_rec.oldest; c; c = c->next)
 		o->coded_bytes += c->used;
-	if (pp_rec.oldest) {
-		o->oldest_ns = pp_rec.oldest->first_ns;
-		o->newest_ns = pp_rec.newest->last_ns;
+	if (pp_record_visible_oldest()) {
+		o->oldest_ns = pp_record_visible_oldest();
+		o->newest_ns = pp_record_visible_newest();
 		o->oldest_real_ns = pp_record_real_of(o->oldest_ns);
 		o->newest_real_ns = pp_record_real_of(o->newest_ns);
 	}

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""The record (PULLPROF_RECORD): a look-back of every thread's CPU samples,
+read at once for a past range. tests/record/phases runs phase_alpha() for a
+few seconds and then phase_beta(); ranges given as ?start=&end= (Unix
+seconds and RFC 3339) and ?last= must each show their phase's function as
+nearly all of the range's CPU, the range's CPU as the host measured it on
+its own clock, and be answered without waiting for a window. Savings (the
+C API and POST /record/save) outlive the ring; the memory bound holds
+under many threads with deep, varied stacks; bad ranges and ids get a 4xx
+that says why."""
+import datetime
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pptest import (BUILD, Host, Profile, by_function, curl, eq,  # noqa: E402
+                    go_pprof, ok, run, until)
+
+PHASES = os.path.join(BUILD, "tests", "record", "phases")
+HZ = 97
+
+
+class Phases(Host):
+    def __init__(self, **env):
+        e = {"PULLPROF_LISTEN": "127.0.0.1:0", "PULLPROF_RECORD": "2m",
+             "PULLPROF_RECORD_HZ": str(HZ), **env}
+        super().__init__(env=e, exe=PHASES)
+        self.port = int(self.ready.split()[1]) if self.ready.startswith(
+            "port ") else None
+
+    def warm(self):
+        """The collector arms the timers on its own thread, a moment after
+        the start (longer on a busy machine): a short phase until the
+        record holds samples, so that the phases measured are sampled from
+        their first moment."""
+        return until(lambda: self.phase("beta", 0.2) and
+                     self.record().get("samples", {}).get("kept", 0) > 0,
+                     60)
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
+
+    def get(self, path, *args, timeout=60):
+        return curl(self.url(path), *args, timeout=timeout)
+
+    def record(self):
+        r = self.get("record")
+        return r.json() if r.status == 200 else {}
+
+    def phase(self, name, seconds):
+        line = self.cmd(f"phase {name} {seconds}", timeout=seconds + 60)
+        _, t0, t1, cpu = line.split()
+        return float(t0), float(t1), float(cpu)
+
+
+def cpu_share(prof, fn):
+    """(fn's CPU, the profile's CPU) in seconds."""
+    idx = [t for t, _ in prof.sample_types()].index("cpu")
+    total = sum(s["value"][idx] for s in prof.samples)
+    return by_function(prof, "cpu").get(fn, 0) / 1e9, total / 1e9
+
+
+def rfc3339(t):
+    """RFC 3339 in UTC, "Z" (a "+00:00" would need escaping in a URL)."""
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def caught_up(h, t):
+    """The record holds samples up to Unix time t (the collector drains
+    the ring every 10 ms)."""
+    return until(lambda: (h.record().get("coverage", {}).get("newest") or 0)
+                 >= t - 0.05, 10)
+
+
+def check_range(h, query, fn, other, cpu, what):
+    t = time.monotonic()
+    r = h.get(f"profile?{query}")
+    took = time.monotonic() - t
+    eq(r.status, 200, f"{what}: 200")
+    if r.status != 200:
+        print(f"# {r.body[:300]!r}")
+        return None
+    p = Profile(r.body)
+    mine, total = cpu_share(p, fn)
+    theirs, _ = cpu_share(p, other)
+    ok(total > 0 and mine / total >= 0.9,
+       f"{what}: {fn} is {mine / total if total else 0:.1%} of the "
+       f"range's CPU ({other}: {theirs:.3f} s)", (mine, total))
+    ok(abs(total - cpu) <= 0.1 * cpu,
+       f"{what}: the range's CPU {total:.3f} s is the host's own "
+       f"{cpu:.3f} s within 10%", (total, cpu))
+    ok(took < 2.5, f"{what}: answered at once ({took:.2f} s, no window "
+       "waited for)", took)
+    return r
+
+
+def test_phases():
+    h = Phases()
+    try:
+        ok(h.port, "the host serves", h.ready)
+        ok(h.warm(), "the record samples", h.record())
+        a0, a1, acpu = h.phase("alpha", 3)
+        b0, b1, bcpu = h.phase("beta", 3)
+        ok(caught_up(h, b1), "the record caught up with the host",
+           h.record())
+        rec = h.record()
+        eq((rec.get("on"), rec.get("hz"), rec.get("sampling")),
+           (True, HZ, "on"), "/record: on, at the rate asked, sampling")
+        ok(rec["coverage"]["oldest"] <= a0 + 2.0 / HZ and
+           rec["coverage"]["newest"] >= b1 - 0.1,
+           "/record: its coverage holds both phases", rec["coverage"])
+        ok(0 < rec["memory"]["bytes_per_sample"] < 24,
+           f"a sample takes {rec['memory']['bytes_per_sample']:.1f} bytes "
+           "coded (its stack kept once)", rec["memory"])
+        ok(rec["samples"]["kept"] >= 0.8 * (acpu + bcpu) * HZ,
+           "the samples of both phases are kept", rec["samples"])
+        # Unix seconds, with the fraction.
+        r = check_range(h, f"start={a0:.3f}&end={a1:.3f}", "phase_alpha",
+                        "phase_beta", acpu, "alpha by Unix times")
+        if r:
+            p = Profile(r.body)
+            ok(abs(p.field(p.raw, "time_nanos") / 1e9 - a0) < 0.01,
+               "time_nanos is the range's start",
+               (p.field(p.raw, "time_nanos"), a0))
+            ok(abs(p.field(p.raw, "duration_nanos") / 1e9 - (a1 - a0)) <
+               0.01, "duration_nanos is the range's length",
+               p.field(p.raw, "duration_nanos"))
+            rid = r.headers.get("x-pullprof-profile-id")
+            ok(rid, "the answer is kept under an id", r.headers)
+            if rid:
+                t = h.get(f"profile?id={rid}&debug=1")
+                ok(t.status == 200 and b"phase_alpha" in t.body,
+                   "?id= renders it again, as text", t.body[:200])
+        # RFC 3339.
+        check_range(h, f"start={rfc3339(b0)}&end={rfc3339(b1)}",
+                    "phase_beta", "phase_alpha", bcpu, "beta by RFC 3339")
+        # ?last=: the beta phase just ended.
+        now = float(h.cmd("now").split()[1])
+        last = now - b0 - 0.5
+        r = h.get(f"profile?last={last:.3f}")
+        eq(r.status, 200, "?last=: 200")
+        if r.status == 200:
+            mine, total = cpu_share(Profile(r.body), "phase_beta")
+            ok(mine / total >= 0.9, f"?last={last:.1f}: phase_beta is "
+               f"{mine / total:.1%} of it", (mine, total))
+        # Formats and clients.
+        for fmt, want in (("debug=1", b"phase_alpha"),
+                          ("format=folded", b"phase_alpha"),
+                          ("format=json", b"phase_alpha")):
+            r = h.get(f"profile?start={a0}&end={a1}&{fmt}")
+            ok(r.status == 200 and want in r.body,
+               f"{fmt} of a range", (r.status, r.body[:200]))
+        out = go_pprof("-top", h.url(f"profile?start={a0}&end={a1}"))[1]
+        ok("phase_alpha" in out, "go tool pprof reads a range", out[:500])
+        r = h.get(f"trace?start={b0}&end={b1}")
+        ok(r.status == 200 and b"phase_beta" in r.body,
+           "/trace of a range: a Perfetto trace with beta's frames",
+           (r.status, len(r.body)))
+        # Both at once, on two threads: the timeline shows two busy ones.
+        line = h.cmd("both 2", timeout=60)
+        c0, c1 = (float(x) for x in line.split()[1:])
+        ok(caught_up(h, c1), "caught up again")
+        tl = h.get(f"record/timeline?start={c0}&end={c1}&step=0.5")
+        eq(tl.status, 200, "/record/timeline: 200")
+        if tl.status == 200:
+            threads = tl.json()["threads"]
+            busy = [t for t in threads if t["cpu_seconds"] > 0.5]
+            ok(len(busy) == 2, "the timeline has the two busy threads",
+               threads[:3])
+            ok(all(len(t["cpu"]) in (4, 5) for t in threads),
+               "in half-second steps over the 2 s",
+               [len(t["cpu"]) for t in threads])
+            ok(all(abs(sum(t["cpu"]) - t["cpu_seconds"]) < 0.001 and
+                   max(t["cpu"]) <= 0.5 + 2.0 / HZ for t in threads),
+               "each step at most half a second of one thread's CPU, "
+               "adding up to its total", [t["cpu"] for t in busy])
+    finally:
+        h.quit()
+
+
+def test_errors():
+    h = Phases(PULLPROF_RECORD="30s")
+    try:
+        ok(h.warm(), "the record holds samples", h.record())
+        cases = [
+            ("profile?start=100&end=200", 416, "the record holds"),
+            ("profile?last=abc", 400, "not a duration"),
+            ("profile?last=5&seconds=3", 400, "seconds does not apply"),
+            ("profile?last=5&start=100", 400, "one or the other"),
+            ("profile?start=200&end=100", 400, "must come after"),
+            ("profile?start=yesterday", 400, "RFC 3339"),
+            ("profile?recording=77", 404, "no such saved recording"),
+            ("profile?recording=x", 400, "id of a saved recording"),
+            ("profile?last=5&id=1", 400, "id does not apply"),
+            ("trace?last=5&wall=1", 400, "wall does not apply"),
+            ("record/timeline?last=60&step=0.00001", 400, "at most 3600"),
+        ]
+        for path, status, words in cases:
+            r = h.get(path)
+            ok(r.status == status and words.encode() in r.body,
+               f"{path}: {status} saying {words!r}",
+               (r.status, r.body[:300]))
+        r = h.get("record/save")
+        eq(r.status, 405, "record/save: GET is 405")
+        r = h.get("record/save?reason=" + "x" * 200, "-X", "POST")
+        ok(r.status == 400 and b"127" in r.body, "a reason over 127 bytes: "
+           "400", (r.status, r.body[:200]))
+    finally:
+        h.quit()
+    off = Phases(PULLPROF_RECORD="off")
+    try:
+        for path in ("profile?last=10", "trace?last=10",
+                     "record/timeline"):
+            r = off.get(path)
+            ok(r.status == 404 and b"PULLPROF_RECORD" in r.body,
+               f"record off: {path} is 404 naming PULLPROF_RECORD",
+               (r.status, r.body[:200]))
+        r = off.get("record/save", "-X", "POST")
+        ok(r.status == 404 and b"PULLPROF_RECORD" in r.body,
+           "record off: POST record/save is 404", (r.status, r.body[:200]))
+        eq(off.record(), {"on": False}, "record off: /record says so")
+        eq(off.cmd("save anything"), "saved -95",
+           "record off: pullprof_record_save() is -ENOTSUP")
+        r = off.get("profile?seconds=1")
+        eq(r.status, 200, "record off: windows work as ever")
+    finally:
+        off.quit()
+
+
+def test_save():
+    # A short span: the ring moves on past what was saved.
+    h = Phases(PULLPROF_RECORD="4s")
+    try:
+        ok(h.warm(), "the record samples", h.record())
+        a0, a1, acpu = h.phase("alpha", 2)
+        line = h.cmd("save slow request in alpha")
+        ok(line.startswith("saved ") and int(line.split()[1]) > 0,
+           "pullprof_record_save() from a host thread: an id", line)
+        api_id = int(line.split()[1]) if line.startswith("saved ") else 0
+        r = h.get("record/save?reason=from%20http&last=3", "-X", "POST")
+        eq(r.status, 200, "POST record/save: 200")
+        http_id = r.json()["id"] if r.status == 200 else 0
+        ok(http_id > api_id > 0, "ids grow", (api_id, http_id))
+        ok(until(lambda: len(h.record()["savings"]["list"]) == 2, 10),
+           "/record lists both savings", h.record().get("savings"))
+        lst = {s["id"]: s for s in h.record()["savings"]["list"]}
+        eq(lst.get(api_id, {}).get("reason"), "slow request in alpha",
+           "the API's reason is kept")
+        eq(lst.get(http_id, {}).get("reason"), "from http",
+           "the HTTP reason is kept")
+        # The ring moves on: 6 s of beta with a 4 s span.
+        h.phase("beta", 6)
+        rec = h.record()
+        ok(rec["coverage"]["oldest"] > a1, "the ring no longer holds "
+           "alpha", rec["coverage"])
+        r = h.get(f"profile?start={a0}&end={a1}")
+        eq(r.status, 416, "alpha from the ring: 416 now")
+        r = h.get(f"profile?recording={api_id}")
+        eq(r.status, 200, "the API's saving: 200 after the ring moved on")
+        # Its last 60 s hold the warm-up too: alpha's range within it.
+        r = h.get(f"profile?recording={api_id}&start={a0}&end={a1}")
+        eq(r.status, 200, "alpha's range within the saving: 200")
+        if r.status == 200:
+            mine, total = cpu_share(Profile(r.body), "phase_alpha")
+            ok(abs(total - acpu) <= 0.1 * acpu and mine / total >= 0.9,
+               "it holds the alpha phase", (mine, total, acpu))
+        r = h.get(f"profile?recording={http_id}&debug=1")
+        ok(r.status == 200 and b"phase_alpha" in r.body,
+           "the HTTP saving too, as text", (r.status, r.body[:200]))
+        eq(h.get(f"trace?recording={api_id}").status, 200,
+           "a saving as a trace")
+        eq(h.get(f"record/timeline?recording={api_id}").status, 200,
+           "a saving's timeline")
+        # The bound: 16 kept, the fetched first out.
+        for i in range(18):
+            h.get(f"record/save?reason=n{i}&last=1", "-X", "POST")
+        ok(until(lambda: h.record()["savings"]["dropped"] >= 2, 10),
+           "18 more savings: 2 or more pushed out",
+           h.record()["savings"])
+        sv = h.record()["savings"]
+        eq(sv["kept"], 16, "16 kept")
+        ids = {s["id"] for s in sv["list"]}
+        ok(api_id not in ids and http_id not in ids,
+           "the fetched ones went first", sorted(ids))
+        # Too many at once: -EBUSY past 16 waiting.
+        rcs = [int(h.cmd("save burst").split()[1]) for _ in range(1)]
+        ok(rcs[0] > 0, "a single save goes through", rcs)
+    finally:
+        h.quit()
+
+
+def test_bound():
+    """1 MiB for 16 threads with deep, varied stacks at 997 Hz: the bound
+    holds, drops are counted, coverage shrinks, the host and the agent go
+    on."""
+    h = Phases(PULLPROF_RECORD="5m", PULLPROF_RECORD_MB="1",
+               PULLPROF_RECORD_HZ="997")
+    try:
+        h.p.stdin.write(b"deep 16 8\n")
+        h.p.stdin.flush()
+        t0 = time.monotonic()
+        worst = 0
+        while time.monotonic() - t0 < 7:
+            rec = h.record()
+            if rec:
+                worst = max(worst, rec["memory"]["bytes"])
+            time.sleep(0.2)
+        eq(h.cmd(None, timeout=60), "deep", "the host's threads ran")
+        rec = h.record()
+        print(f"# 1 MiB bound: at most {worst} bytes seen; "
+              f"{json.dumps(rec['memory'])}; {json.dumps(rec['samples'])}")
+        ok(worst <= 1 << 20, f"the bound held: at most {worst} bytes",
+           worst)
+        ok(rec["samples"]["dropped"] > 0, "drops are counted",
+           rec["samples"])
+        ok(rec["coverage"]["seconds"] < 6,
+           "coverage shrank to what fits", rec["coverage"])
+        ok(rec["stacks"]["freed"] > 0, "stacks no sample needs are freed",
+           rec["stacks"])
+        r = h.get("profile?last=1")
+        ok(r.status in (200, 416), "a read still answers", r.status)
+        eq(h.cmd("now").split()[0], "now", "the host goes on")
+    finally:
+        h.quit()
+
+
+def test_stop():
+    """The agent stops with the record on and a read in flight: no crash,
+    exit 0."""
+    h = Phases()
+    h.phase("alpha", 1)
+    rc = h.quit()
+    eq(rc, 0, "exit 0 after pullprof_stop with the record on")
+
+
+run([test_phases, test_errors, test_save, test_bound, test_stop])
