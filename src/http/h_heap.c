@@ -12,6 +12,7 @@
 #include "heap/detect.h"
 #include "heap/heap.h"
 #include "query.h"
+#include "record/record.h"
 #include "respond.h"
 
 static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
@@ -20,8 +21,33 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	struct pp_heap_query q = {.view = view};
 	struct pp_job_request rq = {
 	    .producer = &pp_heap_producer, .query = &q, .keep = 1};
-	unsigned gc, peak, source;
+	unsigned gc, peak, source, state;
 	char err[1200];
+	struct pp_record_snap_query sq = {.kind = PP_RK_HEAP,
+	                                  .allocs = view == PP_HEAP_ALLOCS};
+	unsigned status;
+
+	/* A past range, from the record's snapshots: its change, or with
+	 * state=1 the heap as of its end. */
+	int rc = pp_query_record(r, "seconds|peak|source", &sq.range, &status,
+	                         err, sizeof err);
+	if (rc < 0)
+		return pp_respond_error(r, status, "%s", err);
+	if (rc == 0) {
+		if (pp_query_uint(r, "gc", 0, 0, 1, &gc, err, sizeof err) ||
+		    pp_query_uint(r, "state", 0, 0, 1, &state, err,
+		                  sizeof err) ||
+		    pp_query_render(
+		        r,
+		        "alloc_objects|alloc_space|inuse_objects|inuse_space",
+		        0, &rq.render, err, sizeof err))
+			return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s",
+			                        err);
+		sq.state = (int)state;
+		rq.producer = &pp_record_snap_producers[PP_RK_HEAP];
+		rq.query = &sq;
+		return pp_respond_job(r, &rq);
+	}
 
 	/* gc: Go clients ask for a collection first; there is none here, the
 	 * value is checked and otherwise ignored. */
@@ -34,7 +60,11 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 	    pp_query_render(
 	        r, "alloc_objects|alloc_space|inuse_objects|inuse_space", 0,
 	        &rq.render, err, sizeof err) ||
-	    pp_query_id(r, "seconds|peak|source", &rq.id, err, sizeof err))
+	    pp_query_id(r, "seconds|peak|source", &rq.id, err, sizeof err) ||
+	    pp_query_refuse(r, "state",
+	                    "state=1 is the heap as of a past range's end "
+	                    "(with last=, start=, end=)",
+	                    err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
 	q.peak = peak != 0;
 	q.peak_reset = peak == 2;
@@ -50,7 +80,7 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 		static const int asked[] = {0, PP_HEAP_SOURCE_INTERPOSED,
 		                            PP_HEAP_SOURCE_JEMALLOC,
 		                            PP_HEAP_SOURCE_TCMALLOC};
-		int rc = pp_heap_resolve(&q, asked[source], err, sizeof err);
+		rc = pp_heap_resolve(&q, asked[source], err, sizeof err);
 		if (rc)
 			return pp_respond_error(r,
 			                        rc == -EINVAL

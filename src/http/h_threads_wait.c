@@ -11,6 +11,7 @@
 #include "handlers.h"
 #include "locks/locks.h"
 #include "query.h"
+#include "record/record.h"
 #include "respond.h"
 #include "threads/threads.h"
 
@@ -21,13 +22,43 @@
 static enum MHD_Result since_start(struct pp_request *r,
                                    struct pp_producer *producer,
                                    const char *types, int flags,
-                                   unsigned max_debug)
+                                   unsigned max_debug, int recorded)
 {
 	const struct pp_config *cfg = &pp_agent_get()->cfg;
 	struct pp_dump_query q = {0};
 	struct pp_job_request rq = {
 	    .producer = producer, .query = &q, .keep = 1};
 	char err[300];
+
+	/* mutex and block: a past range from the record's snapshots. */
+	struct pp_record_snap_query sq = {.kind =
+	                                      (enum pp_record_kind)recorded};
+	unsigned status;
+	int rc = recorded >= 0
+	             ? pp_query_record(r, "seconds", &sq.range, &status, err,
+	                               sizeof err)
+	             : pp_query_refuse(r, "last|start|end|recording",
+	                               "the record keeps CPU samples, heap, "
+	                               "mutex and block; this one is of now "
+	                               "(or the change over seconds=N)",
+	                               err, sizeof err);
+	if (recorded < 0 && rc)
+		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
+	if (recorded >= 0 && rc < 0)
+		return pp_respond_error(r, status, "%s", err);
+	if (recorded >= 0 && rc == 0) {
+		if (pp_query_refuse(r, "debug",
+		                    "a past range's change is a profile "
+		                    "(format=pprof|text|folded|json)",
+		                    err, sizeof err) ||
+		    pp_query_render(r, types, flags, &rq.render, err,
+		                    sizeof err))
+			return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s",
+			                        err);
+		rq.producer = &pp_record_snap_producers[recorded];
+		rq.query = &sq;
+		return pp_respond_job(r, &rq);
+	}
 
 	if (pp_query_uint(r, "seconds", 0, 0, cfg->v.max_seconds, &q.seconds,
 	                  err, sizeof err) ||
@@ -49,26 +80,26 @@ static enum MHD_Result since_start(struct pp_request *r,
 
 enum MHD_Result pp_h_goroutine(struct pp_request *r)
 {
-	return since_start(r, &pp_dump_producer, "goroutine", PP_RENDER_DUMP,
-	                   2);
+	return since_start(r, &pp_dump_producer, "goroutine", PP_RENDER_DUMP, 2,
+	                   -1);
 }
 
 enum MHD_Result pp_h_threadcreate(struct pp_request *r)
 {
 	return since_start(r, &pp_threadcreate_producer, "threadcreate",
-	                   PP_RENDER_DUMP, 1);
+	                   PP_RENDER_DUMP, 1, -1);
 }
 
 enum MHD_Result pp_h_mutex(struct pp_request *r)
 {
 	return since_start(r, &pp_mutex_producer, "contentions|delay",
-	                   PP_RENDER_CONTENTION, 1);
+	                   PP_RENDER_CONTENTION, 1, PP_RK_MUTEX);
 }
 
 enum MHD_Result pp_h_block(struct pp_request *r)
 {
 	return since_start(r, &pp_block_producer, "contentions|delay",
-	                   PP_RENDER_CONTENTION, 1);
+	                   PP_RENDER_CONTENTION, 1, PP_RK_BLOCK);
 }
 
 static enum MHD_Result wall(struct pp_request *r, int fgprof)

@@ -64,6 +64,7 @@ struct pp_producer pp_record_producer = {
     .make = range_make,
     .cancel = range_cancel,
     .free = free,
+    .tick = pp_record_snaps_tick,
 };
 
 /* ---- the row ----------------------------------------------------------------
@@ -85,6 +86,8 @@ static int start(const struct pp_config *c, char *err, size_t errlen)
 		         "cannot set up the record: out of memory");
 		return rc;
 	}
+	pp_record_snaps_open(s.span_ns);
+	pp_jobs_add_ticker(&pp_record_producer);
 	/* The sampler starts now and runs while the agent does. A host that
 	 * handles both signals itself keeps them: the record says why it
 	 * holds nothing, and the agent serves all the same. */
@@ -109,11 +112,13 @@ static int start(const struct pp_config *c, char *err, size_t errlen)
 
 static void stop(void)
 {
+	pp_record_snaps_close();
 	pp_record_close();
 }
 
 static void forget_in_child(void)
 {
+	pp_record_snaps_forget_in_child();
 	pp_record_forget_in_child();
 }
 
@@ -226,6 +231,39 @@ struct json_object *pp_record_json(int with_savings)
 		json_object_object_add(sv, "list", list);
 	}
 	json_object_object_add(o, "savings", sv);
+	struct pp_record_snaps_stats ss;
+	pp_record_snaps_stats(&ss);
+	struct json_object *sn = json_object_new_object();
+	json_object_object_add(sn, "interval_seconds",
+	                       json_object_new_double(secs(ss.interval_ns)));
+	json_object_object_add(sn, "bytes", PP_JSON_I64(ss.bytes));
+	json_object_object_add(sn, "taken", PP_JSON_I64(ss.taken));
+	json_object_object_add(sn, "dropped", PP_JSON_I64(ss.dropped));
+	json_object_object_add(sn, "cpu_seconds",
+	                       json_object_new_double(secs(ss.cpu_ns)));
+	for (int i = 0; i < PP_RECORD_KINDS; i++) {
+		struct json_object *e = json_object_new_object();
+		json_object_object_add(e, "count",
+		                       PP_JSON_I64(ss.kind[i].count));
+		json_object_object_add(
+		    e, "oldest",
+		    ss.kind[i].oldest_ns
+		        ? time_json(pp_record_real_of(ss.kind[i].oldest_ns))
+		        : NULL);
+		json_object_object_add(
+		    e, "newest",
+		    ss.kind[i].newest_ns
+		        ? time_json(pp_record_real_of(ss.kind[i].newest_ns))
+		        : NULL);
+		json_object_object_add(
+		    e, "not_recorded",
+		    ss.kind[i].why_not[0]
+		        ? json_object_new_string(ss.kind[i].why_not)
+		        : NULL);
+		json_object_object_add(
+		    sn, pp_record_kind_name((enum pp_record_kind)i), e);
+	}
+	json_object_object_add(o, "snapshots", sn);
 	free(st);
 	return o;
 }

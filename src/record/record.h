@@ -133,6 +133,47 @@ extern struct pp_producer pp_record_producer;
 struct json_object;
 struct json_object *pp_record_json(int with_savings);
 
+/* ---- snapshots: heap, mutex and block (snaps.c) ---- */
+
+enum pp_record_kind { PP_RK_HEAP, PP_RK_MUTEX, PP_RK_BLOCK };
+#define PP_RECORD_KINDS 3
+const char *pp_record_kind_name(enum pp_record_kind k);
+
+/* The query of a snapshot read: the range, the kind, and state (the kind
+ * as of the range's end instead of its change over the range); allocs:
+ * /allocs's default sample type. */
+struct pp_record_snap_query {
+	struct pp_record_range range;
+	enum pp_record_kind kind;
+	int state, allocs;
+};
+/* Their producers, by kind ("heap", "mutex", "block" for ?id=). */
+extern struct pp_producer pp_record_snap_producers[PP_RECORD_KINDS];
+
+void pp_record_snaps_open(uint64_t span_ns);
+void pp_record_snaps_close(void);
+void pp_record_snaps_forget_in_child(void);
+/* On the job pipeline's thread (its tick): a snapshot of each kind when
+ * the interval is up. */
+void pp_record_snaps_tick(void);
+/* The change of kind k between the snapshots at or before start and end
+ * (or, with state, the kind as of end): 0 or a negative errno with a
+ * sentence (-ERANGE: no snapshot there). */
+int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
+                            int state, struct pp_profile **out, char *err,
+                            size_t errlen);
+
+struct pp_record_snaps_stats {
+	uint64_t interval_ns, taken, dropped, cpu_ns;
+	size_t bytes;
+	struct {
+		unsigned count;
+		uint64_t oldest_ns, newest_ns;
+		char why_not[160];
+	} kind[PP_RECORD_KINDS];
+};
+void pp_record_snaps_stats(struct pp_record_snaps_stats *out);
+
 /* Monotonic <-> Unix time, with the record's offset. */
 int64_t pp_record_real_of(uint64_t mono_ns);
 

@@ -327,6 +327,100 @@ def test_bound():
         h.quit()
 
 
+def snapped_after(h, kind, t):
+    """The record has a snapshot of kind taken after Unix time t."""
+    return until(lambda: (h.record().get("snapshots", {}).get(kind, {})
+                          .get("newest") or 0) > t, 20)
+
+
+def values(prof, type_name, fn):
+    """fn's cumulative value of type_name, and the profile's total."""
+    idx = [t for t, _ in prof.sample_types()].index(type_name)
+    total = sum(s["value"][idx] for s in prof.samples)
+    return by_function(prof, type_name).get(fn, 0), total
+
+
+def test_heap_mutex_block():
+    """Heap growth over a range names the growing site; what was freed
+    is a negative change; state=1 is the heap as of the range's end;
+    mutex and block over a range show the contention of that range only."""
+    h = Phases(PULLPROF_HEAP_RATE="65536")
+    try:
+        ok(h.warm(), "the record samples", h.record())
+        snaps = h.record().get("snapshots", {})
+        ok(snaps.get("interval_seconds") == 1.0 and
+           snaps["heap"]["not_recorded"] is None,
+           "/record: snapshots every second, heap recorded", snaps)
+        t = float(h.cmd("now").split()[1])
+        ok(snapped_after(h, "heap", t), "a heap snapshot came",
+           h.record().get("snapshots"))
+        g0, g1 = (float(x) for x in
+                  h.cmd("grow 16 2", timeout=60).split()[1:])
+        ok(snapped_after(h, "heap", g1), "a snapshot after the growth")
+        r = h.get(f"heap?start={g0 - 0.05:.3f}&end={g1 + 1.2:.3f}")
+        eq(r.status, 200, "/heap over the growth: 200")
+        if r.status == 200:
+            p = Profile(r.body)
+            grew, total = values(p, "inuse_space", "grow_site")
+            mib = 1 << 20
+            ok(abs(grew - 16 * mib) <= 0.25 * 16 * mib,
+               f"grow_site's in-use change: {grew / mib:.1f} MiB of the "
+               "16 allocated", grew)
+            ok(grew >= 0.8 * total,
+               f"it is most of the range's growth ({total / mib:.1f} MiB)",
+               (grew, total))
+        r = h.get(f"heap?end={g1 + 1.2:.3f}&state=1")
+        eq(r.status, 200, "state=1: 200")
+        if r.status == 200:
+            held, _ = values(Profile(r.body), "inuse_space", "grow_site")
+            ok(held >= 0.75 * 16 * (1 << 20), "state=1: grow_site holds "
+               f"{held / (1 << 20):.1f} MiB as of the end", held)
+        r = h.get(f"allocs?start={g0 - 0.05:.3f}&end={g1 + 1.2:.3f}"
+                  "&debug=1")
+        ok(r.status == 200 and b"grow_site" in r.body,
+           "/allocs over the growth, as text", (r.status, r.body[:200]))
+        released = float(h.cmd("release").split()[1])
+        ok(snapped_after(h, "heap", released), "a snapshot after the free")
+        r = h.get(f"heap?start={released - 0.5:.3f}&end={released + 1.2:.3f}"
+                  "&format=json")
+        eq(r.status, 200, "/heap over the release: 200")
+        r = h.get(f"heap?start={released - 0.5:.3f}&end={released + 1.2:.3f}")
+        if r.status == 200:
+            freed, _ = values(Profile(r.body), "inuse_space", "grow_site")
+            ok(freed <= -0.75 * 16 * (1 << 20), "what was freed is a "
+               f"negative change: {freed / (1 << 20):.1f} MiB", freed)
+        # Contention.
+        quiet = float(h.cmd("now").split()[1])
+        c0, c1 = (float(x) for x in
+                  h.cmd("contend 2", timeout=60).split()[1:])
+        ok(snapped_after(h, "mutex", c1), "a mutex snapshot after")
+        # The block profile also has the main thread's pthread_join,
+        # waiting for the four threads meanwhile: at least half.
+        for kind, fn, share in (("mutex", "contend_site", 0.8),
+                                ("block", "contend_site", 0.5)):
+            r = h.get(f"{kind}?start={c0 - 0.05:.3f}&end={c1 + 1.2:.3f}")
+            eq(r.status, 200, f"/{kind} over the contention: 200")
+            if r.status == 200:
+                d, total = values(Profile(r.body), "delay", fn)
+                ok(d > 0 and d >= share * total,
+                   f"/{kind}: {fn} holds {d / 1e9:.3f} s of the range's "
+                   f"{total / 1e9:.3f} s of waiting", (d, total))
+            r = h.get(f"{kind}?start={quiet - 2:.3f}&end={quiet:.3f}")
+            if r.status == 200:
+                d, _ = values(Profile(r.body), "delay", fn)
+                eq(d, 0, f"/{kind} over a range before it: none of it")
+            else:
+                ok(r.status == 416, f"/{kind} before: 416 or empty",
+                   r.status)
+        r = h.get("mutex?last=5&debug=1")
+        eq(r.status, 400, "debug=1 with a range: 400")
+        r = h.get("goroutine?last=5")
+        ok(r.status == 400 and b"this one is of now" in r.body,
+           "/goroutine?last=: 400, not recorded", r.body[:200])
+    finally:
+        h.quit()
+
+
 def test_stop():
     """The agent stops with the record on and a read in flight: no crash,
     exit 0."""
@@ -336,4 +430,5 @@ def test_stop():
     eq(rc, 0, "exit 0 after pullprof_stop with the record on")
 
 
-run([test_phases, test_errors, test_save, test_bound, test_stop])
+run([test_phases, test_errors, test_save, test_bound, test_heap_mutex_block,
+     test_stop])

@@ -14,6 +14,12 @@
  *                              depth of its own (60..120), burning CPU at
  *                              the bottom and coming back up, again and
  *                              again: many deep, varied stacks -> "deep"
+ *   grow MB SECONDS            grow_site() allocates MB MiB in 64 KiB blocks
+ *                              over SECONDS and keeps them -> "grow T0 T1"
+ *   release                    frees them -> "released T"
+ *   contend SECONDS            four threads take one mutex in
+ *                              contend_site(), each holding it 2 ms
+ *                              -> "contend T0 T1"
  *   save REASON                pullprof_record_save(REASON) -> "saved RC"
  *   now                        -> "now T" (Unix seconds)
  *   quit                       exit 0
@@ -45,6 +51,8 @@ static double cpu_now(void)
 /* Named in the profiles the test reads: not static. */
 void phase_alpha(double seconds);
 void phase_beta(double seconds);
+void grow_site(unsigned mb, double seconds);
+void contend_site(double seconds);
 
 static volatile uint64_t sink;
 
@@ -81,6 +89,51 @@ __attribute__((noinline)) void phase_beta(double seconds)
 static void *alpha_thread(void *arg)
 {
 	phase_alpha(*(double *)arg);
+	return NULL;
+}
+
+/* Memory and locks. */
+
+static void **blocks;
+static size_t nblocks;
+
+__attribute__((noinline)) void grow_site(unsigned mb, double seconds)
+{
+	size_t n = (size_t)mb * 16; /* 64 KiB each */
+	void **b = realloc(blocks, (nblocks + n) * sizeof *b);
+	if (!b)
+		return;
+	blocks = b;
+	double start = now_real();
+	for (size_t i = 0; i < n; i++) {
+		blocks[nblocks] = malloc(64 << 10);
+		memset(blocks[nblocks], 1, 64 << 10);
+		nblocks++;
+		/* Spread over the seconds asked. */
+		double due = start + seconds * (double)(i + 1) / (double)n;
+		while (now_real() < due) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+static pthread_mutex_t contended = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((noinline)) void contend_site(double seconds)
+{
+	double end = now_real() + seconds;
+	while (now_real() < end) {
+		pthread_mutex_lock(&contended);
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+		pthread_mutex_unlock(&contended);
+	}
+}
+
+static void *contend_thread(void *arg)
+{
+	contend_site(*(double *)arg);
 	return NULL;
 }
 
@@ -180,6 +233,24 @@ int main(void)
 			free(t);
 			free(d);
 			printf("deep\n");
+		} else if (sscanf(line, "grow %u %lf", &n, &secs) == 2) {
+			double t0 = now_real();
+			grow_site(n, secs);
+			printf("grow %.6f %.6f\n", t0, now_real());
+		} else if (!strncmp(line, "release", 7)) {
+			for (size_t i = 0; i < nblocks; i++)
+				free(blocks[i]);
+			nblocks = 0;
+			printf("released %.6f\n", now_real());
+		} else if (sscanf(line, "contend %lf", &secs) == 1) {
+			pthread_t t[4];
+			double t0 = now_real();
+			for (int i = 0; i < 4; i++)
+				pthread_create(&t[i], NULL, contend_thread,
+				               &secs);
+			for (int i = 0; i < 4; i++)
+				pthread_join(t[i], NULL);
+			printf("contend %.6f %.6f\n", t0, now_real());
 		} else if (sscanf(line, "save %255[^\n]", reason) == 1) {
 			printf("saved %d\n", pullprof_record_save(reason));
 		} else if (!strncmp(line, "now", 3)) {

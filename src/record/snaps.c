@@ -1,0 +1,385 @@
+/*
+ * The record's snapshots (record.h): the heap sampler's in-use and
+ * allocated bytes and objects by site, and the mutex and block profiles'
+ * counts, taken at regular intervals while the record is on, so that the
+ * change over a past range (and the heap in use at its end) is answered at
+ * once on /heap, /allocs, /mutex and /block. A snapshot is the kind's
+ * model as its endpoint makes it now; a range's answer is the later one
+ * less the earlier one (pp_profile_delta). They share the record's memory
+ * bound: a quarter of it, past which the oldest go first.
+ * Context: agent.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "heap/detect.h"
+#include "heap/heap.h"
+#include "locks/locks.h"
+#include "profile/counts.h"
+#include "record/internal.h"
+#include "threads/threads.h"
+#include "util/clock.h"
+
+struct rsnap {
+	struct rsnap *next; /* newer */
+	uint64_t t;         /* CLOCK_MONOTONIC when taken */
+	struct pp_profile *p;
+	size_t bytes;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct rsnap *oldest[PP_RECORD_KINDS], *newest[PP_RECORD_KINDS];
+	unsigned n[PP_RECORD_KINDS];
+	char why_not[PP_RECORD_KINDS][160]; /* why a kind is not recorded */
+	size_t bytes;
+	uint64_t last_ns, interval_ns, taken, dropped, cpu_ns;
+	int on;
+} sn = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *const kind_names[PP_RECORD_KINDS] = {"heap", "mutex",
+                                                        "block"};
+
+const char *pp_record_kind_name(enum pp_record_kind k)
+{
+	return kind_names[k];
+}
+
+/* ---- taking them -----------------------------------------------------------
+ */
+
+/* The kind's model now, or a negative errno with why in the kind's note. */
+static int take(enum pp_record_kind k, struct pp_profile **out, char *why,
+                size_t len)
+{
+	*out = NULL;
+	if (k == PP_RK_HEAP) {
+		if (!pp_heap_running()) {
+			snprintf(
+			    why, len,
+			    "heap profiling is off (PULLPROF_HEAP_RATE=0)");
+			return -ENOTSUP;
+		}
+		struct pp_heap_allocator a;
+		pp_heap_allocator(&a);
+		if (!a.interposed) {
+			snprintf(why, len,
+			         "the host's allocations do not reach "
+			         "pullprof's sampler (/status heap.allocator)");
+			return -ENOTSUP;
+		}
+		struct pp_profile *peak = NULL;
+		int rc = pp_heap_trace_models(out, &peak);
+		pp_profile_free(peak);
+		return rc;
+	}
+	struct pp_producer *prod =
+	    k == PP_RK_MUTEX ? &pp_mutex_producer : &pp_block_producer;
+	struct pp_dump_query q = {0};
+	if (prod->counts->check && prod->counts->check(&q, why, len))
+		return -ENOTSUP;
+	return prod->counts->snapshot(&q, out);
+}
+
+static void drop_oldest(enum pp_record_kind k)
+{
+	struct rsnap *s = sn.oldest[k];
+	sn.oldest[k] = s->next;
+	if (!sn.oldest[k])
+		sn.newest[k] = NULL;
+	sn.n[k]--;
+	sn.bytes -= s->bytes;
+	sn.dropped++;
+	pp_profile_free(s->p);
+	free(s);
+}
+
+void pp_record_snaps_tick(void)
+{
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	pthread_mutex_lock(&sn.mu);
+	int due = sn.on && now - sn.last_ns >= sn.interval_ns;
+	if (due)
+		sn.last_ns = now;
+	pthread_mutex_unlock(&sn.mu);
+	if (!due)
+		return;
+	uint64_t cpu0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	for (int k = 0; k < PP_RECORD_KINDS; k++) {
+		struct pp_profile *p;
+		char why[160] = "";
+		int rc = take((enum pp_record_kind)k, &p, why, sizeof why);
+		pthread_mutex_lock(&sn.mu);
+		snprintf(sn.why_not[k], sizeof sn.why_not[k], "%s",
+		         rc ? (why[0] ? why : strerror(-rc)) : "");
+		struct rsnap *s = rc ? NULL : malloc(sizeof *s);
+		if (!rc && sn.on && s) {
+			*s = (struct rsnap){NULL, now, p, pp_profile_bytes(p)};
+			if (sn.newest[k])
+				sn.newest[k]->next = s;
+			else
+				sn.oldest[k] = s;
+			sn.newest[k] = s;
+			sn.n[k]++;
+			sn.bytes += s->bytes;
+			sn.taken++;
+			p = NULL;
+			s = NULL;
+		}
+		/* Past the span: each kind keeps one snapshot from before
+		 * it, the base of a range that starts at its edge. */
+		uint64_t cut = now > pp_rec.span_ns ? now - pp_rec.span_ns : 0;
+		while (sn.oldest[k] && sn.oldest[k]->next &&
+		       sn.oldest[k]->next->t <= cut)
+			drop_oldest((enum pp_record_kind)k);
+		/* Over a quarter of the bound: the kind with the most goes
+		 * first (each keeps two, a range's ends). */
+		while (sn.bytes > pp_rec.bound / 4) {
+			int most = -1;
+			for (int j = 0; j < PP_RECORD_KINDS; j++)
+				if (sn.n[j] > 2 &&
+				    (most < 0 || sn.n[j] > sn.n[most]))
+					most = j;
+			if (most < 0)
+				break;
+			drop_oldest((enum pp_record_kind)most);
+		}
+		pthread_mutex_unlock(&sn.mu);
+		free(s);
+		pp_profile_free(p);
+	}
+	pthread_mutex_lock(&sn.mu);
+	sn.cpu_ns += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	pthread_mutex_unlock(&sn.mu);
+}
+
+void pp_record_snaps_open(uint64_t span_ns)
+{
+	pthread_mutex_lock(&sn.mu);
+	uint64_t iv = span_ns / 120;
+	if (iv < PP_NS_PER_SEC)
+		iv = PP_NS_PER_SEC;
+	if (iv > 60ull * PP_NS_PER_SEC)
+		iv = 60ull * PP_NS_PER_SEC;
+	sn.interval_ns = iv;
+	sn.last_ns = 0;
+	sn.on = 1;
+	pthread_mutex_unlock(&sn.mu);
+}
+
+void pp_record_snaps_close(void)
+{
+	pthread_mutex_lock(&sn.mu);
+	sn.on = 0;
+	for (int k = 0; k < PP_RECORD_KINDS; k++)
+		while (sn.oldest[k])
+			drop_oldest((enum pp_record_kind)k);
+	sn.dropped = sn.taken = 0;
+	pthread_mutex_unlock(&sn.mu);
+}
+
+void pp_record_snaps_forget_in_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	memcpy(&sn.mu, &fresh, sizeof fresh);
+	memset(sn.oldest, 0, sizeof sn.oldest);
+	memset(sn.newest, 0, sizeof sn.newest);
+	memset(sn.n, 0, sizeof sn.n);
+	sn.bytes = 0;
+	sn.on = 0;
+}
+
+void pp_record_snaps_stats(struct pp_record_snaps_stats *o)
+{
+	memset(o, 0, sizeof *o);
+	pthread_mutex_lock(&sn.mu);
+	o->interval_ns = sn.interval_ns;
+	o->bytes = sn.bytes;
+	o->taken = sn.taken;
+	o->dropped = sn.dropped;
+	o->cpu_ns = sn.cpu_ns;
+	for (int k = 0; k < PP_RECORD_KINDS; k++) {
+		o->kind[k].count = sn.n[k];
+		o->kind[k].oldest_ns = sn.oldest[k] ? sn.oldest[k]->t : 0;
+		o->kind[k].newest_ns = sn.newest[k] ? sn.newest[k]->t : 0;
+		snprintf(o->kind[k].why_not, sizeof o->kind[k].why_not, "%s",
+		         sn.why_not[k]);
+	}
+	pthread_mutex_unlock(&sn.mu);
+}
+
+/* ---- reading them -----------------------------------------------------------
+ */
+
+/* The newest snapshot of k taken at or before t; NULL when none. */
+static const struct rsnap *at_or_before(enum pp_record_kind k, uint64_t t)
+{
+	const struct rsnap *best = NULL;
+	for (const struct rsnap *s = sn.oldest[k]; s && s->t <= t; s = s->next)
+		best = s;
+	return best;
+}
+
+static void rfc3339(uint64_t mono, char *buf, size_t len)
+{
+	int64_t real = pp_record_real_of(mono);
+	time_t s = (time_t)(real / 1000000000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, len - n, ".%03dZ",
+	         (int)((real % 1000000000) / 1000000));
+}
+
+int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
+                            int state, struct pp_profile **out, char *err,
+                            size_t errlen)
+{
+	*out = NULL;
+	pthread_mutex_lock(&sn.mu);
+	int rc = 0, from_start = 0;
+	const struct rsnap *s1 = at_or_before(k, end);
+	const struct rsnap *s0 = state ? NULL : at_or_before(k, start);
+	if (!sn.oldest[k]) {
+		snprintf(err, errlen, "the record holds no %s snapshot%s%s",
+		         kind_names[k], sn.why_not[k][0] ? ": " : " yet",
+		         sn.why_not[k]);
+		rc = -ERANGE;
+	} else if (!s1) {
+		char a[40];
+		rfc3339(sn.oldest[k]->t, a, sizeof a);
+		snprintf(err, errlen,
+		         "the record's %s snapshots begin at %s, after the end "
+		         "asked (one every %.1f s)",
+		         kind_names[k], a, (double)sn.interval_ns / 1e9);
+		rc = -ERANGE;
+	} else if (!state && !s0) {
+		/* A range from before the oldest snapshot: from the agent's
+		 * start (the counts are since then) when it reaches back
+		 * that far, else from the oldest. */
+		from_start = start <= pp_rec.started_ns;
+		s0 = from_start ? NULL : sn.oldest[k];
+	}
+	if (!rc && !state && !from_start && s0 == s1) {
+		if (s1->next) {
+			s1 = s1->next; /* a range between two snapshots */
+		} else if (s0 != sn.oldest[k]) {
+			s0 = sn.oldest[k];
+			for (const struct rsnap *s = sn.oldest[k];
+			     s->next != s1; s = s->next)
+				s0 = s->next;
+		}
+	}
+	struct pp_profile *p = NULL;
+	if (!rc) {
+		struct pp_profile *empty = NULL;
+		const struct pp_profile *base = s0 && s0 != s1 ? s0->p : NULL;
+		if (!base) {
+			empty =
+			    pp_profile_new(s1->p->types, s1->p->ntypes,
+			                   &s1->p->period_type, s1->p->period);
+			base = empty;
+		}
+		rc = base ? pp_profile_delta(s1->p, base, &p) : -ENOMEM;
+		pp_profile_free(empty);
+		if (rc)
+			snprintf(err, errlen, "out of memory");
+	}
+	uint64_t t0 = from_start       ? pp_rec.started_ns
+	              : s0 && s0 != s1 ? s0->t
+	              : s1             ? s1->t
+	                               : 0;
+	uint64_t t1 = s1 ? s1->t : 0;
+	uint64_t iv = sn.interval_ns;
+	pthread_mutex_unlock(&sn.mu);
+	if (rc)
+		return rc;
+	char note[400], a[40], b[40];
+	rfc3339(t0, a, sizeof a);
+	rfc3339(t1, b, sizeof b);
+	if (state) {
+		pp_profile_set_time(p, pp_record_real_of(t1), 0);
+		snprintf(note, sizeof note,
+		         "pullprof %s: from the record, the %s as of its "
+		         "snapshot at %s (one every %.1f s)",
+		         PACKAGE_VERSION, kind_names[k], b, (double)iv / 1e9);
+	} else if (from_start) {
+		pp_profile_set_time(p, pp_record_real_of(t0),
+		                    (int64_t)(t1 - t0));
+		snprintf(note, sizeof note,
+		         "pullprof %s: from the record, %s since the agent "
+		         "started, as of its snapshot at %s (one every %.1f s)",
+		         PACKAGE_VERSION, kind_names[k], b, (double)iv / 1e9);
+	} else if (t0 == t1) {
+		pp_profile_set_time(p, pp_record_real_of(t1), 0);
+		snprintf(note, sizeof note,
+		         "pullprof %s: from the record, %s since the agent "
+		         "started, as of %s: one snapshot only so far (one "
+		         "every %.1f s)",
+		         PACKAGE_VERSION, kind_names[k], b, (double)iv / 1e9);
+	} else {
+		pp_profile_set_time(p, pp_record_real_of(t0),
+		                    (int64_t)(t1 - t0));
+		snprintf(note, sizeof note,
+		         "pullprof %s: from the record, the change of %s "
+		         "between its snapshots at %s and %s (one every "
+		         "%.1f s; the range asked is rounded to them)",
+		         PACKAGE_VERSION, kind_names[k], a, b,
+		         (double)iv / 1e9);
+	}
+	pp_profile_add_comment(p, note);
+	*out = p;
+	return 0;
+}
+
+/* ---- the producers: /heap, /allocs, /mutex and /block of a range
+ * -------------- */
+
+static int snap_start(struct pp_job *j, const void *query, char *err,
+                      size_t errlen)
+{
+	struct pp_record_snap_query *q = malloc(sizeof *q);
+	if (!q) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	*q = *(const struct pp_record_snap_query *)query;
+	pp_job_set_data(j, q);
+	return 0;
+}
+
+static int snap_make(struct pp_job *j, struct pp_profile **out)
+{
+	const struct pp_record_snap_query *q = pp_job_data(j);
+	char err[300];
+	int rc =
+	    pp_record_snaps_profile(q->kind, q->range.start_ns, q->range.end_ns,
+	                            q->state, out, err, sizeof err);
+	if (!rc && q->allocs)
+		pp_profile_set_default_type(*out, "alloc_space");
+	return rc;
+}
+
+static void snap_cancel(struct pp_job *j)
+{
+	(void)j;
+}
+
+#define SNAP_PRODUCER(kind_, what_)                                            \
+	{                                                                      \
+		.kind = kind_, .what = what_,                                  \
+		.limit_setting = "PULLPROF_MAX_HEAP_PROFILES", .max_open = 8,  \
+		.start = snap_start, .make = snap_make, .cancel = snap_cancel, \
+		.free = free,                                                  \
+	}
+
+struct pp_producer pp_record_snap_producers[PP_RECORD_KINDS] = {
+    SNAP_PRODUCER("heap", "heap reads of the record"),
+    SNAP_PRODUCER("mutex", "mutex reads of the record"),
+    SNAP_PRODUCER("block", "block reads of the record"),
+};
