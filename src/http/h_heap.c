@@ -29,8 +29,8 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 
 	/* A past range, from the record's snapshots: its change, or with
 	 * state=1 the heap as of its end. */
-	int rc = pp_query_record(r, "seconds|peak|source", &sq.range, &status,
-	                         err, sizeof err);
+	int rc = pp_query_record_snaps(r, "seconds|peak|source", &sq.range,
+	                               &status, err, sizeof err);
 	if (rc < 0)
 		return pp_respond_error(r, status, "%s", err);
 	if (rc == 0) {

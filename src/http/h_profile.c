@@ -65,8 +65,8 @@ enum MHD_Result pp_h_trace(struct pp_request *r)
 	struct pp_record_range rr;
 	unsigned status;
 
-	int rc =
-	    pp_query_record(r, "seconds|hz", &rr, &status, err, sizeof err);
+	int rc = pp_query_record(r, "seconds|hz|wall|heap", &rr, &status, err,
+	                         sizeof err);
 	if (rc < 0)
 		return pp_respond_error(r, status, "%s", err);
 	if (rc == 0) {

@@ -35,8 +35,8 @@ static enum MHD_Result since_start(struct pp_request *r,
 	                                      (enum pp_record_kind)recorded};
 	unsigned status;
 	int rc = recorded >= 0
-	             ? pp_query_record(r, "seconds", &sq.range, &status, err,
-	                               sizeof err)
+	             ? pp_query_record_snaps(r, "seconds", &sq.range, &status,
+	                                     err, sizeof err)
 	             : pp_query_refuse(r, "last|start|end|recording",
 	                               "the record keeps CPU samples, heap, "
 	                               "mutex and block; this one is of now "

@@ -75,9 +75,9 @@ static const char *arg(struct pp_request *r, const char *name)
 	                                   name);
 }
 
-int pp_query_record(struct pp_request *r, const char *sampling,
-                    struct pp_record_range *out, unsigned *status, char *err,
-                    size_t errlen)
+static int query_record(struct pp_request *r, const char *sampling, int samples,
+                        struct pp_record_range *out, unsigned *status,
+                        char *err, size_t errlen)
 {
 	const char *last = arg(r, "last"), *start = arg(r, "start"),
 	           *end = arg(r, "end"), *rec = arg(r, "recording");
@@ -97,11 +97,28 @@ int pp_query_record(struct pp_request *r, const char *sampling,
 		                     err, errlen);
 	if (rc)
 		return rc;
-	rc = pp_record_range_parse(last, start, end, rec, out, err, errlen);
+	rc = samples ? pp_record_range_parse(last, start, end, rec, out, err,
+	                                     errlen)
+	             : pp_record_range_parse_snaps(last, start, end, rec, out,
+	                                           err, errlen);
 	*status = rc == -ENOTSUP || rc == -ENOENT ? MHD_HTTP_NOT_FOUND
 	          : rc == -ERANGE ? MHD_HTTP_RANGE_NOT_SATISFIABLE
 	                          : MHD_HTTP_BAD_REQUEST;
 	return rc;
+}
+
+int pp_query_record(struct pp_request *r, const char *sampling,
+                    struct pp_record_range *out, unsigned *status, char *err,
+                    size_t errlen)
+{
+	return query_record(r, sampling, 1, out, status, err, errlen);
+}
+
+int pp_query_record_snaps(struct pp_request *r, const char *sampling,
+                          struct pp_record_range *out, unsigned *status,
+                          char *err, size_t errlen)
+{
+	return query_record(r, sampling, 0, out, status, err, errlen);
 }
 
 int pp_query_refuse(struct pp_request *r, const char *names, const char *why,

@@ -48,6 +48,10 @@ struct pp_record_range;
 int pp_query_record(struct pp_request *r, const char *sampling,
                     struct pp_record_range *out, unsigned *status, char *err,
                     size_t errlen);
+/* The same for the record's snapshots (heap, mutex, block). */
+int pp_query_record_snaps(struct pp_request *r, const char *sampling,
+                          struct pp_record_range *out, unsigned *status,
+                          char *err, size_t errlen);
 
 /* -EINVAL, with "NAME does not apply here: why" in err, when any of the
  * parameters names ("a|b|c") is given. */

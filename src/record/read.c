@@ -54,9 +54,28 @@ static const struct pp_rsaving *saving_of(uint64_t id)
 	return NULL;
 }
 
+static int range_parse(const char *last, const char *start, const char *end,
+                       const char *recording, int samples,
+                       struct pp_record_range *out, char *err, size_t errlen);
+
 int pp_record_range_parse(const char *last, const char *start, const char *end,
                           const char *recording, struct pp_record_range *out,
                           char *err, size_t errlen)
+{
+	return range_parse(last, start, end, recording, 1, out, err, errlen);
+}
+
+int pp_record_range_parse_snaps(const char *last, const char *start,
+                                const char *end, const char *recording,
+                                struct pp_record_range *out, char *err,
+                                size_t errlen)
+{
+	return range_parse(last, start, end, recording, 0, out, err, errlen);
+}
+
+static int range_parse(const char *last, const char *start, const char *end,
+                       const char *recording, int samples,
+                       struct pp_record_range *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);
 	if (!last && !start && !end && !recording)
@@ -144,8 +163,8 @@ int pp_record_range_parse(const char *last, const char *start, const char *end,
 		}
 	}
 	if (!rc && !out->recording && !last && !start)
-		out->start_ns = oldest;
-	if (!rc &&
+		out->start_ns = samples ? oldest : 0;
+	if (!rc && samples &&
 	    (!oldest || out->end_ns < oldest || out->start_ns > newest)) {
 		if (out->recording) {
 			char a1[40], b1[40];

@@ -70,6 +70,13 @@ struct pp_record_range {
 int pp_record_range_parse(const char *last, const char *start, const char *end,
                           const char *recording, struct pp_record_range *out,
                           char *err, size_t errlen);
+/* The same for the snapshots (heap, mutex, block): no check against the
+ * CPU samples' coverage (a host may sit idle while its heap changes); the
+ * snapshot read says what it holds. */
+int pp_record_range_parse_snaps(const char *last, const char *start,
+                                const char *end, const char *recording,
+                                struct pp_record_range *out, char *err,
+                                size_t errlen);
 
 /* The CPU profile of the range (sample types samples/count and
  * cpu/nanoseconds, the timeline kept): 0 or a negative errno with a

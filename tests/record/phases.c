@@ -8,7 +8,8 @@
  *                              -> "phase T0 T1 CPU" (Unix seconds at start
  *                              and end, the thread's CPU seconds used)
  *   both SECONDS               phase_alpha() on a second thread and
- *                              phase_beta() here, at once -> "both T0 T1"
+ *                              phase_beta() here, at once -> "both T0 T1
+ *                              CPU_ALPHA CPU_BETA" (each thread's seconds)
  *   deep THREADS SECONDS       THREADS threads, each recursing through
  *                              eight functions in an order of its own to a
  *                              depth of its own (60..120), burning CPU at
@@ -86,9 +87,13 @@ __attribute__((noinline)) void phase_beta(double seconds)
 		sink += spin_b(sink);
 }
 
+static double alpha_cpu;
+
 static void *alpha_thread(void *arg)
 {
+	double c0 = cpu_now();
 	phase_alpha(*(double *)arg);
+	alpha_cpu = cpu_now() - c0;
 	return NULL;
 }
 
@@ -214,11 +219,13 @@ int main(void)
 			       cpu_now() - c0);
 		} else if (sscanf(line, "both %lf", &secs) == 1) {
 			pthread_t t;
-			double t0 = now_real();
+			double t0 = now_real(), c0 = cpu_now();
 			pthread_create(&t, NULL, alpha_thread, &secs);
 			phase_beta(secs);
+			double beta_cpu = cpu_now() - c0;
 			pthread_join(t, NULL);
-			printf("both %.6f %.6f\n", t0, now_real());
+			printf("both %.6f %.6f %.6f %.6f\n", t0, now_real(),
+			       alpha_cpu, beta_cpu);
 		} else if (sscanf(line, "deep %u %lf", &n, &secs) == 2) {
 			pthread_t *t = calloc(n, sizeof *t);
 			struct deep *d = calloc(n, sizeof *d);
