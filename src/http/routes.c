@@ -140,7 +140,7 @@ const struct pp_route pp_routes[] = {
         .methods = GET_HEAD,
         .kind = PP_ROUTE_JSON,
         .handler = pp_h_record_timeline,
-        .link = "record/timeline",
+        .link = "record",
         .help = "CPU by thread over time from the record, as JSON (?last=N "
                 "or ?start=&end=, ?step=S, ?threads=N): the viewer's "
                 "Recent view",

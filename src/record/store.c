@@ -656,7 +656,8 @@ void pp_record_forget_in_child(void)
 
 unsigned pp_record_hz(void)
 {
-	return atomic_load_explicit(&pp_rec.on_atomic, memory_order_relaxed)
+	/* Acquire: hz (and the clock offset) were written before on. */
+	return atomic_load_explicit(&pp_rec.on_atomic, memory_order_acquire)
 	           ? pp_rec.hz
 	           : 0;
 }

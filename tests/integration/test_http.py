@@ -81,7 +81,8 @@ def test_status_fields():
                      "max_wall_profiles": 2, "wall_threads": 16,
                      "mutex_rate": 10, "block_rate": 10000,
                      "request_timeout": 10, "hosts": None,
-                     "max_answers_mb": 256, "fork": "adopt"},
+                     "max_answers_mb": 256, "fork": "adopt",
+                     "record": None, "record_hz": 19, "record_mb": 32},
        "status.config is the effective configuration")
 
     def parse(ts):
