@@ -119,7 +119,13 @@ static enum MHD_Result wall(struct pp_request *r, int fgprof)
 	                  sizeof err) ||
 	    pp_query_render(r, fgprof ? "samples|time" : "samples|wall",
 	                    PP_RENDER_TIMELINE, &rq.render, err, sizeof err) ||
-	    pp_query_id(r, "seconds|hz", &rq.id, err, sizeof err))
+	    pp_query_id(r, "seconds|hz", &rq.id, err, sizeof err) ||
+	    pp_query_refuse(r, "last|start|end|recording",
+	                    "the record keeps CPU samples, heap, mutex and "
+	                    "block; a wall-clock profile is of the next "
+	                    "seconds (a wall window looks at blocked threads "
+	                    "from outside, too costly to do all the time)",
+	                    err, sizeof err))
 		return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s", err);
 	rq.seconds = q.seconds;
 	return pp_respond_job(r, &rq);

@@ -421,6 +421,9 @@ def test_heap_mutex_block():
         r = h.get("goroutine?last=5")
         ok(r.status == 400 and b"this one is of now" in r.body,
            "/goroutine?last=: 400, not recorded", r.body[:200])
+        r = h.get("wall?last=5")
+        ok(r.status == 400 and b"of the next" in r.body,
+           "/wall?last=: 400, not recorded", r.body[:200])
     finally:
         h.quit()
 
