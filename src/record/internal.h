@@ -63,6 +63,7 @@ struct pp_rsaving {
 	struct pp_rchunk **chunks; /* oldest first, each referenced */
 	size_t nchunks;
 	unsigned fetched;
+	struct pp_record_pins *pins; /* its heap, mutex, block snapshots */
 };
 
 /* A saving asked from any thread: state 0 free, 1 being written, 2 asked. */

@@ -166,9 +166,14 @@ void pp_record_snaps_tick(void);
 /* The change of kind k between the snapshots at or before start and end
  * (or, with state, the kind as of end): 0 or a negative errno with a
  * sentence (-ERANGE: no snapshot there). */
+struct pp_record_pins;
 int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
-                            int state, struct pp_profile **out, char *err,
-                            size_t errlen);
+                            int state, const struct pp_record_pins *pins,
+                            struct pp_profile **out, char *err, size_t errlen);
+/* A saving keeps its span's snapshots (the one at or before start and the
+ * one at or before end, of each kind) until it goes: NULL on ENOMEM. */
+struct pp_record_pins *pp_record_snaps_pin(uint64_t start, uint64_t end);
+void pp_record_snaps_unpin(struct pp_record_pins *pins);
 
 struct pp_record_snaps_stats {
 	uint64_t interval_ns, taken, dropped, cpu_ns;

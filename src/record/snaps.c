@@ -26,10 +26,17 @@
 #include "util/clock.h"
 
 struct rsnap {
-	struct rsnap *next; /* newer */
+	struct rsnap *next; /* newer; NULL once off the list */
 	uint64_t t;         /* CLOCK_MONOTONIC when taken */
 	struct pp_profile *p;
 	size_t bytes;
+	unsigned refs; /* the list's, and each saving's pin */
+};
+
+/* A saving's snapshots: for each kind, the one at or before its start and
+ * the newest at the saving (either may be NULL). */
+struct pp_record_pins {
+	struct rsnap *s[PP_RECORD_KINDS][2];
 };
 
 static struct {
@@ -86,17 +93,25 @@ static int take(enum pp_record_kind k, struct pp_profile **out, char *why,
 	return prod->counts->snapshot(&q, out);
 }
 
+static void snap_unref(struct rsnap *s)
+{
+	if (!s || --s->refs)
+		return;
+	sn.bytes -= s->bytes;
+	pp_profile_free(s->p);
+	free(s);
+}
+
 static void drop_oldest(enum pp_record_kind k)
 {
 	struct rsnap *s = sn.oldest[k];
 	sn.oldest[k] = s->next;
 	if (!sn.oldest[k])
 		sn.newest[k] = NULL;
+	s->next = NULL;
 	sn.n[k]--;
-	sn.bytes -= s->bytes;
 	sn.dropped++;
-	pp_profile_free(s->p);
-	free(s);
+	snap_unref(s);
 }
 
 void pp_record_snaps_tick(void)
@@ -119,7 +134,8 @@ void pp_record_snaps_tick(void)
 		         rc ? (why[0] ? why : strerror(-rc)) : "");
 		struct rsnap *s = rc ? NULL : malloc(sizeof *s);
 		if (!rc && sn.on && s) {
-			*s = (struct rsnap){NULL, now, p, pp_profile_bytes(p)};
+			*s = (struct rsnap){NULL, now, p, pp_profile_bytes(p),
+			                    1};
 			if (sn.newest[k])
 				sn.newest[k]->next = s;
 			else
@@ -213,6 +229,47 @@ void pp_record_snaps_stats(struct pp_record_snaps_stats *o)
 	pthread_mutex_unlock(&sn.mu);
 }
 
+/* A saving's pins. */
+
+static const struct rsnap *at_or_before(enum pp_record_kind k, uint64_t t);
+
+struct pp_record_pins *pp_record_snaps_pin(uint64_t start, uint64_t end)
+{
+	struct pp_record_pins *pins = calloc(1, sizeof *pins);
+	if (!pins)
+		return NULL;
+	pthread_mutex_lock(&sn.mu);
+	for (int k = 0; k < PP_RECORD_KINDS; k++) {
+		/* None at or before the start: the counts since the agent
+		 * started are the base (an empty profile stands for it). */
+		struct rsnap *a =
+		    (struct rsnap *)at_or_before((enum pp_record_kind)k, start);
+		struct rsnap *b =
+		    (struct rsnap *)at_or_before((enum pp_record_kind)k, end);
+		pins->s[k][0] = a;
+		pins->s[k][1] = b;
+		if (a)
+			a->refs++;
+		if (b)
+			b->refs++;
+	}
+	pthread_mutex_unlock(&sn.mu);
+	return pins;
+}
+
+void pp_record_snaps_unpin(struct pp_record_pins *pins)
+{
+	if (!pins)
+		return;
+	pthread_mutex_lock(&sn.mu);
+	for (int k = 0; k < PP_RECORD_KINDS; k++) {
+		snap_unref(pins->s[k][0]);
+		snap_unref(pins->s[k][1]);
+	}
+	pthread_mutex_unlock(&sn.mu);
+	free(pins);
+}
+
 /* ---- reading them -----------------------------------------------------------
  */
 
@@ -237,15 +294,29 @@ static void rfc3339(uint64_t mono, char *buf, size_t len)
 }
 
 int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
-                            int state, struct pp_profile **out, char *err,
-                            size_t errlen)
+                            int state, const struct pp_record_pins *pins,
+                            struct pp_profile **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	pthread_mutex_lock(&sn.mu);
 	int rc = 0, from_start = 0;
 	const struct rsnap *s1 = at_or_before(k, end);
 	const struct rsnap *s0 = state ? NULL : at_or_before(k, start);
-	if (!sn.oldest[k]) {
+	if (pins) {
+		/* A saving: the two snapshots it kept, whatever the list
+		 * holds now. */
+		s1 = pins->s[k][1];
+		s0 = state ? NULL : pins->s[k][0];
+		from_start = !state && !s0;
+		if (!s1) {
+			snprintf(err, errlen,
+			         "this saving holds no %s snapshot (none was "
+			         "taken before it was saved%s%s)",
+			         kind_names[k], sn.why_not[k][0] ? ": " : "",
+			         sn.why_not[k]);
+			rc = -ERANGE;
+		}
+	} else if (!sn.oldest[k]) {
 		snprintf(err, errlen, "the record holds no %s snapshot%s%s",
 		         kind_names[k], sn.why_not[k][0] ? ": " : " yet",
 		         sn.why_not[k]);
@@ -265,7 +336,7 @@ int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
 		from_start = start <= pp_rec.started_ns;
 		s0 = from_start ? NULL : sn.oldest[k];
 	}
-	if (!rc && !state && !from_start && s0 == s1) {
+	if (!rc && !pins && !state && !from_start && s0 == s1) {
 		if (s1->next) {
 			s1 = s1->next; /* a range between two snapshots */
 		} else if (s0 != sn.oldest[k]) {
@@ -357,9 +428,25 @@ static int snap_make(struct pp_job *j, struct pp_profile **out)
 {
 	const struct pp_record_snap_query *q = pp_job_data(j);
 	char err[300];
-	int rc =
-	    pp_record_snaps_profile(q->kind, q->range.start_ns, q->range.end_ns,
-	                            q->state, out, err, sizeof err);
+	int rc;
+	if (q->range.recording) {
+		/* The saving's pins, held while they are read (the saving
+		 * may go meanwhile: a lock order of record, then snapshots). */
+		pthread_mutex_lock(&pp_rec.mu);
+		const struct pp_record_pins *pins = NULL;
+		for (unsigned i = 0; i < pp_rec.nsavings; i++)
+			if (pp_rec.savings[i].id == q->range.recording)
+				pins = pp_rec.savings[i].pins;
+		rc = pins ? pp_record_snaps_profile(q->kind, q->range.start_ns,
+		                                    q->range.end_ns, q->state,
+		                                    pins, out, err, sizeof err)
+		          : -ENOENT;
+		pthread_mutex_unlock(&pp_rec.mu);
+	} else {
+		rc = pp_record_snaps_profile(q->kind, q->range.start_ns,
+		                             q->range.end_ns, q->state, NULL,
+		                             out, err, sizeof err);
+	}
 	if (!rc && q->allocs)
 		pp_profile_set_default_type(*out, "alloc_space");
 	return rc;

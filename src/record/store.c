@@ -442,6 +442,7 @@ void pp_record_end(void)
 
 static void saving_free(struct pp_rsaving *sv)
 {
+	pp_record_snaps_unpin(sv->pins);
 	for (size_t i = 0; i < sv->nchunks; i++)
 		chunk_unref(sv->chunks[i]);
 	free(sv->chunks);
@@ -491,6 +492,7 @@ static void apply_one(const struct pp_rsave_ask *a)
 			c->refs++;
 			sv->chunks[sv->nchunks++] = c;
 		}
+	sv->pins = pp_record_snaps_pin(sv->start_ns, sv->end_ns);
 	/* Where the ring reached less far back, the saving says so. */
 	if (sv->nchunks && sv->chunks[0]->first_ns > sv->start_ns)
 		sv->start_ns = sv->chunks[0]->first_ns;

@@ -276,6 +276,20 @@ def test_save():
            "the HTTP saving too, as text", (r.status, r.body[:200]))
         eq(h.get(f"trace?recording={api_id}").status, 200,
            "a saving as a trace")
+        # Its heap, mutex and block snapshots were kept with it, though
+        # the record's own have moved on past them (a 4 s span).
+        snaps = h.record()["snapshots"]
+        ok(snaps["heap"]["oldest"] > lst[api_id]["saved"],
+           "the record's heap snapshots are all newer than the saving",
+           (snaps["heap"], lst[api_id]["saved"]))
+        for kind in ("heap", "allocs", "mutex", "block"):
+            r = h.get(f"{kind}?recording={api_id}")
+            ok(r.status == 200 and b"from the record" in
+               h.get(f"{kind}?recording={api_id}&debug=1"
+                     if kind in ("heap", "allocs")
+                     else f"{kind}?recording={api_id}&format=text").body,
+               f"/{kind}?recording=: 200, from the saving's snapshots",
+               (r.status, r.body[:200]))
         eq(h.get(f"record/timeline?recording={api_id}").status, 200,
            "a saving's timeline")
         # The bound: 16 kept, the fetched first out.
