@@ -80,7 +80,9 @@ struct pp_record_store {
 	int on;
 	uint64_t span_ns;
 	unsigned hz;
-	size_t bound;
+	/* PULLPROF_RECORD_MB: the samples, stacks, names and savings get
+	 * bound, three quarters of it; the snapshots the rest (snaps.c). */
+	size_t total_bound, bound;
 	int64_t real_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 	uint64_t started_ns;
 	char stopped[200];
@@ -125,6 +127,12 @@ uint64_t pp_record_visible_newest(void);
 
 uint64_t pp_record_get_varint(const unsigned char **p,
                               const unsigned char *end);
+/* A model packed into bytes, and back (pack.c): 0 or a negative errno. */
+int pp_record_pack(const struct pp_profile *p, unsigned char **out,
+                   size_t *len);
+int pp_record_unpack(const unsigned char *data, size_t len,
+                     struct pp_profile **out);
+
 /* A thread's name as last seen ("" when not kept). Lock held. */
 const char *pp_record_name_of(uint32_t tid);
 /* Samples the ring dropped, at time t (collector, between begin and end). */

@@ -140,6 +140,8 @@ struct json_object *pp_record_json(int with_savings)
 	if (!st)
 		return o;
 	pp_record_stats(st);
+	struct pp_record_snaps_stats ss;
+	pp_record_snaps_stats(&ss);
 	json_object_object_add(o, "on", json_object_new_boolean(st->on));
 	if (!st->on) {
 		free(st);
@@ -169,11 +171,12 @@ struct json_object *pp_record_json(int with_savings)
 	}
 	json_object_object_add(o, "coverage", cov);
 	struct json_object *mem = json_object_new_object();
-	json_object_object_add(mem, "bytes", PP_JSON_I64(st->bytes));
+	json_object_object_add(mem, "bytes", PP_JSON_I64(st->bytes + ss.bytes));
 	json_object_object_add(mem, "bound", PP_JSON_I64(st->bound));
 	json_object_object_add(mem, "samples", PP_JSON_I64(st->chunk_bytes));
 	json_object_object_add(mem, "stacks", PP_JSON_I64(st->stack_bytes));
 	json_object_object_add(mem, "saved", PP_JSON_I64(st->saved_bytes));
+	json_object_object_add(mem, "snapshots", PP_JSON_I64(ss.bytes));
 	/* What a sample takes coded (its stack apart, kept once). */
 	json_object_object_add(
 	    mem, "bytes_per_sample",
@@ -231,8 +234,6 @@ struct json_object *pp_record_json(int with_savings)
 		json_object_object_add(sv, "list", list);
 	}
 	json_object_object_add(o, "savings", sv);
-	struct pp_record_snaps_stats ss;
-	pp_record_snaps_stats(&ss);
 	struct json_object *sn = json_object_new_object();
 	json_object_object_add(sn, "interval_seconds",
 	                       json_object_new_double(secs(ss.interval_ns)));
@@ -286,9 +287,12 @@ static void metrics(struct pp_buf *b)
 	pp_prom_gauge_f(b, "pullprof_record_coverage_seconds",
 	                "How far back the record reaches now, in seconds.",
 	                st->oldest_ns ? secs(now - st->oldest_ns) : 0);
+	struct pp_record_snaps_stats ss;
+	pp_record_snaps_stats(&ss);
 	pp_prom_gauge(b, "pullprof_record_bytes",
-	              "Memory the record holds (samples, stacks, savings).",
-	              st->bytes);
+	              "Memory the record holds (samples, stacks, savings, "
+	              "snapshots).",
+	              st->bytes + ss.bytes);
 	pp_prom_gauge(b, "pullprof_record_bound_bytes",
 	              "The record's memory bound (PULLPROF_RECORD_MB).",
 	              st->bound);

@@ -26,11 +26,11 @@
 #include "util/clock.h"
 
 struct rsnap {
-	struct rsnap *next; /* newer; NULL once off the list */
-	uint64_t t;         /* CLOCK_MONOTONIC when taken */
-	struct pp_profile *p;
-	size_t bytes;
-	unsigned refs; /* the list's, and each saving's pin */
+	struct rsnap *next;  /* newer; NULL once off the list */
+	uint64_t t;          /* CLOCK_MONOTONIC when taken */
+	unsigned char *data; /* the model, packed (pack.c) */
+	size_t len, bytes;   /* of data; of the whole snapshot */
+	unsigned refs;       /* the list's, and each saving's pin */
 };
 
 /* A saving's snapshots: for each kind, the one at or before its start and
@@ -98,7 +98,7 @@ static void snap_unref(struct rsnap *s)
 	if (!s || --s->refs)
 		return;
 	sn.bytes -= s->bytes;
-	pp_profile_free(s->p);
+	free(s->data);
 	free(s);
 }
 
@@ -128,14 +128,20 @@ void pp_record_snaps_tick(void)
 	for (int k = 0; k < PP_RECORD_KINDS; k++) {
 		struct pp_profile *p;
 		char why[160] = "";
+		unsigned char *data = NULL;
+		size_t len = 0;
 		int rc = take((enum pp_record_kind)k, &p, why, sizeof why);
+		if (!rc) {
+			rc = pp_record_pack(p, &data, &len);
+			pp_profile_free(p);
+		}
 		pthread_mutex_lock(&sn.mu);
 		snprintf(sn.why_not[k], sizeof sn.why_not[k], "%s",
 		         rc ? (why[0] ? why : strerror(-rc)) : "");
 		struct rsnap *s = rc ? NULL : malloc(sizeof *s);
 		if (!rc && sn.on && s) {
-			*s = (struct rsnap){NULL, now, p, pp_profile_bytes(p),
-			                    1};
+			*s = (struct rsnap){
+			    NULL, now, data, len, sizeof *s + len, 1};
 			if (sn.newest[k])
 				sn.newest[k]->next = s;
 			else
@@ -144,7 +150,7 @@ void pp_record_snaps_tick(void)
 			sn.n[k]++;
 			sn.bytes += s->bytes;
 			sn.taken++;
-			p = NULL;
+			data = NULL;
 			s = NULL;
 		}
 		/* Past the span: each kind keeps one snapshot from before
@@ -153,9 +159,9 @@ void pp_record_snaps_tick(void)
 		while (sn.oldest[k] && sn.oldest[k]->next &&
 		       sn.oldest[k]->next->t <= cut)
 			drop_oldest((enum pp_record_kind)k);
-		/* Over a quarter of the bound: the kind with the most goes
+		/* Over their quarter of the bound: the kind with the most goes
 		 * first (each keeps two, a range's ends). */
-		while (sn.bytes > pp_rec.bound / 4) {
+		while (sn.bytes > pp_rec.total_bound / 4) {
 			int most = -1;
 			for (int j = 0; j < PP_RECORD_KINDS; j++)
 				if (sn.n[j] > 2 &&
@@ -167,7 +173,7 @@ void pp_record_snaps_tick(void)
 		}
 		pthread_mutex_unlock(&sn.mu);
 		free(s);
-		pp_profile_free(p);
+		free(data);
 	}
 	pthread_mutex_lock(&sn.mu);
 	sn.cpu_ns += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
@@ -348,18 +354,24 @@ int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
 	}
 	struct pp_profile *p = NULL;
 	if (!rc) {
-		struct pp_profile *empty = NULL;
-		const struct pp_profile *base = s0 && s0 != s1 ? s0->p : NULL;
-		if (!base) {
-			empty =
-			    pp_profile_new(s1->p->types, s1->p->ntypes,
-			                   &s1->p->period_type, s1->p->period);
-			base = empty;
-		}
-		rc = base ? pp_profile_delta(s1->p, base, &p) : -ENOMEM;
-		pp_profile_free(empty);
+		struct pp_profile *last = NULL, *base = NULL;
+		rc = pp_record_unpack(s1->data, s1->len, &last);
+		if (!rc && s0 && s0 != s1)
+			rc = pp_record_unpack(s0->data, s0->len, &base);
+		else if (!rc)
+			base = pp_profile_new(last->types, last->ntypes,
+			                      &last->period_type, last->period);
+		if (!rc && !base)
+			rc = -ENOMEM;
+		if (!rc)
+			rc = pp_profile_delta(last, base, &p);
+		pp_profile_free(last);
+		pp_profile_free(base);
 		if (rc)
-			snprintf(err, errlen, "out of memory");
+			snprintf(err, errlen, "%s",
+			         rc == -ENOMEM
+			             ? "out of memory"
+			             : "a snapshot could not be read");
 	}
 	uint64_t t0 = from_start       ? pp_rec.started_ns
 	              : s0 && s0 != s1 ? s0->t

@@ -587,7 +587,8 @@ int pp_record_open(const struct pp_record_settings *s)
 	pthread_mutex_lock(&pp_rec.mu);
 	pp_rec.span_ns = s->span_ns;
 	pp_rec.hz = s->hz;
-	pp_rec.bound = s->bound;
+	pp_rec.total_bound = s->bound;
+	pp_rec.bound = s->bound - s->bound / 4;
 	pp_rec.real_offset = (int64_t)pp_clock_ns(CLOCK_REALTIME) -
 	                     (int64_t)pp_clock_ns(CLOCK_MONOTONIC);
 	pp_rec.started_ns = pp_clock_ns(CLOCK_MONOTONIC);
@@ -701,7 +702,7 @@ void pp_record_stats(struct pp_record_stats *o)
 	o->on = pp_rec.on;
 	o->hz = pp_rec.hz;
 	o->span_ns = pp_rec.span_ns;
-	o->bound = pp_rec.bound;
+	o->bound = pp_rec.total_bound;
 	o->bytes = pp_rec.bytes;
 	o->stack_bytes = pp_rec.stack_bytes;
 	o->chunk_bytes = pp_rec.chunk_bytes;

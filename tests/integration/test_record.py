@@ -69,10 +69,18 @@ def rfc3339(t):
 
 
 def caught_up(h, t):
-    """The record holds samples up to Unix time t (the collector drains
-    the ring every 10 ms)."""
-    return until(lambda: (h.record().get("coverage", {}).get("newest") or 0)
-                 >= t - 0.05, 10)
+    """The record holds the host's samples up to Unix time t (the
+    collector drains the ring every 10 ms), or, on a busy machine where the
+    host's last moments were not on a CPU, all it will get: the count stays
+    still while the host is idle."""
+    seen = []
+
+    def done():
+        rec = h.record()
+        seen.append(rec.get("samples", {}).get("added"))
+        return ((rec.get("coverage", {}).get("newest") or 0) >= t - 0.05
+                or len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3])
+    return until(done, 20)
 
 
 def check_range(h, query, fn, other, cpu, what):
@@ -317,16 +325,23 @@ def test_bound():
     h = Phases(PULLPROF_RECORD="5m", PULLPROF_RECORD_MB="1",
                PULLPROF_RECORD_HZ="997")
     try:
-        h.p.stdin.write(b"deep 16 8\n")
-        h.p.stdin.flush()
-        t0 = time.monotonic()
-        worst = 0
-        while time.monotonic() - t0 < 7:
+        t_start = time.time()
+        eq(h.cmd("deep 16 120"), "deep started", "16 threads run")
+        worst = [0]
+
+        def past_the_bound():
+            """Until the record has let samples go (the bound reached),
+            noting the most memory it held meanwhile."""
             rec = h.record()
             if rec:
-                worst = max(worst, rec["memory"]["bytes"])
-            time.sleep(0.2)
-        eq(h.cmd(None, timeout=60), "deep", "the host's threads ran")
+                worst[0] = max(worst[0], rec["memory"]["bytes"])
+            return rec and rec["samples"]["dropped"] > 0 and \
+                rec["stacks"]["freed"] > 0
+        ok(until(past_the_bound, 110), "the bound was reached",
+           h.record())
+        eq(h.cmd("deepstop", timeout=60), "deep done",
+           "the host's threads stop")
+        worst = worst[0]
         rec = h.record()
         print(f"# 1 MiB bound: at most {worst} bytes seen; "
               f"{json.dumps(rec['memory'])}; {json.dumps(rec['samples'])}")
@@ -334,7 +349,7 @@ def test_bound():
            worst)
         ok(rec["samples"]["dropped"] > 0, "drops are counted",
            rec["samples"])
-        ok(rec["coverage"]["seconds"] < 6,
+        ok(rec["coverage"]["seconds"] < time.time() - t_start,
            "coverage shrank to what fits", rec["coverage"])
         ok(rec["stacks"]["freed"] > 0, "stacks no sample needs are freed",
            rec["stacks"])

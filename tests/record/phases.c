@@ -14,7 +14,9 @@
  *                              eight functions in an order of its own to a
  *                              depth of its own (60..120), burning CPU at
  *                              the bottom and coming back up, again and
- *                              again: many deep, varied stacks -> "deep"
+ *                              again: many deep, varied stacks, for at most
+ *                              SECONDS -> "deep started"
+ *   deepstop                   stop them now -> "deep done"
  *   grow MB SECONDS            grow_site() allocates MB MiB in 64 KiB blocks
  *                              over SECONDS and keeps them -> "grow T0 T1"
  *   release                    frees them -> "released T"
@@ -147,7 +149,7 @@ static void *contend_thread(void *arg)
 
 struct deep {
 	unsigned seed, depth;
-	double end;
+	volatile double end;
 };
 
 typedef uint64_t (*step_fn)(struct deep *, unsigned, uint64_t);
@@ -180,6 +182,10 @@ static uint64_t step(struct deep *d, unsigned level, uint64_t x)
 	unsigned k = (d->seed >> (level % 24)) ^ (level * 2654435761u);
 	return steps[k & 7](d, level, x);
 }
+
+static pthread_t *deep_t;
+static struct deep *deep_d;
+static unsigned deep_n;
 
 static void *deep_thread(void *arg)
 {
@@ -227,19 +233,26 @@ int main(void)
 			printf("both %.6f %.6f %.6f %.6f\n", t0, now_real(),
 			       alpha_cpu, beta_cpu);
 		} else if (sscanf(line, "deep %u %lf", &n, &secs) == 2) {
-			pthread_t *t = calloc(n, sizeof *t);
-			struct deep *d = calloc(n, sizeof *d);
+			deep_t = calloc(n, sizeof *deep_t);
+			deep_d = calloc(n, sizeof *deep_d);
+			deep_n = n;
 			double end = now_real() + secs;
 			for (unsigned i = 0; i < n; i++) {
-				d[i] = (struct deep){2654435761u * (i + 1),
-				                     60 + i % 61, end};
-				pthread_create(&t[i], NULL, deep_thread, &d[i]);
+				deep_d[i] = (struct deep){2654435761u * (i + 1),
+				                          60 + i % 61, end};
+				pthread_create(&deep_t[i], NULL, deep_thread,
+				               &deep_d[i]);
 			}
-			for (unsigned i = 0; i < n; i++)
-				pthread_join(t[i], NULL);
-			free(t);
-			free(d);
-			printf("deep\n");
+			printf("deep started\n");
+		} else if (!strncmp(line, "deepstop", 8)) {
+			for (unsigned i = 0; i < deep_n; i++)
+				deep_d[i].end = 0;
+			for (unsigned i = 0; i < deep_n; i++)
+				pthread_join(deep_t[i], NULL);
+			free(deep_t);
+			free(deep_d);
+			deep_n = 0;
+			printf("deep done\n");
 		} else if (sscanf(line, "grow %u %lf", &n, &secs) == 2) {
 			double t0 = now_real();
 			grow_site(n, secs);
