@@ -360,6 +360,42 @@ def test_bound():
         h.quit()
 
 
+def test_windows_beside():
+    """Windows at their own rates while the record samples at 97 Hz: a
+    10 Hz window and a 500 Hz window each measure the phase's CPU as the
+    host's clock does, and so does the record over the same range (the
+    faster samples weighted by their period)."""
+    import threading
+    h = Phases()
+    try:
+        ok(h.warm(), "the record samples", h.record())
+        for hz in (10, 500):
+            box = {}
+            t = threading.Thread(target=lambda: box.setdefault(
+                "r", h.get(f"profile?seconds=3&hz={hz}", timeout=60)))
+            t.start()
+            ok(until(lambda: h.get("status").json()["cpu"]["windows_open"]
+                     >= 1, 20), f"the {hz} Hz window is open")
+            a0, a1, acpu = h.phase("alpha", 2)
+            t.join()
+            r = box.get("r")
+            eq(r.status if r else 0, 200, f"the {hz} Hz window: 200")
+            if r and r.status == 200:
+                mine, total = cpu_share(Profile(r.body), "phase_alpha")
+                ok(abs(mine - acpu) <= 0.1 * acpu + 0.1,
+                   f"the {hz} Hz window: phase_alpha {mine:.3f} s, the "
+                   f"host's clock {acpu:.3f} s", (mine, acpu))
+            ok(caught_up(h, a1), "caught up")
+            r = h.get(f"profile?start={a0}&end={a1}")
+            if r.status == 200:
+                mine, total = cpu_share(Profile(r.body), "phase_alpha")
+                ok(abs(mine - acpu) <= 0.1 * acpu + 0.05,
+                   f"the record beside the {hz} Hz window: {mine:.3f} s, "
+                   f"the host's clock {acpu:.3f} s", (mine, acpu))
+    finally:
+        h.quit()
+
+
 def snapped_after(h, kind, t):
     """The record has a snapshot of kind taken after Unix time t."""
     return until(lambda: (h.record().get("snapshots", {}).get(kind, {})
@@ -538,5 +574,5 @@ def test_stop():
     eq(rc, 0, "exit 0 after pullprof_stop with the record on")
 
 
-run([test_phases, test_errors, test_save, test_bound, test_heap_mutex_block,
-     test_fork_follow, test_stop])
+run([test_phases, test_windows_beside, test_errors, test_save, test_bound,
+     test_heap_mutex_block, test_fork_follow, test_stop])
