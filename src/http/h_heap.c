@@ -44,6 +44,14 @@ static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 			return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s",
 			                        err);
 		sq.state = (int)state;
+		rc = pp_record_snaps_check(PP_RK_HEAP, &sq.range, err,
+		                           sizeof err);
+		if (rc)
+			return pp_respond_error(
+			    r,
+			    rc == -ENOTSUP ? MHD_HTTP_NOT_FOUND
+			                   : MHD_HTTP_RANGE_NOT_SATISFIABLE,
+			    "%s", err);
 		rq.producer = &pp_record_snap_producers[PP_RK_HEAP];
 		rq.query = &sq;
 		return pp_respond_job(r, &rq);

@@ -7,6 +7,8 @@
  * module's producers; the connection waits suspended.
  * Context: agent.
  */
+#include <errno.h>
+
 #include "agent.h"
 #include "handlers.h"
 #include "locks/locks.h"
@@ -55,6 +57,14 @@ static enum MHD_Result since_start(struct pp_request *r,
 		                    sizeof err))
 			return pp_respond_error(r, MHD_HTTP_BAD_REQUEST, "%s",
 			                        err);
+		rc = pp_record_snaps_check((enum pp_record_kind)recorded,
+		                           &sq.range, err, sizeof err);
+		if (rc)
+			return pp_respond_error(
+			    r,
+			    rc == -ENOTSUP ? MHD_HTTP_NOT_FOUND
+			                   : MHD_HTTP_RANGE_NOT_SATISFIABLE,
+			    "%s", err);
 		rq.producer = &pp_record_snap_producers[recorded];
 		rq.query = &sq;
 		return pp_respond_job(r, &rq);

@@ -175,6 +175,13 @@ int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
 struct pp_record_pins *pp_record_snaps_pin(uint64_t start, uint64_t end);
 void pp_record_snaps_unpin(struct pp_record_pins *pins);
 
+/* Before a job is opened: is there something to answer? 0, -ENOTSUP (the
+ * kind is not recorded: why) or -ERANGE (no snapshot at or before the
+ * range's end), with a sentence. */
+int pp_record_snaps_check(enum pp_record_kind k,
+                          const struct pp_record_range *r, char *err,
+                          size_t errlen);
+
 struct pp_record_snaps_stats {
 	uint64_t interval_ns, taken, dropped, cpu_ns;
 	size_t bytes;

@@ -66,20 +66,18 @@ static int take(enum pp_record_kind k, struct pp_profile **out, char *why,
 {
 	*out = NULL;
 	if (k == PP_RK_HEAP) {
-		if (!pp_heap_running()) {
-			snprintf(
-			    why, len,
-			    "heap profiling is off (PULLPROF_HEAP_RATE=0)");
-			return -ENOTSUP;
-		}
-		struct pp_heap_allocator a;
-		pp_heap_allocator(&a);
-		if (!a.interposed) {
+		/* What /heap would serve now: pullprof's sampler, or why not
+		 * (an allocator's own profile has no snapshots here). */
+		struct pp_heap_query hq = {.view = PP_HEAP_INUSE};
+		int none = pp_heap_resolve(&hq, 0, why, len);
+		if (!none && hq.source != PP_HEAP_SOURCE_INTERPOSED)
 			snprintf(why, len,
-			         "the host's allocations do not reach "
-			         "pullprof's sampler (/status heap.allocator)");
+			         "this process's heap profile is %s's own, "
+			         "which the record does not keep",
+			         pp_heap_source_name(
+			             (enum pp_heap_source)hq.source));
+		if (none || hq.source != PP_HEAP_SOURCE_INTERPOSED)
 			return -ENOTSUP;
-		}
 		struct pp_profile *peak = NULL;
 		int rc = pp_heap_trace_models(out, &peak);
 		pp_profile_free(peak);
@@ -418,6 +416,37 @@ int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
 	pp_profile_add_comment(p, note);
 	*out = p;
 	return 0;
+}
+
+int pp_record_snaps_check(enum pp_record_kind k,
+                          const struct pp_record_range *r, char *err,
+                          size_t errlen)
+{
+	if (r->recording)
+		return 0; /* the saving's own snapshots: read by the job */
+	pthread_mutex_lock(&sn.mu);
+	int rc = 0;
+	if (!sn.oldest[k] && sn.why_not[k][0]) {
+		snprintf(err, errlen, "the record does not keep %s: %s",
+		         kind_names[k], sn.why_not[k]);
+		rc = -ENOTSUP;
+	} else if (!sn.oldest[k]) {
+		snprintf(err, errlen,
+		         "the record holds no %s snapshot yet (one every %.1f "
+		         "s)",
+		         kind_names[k], (double)sn.interval_ns / 1e9);
+		rc = -ERANGE;
+	} else if (!at_or_before(k, r->end_ns)) {
+		char a[40];
+		rfc3339(sn.oldest[k]->t, a, sizeof a);
+		snprintf(err, errlen,
+		         "the record's %s snapshots begin at %s, after the end "
+		         "asked (one every %.1f s)",
+		         kind_names[k], a, (double)sn.interval_ns / 1e9);
+		rc = -ERANGE;
+	}
+	pthread_mutex_unlock(&sn.mu);
+	return rc;
 }
 
 /* ---- the producers: /heap, /allocs, /mutex and /block of a range
