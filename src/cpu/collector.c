@@ -103,7 +103,7 @@ static void drain(void)
 		return;
 	int recording = pp_record_hz() != 0;
 	if (recording)
-		pp_record_begin();
+		pp_record_begin(&pp_cpu.mu);
 	while ((rec = pp_ring_peek(&pp_sampler.ring)) != NULL) {
 		pp_timers_count_sample((pid_t)rec->tid);
 		const char *name = pp_timers_thread_name((pid_t)rec->tid);

@@ -24,6 +24,7 @@
 #ifndef PP_RECORD_H
 #define PP_RECORD_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,8 +49,9 @@ void pp_record_forget_in_child(void);
 unsigned pp_record_hz(void);
 
 /* Collector side (its thread, one batch per drain): begin, add each
- * sample, end. */
-void pp_record_begin(void);
+ * sample, end. held: the lock the collector holds, let go while a read
+ * holds the record's. */
+void pp_record_begin(pthread_mutex_t *held);
 void pp_record_add(const struct pp_ring_rec *rec, const char *thread_name);
 void pp_record_end(void);
 /* Sampling stopped for good (the host took the signal): why, for

@@ -323,9 +323,17 @@ static uint64_t thread_cpu_ns(void)
 	return pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
-void pp_record_begin(void)
+void pp_record_begin(pthread_mutex_t *held)
 {
-	pthread_mutex_lock(&pp_rec.mu);
+	/* A read may hold the record's lock for a while: the caller's lock
+	 * (the CPU state's, which a window's open takes on the HTTP thread)
+	 * is let go meanwhile. Only the collector takes both, so the order
+	 * does not matter. */
+	if (pthread_mutex_trylock(&pp_rec.mu) != 0) {
+		pthread_mutex_unlock(held);
+		pthread_mutex_lock(&pp_rec.mu);
+		pthread_mutex_lock(held);
+	}
 	pp_rec.batch_cpu = thread_cpu_ns();
 }
 
