@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +37,17 @@ static int still_bound(int fd, const char *path)
 	       strncmp(un.sun_path, path, sizeof un.sun_path) == 0;
 }
 
+/* Set (release) once dir holds the directory's name: the agent's threads
+ * (a tree read, /status) look at dir only after they see it, since the
+ * host's thread may be writing it at that moment (the first fork). A
+ * forked child inherits both. */
+static atomic_int published;
+
 const char *pp_tree_dir(void)
 {
-	return pp_fork_tree.dir;
+	return atomic_load_explicit(&published, memory_order_acquire)
+	           ? pp_fork_tree.dir
+	           : "";
 }
 
 pid_t pp_tree_root(void)
@@ -75,7 +84,9 @@ static int make_dir(char *err, size_t errlen)
 		         base, strerror(e));
 		return -e;
 	}
+	atomic_store_explicit(&published, 0, memory_order_relaxed);
 	memcpy(pp_fork_tree.dir, path, sizeof pp_fork_tree.dir);
+	atomic_store_explicit(&published, 1, memory_order_release);
 	return 0;
 }
 
@@ -208,7 +219,7 @@ static int by_pid(const void *x, const void *y)
 size_t pp_tree_members(pid_t *out, size_t max)
 {
 	struct collect c = {out, max, 0};
-	if (!pp_fork_tree.dir[0])
+	if (!pp_tree_dir()[0])
 		return 0;
 	each_socket(collect_one, &c);
 	qsort(out, c.n < max ? c.n : max, sizeof *out, by_pid);
