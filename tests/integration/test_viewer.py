@@ -1659,6 +1659,23 @@ def test_recent():
                 ok(diff2.get("cw_churn", 0) > 0 and
                    diff2.get("cw_burn_heavy", 0) < 0, "the same signs", diff2)
 
+        # A range the record does not hold: the chart still, and the
+        # agent's 416 with what it holds.
+        browser.navigate("about:blank")
+        ok(browser.navigate(url.split("#")[0] + "#view=recent&span=60&a=1000,1001"),
+           "an address with a range from 1970")
+        if wait_recent("a range the record does not hold"):
+            ok(browser.wait("document.body.dataset.state === 'error'", 10),
+               "the range: an error")
+            err = js("document.getElementById('error').innerText") or ""
+            ok("416" in err and "the record holds" in err,
+               "the agent's 416 and what the record holds", err)
+        browser.navigate("about:blank")
+        ok(browser.navigate(url), "the address with A and B again")
+        wait_recent("A and B again")
+        ok(browser.wait("pullprofViewer.diff && document.body.dataset.state"
+                        " === 'ready'", 20), "the difference again")
+
         # Drop B: range A's flame graph again; Escape clears both.
         browser.click("#rec-clear-b")
         ok(browser.wait("!pullprofViewer.diff && document.body.dataset.state"

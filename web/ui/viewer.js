@@ -1,7 +1,8 @@
 /*
  * pullprof's flame graph viewer. Plain JavaScript, no build step, no other
  * origin: it fetches a profile as JSON from the agent that served this page
- * (?format=json on ../profile, ../heap, ../allocs, ../wall, ../goroutine),
+ * (?format=json on ../profile, ../heap, ../allocs, ../wall, ../fgprof,
+ * ../goroutine, ../threadcreate, ../mutex, ../block),
  * merges the samples' stacks by function name into a tree and draws it on a
  * canvas, root at the top. Samples labelled with a thread state (wall-clock
  * profiles, thread dumps) hang under one "state: ..." frame per state, so
@@ -14,6 +15,14 @@
  * per thread, on a canvas too (a hundred thousand samples would be as many
  * DOM nodes otherwise). Dragging across it builds the flame graph, the
  * table and the totals again from the samples of that time range only.
+ *
+ * The Recent view reads the record (PULLPROF_RECORD): CPU by thread over
+ * the last minutes (../record/timeline) drawn as a row per thread; a range
+ * dragged across it is read back at once (../profile?start=&end=) into the
+ * same flame graph, and a second range turns it into the difference of the
+ * two, per second of each. What the page shows (view, kind, profile id,
+ * ranges, search) is kept in the address's hash, so a copied address opens
+ * the same view.
  *
  * window.pullprofViewer exposes the state for tests and the console.
  */
@@ -1803,11 +1812,13 @@
         const covered = Number((rec.info.coverage || {}).seconds) || 0;
         seconds = rec.span ? Math.min(rec.span, covered || rec.span) : covered || 60;
         // Ranges from the address reaching back before the span asked:
-        // the chart reaches back to them.
+        // the chart reaches back to them, as far as the record does (a
+        // range older than that gets the agent's word on what it holds).
         const first = Math.min(...[rec.a, rec.b].filter(Boolean).map((x) => x[0]));
+        const oldest = Number((rec.info.coverage || {}).oldest) || 0;
         const newest = Number((rec.info.coverage || {}).newest) || Date.now() / 1000;
-        if (Number.isFinite(first) && rec.span && first < Date.now() / 1000 - rec.span) {
-          const from = first - 0.05 * Math.max(rec.span, 1);
+        if (Number.isFinite(first) && rec.span && first < Date.now() / 1000 - rec.span && oldest) {
+          const from = Math.max(first - 0.05 * Math.max(rec.span, 1), oldest);
           q.set("start", secText(from));
           seconds = Math.max(newest, Date.now() / 1000) - from;
         } else if (rec.span) {
