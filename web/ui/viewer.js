@@ -1769,6 +1769,8 @@
       (d.other ? " and the other threads summed" : "");
     if (rec.a) text += ` · A ${rangeText(rec.a)}`;
     if (rec.b) text += ` · B ${rangeText(rec.b)}`;
+    if (rec.info && rec.info.sampling && rec.info.sampling !== "on" && rec.source === "live")
+      text += ` · the record stopped sampling: ${rec.info.sampling}`;
     if (!rec.a) text += " · drag across the chart to see a range's flame graph";
     else if (!rec.b) text += " · drag again to compare with a second range (B)";
     el.recNote.textContent = text;
@@ -1903,8 +1905,11 @@
         check(a.p);
         check(b.p);
         const m = mergeProfiles(a.p, b.p);
+        // Per second of what each answer covers: a range reaching back
+        // past the record is answered for the part it holds.
+        const secondsOf = (p, r) => (Number(p.duration_nanos) > 0 ? Number(p.duration_nanos) / 1e9 : r[1] - r[0]);
         load(m.p, { kind: "profile" }, want, {
-          sides: m.sides, seconds: [rec.a[1] - rec.a[0], rec.b[1] - rec.b[0]],
+          sides: m.sides, seconds: [secondsOf(a.p, rec.a), secondsOf(b.p, rec.b)],
           ranges: [rec.a.slice(), rec.b.slice()], ids: [a.id, b.id],
         });
         el.progress.textContent = `B against A, per second of each: ${rangeText(rec.b)} against ${rangeText(rec.a)}.`;
