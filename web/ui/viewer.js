@@ -2074,13 +2074,13 @@
     if (applyingHash) return;
     const q = new URLSearchParams();
     q.set("view", view);
+    q.set("kind", kind());
     if (view === "recent") {
       if (rec.source !== "live") q.set("recording", rec.source);
       else q.set("span", String(rec.span));
       if (rec.a) q.set("a", secText(rec.a[0]) + "," + secText(rec.a[1]));
       if (rec.b) q.set("b", secText(rec.b[0]) + "," + secText(rec.b[1]));
     } else {
-      q.set("kind", kind());
       if (state.source && state.source.kind && state.source.id && el.result.hidden === false)
         q.set("id", state.source.id);
     }
