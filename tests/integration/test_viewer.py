@@ -21,7 +21,7 @@ import time
 import traceback
 
 from pptest import (BUILD, NO_CPU_TRUTH_WHY, NO_HEAP_WHY, SANITIZER, Host, Proc,
-                    curl, eq, ok, sanitized, skip)
+                    curl, eq, ok, sanitized, skip, until)
 
 from cdp import Browser, CDPError, find_chromium
 
@@ -1382,6 +1382,483 @@ def test_timeline_large():
         h.quit()
 
 
+# ---- the Recent view (the record) ----------------------------------------------
+
+# Each pixel column between viewport x0 and x1: whether row i of the Recent
+# chart (0: all threads) has CPU drawn at its bottom (in the chart's warm
+# colours, which neither the row's grey background nor the ranges' blue
+# and orange shading make), read from the canvas itself.
+ROW_INK = """((i, x0, x1) => {
+  const cv = document.getElementById('rec-chart');
+  const r = cv.getBoundingClientRect();
+  const row = pullprofViewer.recent.rows[i];
+  const ctx = cv.getContext('2d');
+  const sx = cv.width / r.width;
+  const y = Math.round((row.y + row.h - 1.5) * sx);
+  const a = Math.round((x0 - r.left) * sx), b = Math.round((x1 - r.left) * sx);
+  if (b <= a) return 0;
+  const d = ctx.getImageData(a, y, b - a, 1).data;
+  const ink = [];
+  for (let k = 0; k < d.length; k += 4) ink.push(d[k] - d[k + 2] > 60);
+  return ink;
+})"""
+
+# The colour at the middle of the widest frame called name in the flame graph.
+FRAME_RGB = """((name) => {
+  const b = pullprofViewer.frameBox(name);
+  if (!b) return null;
+  const cv = document.getElementById('graph');
+  const r = cv.getBoundingClientRect();
+  const sx = cv.width / r.width;
+  const d = cv.getContext('2d').getImageData(Math.round((b.x - r.left + 2) * sx),
+      Math.round((b.y - r.top + 2) * sx), 1, 1).data;
+  return [d[0], d[1], d[2]];
+})"""
+
+
+def cum_per_second(prof, name, seconds, vi=1):
+    """A function's cumulative value in a JSON profile, per second."""
+    total = 0
+    for s in prof["samples"]:
+        names = set()
+        for li in s["locations"]:
+            for line in prof["locations"][li]["lines"]:
+                f = prof["functions"][line["function"]]
+                names.add(f["name"] or f["system_name"])
+        if name in names:
+            total += int(s["values"][vi])
+    return total / seconds
+
+
+def wait_recent(what, want="ready", timeout=20):
+    got = browser.wait("['ready', 'off', 'error'].includes(document.body.dataset.recent)"
+                       " && document.body.dataset.recent", timeout)
+    ok(got == want, f"{what}: the Recent view is {want}",
+       f"{got!r}: {js('pullprofViewer.recent')!r}")
+    return got == want
+
+
+def requested(part):
+    browser.pump()
+    return [u for u in browser.requests if part in u]
+
+
+def test_recent():
+    """The Recent view on a host recording at 97 Hz that burns in
+    cw_burn_heavy and cw_burn_light on thread cw-burn-0 for 2 s, then in
+    cw_churn on its main thread for 2 s: the chart draws each thread's CPU
+    where it ran; a range dragged over the first phase is that phase's
+    flame graph; a second range over the second phase turns it into their
+    difference, churn hotter, the burner cooler; the address keeps all of
+    it; a saved recording is a source of its own."""
+    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0", "PULLPROF_RECORD": "5m",
+                  "PULLPROF_RECORD_HZ": "97"}, exe=CAPTUREWORK)
+    try:
+        line = w.cmd("start")
+        m = re.match(r"ok (\d+)$", line)
+        if not ok(m, "capturework starts the agent with the record on", line):
+            return
+        port = int(m.group(1))
+        base = f"http://127.0.0.1:{port}{PREFIX}"
+        time.sleep(0.3)
+        p1 = time.time()
+        eq(w.cmd("burn 1"), "burning 1", "phase 1: one burner thread")
+        time.sleep(2.0)
+        eq(w.cmd("calm"), "calm", "phase 1 ends")
+        p2 = time.time()
+        while time.time() - p2 < 2.0:
+            w.cmd("churn 300000000", timeout=60)
+        p3 = time.time()
+        time.sleep(0.3)
+        ok(curl(base + "/record").json()["on"], "the agent records")
+
+        browser.requests.clear()
+        ok(browser.navigate(f"http://127.0.0.1:{port}{PREFIX}/ui/#view=recent&span=60"),
+           "the viewer opens on the Recent view")
+        if not wait_recent("live record"):
+            shot("recent-failed")
+            return
+        eq(js("pullprofViewer.view"), "recent", "the view is Recent")
+        ok(js("document.getElementById('fetch-form').hidden"),
+           "the fetch form is hidden in the Recent view")
+        rc = js("pullprofViewer.recent")
+        urls = requested("/record/timeline?")
+        ok(urls and "last=60" in urls[-1], "the page read the last 60 s of the "
+           "timeline", urls)
+        if not urls:
+            return
+        truth = curl(urls[-1]).json()
+        eq(sorted((t["tid"], t["name"]) for t in rc["threads"]),
+           sorted((t["tid"], t["name"]) for t in truth["threads"]),
+           "one row per thread of the agent's timeline, named and with its tid")
+        eq(rc["rowsDrawn"], len(truth["threads"]) + 1 +
+           ("other_threads" in truth), "the canvas drew them under the total")
+        names = [t["name"] for t in rc["threads"]]
+        if not ok("cw-burn-0" in names and "capturework" in names,
+                  "rows for the burner and the main thread", names):
+            return
+        # From the record's first sample (the burner's: the main thread
+        # sleeps before phase 1) to the time the page asked.
+        oldest = curl(base + "/record").json()["coverage"]["oldest"]
+        ok(abs(rc["start"] - oldest) < 1e-3 and rc["start"] < p2 and
+           rc["end"] >= p3, "the chart spans the record, both phases",
+           (rc["start"], rc["end"], oldest, p1, p2, p3))
+        burner = 1 + names.index("cw-burn-0")
+        main_row = 1 + names.index("capturework")
+        x = lambda t: js(f"pullprofViewer.recentX({t})")  # noqa: E731
+        truth_cpu = SANITIZER != "tsan"
+        # The page's steps are the agent's (the last one may have grown).
+        page = {t["tid"]: t["cpu"] for t in rc["threads"]}
+        for t in truth["threads"]:
+            n = min(len(t["cpu"]), len(page[t["tid"]])) - 1
+            eq(page[t["tid"]][:n], t["cpu"][:n],
+               f"{t['name']}: the page's CPU per step is the agent's")
+        # Each row drawn where its thread had CPU, and nowhere else: every
+        # pixel column against its step (the columns at a step's edge,
+        # drawn in part, left out).
+        step, start, end = rc["step"], rc["start"], rc["end"]
+        x0, x1 = x(start), x(end)
+        for row in (burner, main_row):
+            cpu = rc["threads"][row - 1]["cpu"]
+            js(f"pullprofViewer.recentY({row})")
+            cols = js(f"{ROW_INK}({row}, {x0}, {x1})")
+            agree = total = 0
+            for k, inked in enumerate(cols):
+                pos = (k + 0.5) / (x1 - x0) * (end - start) / step
+                if abs(pos - round(pos)) * step / (end - start) * (x1 - x0) < 1.5:
+                    continue
+                i = int(pos)
+                if i >= len(cpu):
+                    continue
+                total += 1
+                agree += inked == (cpu[i] > 0)
+            ok(total > 100 and agree / total >= 0.97,
+               f"row {rc['rows'][row]['label']}: drawn in the steps with CPU",
+               (agree, total))
+        if truth_cpu:
+            def phase_cpu(cpu, a, b):
+                return sum(v for i, v in enumerate(cpu)
+                           if a <= start + i * step and
+                           start + (i + 1) * step <= b)
+            bc, mc = rc["threads"][burner - 1]["cpu"], rc["threads"][main_row - 1]["cpu"]
+            b1, b2 = phase_cpu(bc, p1 + 0.2, p2), phase_cpu(bc, p2 + 0.2, p3)
+            m1, m2 = phase_cpu(mc, p1 + 0.2, p2), phase_cpu(mc, p2 + 0.2, p3)
+            ok(b1 > 0.2 and b2 == 0, "the burner's CPU: in phase 1 only",
+               (b1, b2))
+            ok(m2 > 0.2 and m1 < 0.1 * m2, "the main thread's: in phase 2",
+               (m1, m2))
+        else:
+            skip("each phase's thread has its CPU in its phase",
+                 NO_CPU_TRUTH_WHY)
+        shot("recent")
+
+        # Hover: the row's thread and its CPU there.
+        y = js(f"pullprofViewer.recentY({burner})")
+        browser.mouse("mouseMoved", x((p1 + p2) / 2), y)
+        tip = browser.wait("!document.getElementById('rec-tip').hidden && "
+                           "document.getElementById('rec-tip').innerText", 5) or ""
+        ok(tip.startswith("cw-burn-0 (") and "of a CPU" in tip,
+           "hover: the thread and its CPU at that time", tip)
+
+        # Range A: phase 1, dragged on the chart.
+        # (Inside the chart: it starts at the record's first sample, the
+        # burner's, which a slow host takes a while to make.)
+        a0, a1 = max(p1 + 0.25, rc["start"] + 0.1), p2 - 0.25
+        drag(x(a0), x(a1), y)
+        if not ok(browser.wait("pullprofViewer.recent.a", 5),
+                  "the drag chose a range", (a0, a1, js("pullprofViewer.recent"))):
+            shot("recent-a-failed")
+            return
+        if not wait_loaded("range A"):
+            shot("recent-a-failed")
+            return
+        rc = js("pullprofViewer.recent")
+        pixel = (rc["end"] - rc["start"]) / (x(rc["end"]) - x(rc["start"]))
+        ok(rc["a"] and abs(rc["a"][0] - a0) <= 2 * pixel and
+           abs(rc["a"][1] - a1) <= 2 * pixel, "a drag sets range A",
+           (rc["a"], a0, a1))
+        eq(rc["b"], None, "no range B yet")
+        eq(rc["brush"], "b", "the next drag sets B")
+        urls = requested("/profile?start=")
+        ok(urls and "format=json" in urls[-1], "the page asked the record for "
+           "range A's profile", urls)
+        pa = curl(urls[-1]).json()
+        eq(js("pullprofViewer.total"), pa["totals"][1],
+           "the flame graph's total is range A's CPU")
+        got = set(js("pullprofViewer.names()"))
+        if truth_cpu:
+            ok("cw_burn_heavy" in got and "cw_churn" not in got,
+               "range A's flame graph: the burner, not the later churn", got)
+            rows = js("Array.from(document.querySelectorAll('#top tbody tr'))"
+                      ".map(r => r.dataset.name)")
+            eq(rows[:1], ["cw_burn_heavy"], "the table's top function too")
+        else:
+            skip("range A's flame graph: the burner's functions",
+                 NO_CPU_TRUTH_WHY)
+        ok("A " in js("document.getElementById('rec-note').textContent"),
+           "the note says range A")
+        shot("recent-a")
+
+        # Range B: phase 2. The flame graph becomes B against A.
+        b0, b1 = p2 + 0.25, min(p3 - 0.25, rc["end"] - 0.1)
+        drag(x(b0), x(b1), y)
+        ok(browser.wait("pullprofViewer.diff && document.body.dataset.state"
+                        " === 'ready'", 20), "a second range: the difference")
+        rc = js("pullprofViewer.recent")
+        ok(rc["b"] and abs(rc["b"][0] - b0) <= 2 * pixel, "the drag set B",
+           (rc["b"], b0))
+        urls = requested("/profile?start=")
+        pb = curl(urls[-1]).json()
+        diff = {d["name"]: d for d in js("pullprofViewer.diff") or []}
+        # Per second of what each answer covers.
+        sa, sb = pa["duration_nanos"] / 1e9, pb["duration_nanos"] / 1e9
+        ok(abs(sa - (rc["a"][1] - rc["a"][0])) < 0.002 and
+           abs(sb - (rc["b"][1] - rc["b"][0])) < 0.002,
+           "each answer covers its range", (sa, sb, rc["a"], rc["b"]))
+        for fn in ("cw_churn", "cw_burn_heavy"):
+            want_a, want_b = cum_per_second(pa, fn, sa), cum_per_second(pb, fn, sb)
+            d = diff.get(fn)
+            if not d and not want_a and not want_b and not truth_cpu:
+                skip(f"{fn} in the difference", NO_CPU_TRUTH_WHY)
+                continue
+            ok(d and abs(d["a"] - want_a) <= 1e-6 * max(want_a, 1) and
+               abs(d["b"] - want_b) <= 1e-6 * max(want_b, 1) and
+               d["delta"] == d["b"] - d["a"],
+               f"{fn}: per second of A and of B, and B - A, as the two "
+               "profiles say", (d, want_a, want_b))
+        deltas = [abs(d["delta"]) for d in js("pullprofViewer.diff")]
+        ok(deltas and deltas == sorted(deltas, reverse=True),
+           "the table: the largest changes first", deltas[:8])
+        if truth_cpu:
+            ok(diff.get("cw_churn", {}).get("delta", 0) > 0 and
+               diff.get("cw_burn_heavy", {}).get("delta", 0) < 0,
+               "churn got hotter, the burner cooler",
+               {k: diff.get(k) for k in ("cw_churn", "cw_burn_heavy")})
+            hot = js(f"{FRAME_RGB}('cw_churn')")
+            cool = js(f"{FRAME_RGB}('cw_burn_heavy')")
+            ok(hot and hot[0] > hot[2] + 40, "cw_churn is drawn red (hotter)",
+               hot)
+            ok(cool and cool[2] > cool[0] + 40,
+               "cw_burn_heavy is drawn blue (cooler)", cool)
+            n = js("pullprofViewer.diffNode('cw_churn')")
+            ok(n and n["a"] == 0 and n["b"] > 0, "cw_churn's frame: only in B",
+               n)
+        else:
+            skip("the phases' signs and colours in the difference",
+                 NO_CPU_TRUTH_WHY)
+        ok(js("document.getElementById('top').hidden") and
+           not js("document.getElementById('delta').hidden"),
+           "the change table replaces the top functions")
+        ok(js("document.getElementById('meta').textContent")
+           .startswith("Difference"), "the summary says it is a difference")
+        box, (fx, fy) = frame_centre("cw_churn")
+        if box:
+            browser.mouse("mouseMoved", fx, fy)
+            tip = browser.wait("!document.getElementById('tip').hidden && "
+                               "document.getElementById('tip').innerText", 5) or ""
+            ok(tip.startswith("cw_churn") and "B − A +" in tip,
+               "hover: A, B and the change", tip)
+        browser.type_into("#search", "cw_")
+        ok(browser.wait("document.body.dataset.matched > 0", 5),
+           "search matches in the difference")
+        shot("recent-diff")
+
+        # The address keeps it: view, source, ranges, search.
+        url = js("location.href")
+        ok(all(k in url for k in ("view=recent", "a=", "b=", "search=cw_")),
+           "the address holds the view, the ranges and the search", url)
+        browser.navigate("about:blank")
+        ok(browser.navigate(url), "the address opens again")
+        if wait_recent("the address opened again"):
+            ok(browser.wait("pullprofViewer.diff && document.body.dataset.state"
+                            " === 'ready'", 20), "and shows the difference")
+            again = js("pullprofViewer.recent")
+            eq([round(v, 3) for v in again["a"] + again["b"]],
+               [round(v, 3) for v in rc["a"] + rc["b"]], "the same ranges")
+            eq(js("document.getElementById('search').value"), "cw_",
+               "the same search")
+            ok(js("document.body.dataset.matched > 0"), "applied")
+            # The same ranges read again from the record: the same answer.
+            diff2 = {d["name"]: d["delta"] for d in js("pullprofViewer.diff")}
+            eq(diff2, {k: d["delta"] for k, d in diff.items()},
+               "the same difference, function by function")
+
+        # A range the record does not hold: the chart still, and the
+        # agent's 416 with what it holds.
+        browser.navigate("about:blank")
+        ok(browser.navigate(url.split("#")[0] + "#view=recent&span=60&a=1000,1001"),
+           "an address with a range from 1970")
+        if wait_recent("a range the record does not hold"):
+            ok(browser.wait("document.body.dataset.state === 'error'", 10),
+               "the range: an error")
+            err = js("document.getElementById('error').innerText") or ""
+            ok("416" in err and "the record holds" in err,
+               "the agent's 416 and what the record holds", err)
+        browser.navigate("about:blank")
+        ok(browser.navigate(url), "the address with A and B again")
+        wait_recent("A and B again")
+        ok(browser.wait("pullprofViewer.diff && document.body.dataset.state"
+                        " === 'ready'", 20), "the difference again")
+
+        # Drop B: range A's flame graph again; Escape clears both.
+        browser.click("#rec-clear-b")
+        ok(browser.wait("!pullprofViewer.diff && document.body.dataset.state"
+                        " === 'ready'", 10), "Drop B: range A alone again")
+        ok("b=" not in js("location.hash"), "and the address forgets B")
+        js(f"pullprofViewer.recentY({burner})")
+        browser.click("#rec-chart")
+        browser.key("Escape", "Escape", 27)
+        ok(browser.wait("!pullprofViewer.recent.a && document.getElementById('result').hidden", 5),
+           "Escape on the chart clears the ranges")
+
+        # A saved recording: listed, and a source of its own.
+        r = curl(base + "/record/save?reason=viewer+test&last=60", "-X", "POST")
+        ok(r.status == 200, "POST record/save", r.text)
+        rid = str(r.json()["id"]) if r.status == 200 else "?"
+        ok(until(lambda: any(str(s["id"]) == rid for s in
+                             curl(base + "/record").json()["savings"]["list"]), 5),
+           "the agent lists it")
+        browser.click("#rec-refresh")
+        wait_recent("refreshed")
+        sources = js("pullprofViewer.recent.sources")
+        ok(any(s["value"] == rid and "viewer test" in s["text"] for s in sources),
+           "the source picker lists the saved recording with its reason", sources)
+        browser.requests.clear()
+        js("(() => { const s = document.getElementById('rec-source');"
+           f" s.value = {json.dumps(rid)};"
+           " s.dispatchEvent(new Event('change', {bubbles: true})); })()")
+        time.sleep(0.2)
+        if wait_recent("saved recording"):
+            ok(requested(f"/record/timeline?recording={rid}"),
+               "the chart is the recording's", browser.requests)
+            ok(f"recording={rid}" in js("location.hash"),
+               "the address names the recording")
+            y = js(f"pullprofViewer.recentY({burner})")
+            drag(x(a0), x(a1), y)
+            if wait_loaded("a range of the saved recording"):
+                ok(requested(f"/profile?recording={rid}&start="),
+                   "its range is read from the recording", browser.requests)
+                if truth_cpu:
+                    got = set(js("pullprofViewer.names()"))
+                    ok("cw_burn_heavy" in got and "cw_churn" not in got,
+                       "the recording's phase 1", got)
+        shot("recent-saved")
+    finally:
+        w.quit()
+
+
+def test_recent_off():
+    """Without PULLPROF_RECORD the Recent view says how to turn it on, and
+    fails nowhere; a saved recording's address says so too."""
+    base = f"http://127.0.0.1:{burn_port}{PREFIX}"
+    eq(curl(base + "/record").json()["on"], False, "burn does not record")
+    browser.requests.clear()
+    browser.failed_loads.clear()
+    ok(browser.navigate(f"{base}/ui/#view=recent"), "Recent, record off")
+    if wait_recent("record off", "off"):
+        off = js("pullprofViewer.recent.off")
+        ok("PULLPROF_RECORD=5m" in off and "off" in off,
+           "the view says how to turn the record on", off)
+        ok(js("document.getElementById('rec-wrap').hidden"), "no chart")
+        eq(js("document.body.dataset.state"), "idle", "no error shown")
+        eq(requested("/record/timeline"), [], "no timeline asked for")
+        eq(browser.failed_loads, [], "no failed load")
+        shot("recent-off")
+    # The same with an address naming a saved recording: the agent's 404.
+    browser.navigate("about:blank")
+    ok(browser.navigate(f"{base}/ui/#view=recent&recording=3"),
+       "Recent, record off, a recording named")
+    if wait_recent("record off, recording=3", "off"):
+        off = js("pullprofViewer.recent.off")
+        ok("PULLPROF_RECORD=5m" in off and "The agent said: " in off,
+           "the view says how to turn the record on, and the agent's words",
+           off)
+    browser.failed_loads.clear()
+
+
+def test_recent_many_threads():
+    """32 threads and the others summed: every row drawn, a row at least 12
+    pixels high with its thread's name, all in view without scrolling."""
+    viewer(burn_port)
+    n = 300
+    rnd = random.Random(5)
+    tl = {"start": 1795780000.0, "end": 1795780000.0 + n * 0.2,
+          "step_seconds": 0.2,
+          "threads": [{"tid": 1000 + k, "name": f"worker-{k:02d}",
+                       "cpu_seconds": 0, "cpu": [round(rnd.random() * 0.2, 6)
+                                                 for _ in range(n)]}
+                      for k in range(32)],
+          "other_threads": [0.5] * n}
+    js(f"pullprofViewer.showRecent({json.dumps(tl)})")
+    rc = js("pullprofViewer.recent")
+    eq(rc["rowsDrawn"], 34, "32 threads, the total and the other threads")
+    rows = rc["rows"]
+    ok(all(r["h"] >= 12 for r in rows), "every row at least 12 px high",
+       [r["h"] for r in rows])
+    eq([r["label"] for r in rows[1:33]],
+       [f"worker-{k:02d} ({1000 + k})" for k in range(32)],
+       "each thread's row named")
+    sc = js("(() => { const s = document.getElementById('rec-scroll');"
+            " return {client: s.clientHeight, scroll: s.scrollHeight}; })()")
+    ok(sc["scroll"] <= sc["client"] + 1, "all of them in view, no scrolling",
+       sc)
+    ink = js(f"{ROW_INK}(33, pullprofViewer.recentX({tl['start'] + 1}),"
+             f" pullprofViewer.recentX({tl['end'] - 1}))") or []
+    ok(ink and all(ink), "the other threads' row is drawn", ink.count(False))
+    shot("recent-32")
+
+
+def test_kinds():
+    """The kind picker offers every profile the agent serves, and each
+    loads (as JSON) into the flame graph; the kind is in the address."""
+    base = f"http://127.0.0.1:{burn_port}{PREFIX}"
+    viewer(burn_port)
+    offered = js("Array.from(document.querySelectorAll('input[name=kind]'))"
+                 ".map(i => i.value)")
+    want = {"profile", "heap", "allocs", "wall", "fgprof", "goroutine",
+            "threadcreate", "mutex", "block"}
+    eq(set(offered), want, "every kind the agent serves is offered")
+    index = curl(base + "/").text
+    for k in want:
+        ok(f'href="{k}' in index, f"{k}: the agent's index lists it")
+    types = {"mutex": ["contentions (count)", "delay (nanoseconds)"],
+             "block": ["contentions (count)", "delay (nanoseconds)"],
+             "threadcreate": ["threadcreate (count)"],
+             "goroutine": ["goroutine (count)"],
+             "fgprof": ["samples (count)", "time (nanoseconds)"]}
+    for k, t in types.items():
+        browser.requests.clear()
+        browser.click(f"input[name=kind][value={k}]")
+        ok(f"kind={k}" in js("location.hash"), f"{k}: the address names it")
+        if k == "fgprof":
+            browser.type_into("#seconds", "1")
+        browser.click("#fetch")
+        if not wait_loaded(k):
+            shot(f"kind-{k}-failed")
+            continue
+        eq(js("Array.from(document.getElementById('value-type').options)"
+              ".map(o => o.textContent)"), t, f"{k}: its sample types")
+        ok(requested(f"{PREFIX}/{k}?"), f"{k}: asked of /{k}",
+           browser.requests)
+        if k == "threadcreate":
+            ok("burn" in " ".join(js("pullprofViewer.names()")) or
+               js("pullprofViewer.total") >= 1,
+               "threadcreate: the stacks that made threads",
+               js("pullprofViewer.names()"))
+    # The address of a fetched profile opens it again, by its id.
+    url = js("location.href")
+    ok("kind=fgprof" in url and re.search(r"id=\d+", url),
+       "the address names the kind and the profile's id", url)
+    browser.navigate("about:blank")
+    browser.requests.clear()
+    ok(browser.navigate(url), "the profile's address opens again")
+    if wait_loaded("fgprof by id"):
+        ok(js("document.querySelector('input[name=kind]:checked').value")
+           == "fgprof", "the kind is chosen again")
+        ok(requested("/fgprof?id="), "the same profile, by id",
+           browser.requests)
+
+
 def test_no_console_errors():
     browser.pump()
     eq(browser.errors, [], "no console errors or exceptions in any page")
@@ -1401,7 +1878,9 @@ def main():
              test_timeline_json,
              test_heap_flame_graph, test_wall_flame_graph, test_timeline_cpu,
              test_model_from_file, test_large_profile, test_timeline_large,
-             test_index_live_status,
+             test_kinds, test_recent_off, test_recent_many_threads,
+             test_recent,
+             test_index_live_status,  # stops burn: the last to use it
              test_no_console_errors]
     only = os.environ.get("PP_ONLY")
     if only:  # the browser and the burn host are every test's setup

@@ -1,7 +1,8 @@
 /*
  * pullprof's flame graph viewer. Plain JavaScript, no build step, no other
  * origin: it fetches a profile as JSON from the agent that served this page
- * (?format=json on ../profile, ../heap, ../allocs, ../wall, ../goroutine),
+ * (?format=json on ../profile, ../heap, ../allocs, ../wall, ../fgprof,
+ * ../goroutine, ../threadcreate, ../mutex, ../block),
  * merges the samples' stacks by function name into a tree and draws it on a
  * canvas, root at the top. Samples labelled with a thread state (wall-clock
  * profiles, thread dumps) hang under one "state: ..." frame per state, so
@@ -14,6 +15,14 @@
  * per thread, on a canvas too (a hundred thousand samples would be as many
  * DOM nodes otherwise). Dragging across it builds the flame graph, the
  * table and the totals again from the samples of that time range only.
+ *
+ * The Recent view reads the record (PULLPROF_RECORD): CPU by thread over
+ * the last minutes (../record/timeline) drawn as a row per thread; a range
+ * dragged across it is read back at once (../profile?start=&end=) into the
+ * same flame graph, and a second range turns it into the difference of the
+ * two, per second of each. What the page shows (view, kind, profile id,
+ * ranges, search) is kept in the address's hash, so a copied address opens
+ * the same view.
  *
  * window.pullprofViewer exposes the state for tests and the console.
  */
@@ -39,6 +48,13 @@
     timeline: $("timeline"), rangeNote: $("range-note"), wholeWindow: $("whole-window"),
     colorBy: $("color-by"), stateLegend: $("state-legend"), lanesWrap: $("lanes-wrap"),
     lanesScroll: $("lanes-scroll"), lanes: $("lanes"), axis: $("axis"), tlTip: $("tl-tip"),
+    views: $("views"), recent: $("recent"), recSource: $("rec-source"), recSpan: $("rec-span"),
+    recRefresh: $("rec-refresh"), recBrush: $("rec-brush"), recClear: $("rec-clear"),
+    recClearB: $("rec-clear-b"), recOff: $("rec-off"), recNote: $("rec-note"),
+    recWrap: $("rec-wrap"), recScroll: $("rec-scroll"), recChart: $("rec-chart"),
+    recAxis: $("rec-axis"), recTip: $("rec-tip"),
+    delta: $("delta"), deltaTable: $("delta-table"), deltaCaption: $("delta-caption"),
+    topTitle: $("top-title"),
   };
 
   const state = {
@@ -60,6 +76,7 @@
     tl: null, // the profile's timeline, prepared (prepareTimeline), or null
     range: null, // [from, to] in ns from the window's start, or null: all of it
     drag: null, // a brush being dragged: {from, to} in plot pixels
+    diff: null, // a difference shown: {sides, seconds: [A, B], ranges, ids}, or null
   };
 
   // ---- formatting ---------------------------------------------------------
@@ -126,7 +143,7 @@
 
   function newNode(name, parent, frame) {
     return {
-      name, parent, value: 0, self: 0, x: 0,
+      name, parent, value: 0, self: 0, x: 0, a: 0, b: 0,
       depth: parent ? parent.depth + 1 : 0, height: 0,
       file: frame ? frame.file : "", line: frame ? frame.line : 0,
       lineValues: null, unknown: frame ? frame.unknown : false,
@@ -137,8 +154,11 @@
   }
 
   /* The merged tree of value vi; weights (one per sample), when given,
-   * stand for the samples' values: a time range's share of each. */
-  function build(p, vi, weights) {
+   * stand for the samples' values: a time range's share of each. sides,
+   * when given (a difference of two profiles merged into one), says which
+   * side each sample comes from (0: A, 1: B): every node and function then
+   * also sums each side apart, in a and b. */
+  function build(p, vi, weights, sides) {
     const frames = locationFrames(p);
     const root = newNode("all", null, null);
     const funcs = new Map(); // name -> {name, file, line, flat, cum, mark}
@@ -150,7 +170,7 @@
       for (const f of chain) {
         let fn = funcs.get(f.name);
         if (!fn) {
-          fn = { name: f.name, file: f.file, line: f.line, flat: 0, cum: 0, mark: -1 };
+          fn = { name: f.name, file: f.file, line: f.line, flat: 0, cum: 0, mark: -1, flatA: 0, flatB: 0, cumA: 0, cumB: 0 };
           funcs.set(f.name, fn);
         }
         f.fn = fn;
@@ -173,7 +193,9 @@
       }
       const locs = s.locations || [];
       let node = root;
+      const side = sides ? (sides[si] ? "b" : "a") : null;
       root.value += v;
+      if (side) root[side] += v;
       const st = stateOf(s);
       if (st) {
         let sn = stateNodes.get(st);
@@ -183,6 +205,7 @@
           root.kids.set(sn, sn);
         }
         sn.value += v;
+        if (side) sn[side] += v;
         node = sn;
       }
       for (let k = locs.length - 1; k >= 0; k--) {
@@ -203,16 +226,24 @@
             c.lineValues.set(key, (c.lineValues.get(key) || 0) + v);
           }
           c.value += v;
+          if (side) c[side] += v;
           node = c;
           const fn = f.fn;
           if (fn.mark !== si) { // a recursive function counts once per sample
             fn.mark = si;
             fn.cum += v;
+            if (side === "a") fn.cumA += v;
+            else if (side === "b") fn.cumB += v;
           }
         }
       }
       node.self += v;
-      if (node !== root && !node.state) funcs.get(node.name).flat += v;
+      if (node !== root && !node.state) {
+        const fn = funcs.get(node.name);
+        fn.flat += v;
+        if (side === "a") fn.flatA += v;
+        else if (side === "b") fn.flatB += v;
+      }
     });
 
     // Children in name order, positions, depths; pre-order without recursion
@@ -276,7 +307,21 @@
     return STATE_COLORS[st] || `hsl(${120 + (hash(st) % 60)}, 40%, 58%)`;
   }
 
+  /* A frame's colour in a difference: red where B is hotter than A, blue
+   * where it is cooler, the deeper the larger the change against the
+   * frame's own size; grey-white when about equal. */
+  function diffColor(n) {
+    const sum = n.a + n.b;
+    const d = sum > 0 ? (n.b - n.a) / sum : 0; // -1 (only in A) .. 1 (only in B)
+    const dark = window.matchMedia("(prefers-color-scheme: dark)").matches;
+    const k = Math.min(1, Math.abs(d));
+    if (k < 0.02) return dark ? "hsl(0, 0%, 78%)" : "hsl(0, 0%, 90%)";
+    const light = (dark ? 80 : 92) - k * (dark ? 28 : 40);
+    return d > 0 ? `hsl(2, 80%, ${light}%)` : `hsl(215, 80%, ${light}%)`;
+  }
+
   function frameColor(n) {
+    if (state.diff) return diffColor(n);
     if (n.synthetic) return SYNTHETIC_COLOR;
     if (n.state) return stateColor(n.state);
     return nameColor(n.name, n.unknown);
@@ -954,6 +999,21 @@
       d.textContent = w;
       tip.append(d);
     }
+    if (state.diff) {
+      const d = document.createElement("div");
+      const delta = n.b - n.a;
+      d.textContent = `A ${formatValue(n.a, unit)}/s · B ${formatValue(n.b, unit)}/s · ` +
+        `B − A ${delta > 0 ? "+" : delta < 0 ? "−" : "±"}${formatValue(Math.abs(delta), unit)}/s` +
+        (n.a > 0 ? ` (${delta >= 0 ? "+" : "−"}${pctFmt.format(Math.abs(delta) / n.a)})` : n.b > 0 ? " (only in B)" : "");
+      tip.append(d);
+      tip.hidden = false;
+      const wr = el.wrap.getBoundingClientRect();
+      let left = ev.clientX - wr.left + 14;
+      if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
+      tip.style.left = left + "px";
+      tip.style.top = ev.clientY - wr.top + 16 + "px";
+      return;
+    }
     const v = document.createElement("div");
     let text = `${formatValue(n.value, unit)} · ${percent(n.value, m.total)} of the total`;
     if (state.focus !== m.root && state.focus !== n && !state.ancestors.includes(n))
@@ -1062,13 +1122,59 @@
       el.match.textContent = "";
     }
     document.body.dataset.matched = state.search ? String(state.matched) : "";
-    for (const tr of el.top.tBodies[0].rows)
+    for (const tr of [...el.top.tBodies[0].rows, ...el.deltaTable.tBodies[0].rows])
       tr.classList.toggle("hit", !!state.search && state.search.test(tr.dataset.name));
+    if (!applyingHash) writeHash();
     render();
     state.timings.searchMs = performance.now() - t0; // matching and drawing
   }
 
+  /* A difference's table: each function's value per second of A and of B
+   * (cumulative: the function and its callees) and the change, the largest
+   * changes first, hotter or cooler alike. */
+  function fillDeltaTable() {
+    const m = state.model;
+    const unit = unitOf();
+    const signed = (v) => (v > 0 ? "+" : v < 0 ? "−" : "±") + formatValue(Math.abs(v), unit);
+    const list = m.funcs.filter((f) => f.cumA || f.cumB)
+      .map((f) => ({ f, delta: f.cumB - f.cumA }))
+      .sort((x, y) => Math.abs(y.delta) - Math.abs(x.delta) || (x.f.name < y.f.name ? -1 : 1));
+    const body = document.createElement("tbody");
+    for (const { f, delta } of list.slice(0, TOP_ROWS)) {
+      const tr = document.createElement("tr");
+      tr.tabIndex = 0;
+      tr.dataset.name = f.name;
+      tr.dataset.a = String(f.cumA);
+      tr.dataset.b = String(f.cumB);
+      tr.dataset.delta = String(delta);
+      tr.className = delta > 0 ? "hotter" : delta < 0 ? "cooler" : "";
+      tr.title = "Highlight " + f.name + " in the flame graph";
+      const cells = [
+        signed(delta), formatValue(f.cumA, unit), formatValue(f.cumB, unit),
+        f.cumA ? (delta >= 0 ? "+" : "−") + pctFmt.format(Math.abs(delta) / f.cumA) : "new in B",
+        f.name, f.file ? f.file + (f.line ? ":" + f.line : "") : "",
+      ];
+      for (const c of cells) {
+        const td = document.createElement("td");
+        td.textContent = c;
+        tr.append(td);
+      }
+      if (state.search && state.search.test(f.name)) tr.classList.add("hit");
+      body.append(tr);
+    }
+    el.deltaTable.tBodies[0].replaceWith(body);
+    el.deltaCaption.textContent = `${list.length > TOP_ROWS ? "The top " + TOP_ROWS + " of " : ""}${intFmt.format(list.length)} functions by the change of their cumulative value per second, B − A: hotter in B first as much as cooler. Select a row to highlight the function.`;
+  }
+
   function fillTable() {
+    const diff = !!state.diff;
+    el.delta.hidden = !diff;
+    el.top.hidden = diff;
+    el.topTitle.hidden = diff;
+    if (diff) {
+      fillDeltaTable();
+      return;
+    }
     const m = state.model;
     const unit = unitOf();
     const key = state.sort;
@@ -1104,6 +1210,23 @@
     const unit = unitOf();
     const parts = [];
     const t = p.sample_types[state.valueIndex];
+    if (state.diff) {
+      const d = state.diff;
+      el.meta.textContent = `Difference, per second of each range: B ${rangeText(d.ranges[1])} ` +
+        `(${formatValue(m.root.b, unit)}/s of ${t.type}) against A ${rangeText(d.ranges[0])} ` +
+        `(${formatValue(m.root.a, unit)}/s) · width: A and B together · red: hotter in B, blue: cooler`;
+      el.meta.title = "";
+      el.downloads.replaceChildren("Download A and B:");
+      ["A", "B"].forEach((side, i) => {
+        if (!d.ids[i]) return;
+        const a = document.createElement("a");
+        a.href = `../profile?id=${encodeURIComponent(d.ids[i])}&format=pprof`;
+        a.textContent = side + " (pprof)";
+        a.download = `profile-${side}-${d.ids[i]}.pb.gz`;
+        el.downloads.append(" ", a);
+      });
+      return;
+    }
     parts.push(`${t.type} (${t.unit}) total ${formatValue(m.total, unit)}`);
     const counted = p.sample_types.findIndex((st) => st.type === "samples" && st.unit === "count");
     if (state.range && state.tl)
@@ -1151,10 +1274,57 @@
     el.valueType.value = String(state.valueIndex);
   }
 
+  /* A difference's weights: each sample's value per second of its range. */
+  function diffWeights(vi) {
+    const d = state.diff;
+    const samples = state.profile.samples;
+    const w = new Float64Array(samples.length);
+    samples.forEach((s, i) => {
+      w[i] = (Number(s.values[vi]) || 0) / d.seconds[d.sides[i]];
+    });
+    return w;
+  }
+
+  /* Two profiles as one, for a difference: their tables end to end, B's
+   * indices moved past A's; sides[i] says which one sample i comes from. */
+  function mergeProfiles(pa, pb) {
+    const nf = pa.functions.length;
+    const nl = pa.locations.length;
+    const nm = (pa.mappings || []).length;
+    const locsB = pb.locations.map((loc) => Object.assign({}, loc, {
+      mapping: loc.mapping >= 0 ? loc.mapping + nm : loc.mapping,
+      lines: (loc.lines || []).map((l) => Object.assign({}, l, { function: l.function + nf })),
+    }));
+    const samplesB = pb.samples.map((sm) => Object.assign({}, sm, {
+      locations: (sm.locations || []).map((li) => li + nl),
+      // B's values in A's order of sample types.
+      values: pa.sample_types.map((t) => {
+        const k = pb.sample_types.findIndex((u) => u.type === t.type && u.unit === t.unit);
+        return k >= 0 ? sm.values[k] : 0;
+      }),
+    }));
+    const sides = new Uint8Array(pa.samples.length + pb.samples.length);
+    sides.fill(1, pa.samples.length);
+    return {
+      p: {
+        sample_types: pa.sample_types, default_sample_type: pa.default_sample_type,
+        period_type: pa.period_type, period: pa.period,
+        functions: pa.functions.concat(pb.functions),
+        mappings: (pa.mappings || []).concat(pb.mappings || []),
+        locations: pa.locations.concat(locsB),
+        samples: pa.samples.concat(samplesB),
+        comments: [],
+      },
+      sides,
+    };
+  }
+
   function useValue(i) {
     const t0 = performance.now();
     state.valueIndex = i;
-    state.model = build(state.profile, i, rangeWeights(i));
+    state.model = state.diff
+      ? build(state.profile, i, diffWeights(i), state.diff.sides)
+      : build(state.profile, i, rangeWeights(i));
     state.timings.buildMs = performance.now() - t0;
     state.focus = state.model.root;
     state.history = [];
@@ -1169,9 +1339,10 @@
 
   /* Show a profile (the parsed JSON). wantType: a sample type's name to
    * show first, when the profile has it. */
-  function load(p, source, wantType) {
+  function load(p, source, wantType, diff) {
     check(p);
     state.profile = p;
+    state.diff = diff || null;
     state.source = source || {};
     let vi = p.sample_types.findIndex((t) => t.type === wantType);
     if (vi < 0) vi = Number.isInteger(p.default_sample_type) && p.sample_types[p.default_sample_type] ? p.default_sample_type : p.sample_types.length - 1;
@@ -1179,7 +1350,7 @@
     el.valueType.value = String(vi);
     state.range = null;
     state.drag = null;
-    state.tl = prepareTimeline(p);
+    state.tl = diff ? null : prepareTimeline(p);
     el.timeline.hidden = !state.tl;
     useValue(vi);
     showTimeline();
@@ -1209,7 +1380,7 @@
   }
 
   /* Kinds sampled over a window (seconds, hz), and the heap's. */
-  const timed = (k) => k === "profile" || k === "wall";
+  const timed = (k) => k === "profile" || k === "wall" || k === "fgprof";
   const heapKind = (k) => k === "heap" || k === "allocs";
 
   function syncForm() {
@@ -1228,11 +1399,15 @@
     el.file.disabled = on;
   }
 
-  async function fetchProfile() {
+  /* Fetch a profile of the kind chosen, or (id) one the agent kept: the
+   * address of a page that showed it. */
+  async function fetchProfile(id) {
     const k = kind();
     const q = new URLSearchParams();
     let seconds = 0;
-    if (timed(k)) {
+    if (id) {
+      q.set("id", id);
+    } else if (timed(k)) {
       if (!el.seconds.reportValidity() || !el.hz.reportValidity()) return;
       seconds = Number(el.seconds.value);
       q.set("seconds", el.seconds.value);
@@ -1248,7 +1423,7 @@
     const started = Date.now();
     const tick = () => {
       const left = Math.ceil(seconds - (Date.now() - started) / 1000);
-      const what = k === "wall" ? "every thread" : "the CPU";
+      const what = k === "wall" || k === "fgprof" ? "every thread" : "the CPU";
       el.progress.textContent = left > 0 ? `Sampling ${what}: ${left} s left…` : "Waiting for the agent…";
     };
     tick();
@@ -1270,10 +1445,13 @@
         showError("The agent did not answer JSON", `${url} answered ${type || "no Content-Type"}; this agent may not support format=json.`);
         return;
       }
-      const id = resp.headers.get("X-Pullprof-Profile-Id");
+      const got = resp.headers.get("X-Pullprof-Profile-Id") || id;
       const p = await resp.json();
       el.progress.textContent = "Building the flame graph…";
-      load(p, { kind: k, id }, heapKind(k) ? el.heapIndex.value : null);
+      const want = valueWanted || (heapKind(k) ? el.heapIndex.value : null);
+      valueWanted = null;
+      load(p, { kind: k, id: got }, want);
+      writeHash();
       el.progress.textContent = `Fetched ${url} in ${((Date.now() - started) / 1000).toFixed(1)} s.`;
     } catch (e) {
       if (e.name === "AbortError") {
@@ -1301,6 +1479,657 @@
     }).catch((e) => showError(`Could not open ${f.name}`, String(e.message || e)));
   }
 
+  // ---- the Recent view: the record's last minutes --------------------------
+
+  /* The record (PULLPROF_RECORD) keeps every thread's CPU samples for the
+   * last minutes. The view draws /record/timeline (CPU by thread in steps)
+   * as one row per thread under a row of all threads together; dragging
+   * across it sets range A, whose profile (/profile?start=&end=, answered
+   * at once from the record) fills the flame graph below; a second range B
+   * turns the flame graph into their difference. Times are Unix seconds
+   * throughout, so a range in the page's address means the same moment
+   * when the address is opened again. */
+  const REC_TOTAL = 46; // CSS pixels of the all-threads row
+  const REC_ROW = 13; // per thread: one CPU is the row's height
+  const REC_GAP = 2;
+  const REC_AXIS = 20;
+  const rec = {
+    status: "idle", // idle | loading | ready | off | error
+    info: null, // /record as received
+    source: "live", // "live" or a saved recording's id
+    span: 300, // seconds shown of the live record; 0: all of it
+    data: null, // the timeline, prepared (prepareRecent)
+    a: null, // [start, end] Unix seconds, or null
+    b: null,
+    brush: "a", // what the next drag sets
+    drag: null, // {from, to, canvas, which} in plot pixels
+    cache: new Map(), // a range's profile: key -> {p, id}
+    seq: 0, // the latest range load; older answers are dropped
+    loadSeq: 0, // the latest timeline load, likewise
+    controller: null,
+    width: 0, plotW: 1, height: 0, rowsDrawn: 0,
+  };
+
+  const clock = (t) => {
+    const d = new Date(t * 1000);
+    const pad = (n) => String(n).padStart(2, "0");
+    return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  };
+  const clockTenths = (t) => clock(t) + "." + Math.floor(((t % 1) + 1) % 1 * 10);
+  function rangeText(r) {
+    return `${clockTenths(r[0])}–${clockTenths(r[1])} (${(r[1] - r[0]).toFixed(1)} s)`;
+  }
+  const secText = (t) => t.toFixed(3);
+
+  function setRecStatus(st) {
+    rec.status = st;
+    document.body.dataset.recent = st;
+  }
+
+  /* The agent's answer to a failed request: its sentence when it gave one. */
+  async function answerText(resp) {
+    let body = await resp.text();
+    if ((resp.headers.get("Content-Type") || "").startsWith("application/json")) {
+      try { body = JSON.parse(body).error || body; } catch (e) { /* keep the text */ }
+    }
+    return body.trim();
+  }
+
+  function showRecordOff(why) {
+    el.recOff.replaceChildren();
+    const p1 = document.createElement("p");
+    p1.append("The record is off in this process: the agent keeps no look-back of its CPU samples, so there is nothing recent to show. Start the process with ");
+    const c = document.createElement("code");
+    c.textContent = "PULLPROF_RECORD=5m";
+    p1.append(c, " (how far back to keep; ");
+    const c2 = document.createElement("code");
+    c2.textContent = "PULLPROF_RECORD_HZ";
+    p1.append(c2, " sets its rate) and open this view again.");
+    el.recOff.append(p1);
+    if (why) {
+      const p2 = document.createElement("p");
+      p2.textContent = "The agent said: " + why;
+      el.recOff.append(p2);
+    }
+    el.recOff.hidden = false;
+    el.recWrap.hidden = true;
+    el.recNote.textContent = "";
+    rec.data = null;
+    setRecStatus("off");
+  }
+
+  function showRecentError(text) {
+    el.recOff.replaceChildren(text);
+    el.recOff.hidden = false;
+    el.recWrap.hidden = true;
+    rec.data = null;
+    setRecStatus("error");
+  }
+
+  function fillSources() {
+    const list = (rec.info && rec.info.savings && rec.info.savings.list) || [];
+    const keep = rec.source;
+    el.recSource.replaceChildren();
+    const live = document.createElement("option");
+    live.value = "live";
+    live.textContent = "the record, live";
+    el.recSource.append(live);
+    for (const sv of list) {
+      const o = document.createElement("option");
+      o.value = String(sv.id);
+      o.textContent = `saved #${sv.id}${sv.reason ? ": " + sv.reason : ""} (${clock(sv.start)}–${clock(sv.end)})`;
+      el.recSource.append(o);
+    }
+    if (keep !== "live" && !list.some((sv) => String(sv.id) === keep)) {
+      // A recording the address names but the agent no longer lists: kept
+      // in the picker, so the agent's answer says what became of it.
+      const o = document.createElement("option");
+      o.value = keep;
+      o.textContent = `saved #${keep} (not listed)`;
+      el.recSource.append(o);
+    }
+    el.recSource.value = keep;
+    el.recSpan.disabled = keep !== "live";
+  }
+
+  /* A step that gives the range about 400 columns and every step a few
+   * samples at the record's rate: whole tenths of a second at least. */
+  function recStep(seconds) {
+    const hz = (rec.info && Number(rec.info.hz)) || 19;
+    const want = Math.max(seconds / 400, 4 / hz, 0.1);
+    const nice = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600];
+    return nice.find((s) => s >= want) || 600;
+  }
+
+  function prepareRecent(j) {
+    const start = Number(j.start);
+    const end = Number(j.end);
+    const step = Number(j.step_seconds) || 1;
+    const threads = (j.threads || []).map((t) => ({
+      tid: Number(t.tid) || 0, name: String(t.name || "?"),
+      cpuSeconds: Number(t.cpu_seconds) || 0, cpu: Float64Array.from(t.cpu || [], Number),
+    }));
+    const n = Math.max(0, ...threads.map((t) => t.cpu.length), (j.other_threads || []).length);
+    const other = j.other_threads ? Float64Array.from(j.other_threads, Number) : null;
+    const total = new Float64Array(n);
+    for (const t of threads) t.cpu.forEach((v, i) => { total[i] += v; });
+    if (other) other.forEach((v, i) => { total[i] += v; });
+    let peak = 0;
+    for (const v of total) peak = Math.max(peak, v / step);
+    const otherPeak = other ? Math.max(1, ...Array.from(other, (v) => v / step)) : 0;
+    return { start, end: Math.max(end, start + 1e-3), step, threads, other, otherPeak, total, peak, n };
+  }
+
+  /* The rows drawn: the total, each thread, the other threads summed. */
+  function recRows() {
+    const d = rec.data;
+    const rows = [{ kind: "total", label: "all threads", values: d.total, scale: Math.max(d.peak, 1e-9), h: REC_TOTAL }];
+    for (const t of d.threads)
+      rows.push({ kind: "thread", label: `${t.name} (${t.tid})`, tid: t.tid, name: t.name, values: t.cpu, scale: 1, h: REC_ROW, thread: t });
+    if (d.other)
+      rows.push({ kind: "other", label: "other threads", values: d.other, scale: d.otherPeak, h: REC_ROW * 2 });
+    let y = REC_GAP;
+    for (const r of rows) {
+      r.y = y;
+      y += r.h + REC_GAP;
+    }
+    return rows;
+  }
+
+  function recTimeX(t) {
+    const d = rec.data;
+    return ((t - d.start) / (d.end - d.start)) * rec.plotW;
+  }
+
+  function drawRecent() {
+    const d = rec.data;
+    if (!d || el.recent.hidden || el.recWrap.hidden) return;
+    const dpr = window.devicePixelRatio || 1;
+    const width = Math.max(GUTTER + 100, el.recWrap.clientWidth);
+    const plotW = Math.max(1, Math.floor(width - GUTTER - PLOT_END));
+    const rows = recRows();
+    const last = rows[rows.length - 1];
+    const height = last.y + last.h + REC_GAP;
+    rec.width = width;
+    rec.plotW = plotW;
+    rec.height = height;
+    rec.rows = rows;
+    const cv = el.recChart;
+    cv.width = Math.round(width * dpr);
+    cv.height = Math.round(height * dpr);
+    cv.style.width = width + "px";
+    cv.style.height = height + "px";
+    const ctx = cv.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.font = "12px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    const panel = cssVar("--panel");
+    const fg = cssVar("--fg");
+    const muted = cssVar("--muted");
+    const cpuColor = "hsl(18, 78%, 56%)";
+    const totalColor = "hsl(4, 70%, 52%)";
+    const span = d.end - d.start;
+    for (const r of rows) {
+      ctx.fillStyle = panel;
+      ctx.fillRect(GUTTER, r.y, plotW, r.h);
+      ctx.fillStyle = r.kind === "thread" ? fg : muted;
+      ctx.fillText(fitText(ctx, r.label, GUTTER - 12), 6, r.y + r.h / 2);
+      ctx.fillStyle = r.kind === "total" ? totalColor : cpuColor;
+      ctx.beginPath();
+      for (let i = 0; i < r.values.length; i++) {
+        const v = r.values[i] / d.step / r.scale;
+        if (v <= 0) continue;
+        const t0 = d.start + i * d.step;
+        const x0 = ((t0 - d.start) / span) * plotW;
+        const x1 = Math.min(plotW, ((Math.min(t0 + d.step, d.end) - d.start) / span) * plotW);
+        const h = Math.max(1, Math.min(1, v) * r.h);
+        ctx.rect(GUTTER + x0, r.y + r.h - h, Math.max(x1 - x0, 0.6), h);
+      }
+      ctx.fill();
+    }
+    if (!d.threads.length) {
+      ctx.fillStyle = muted;
+      ctx.fillText("no CPU samples in this range", GUTTER + 8, rows[0].y + rows[0].h / 2);
+    }
+    // The total's scale, on its row.
+    ctx.fillStyle = muted;
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.fillText(`peak ${d.peak.toFixed(2)} CPUs`, 6, rows[0].y + rows[0].h - 7);
+    shadeRecent(ctx, height);
+    rec.rowsDrawn = rows.length;
+    cv.dataset.rows = String(rows.length);
+
+    const ax = el.recAxis;
+    ax.width = Math.round(width * dpr);
+    ax.height = Math.round(REC_AXIS * dpr);
+    ax.style.width = width + "px";
+    ax.style.height = REC_AXIS + "px";
+    const a = ax.getContext("2d");
+    a.setTransform(dpr, 0, 0, dpr, 0, 0);
+    a.clearRect(0, 0, width, REC_AXIS);
+    a.font = "11px system-ui, sans-serif";
+    a.textBaseline = "middle";
+    a.fillStyle = muted;
+    a.fillText("local time", 6, REC_AXIS / 2);
+    const scale = plotW / span;
+    const steps = [0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
+    const step = steps.find((st) => st * scale >= 80) || steps[steps.length - 1];
+    for (let t = Math.ceil(d.start / step) * step; t <= d.end; t += step) {
+      const x = GUTTER + (t - d.start) * scale;
+      a.fillRect(Math.round(x), 0, 1, 5);
+      const label = step < 1 ? clockTenths(t) : clock(t);
+      const w = a.measureText(label).width;
+      a.fillText(label, Math.min(x + 3, width - w - 2), REC_AXIS / 2 + 2);
+    }
+    shadeRecent(a, REC_AXIS);
+  }
+
+  /* Ranges A and B (and the one being dragged) over a drawing h high. */
+  function shadeRecent(ctx, h) {
+    const bands = [];
+    if (rec.a) bands.push(["A", recTimeX(rec.a[0]), recTimeX(rec.a[1]), "hsl(212, 70%, 50%)"]);
+    if (rec.b) bands.push(["B", recTimeX(rec.b[0]), recTimeX(rec.b[1]), "hsl(32, 90%, 48%)"]);
+    if (rec.drag) {
+      const lo = Math.min(rec.drag.from, rec.drag.to);
+      const hi = Math.max(rec.drag.from, rec.drag.to);
+      bands.push([rec.drag.which.toUpperCase(), lo, hi, rec.drag.which === "a" ? "hsl(212, 70%, 50%)" : "hsl(32, 90%, 48%)"]);
+    }
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(GUTTER, 0, rec.plotW, h);
+    ctx.clip();
+    ctx.font = "bold 12px system-ui, sans-serif";
+    ctx.textBaseline = "top";
+    for (const [name, x0, x1, color] of bands) {
+      const lo = Math.max(-2, x0);
+      const hi = Math.min(rec.plotW + 2, x1);
+      ctx.globalAlpha = 0.18;
+      ctx.fillStyle = color;
+      ctx.fillRect(GUTTER + lo, 0, Math.max(hi - lo, 1), h);
+      ctx.globalAlpha = 1;
+      ctx.fillRect(GUTTER + lo - 1, 0, 2, h);
+      ctx.fillRect(GUTTER + hi - 1, 0, 2, h);
+      if (h > REC_AXIS) ctx.fillText(name, GUTTER + lo + 4, 3);
+    }
+    ctx.restore();
+  }
+
+  let recPending = 0;
+  function scheduleRecentDraw() {
+    if (!recPending) recPending = requestAnimationFrame(() => { recPending = 0; drawRecent(); });
+  }
+
+  function updateRecNote() {
+    const d = rec.data;
+    if (!d) return;
+    const src = rec.source === "live" ? "the record" : `saved recording #${rec.source}`;
+    let text = `${src}: ${clock(d.start)} to ${clock(d.end)} (${(d.end - d.start).toFixed(1)} s) in steps of ` +
+      `${d.step} s, ${d.threads.length} thread${d.threads.length === 1 ? "" : "s"}` +
+      (d.other ? " and the other threads summed" : "");
+    if (rec.a) text += ` · A ${rangeText(rec.a)}`;
+    if (rec.b) text += ` · B ${rangeText(rec.b)}`;
+    if (rec.info && rec.info.sampling && rec.info.sampling !== "on" && rec.source === "live")
+      text += ` · the record stopped sampling: ${rec.info.sampling}`;
+    if (!rec.a) text += " · drag across the chart to see a range's flame graph";
+    else if (!rec.b) text += " · drag again to compare with a second range (B)";
+    el.recNote.textContent = text;
+    el.recClear.disabled = !rec.a && !rec.b;
+    el.recClearB.disabled = !rec.b;
+    for (const input of el.recBrush.querySelectorAll("input")) input.checked = input.value === rec.brush;
+  }
+
+  /* /record, then the timeline of the source chosen. */
+  async function loadRecent() {
+    const seq = ++rec.loadSeq;
+    const stale = () => seq !== rec.loadSeq;
+    setRecStatus("loading");
+    el.recOff.hidden = true;
+    el.recNote.textContent = "Reading the record…";
+    try {
+      const r = await fetch("../record", { cache: "no-store" });
+      if (stale()) return;
+      if (r.status === 404) {
+        showRecordOff(await answerText(r));
+        return;
+      }
+      if (!r.ok) {
+        showRecentError(`The agent answered ${r.status} ${r.statusText} for ../record: ${await answerText(r)}`);
+        return;
+      }
+      rec.info = await r.json();
+      if (stale()) return;
+      fillSources();
+      if (!rec.info.on && rec.source === "live") {
+        showRecordOff("");
+        return;
+      }
+      const q = new URLSearchParams();
+      let seconds;
+      if (rec.source !== "live") {
+        q.set("recording", rec.source);
+        const sv = ((rec.info.savings || {}).list || []).find((x) => String(x.id) === rec.source);
+        seconds = sv ? sv.end - sv.start : 60;
+      } else {
+        const covered = Number((rec.info.coverage || {}).seconds) || 0;
+        seconds = rec.span ? Math.min(rec.span, covered || rec.span) : covered || 60;
+        // Ranges from the address reaching back before the span asked:
+        // the chart reaches back to them, as far as the record does (a
+        // range older than that gets the agent's word on what it holds).
+        const first = Math.min(...[rec.a, rec.b].filter(Boolean).map((x) => x[0]));
+        const oldest = Number((rec.info.coverage || {}).oldest) || 0;
+        const newest = Number((rec.info.coverage || {}).newest) || Date.now() / 1000;
+        if (Number.isFinite(first) && rec.span && first < Date.now() / 1000 - rec.span && oldest) {
+          const from = Math.max(first - 0.05 * Math.max(rec.span, 1), oldest);
+          q.set("start", secText(from));
+          seconds = Math.max(newest, Date.now() / 1000) - from;
+        } else if (rec.span) {
+          q.set("last", String(rec.span));
+        }
+      }
+      q.set("step", String(recStep(Math.max(seconds, 1))));
+      const url = `../record/timeline?${q}`;
+      const t = await fetch(url, { cache: "no-store" });
+      if (stale()) return;
+      if (!t.ok) {
+        const why = await answerText(t);
+        if (t.status === 404 && !rec.info.on) showRecordOff(why);
+        else showRecentError(`The agent answered ${t.status} ${t.statusText} for ${url}: ${why}`);
+        return;
+      }
+      const j = await t.json();
+      if (stale()) return;
+      rec.data = prepareRecent(j);
+      el.recWrap.hidden = false;
+      el.recOff.hidden = true;
+      updateRecNote();
+      drawRecent();
+      setRecStatus("ready");
+      if (rec.a) loadRanges();
+    } catch (e) {
+      showRecentError("Could not read the record: " + String(e.message || e));
+    }
+  }
+
+  function rangeUrl(r) {
+    const q = new URLSearchParams();
+    if (rec.source !== "live") q.set("recording", rec.source);
+    q.set("start", secText(r[0]));
+    q.set("end", secText(r[1]));
+    q.set("format", "json");
+    return `../profile?${q}`;
+  }
+
+  async function fetchRange(r, signal) {
+    const url = rangeUrl(r);
+    const hit = rec.cache.get(url);
+    if (hit) return hit;
+    const resp = await fetch(url, { signal, cache: "no-store" });
+    if (!resp.ok) {
+      const err = new Error(await answerText(resp));
+      err.title = `The agent answered ${resp.status} ${resp.statusText} for ${url}`;
+      throw err;
+    }
+    const got = { p: await resp.json(), id: resp.headers.get("X-Pullprof-Profile-Id") };
+    if (rec.cache.size > 16) rec.cache.delete(rec.cache.keys().next().value);
+    rec.cache.set(url, got);
+    return got;
+  }
+
+  /* The flame graph of range A, or of B against A. */
+  async function loadRanges() {
+    const seq = ++rec.seq;
+    if (rec.controller) rec.controller.abort();
+    if (!rec.a) {
+      state.diff = null;
+      el.result.hidden = true;
+      setStatus("idle");
+      el.progress.textContent = "";
+      return;
+    }
+    const controller = new AbortController();
+    rec.controller = controller;
+    el.error.hidden = true;
+    setStatus("loading");
+    el.progress.textContent = rec.b ? "Reading ranges A and B from the record…" : "Reading range A from the record…";
+    const want = valueWanted || (state.profile && state.profile.sample_types[state.valueIndex] || {}).type || "cpu";
+    try {
+      const a = await fetchRange(rec.a, controller.signal);
+      const b = rec.b ? await fetchRange(rec.b, controller.signal) : null;
+      if (seq !== rec.seq) return;
+      valueWanted = null;
+      if (!b) {
+        load(a.p, { kind: "profile", id: a.id }, want);
+        el.progress.textContent = `Range A: ${rangeText(rec.a)}, from the record.`;
+      } else {
+        check(a.p);
+        check(b.p);
+        const m = mergeProfiles(a.p, b.p);
+        // Per second of what each answer covers: a range reaching back
+        // past the record is answered for the part it holds.
+        const secondsOf = (p, r) => (Number(p.duration_nanos) > 0 ? Number(p.duration_nanos) / 1e9 : r[1] - r[0]);
+        load(m.p, { kind: "profile" }, want, {
+          sides: m.sides, seconds: [secondsOf(a.p, rec.a), secondsOf(b.p, rec.b)],
+          ranges: [rec.a.slice(), rec.b.slice()], ids: [a.id, b.id],
+        });
+        el.progress.textContent = `B against A, per second of each: ${rangeText(rec.b)} against ${rangeText(rec.a)}.`;
+      }
+    } catch (e) {
+      if (e.name === "AbortError" || seq !== rec.seq) return;
+      showError(e.title || "Could not read the range", String(e.message || e));
+    } finally {
+      if (rec.controller === controller) rec.controller = null;
+    }
+  }
+
+  function setRecRange(which, r) {
+    if (which === "a") {
+      const first = !rec.a && !rec.b;
+      rec.a = r;
+      // After the first range, the next drag compares.
+      if (first) rec.brush = "b";
+    } else if (!rec.a) {
+      rec.a = r; // B without A is A
+      rec.brush = "b";
+    } else {
+      rec.b = r;
+    }
+    updateRecNote();
+    scheduleRecentDraw();
+    writeHash();
+    loadRanges();
+  }
+
+  function clearRecRanges(onlyB) {
+    if (onlyB) {
+      rec.b = null;
+    } else {
+      rec.a = null;
+      rec.b = null;
+      rec.brush = "a";
+    }
+    updateRecNote();
+    scheduleRecentDraw();
+    writeHash();
+    loadRanges();
+  }
+
+  const recClamp = (x) => Math.max(0, Math.min(rec.plotW, x));
+
+  function recBrushStart(ev) {
+    if (!rec.data || ev.button !== 0) return;
+    const canvas = ev.currentTarget;
+    const x = plotX(ev, canvas);
+    if (x < -8) return;
+    ev.preventDefault();
+    if (canvas === el.recChart) canvas.focus({ preventScroll: true });
+    el.recTip.hidden = true;
+    const which = ev.shiftKey ? "b" : rec.brush;
+    rec.drag = { from: recClamp(x), to: recClamp(x), canvas, which };
+    window.addEventListener("mousemove", recBrushMove);
+    window.addEventListener("mouseup", recBrushEnd);
+    scheduleRecentDraw();
+  }
+
+  function recBrushMove(ev) {
+    if (!rec.drag) return;
+    rec.drag.to = recClamp(plotX(ev, rec.drag.canvas));
+    scheduleRecentDraw();
+  }
+
+  function recBrushEnd(ev) {
+    window.removeEventListener("mousemove", recBrushMove);
+    window.removeEventListener("mouseup", recBrushEnd);
+    const dr = rec.drag;
+    if (!dr) return;
+    dr.to = recClamp(plotX(ev, dr.canvas));
+    rec.drag = null;
+    if (Math.abs(dr.to - dr.from) < 3) {
+      scheduleRecentDraw();
+      return;
+    }
+    const d = rec.data;
+    const t = (x) => d.start + (x / rec.plotW) * (d.end - d.start);
+    setRecRange(dr.which, [t(Math.min(dr.from, dr.to)), t(Math.max(dr.from, dr.to))]);
+  }
+
+  function recHover(ev) {
+    const d = rec.data;
+    if (!d || rec.drag) return;
+    const cv = ev.currentTarget;
+    const r = cv.getBoundingClientRect();
+    const x = ev.clientX - r.left - GUTTER;
+    const tip = el.recTip;
+    if (x < 0 || x > rec.plotW) {
+      tip.hidden = true;
+      return;
+    }
+    const t = d.start + (x / rec.plotW) * (d.end - d.start);
+    const i = Math.min(d.n - 1, Math.max(0, Math.floor((t - d.start) / d.step)));
+    tip.replaceChildren();
+    const line = (text, bold) => {
+      const e = document.createElement(bold ? "b" : "div");
+      e.textContent = text;
+      tip.append(e);
+    };
+    if (cv === el.recChart) {
+      const y = ev.clientY - r.top;
+      const row = (rec.rows || []).find((w) => y >= w.y - REC_GAP / 2 && y < w.y + w.h + REC_GAP / 2);
+      if (!row) {
+        tip.hidden = true;
+        return;
+      }
+      line(row.label, true);
+      const v = (row.values[i] || 0) / d.step;
+      line(`${clockTenths(d.start + i * d.step)} · ${row.kind === "thread" ? pctFmt.format(v) + " of a CPU" : v.toFixed(2) + " CPUs"}`);
+      if (row.thread) line(`${row.thread.cpuSeconds.toFixed(2)} s of CPU in the whole chart`);
+    } else {
+      line(clockTenths(t));
+    }
+    line(rec.a && rec.brush === "b" ? "Drag to set range B (compare with A)" : "Drag to set range A");
+    tip.lastChild.style.color = "var(--muted)";
+    tip.hidden = false;
+    const wr = el.recWrap.getBoundingClientRect();
+    let left = ev.clientX - wr.left + 14;
+    if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
+    tip.style.left = left + "px";
+    tip.style.top = ev.clientY - wr.top + 16 + "px";
+  }
+
+  // ---- the view and the page's address --------------------------------------
+
+  let view = "profile";
+  let applyingHash = false;
+  let valueWanted = null; // a sample type named by the address, until a profile has it
+
+  function setView(v, fromHash) {
+    view = v === "recent" ? "recent" : "profile";
+    for (const b of el.views.querySelectorAll("button"))
+      b.setAttribute("aria-pressed", String(b.dataset.view === view));
+    el.form.hidden = view !== "profile";
+    el.recent.hidden = view !== "recent";
+    document.body.dataset.view = view;
+    // Each view draws its own profiles.
+    if (state.controller) state.controller.abort();
+    if (rec.controller) rec.controller.abort();
+    rec.seq++;
+    rec.loadSeq++;
+    state.diff = null;
+    el.result.hidden = true;
+    el.error.hidden = true;
+    el.progress.textContent = "";
+    setStatus("idle");
+    if (!fromHash) writeHash();
+    if (view === "recent") loadRecent();
+  }
+
+  const num = (x) => (x === null || x === "" ? NaN : Number(x));
+  function parseRange(text) {
+    if (!text) return null;
+    const [a, b] = text.split(/[,~]/).map(num);
+    return Number.isFinite(a) && Number.isFinite(b) && b > a ? [a, b] : null;
+  }
+
+  function writeHash() {
+    if (applyingHash) return;
+    const q = new URLSearchParams();
+    q.set("view", view);
+    q.set("kind", kind());
+    if (view === "recent") {
+      if (rec.source !== "live") q.set("recording", rec.source);
+      else q.set("span", String(rec.span));
+      if (rec.a) q.set("a", secText(rec.a[0]) + "," + secText(rec.a[1]));
+      if (rec.b) q.set("b", secText(rec.b[0]) + "," + secText(rec.b[1]));
+    } else {
+      if (state.source && state.source.kind && state.source.id && el.result.hidden === false)
+        q.set("id", state.source.id);
+    }
+    if (state.profile && !el.result.hidden) {
+      const t = state.profile.sample_types[state.valueIndex];
+      if (t) q.set("value", t.type);
+    }
+    if (el.search.value) q.set("search", el.search.value);
+    const hash = "#" + q.toString();
+    if (location.hash !== hash) history.replaceState(null, "", hash);
+  }
+
+  /* The page's state from its address (#view=recent&a=T,T&b=T,T&search=...
+   * or #view=profile&kind=heap&id=N): what a copied address opens. */
+  function applyHash() {
+    const q = new URLSearchParams(location.hash.slice(1));
+    applyingHash = true;
+    try {
+      el.search.value = q.get("search") || "";
+      valueWanted = q.get("value");
+      const k = q.get("kind");
+      const input = k && el.form.querySelector(`input[name=kind][value="${CSS.escape(k)}"]`);
+      if (input) {
+        input.checked = true;
+        syncForm();
+      }
+      rec.source = q.get("recording") || "live";
+      const span = num(q.get("span"));
+      if (Number.isFinite(span) && span >= 0) {
+        rec.span = span;
+        if (![...el.recSpan.options].some((o) => Number(o.value) === span)) {
+          const o = document.createElement("option");
+          o.value = String(span);
+          o.textContent = `the last ${span} s`;
+          el.recSpan.append(o);
+        }
+        el.recSpan.value = String(span);
+      }
+      rec.a = parseRange(q.get("a"));
+      rec.b = rec.a ? parseRange(q.get("b")) : null;
+      rec.brush = rec.a ? "b" : "a";
+      setView(q.get("view") || "profile", true);
+      const id = q.get("id");
+      if (view === "profile" && id && /^\d+$/.test(id)) fetchProfile(id);
+    } finally {
+      applyingHash = false;
+    }
+  }
+
   // ---- wiring -------------------------------------------------------------------
 
   el.form.addEventListener("submit", (ev) => {
@@ -1308,7 +2137,10 @@
     fetchProfile();
   });
   el.form.addEventListener("change", (ev) => {
-    if (ev.target.name === "kind") syncForm();
+    if (ev.target.name === "kind") {
+      syncForm();
+      writeHash();
+    }
   });
   el.cancel.addEventListener("click", () => state.controller && state.controller.abort());
   el.file.addEventListener("change", openFile);
@@ -1318,17 +2150,19 @@
   el.reset.addEventListener("click", resetZoom);
   for (const b of el.top.querySelectorAll("th button"))
     b.addEventListener("click", () => { state.sort = b.dataset.sort; fillTable(); });
-  el.top.addEventListener("click", (ev) => {
-    const tr = ev.target.closest("tbody tr");
-    if (tr) pick(tr.dataset.name);
-  });
-  el.top.addEventListener("keydown", (ev) => {
-    const tr = ev.target.closest("tbody tr");
-    if (tr && (ev.key === "Enter" || ev.key === " ")) {
-      ev.preventDefault();
-      pick(tr.dataset.name);
-    }
-  });
+  for (const table of [el.top, el.deltaTable]) {
+    table.addEventListener("click", (ev) => {
+      const tr = ev.target.closest("tbody tr");
+      if (tr) pick(tr.dataset.name);
+    });
+    table.addEventListener("keydown", (ev) => {
+      const tr = ev.target.closest("tbody tr");
+      if (tr && (ev.key === "Enter" || ev.key === " ")) {
+        ev.preventDefault();
+        pick(tr.dataset.name);
+      }
+    });
+  }
 
   function pick(name) {
     el.search.value = "^" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
@@ -1467,8 +2301,49 @@
     drawLanes();
     composeTimeline();
   });
+  for (const b of el.views.querySelectorAll("button"))
+    b.addEventListener("click", () => { if (b.dataset.view !== view) setView(b.dataset.view); });
+  el.recSource.addEventListener("change", () => {
+    rec.source = el.recSource.value;
+    rec.a = null;
+    rec.b = null;
+    rec.brush = "a";
+    el.recSpan.disabled = rec.source !== "live";
+    loadRanges();
+    writeHash();
+    loadRecent();
+  });
+  el.recSpan.addEventListener("change", () => {
+    rec.span = Number(el.recSpan.value) || 0;
+    writeHash();
+    loadRecent();
+  });
+  el.recRefresh.addEventListener("click", loadRecent);
+  el.recBrush.addEventListener("change", (ev) => { rec.brush = ev.target.value; });
+  el.recClear.addEventListener("click", () => clearRecRanges(false));
+  el.recClearB.addEventListener("click", () => clearRecRanges(true));
+  for (const cv of [el.recChart, el.recAxis]) {
+    cv.addEventListener("mousedown", recBrushStart);
+    cv.addEventListener("dblclick", () => clearRecRanges(false));
+    cv.addEventListener("mousemove", recHover);
+    cv.addEventListener("mouseleave", () => { el.recTip.hidden = true; });
+  }
+  el.recChart.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && (rec.a || rec.b)) {
+      ev.preventDefault();
+      clearRecRanges(false);
+    }
+  });
+  el.recScroll.addEventListener("scroll", () => { el.recTip.hidden = true; });
+  new ResizeObserver(() => {
+    if (rec.data && el.recWrap.clientWidth !== rec.width) drawRecent();
+  }).observe(el.recWrap);
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", scheduleRecentDraw);
+  window.addEventListener("hashchange", applyHash);
+
   syncForm();
   readAgentSettings();
+  applyHash();
 
   /* For tests and the console. */
   window.pullprofViewer = {
@@ -1529,6 +2404,62 @@
       return el.lanes.getBoundingClientRect().top + top + LANE / 2;
     },
     drawTimeline() { drawLanes(); composeTimeline(); return state.timings.laneDrawMs; },
+    get view() { return view; },
+    /* Draw a timeline given as /record/timeline's JSON in the Recent view
+     * (tests: a shape no host at hand makes). */
+    showRecent(j) {
+      view = "recent";
+      rec.seq++;
+      rec.loadSeq++;
+      el.form.hidden = true;
+      el.recent.hidden = false;
+      el.recOff.hidden = true;
+      el.recWrap.hidden = false;
+      rec.data = prepareRecent(j);
+      updateRecNote();
+      drawRecent();
+      setRecStatus("ready");
+    },
+    /* The Recent view as drawn: its status, source, span (Unix seconds),
+     * rows, ranges and note. */
+    get recent() {
+      const d = rec.data;
+      return {
+        status: rec.status, source: rec.source, span: rec.span, brush: rec.brush,
+        start: d ? d.start : null, end: d ? d.end : null, step: d ? d.step : null,
+        threads: d ? d.threads.map((t) => ({ tid: t.tid, name: t.name, cpuSeconds: t.cpuSeconds, cpu: Array.from(t.cpu) })) : [],
+        other: !!(d && d.other), rows: d ? (rec.rows || []).map((r) => ({ label: r.label, kind: r.kind, y: r.y, h: r.h })) : [],
+        rowsDrawn: rec.rowsDrawn, a: rec.a ? rec.a.slice() : null, b: rec.b ? rec.b.slice() : null,
+        note: el.recNote.textContent, off: el.recOff.hidden ? "" : el.recOff.textContent,
+        sources: Array.from(el.recSource.options, (o) => ({ value: o.value, text: o.textContent })),
+      };
+    },
+    /* The viewport x of Unix time t on the Recent chart. */
+    recentX(t) { return el.recChart.getBoundingClientRect().left + GUTTER + recTimeX(t); },
+    /* The viewport y of the middle of the chart's row i (0: all threads). */
+    recentY(i) {
+      const r = rec.rows[i];
+      const sc = el.recScroll;
+      if (r.y < sc.scrollTop || r.y + r.h > sc.scrollTop + sc.clientHeight)
+        sc.scrollTop = Math.max(0, r.y - sc.clientHeight / 2);
+      el.recWrap.scrollIntoView({ block: "nearest" });
+      return el.recChart.getBoundingClientRect().top + r.y + r.h / 2;
+    },
+    /* A difference shown: each function's row of the table (per second of
+     * A and of B, and B - A); null without one. */
+    get diff() {
+      if (!state.diff) return null;
+      return Array.from(el.deltaTable.tBodies[0].rows, (tr) => ({
+        name: tr.dataset.name, a: Number(tr.dataset.a), b: Number(tr.dataset.b), delta: Number(tr.dataset.delta),
+      }));
+    },
+    /* The widest drawn frame called name: its value per second in A and B. */
+    diffNode(name) {
+      let best = null;
+      for (const list of state.rows) for (const b of list)
+        if (b.node.name === name && (!best || b.w > best.w)) best = b;
+      return best ? { a: best.node.a, b: best.node.b } : null;
+    },
     render() { render(); return state.timings.renderMs; },
     /* Build the tree again from the loaded profile: {buildMs, renderMs}. */
     rebuild() { useValue(state.valueIndex); render(); return Object.assign({}, state.timings); },
