@@ -193,31 +193,66 @@ static int restart(struct pp_server *s)
  * ours, and then the window above ends the process as before.
  */
 /* Not thread-local: the agent's own TLS comes out of glibc's small static
- * surplus (HACKING.md). One HTTP thread arms it around each run. */
-static _Atomic(sigjmp_buf *) panic_exit;
-static pthread_t panic_thread;
-static char panic_reason[64];
+ * surplus (HACKING.md). A slot per HTTP thread (the server's, and a
+ * forked tree's member server beside it): each arms its own around each
+ * run, and a panic jumps back into the run of the thread it came from. */
+#define PANIC_SLOTS 4
+static struct panic_slot {
+	_Atomic unsigned long thread; /* pthread_t; 0: free */
+	_Atomic(sigjmp_buf *) exit;
+	char reason[64];
+} panic_slots[PANIC_SLOTS];
+
+static struct panic_slot *panic_slot_of(pthread_t self)
+{
+	for (int i = 0; i < PANIC_SLOTS; i++)
+		if (atomic_load(&panic_slots[i].thread) == (unsigned long)self)
+			return &panic_slots[i];
+	return NULL;
+}
+
+/* The calling HTTP thread's slot, taken at its start; NULL when all are
+ * taken (its panics then abort, as libmicrohttpd's own do). */
+static struct panic_slot *panic_slot_take(void)
+{
+	unsigned long self = (unsigned long)pthread_self();
+	for (int i = 0; i < PANIC_SLOTS; i++) {
+		unsigned long none = 0;
+		if (atomic_compare_exchange_strong(&panic_slots[i].thread,
+		                                   &none, self))
+			return &panic_slots[i];
+	}
+	return NULL;
+}
 
 static void on_mhd_panic(void *cls, const char *file, unsigned int line,
                          const char *reason)
 {
 	(void)cls;
-	sigjmp_buf *to = atomic_load(&panic_exit);
-	if (to && pthread_equal(pthread_self(), panic_thread)) {
-		snprintf(panic_reason, sizeof panic_reason,
+	struct panic_slot *slot = panic_slot_of(pthread_self());
+	sigjmp_buf *to = slot ? atomic_load(&slot->exit) : NULL;
+	if (to) {
+		snprintf(slot->reason, sizeof slot->reason,
 		         "libmicrohttpd stopped on one: %s",
 		         reason ? reason : "");
 		/* Its messages end in a newline, or a full stop and one. */
-		size_t n = strcspn(panic_reason, "\n");
-		while (n && panic_reason[n - 1] == '.')
+		size_t n = strcspn(slot->reason, "\n");
+		while (n && slot->reason[n - 1] == '.')
 			n--;
-		panic_reason[n] = 0;
-		atomic_store(&panic_exit, NULL);
+		slot->reason[n] = 0;
+		atomic_store(&slot->exit, NULL);
 		siglongjmp(*to, 1);
 	}
 	fprintf(stderr, "Fatal error in GNU libmicrohttpd %s:%u: %s",
 	        file ? file : "?", line, reason ? reason : "\n");
 	abort();
+}
+
+void pp_server_panics_forget_in_child(void)
+{
+	/* The parent's HTTP threads are not here; a new one may get the
+	 * pthread_t of one of them. */
+	memset(panic_slots, 0, sizeof panic_slots);
 }
 
 void pp_server_catch_panics(void)
@@ -276,17 +311,19 @@ static void accept_some(struct pp_server *s)
 /* Accept (when asked) and MHD_run, or -1 (the reason in panic_reason) when
  * libmicrohttpd panicked in either. On its own, so that no variable of the
  * loop lives across the jump. */
-static __attribute__((noinline)) int run_once(struct pp_server *s, int accept)
+static __attribute__((noinline)) int run_once(struct pp_server *s, int accept,
+                                              struct panic_slot *slot)
 {
 	sigjmp_buf here;
 	if (sigsetjmp(here, 0))
 		return -1;
-	panic_thread = pthread_self();
-	atomic_store(&panic_exit, &here);
+	if (slot)
+		atomic_store(&slot->exit, &here);
 	if (accept)
 		accept_some(s);
 	MHD_run(s->mhd);
-	atomic_store(&panic_exit, NULL);
+	if (slot)
+		atomic_store(&slot->exit, NULL);
 	return 0;
 }
 
@@ -297,6 +334,7 @@ void *pp_server_loop(void *arg)
 	const char *lost;
 
 	pp_agent_thread_enter(0);
+	struct panic_slot *slot = panic_slot_take();
 	while (!atomic_load(&s->stopping)) {
 		if (!s->mhd && restart(s) != 0) {
 			poll(NULL, 0,
@@ -339,9 +377,11 @@ void *pp_server_loop(void *arg)
 		/* What is not closed: the host may reuse a number between that
 		 * look and libmicrohttpd's use of it, microseconds later (see
 		 * on_mhd_panic). */
-		if (run_once(s, starved || (n > 0 && pf[2].revents)))
-			pp_server_abandon(s, panic_reason);
+		if (run_once(s, starved || (n > 0 && pf[2].revents), slot))
+			pp_server_abandon(s, slot->reason);
 	}
+	if (slot)
+		atomic_store(&slot->thread, 0);
 	pp_agent_thread_leave();
 	return NULL;
 }

@@ -27,6 +27,9 @@ void pp_server_abandon(struct pp_server *s, const char *what);
 /* Install the panic function that lets the HTTP thread leave a run of
  * libmicrohttpd that panicked (loop.c); before the first daemon starts. */
 void pp_server_catch_panics(void);
+/* In a forked child (async-signal-safe): forget the parent's HTTP threads'
+ * panic slots. */
+void pp_server_panics_forget_in_child(void);
 /* Wake the loop, if the pipe is still ours (mhd_mu held, or the HTTP
  * thread). */
 void pp_server_wake_locked(struct pp_server *s);

@@ -504,6 +504,7 @@ void pp_server_stop(struct pp_server *s)
  * listening socket it was made with). */
 void pp_server_forget_in_child(struct pp_server *s)
 {
+	pp_server_panics_forget_in_child();
 	if (!s)
 		return;
 	for (unsigned i = 0; i < s->conn_slots; i++)

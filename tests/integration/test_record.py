@@ -15,9 +15,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pptest import (BUILD, NO_HEAP_WHY, Host, Proc, Profile,  # noqa: E402,E501
-                    by_function, curl, eq, go_pprof, ok, preload_env, run,
-                    sanitized, skip, until)
+from pptest import (BUILD, NO_CPU_TRUTH_WHY, NO_HEAP_WHY,  # noqa: E402,E501
+                    SANITIZER, Host, Proc, Profile, by_function, curl, eq,
+                    go_pprof, ok, preload_env, run, skip, until)
+
+# What a CPU sample says about where the time went, and what the lock
+# profiles see, do not hold under ThreadSanitizer (pptest, test_locks).
+CPU_TRUTH = SANITIZER != "tsan"
+LOCKS_WHY = ("under ThreadSanitizer the lock wrappers go straight to the C "
+             "library (its interceptors come first): the lock profiles are "
+             "served empty")
 
 PHASES = os.path.join(BUILD, "tests", "record", "phases")
 HZ = 97
@@ -95,14 +102,17 @@ def check_range(h, query, fn, other, cpu, what):
     p = Profile(r.body)
     mine, total = cpu_share(p, fn)
     theirs, _ = cpu_share(p, other)
+    ok(took < 2.5, f"{what}: answered at once ({took:.2f} s, no window "
+       "waited for)", took)
+    if not CPU_TRUTH:
+        skip(f"{what}: {fn}'s share and the range's CPU", NO_CPU_TRUTH_WHY)
+        return r
     ok(total > 0 and mine / total >= 0.9,
        f"{what}: {fn} is {mine / total if total else 0:.1%} of the "
        f"range's CPU ({other}: {theirs:.3f} s)", (mine, total))
     ok(abs(total - cpu) <= 0.1 * cpu,
        f"{what}: the range's CPU {total:.3f} s is the host's own "
        f"{cpu:.3f} s within 10%", (total, cpu))
-    ok(took < 2.5, f"{what}: answered at once ({took:.2f} s, no window "
-       "waited for)", took)
     return r
 
 
@@ -151,7 +161,7 @@ def test_phases():
         last = now - b0 - 0.5
         r = h.get(f"profile?last={last:.3f}")
         eq(r.status, 200, "?last=: 200")
-        if r.status == 200:
+        if r.status == 200 and CPU_TRUTH:
             mine, total = cpu_share(Profile(r.body), "phase_beta")
             ok(mine / total >= 0.9, f"?last={last:.1f}: phase_beta is "
                f"{mine / total:.1%} of it", (mine, total))
@@ -178,7 +188,7 @@ def test_phases():
             threads = tl.json()["threads"]
             busy = sorted(t["cpu_seconds"] for t in threads[:2])
             own = sorted((ca, cb))
-            ok(len(threads) >= 2 and
+            ok(not CPU_TRUTH or len(threads) >= 2 and
                all(abs(b - o) <= 0.15 * o + 2.0 / HZ
                    for b, o in zip(busy, own)),
                f"the timeline's two busiest threads used {busy} s, the "
@@ -276,7 +286,7 @@ def test_save():
         # Its last 60 s hold the warm-up too: alpha's range within it.
         r = h.get(f"profile?recording={api_id}&start={a0}&end={a1}")
         eq(r.status, 200, "alpha's range within the saving: 200")
-        if r.status == 200:
+        if r.status == 200 and CPU_TRUTH:
             mine, total = cpu_share(Profile(r.body), "phase_alpha")
             ok(abs(total - acpu) <= 0.1 * acpu and mine / total >= 0.9,
                "it holds the alpha phase", (mine, total, acpu))
@@ -292,7 +302,7 @@ def test_save():
            "the record's snapshots are all newer than the saving",
            (snaps["mutex"], lst[api_id]["saved"]))
         kinds = ["mutex", "block"]
-        if sanitized():
+        if snaps["heap"]["not_recorded"]:
             skip("/heap?recording=", NO_HEAP_WHY)
         else:
             kinds += ["heap", "allocs"]
@@ -386,6 +396,9 @@ def test_windows_beside():
             t.join()
             r = box.get("r")
             eq(r.status if r else 0, 200, f"the {hz} Hz window: 200")
+            if not CPU_TRUTH:
+                skip(f"the {hz} Hz window's CPU", NO_CPU_TRUTH_WHY)
+                continue
             if r and r.status == 200:
                 mine, total = cpu_share(Profile(r.body), "phase_alpha")
                 ok(abs(mine - acpu) <= 0.1 * acpu + 0.1,
@@ -422,7 +435,7 @@ def test_heap_mutex_block():
     h = Phases(PULLPROF_HEAP_RATE="65536")
     try:
         ok(h.warm(), "the record samples", h.record())
-        if sanitized():
+        if h.record()["snapshots"]["heap"]["not_recorded"]:
             skip("heap ranges", NO_HEAP_WHY)
             r = h.get("heap?last=5")
             ok(r.status == 404 and b"does not keep heap" in r.body,
@@ -479,6 +492,9 @@ def test_heap_mutex_block():
 
 def contention(h):
     """mutex and block over a range: contend_site's waits, none before."""
+    if SANITIZER == "tsan":
+        skip("mutex and block ranges", LOCKS_WHY)
+        return
     quiet = float(h.cmd("now").split()[1])
     c0, c1 = (float(x) for x in
               h.cmd("contend 2", timeout=60).split()[1:])
@@ -539,6 +555,11 @@ def test_fork_follow():
     """PULLPROF_FORK=follow: every member records, and a look-back on the
     master's address merges them with the pid label."""
     import tempfile
+    if SANITIZER == "tsan":
+        skip("a forked tree's record", "tsan build: ThreadSanitizer wraps "
+             "fork() and runs it with its own state locked, so "
+             "libpullprof's fork wrappers are built out")
+        return
     d = tempfile.mkdtemp()
     stop = os.path.join(d, "stop")
     p = Proc(["/usr/bin/python3", "-c", FORKER, stop],
