@@ -24,9 +24,13 @@
  *                              contend_site(), each holding it 2 ms
  *                              -> "contend T0 T1"
  *   save REASON                pullprof_record_save(REASON) -> "saved RC"
+ *   saves N                    N saves in a row, as fast as they go
+ *                              -> "saves OK BUSY OTHER" (how many gave an
+ *                              id, -EBUSY, anything else)
  *   now                        -> "now T" (Unix seconds)
  *   quit                       exit 0
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -274,6 +278,18 @@ int main(void)
 			for (int i = 0; i < 4; i++)
 				pthread_join(t[i], NULL);
 			printf("contend %.6f %.6f\n", t0, now_real());
+		} else if (sscanf(line, "saves %u", &n) == 1) {
+			unsigned good = 0, busy = 0, other = 0;
+			for (unsigned i = 0; i < n; i++) {
+				int src = pullprof_record_save("burst");
+				if (src > 0)
+					good++;
+				else if (src == -EBUSY)
+					busy++;
+				else
+					other++;
+			}
+			printf("saves %u %u %u\n", good, busy, other);
 		} else if (sscanf(line, "save %255[^\n]", reason) == 1) {
 			printf("saved %d\n", pullprof_record_save(reason));
 		} else if (!strncmp(line, "now", 3)) {
