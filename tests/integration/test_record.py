@@ -302,7 +302,7 @@ def test_save():
            "the record's snapshots are all newer than the saving",
            (snaps["mutex"], lst[api_id]["saved"]))
         kinds = ["mutex", "block"]
-        if snaps["heap"]["not_recorded"]:
+        if snaps["heap"]["not_recorded"] or SANITIZER != "none":
             skip("/heap?recording=", NO_HEAP_WHY)
         else:
             kinds += ["heap", "allocs"]
@@ -441,12 +441,15 @@ def test_heap_mutex_block():
     h = Phases(PULLPROF_HEAP_RATE="65536")
     try:
         ok(h.warm(), "the record samples", h.record())
-        if h.record()["snapshots"]["heap"]["not_recorded"]:
+        if SANITIZER != "none":
+            # ASan's allocator replaces malloc, and the record says so;
+            # under TSan the sampler is served but sees no allocation.
             skip("heap ranges", NO_HEAP_WHY)
-            r = h.get("heap?last=5")
-            ok(r.status == 404 and b"does not keep heap" in r.body,
-               "/heap?last=: 404 saying why the heap is not recorded",
-               (r.status, r.body[:200]))
+            if h.record()["snapshots"]["heap"]["not_recorded"]:
+                r = h.get("heap?last=5")
+                ok(r.status == 404 and b"does not keep heap" in r.body,
+                   "/heap?last=: 404 saying why the heap is not recorded",
+                   (r.status, r.body[:200]))
             contention(h)
             return
         snaps = h.record().get("snapshots", {})
