@@ -207,6 +207,13 @@ static void finish_model(struct pp_cpu_window *w)
 	         PACKAGE_VERSION, w->hz, period,
 	         pp_unwind_mode_name(pp_cpu.settings.unwind));
 	pp_profile_add_comment(p, note);
+	pp_cpu_model_notes(p, w->min_period, w->max_period);
+}
+
+void pp_cpu_model_notes(struct pp_profile *p, uint32_t min_period,
+                        uint32_t max_period)
+{
+	char note[300];
 	if (p->over_limit) {
 		snprintf(
 		    note, sizeof note,
@@ -215,13 +222,12 @@ static void finish_model(struct pp_cpu_window *w)
 		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
 		pp_profile_add_comment(p, note);
 	}
-	if (w->max_period != w->min_period && w->min_period) {
-		snprintf(
-		    note, sizeof note,
-		    "the rate changed during this window (periods %u..%u ns, "
-		    "another window asked for more): values are weighted by "
-		    "the period in force",
-		    w->min_period, w->max_period);
+	if (max_period != min_period && min_period) {
+		snprintf(note, sizeof note,
+		         "the rate changed over this profile (periods %u..%u "
+		         "ns, a window asked for more): values are weighted by "
+		         "the period in force",
+		         min_period, max_period);
 		pp_profile_add_comment(p, note);
 	}
 }

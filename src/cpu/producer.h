@@ -80,6 +80,11 @@ int pp_cpu_model_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
                      uint32_t tid, const char *name, uint32_t label_set,
                      uint64_t time_ns);
 
+/* The notes every CPU model ends with: samples past the size limit, and a
+ * rate that changed (periods min..max). */
+void pp_cpu_model_notes(struct pp_profile *p, uint32_t min_period,
+                        uint32_t max_period);
+
 /* Stop the wall window beside w (if any) and let it go. */
 void pp_cpu_window_drop_wall(struct pp_cpu_window *w);
 

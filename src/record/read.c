@@ -318,22 +318,7 @@ int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
 		         a, (double)(first - r->start_ns) / 1e9);
 		pp_profile_add_comment(p, note);
 	}
-	if (maxp != minp && minp) {
-		snprintf(note, sizeof note,
-		         "the rate changed within this range (periods %u..%u "
-		         "ns, a window asked for more): values are weighted "
-		         "by the period in force",
-		         minp, maxp);
-		pp_profile_add_comment(p, note);
-	}
-	if (p->over_limit) {
-		snprintf(
-		    note, sizeof note,
-		    "%llu samples of new stacks past the profile size limit "
-		    "went to %s",
-		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
-		pp_profile_add_comment(p, note);
-	}
+	pp_cpu_model_notes(p, minp, maxp);
 	pthread_mutex_lock(&pp_rec.mu);
 	pp_rec.reads++;
 	pp_rec.read_cpu_ns += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
