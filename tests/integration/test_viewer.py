@@ -1479,6 +1479,8 @@ def test_recent():
             shot("recent-failed")
             return
         eq(js("pullprofViewer.view"), "recent", "the view is Recent")
+        eq(js("document.querySelector('#views [aria-pressed=true]')"
+              ".dataset.view"), "recent", "its button is the pressed one")
         ok(js("document.getElementById('fetch-form').hidden"),
            "the fetch form is hidden in the Recent view")
         rc = js("pullprofViewer.recent")

@@ -1715,12 +1715,16 @@
     const scale = plotW / span;
     const steps = [0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
     const step = steps.find((st) => st * scale >= 80) || steps[steps.length - 1];
+    let free = 0; // where the last label ended: a label never covers another
     for (let t = Math.ceil(d.start / step) * step; t <= d.end; t += step) {
       const x = GUTTER + (t - d.start) * scale;
       a.fillRect(Math.round(x), 0, 1, 5);
       const label = step < 1 ? clockTenths(t) : clock(t);
       const w = a.measureText(label).width;
-      a.fillText(label, Math.min(x + 3, width - w - 2), REC_AXIS / 2 + 2);
+      const lx = Math.min(x + 3, width - w - 2);
+      if (lx < free) continue;
+      a.fillText(label, lx, REC_AXIS / 2 + 2);
+      free = lx + w + 6;
     }
     shadeRecent(a, REC_AXIS);
   }
@@ -2042,13 +2046,17 @@
   let applyingHash = false;
   let valueWanted = null; // a sample type named by the address, until a profile has it
 
-  function setView(v, fromHash) {
-    view = v === "recent" ? "recent" : "profile";
+  function showView() {
     for (const b of el.views.querySelectorAll("button"))
       b.setAttribute("aria-pressed", String(b.dataset.view === view));
     el.form.hidden = view !== "profile";
     el.recent.hidden = view !== "recent";
     document.body.dataset.view = view;
+  }
+
+  function setView(v, fromHash) {
+    view = v === "recent" ? "recent" : "profile";
+    showView();
     // Each view draws its own profiles.
     if (state.controller) state.controller.abort();
     if (rec.controller) rec.controller.abort();
@@ -2411,8 +2419,7 @@
       view = "recent";
       rec.seq++;
       rec.loadSeq++;
-      el.form.hidden = true;
-      el.recent.hidden = false;
+      showView();
       el.recOff.hidden = true;
       el.recWrap.hidden = false;
       rec.data = prepareRecent(j);
