@@ -1450,8 +1450,10 @@ def test_recent():
     where it ran; a range dragged over the first phase is that phase's
     flame graph; a second range over the second phase turns it into their
     difference, churn hotter, the burner cooler; the address keeps all of
-    it; a saved recording is a source of its own."""
-    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0", "PULLPROF_RECORD": "5m",
+    it; then it keeps 41 MB (cw_keep_small, cw_keep_large), which a range
+    read as the heap's change shows (the record of 2 minutes snapshots the
+    heap every second); a saved recording is a source of its own."""
+    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0", "PULLPROF_RECORD": "2m",
                   "PULLPROF_RECORD_HZ": "97"}, exe=CAPTUREWORK)
     try:
         line = w.cmd("start")
@@ -1469,7 +1471,10 @@ def test_recent():
         while time.time() - p2 < 2.0:
             w.cmd("churn 300000000", timeout=60)
         p3 = time.time()
-        time.sleep(0.3)
+        keep = w.cmd("keep")
+        ok(keep.startswith("truth cw_keep_small"), "the host keeps 41 MB", keep)
+        p4 = time.time()
+        time.sleep(1.6)  # a heap snapshot after it
         ok(curl(base + "/record").json()["on"], "the agent records")
 
         browser.requests.clear()
@@ -1712,6 +1717,47 @@ def test_recent():
         browser.key("Escape", "Escape", 27)
         ok(browser.wait("!pullprofViewer.recent.a && document.getElementById('result').hidden", 5),
            "Escape on the chart clears the ranges")
+
+        # Ranges of the heap's change: the kept blocks.
+        def choose(sel, value):
+            js(f"(() => {{ const s = document.querySelector({json.dumps(sel)});"
+               f" s.value = {json.dumps(value)};"
+               " s.dispatchEvent(new Event('change', {bubbles: true})); })()")
+        choose("#rec-kind", "heap")
+        ok("kind=heap" in js("location.hash"), "the address names the kind")
+        browser.requests.clear()
+        y = js(f"pullprofViewer.recentY({main_row})")
+        h0, h1 = p3 - 0.1, min(p4 + 1.4, rc["end"] - 0.05)
+        drag(x(h0), x(h1), y)
+        st = browser.wait("['ready', 'error'].includes(document.body.dataset.state)"
+                          " && document.body.dataset.state", 20)
+        hurls = requested("/heap?start=")
+        ok(hurls and "format=json" in hurls[-1], "the range was asked of /heap",
+           browser.requests)
+        if sanitized():
+            ok(st == "error" and "404" in js("pullprofViewer.error"),
+               "heap range: the agent's 404 (not recorded) shown",
+               js("pullprofViewer.error"))
+            skip("the heap's change over a range", NO_HEAP_WHY)
+        elif ok(st == "ready", "the heap's change over a range is drawn",
+                js("pullprofViewer.error")):
+            eq(js("document.getElementById('value-type').selectedOptions[0]"
+                  ".textContent"), "inuse_space (bytes)",
+               "the heap in use first")
+            ph = curl(hurls[-1]).json()
+            vi = [t["type"] for t in ph["sample_types"]].index("inuse_space")
+            eq(js("pullprofViewer.total"),
+               sum(max(0, int(sm["values"][vi])) for sm in ph["samples"]),
+               "the flame graph's total is the range's growth")
+            got = set(js("pullprofViewer.names()"))
+            ok({"cw_keep_small", "cw_keep_large"} <= got,
+               "the range's flame graph names the kept blocks", got)
+            ok(js("pullprofViewer.total") > 30e6,
+               "about the 41 MB kept", js("pullprofViewer.total"))
+            shot("recent-heap")
+        choose("#rec-kind", "profile")
+        browser.click("#rec-clear")
+        ok(browser.wait("!pullprofViewer.recent.a", 5), "ranges cleared")
 
         # A saved recording: listed, and a source of its own.
         r = curl(base + "/record/save?reason=viewer+test&last=60", "-X", "POST")

@@ -49,7 +49,7 @@
     colorBy: $("color-by"), stateLegend: $("state-legend"), lanesWrap: $("lanes-wrap"),
     lanesScroll: $("lanes-scroll"), lanes: $("lanes"), axis: $("axis"), tlTip: $("tl-tip"),
     views: $("views"), recent: $("recent"), recSource: $("rec-source"), recSpan: $("rec-span"),
-    recRefresh: $("rec-refresh"), recBrush: $("rec-brush"), recClear: $("rec-clear"),
+    recRefresh: $("rec-refresh"), recBrush: $("rec-brush"), recClear: $("rec-clear"), recKind: $("rec-kind"),
     recClearB: $("rec-clear-b"), recOff: $("rec-off"), recNote: $("rec-note"),
     recWrap: $("rec-wrap"), recScroll: $("rec-scroll"), recChart: $("rec-chart"),
     recAxis: $("rec-axis"), recTip: $("rec-tip"),
@@ -1220,9 +1220,10 @@
       ["A", "B"].forEach((side, i) => {
         if (!d.ids[i]) return;
         const a = document.createElement("a");
-        a.href = `../profile?id=${encodeURIComponent(d.ids[i])}&format=pprof`;
+        const k = state.source.kind || "profile";
+        a.href = `../${k}?id=${encodeURIComponent(d.ids[i])}&format=pprof`;
         a.textContent = side + " (pprof)";
-        a.download = `profile-${side}-${d.ids[i]}.pb.gz`;
+        a.download = `${k}-${side}-${d.ids[i]}.pb.gz`;
         el.downloads.append(" ", a);
       });
       return;
@@ -1497,6 +1498,7 @@
     status: "idle", // idle | loading | ready | off | error
     info: null, // /record as received
     source: "live", // "live" or a saved recording's id
+    kind: "profile", // what a range shows: profile (CPU), heap, allocs, mutex, block
     span: 300, // seconds shown of the live record; 0: all of it
     data: null, // the timeline, prepared (prepareRecent)
     a: null, // [start, end] Unix seconds, or null
@@ -1590,6 +1592,14 @@
     }
     el.recSource.value = keep;
     el.recSpan.disabled = keep !== "live";
+    // The kinds the record keeps no snapshots of, and why.
+    const snaps = (rec.info && rec.info.snapshots) || {};
+    for (const o of el.recKind.options) {
+      const k = o.value === "allocs" ? "heap" : o.value;
+      const why = snaps[k] && snaps[k].not_recorded;
+      o.title = why ? `not recorded: ${why}` : "";
+      o.textContent = o.textContent.replace(/ \(not recorded\)$/, "") + (why ? " (not recorded)" : "");
+    }
   }
 
   /* A step that gives the range about 400 columns and every step a few
@@ -1771,6 +1781,7 @@
     let text = `${src}: ${clock(d.start)} to ${clock(d.end)} (${(d.end - d.start).toFixed(1)} s) in steps of ` +
       `${d.step} s, ${d.threads.length} thread${d.threads.length === 1 ? "" : "s"}` +
       (d.other ? " and the other threads summed" : "");
+    if (rec.kind !== "profile") text += ` · ranges show ${el.recKind.selectedOptions[0].textContent}`;
     if (rec.a) text += ` · A ${rangeText(rec.a)}`;
     if (rec.b) text += ` · B ${rangeText(rec.b)}`;
     if (rec.info && rec.info.sampling && rec.info.sampling !== "on" && rec.source === "live")
@@ -1861,7 +1872,7 @@
     q.set("start", secText(r[0]));
     q.set("end", secText(r[1]));
     q.set("format", "json");
-    return `../profile?${q}`;
+    return `../${rec.kind}?${q}`;
   }
 
   async function fetchRange(r, signal) {
@@ -1903,7 +1914,7 @@
       if (seq !== rec.seq) return;
       valueWanted = null;
       if (!b) {
-        load(a.p, { kind: "profile", id: a.id }, want);
+        load(a.p, { kind: rec.kind, id: a.id }, want);
         el.progress.textContent = `Range A: ${rangeText(rec.a)}, from the record.`;
       } else {
         check(a.p);
@@ -1912,7 +1923,7 @@
         // Per second of what each answer covers: a range reaching back
         // past the record is answered for the part it holds.
         const secondsOf = (p, r) => (Number(p.duration_nanos) > 0 ? Number(p.duration_nanos) / 1e9 : r[1] - r[0]);
-        load(m.p, { kind: "profile" }, want, {
+        load(m.p, { kind: rec.kind }, want, {
           sides: m.sides, seconds: [secondsOf(a.p, rec.a), secondsOf(b.p, rec.b)],
           ranges: [rec.a.slice(), rec.b.slice()], ids: [a.id, b.id],
         });
@@ -2082,7 +2093,7 @@
     if (applyingHash) return;
     const q = new URLSearchParams();
     q.set("view", view);
-    q.set("kind", kind());
+    q.set("kind", view === "recent" ? rec.kind : kind());
     if (view === "recent") {
       if (rec.source !== "live") q.set("recording", rec.source);
       else q.set("span", String(rec.span));
@@ -2110,10 +2121,15 @@
       el.search.value = q.get("search") || "";
       valueWanted = q.get("value");
       const k = q.get("kind");
-      const input = k && el.form.querySelector(`input[name=kind][value="${CSS.escape(k)}"]`);
-      if (input) {
-        input.checked = true;
-        syncForm();
+      if (q.get("view") === "recent") {
+        rec.kind = [...el.recKind.options].some((o) => o.value === k) ? k : "profile";
+        el.recKind.value = rec.kind;
+      } else {
+        const input = k && el.form.querySelector(`input[name=kind][value="${CSS.escape(k)}"]`);
+        if (input) {
+          input.checked = true;
+          syncForm();
+        }
       }
       rec.source = q.get("recording") || "live";
       const span = num(q.get("span"));
@@ -2327,6 +2343,16 @@
     loadRecent();
   });
   el.recRefresh.addEventListener("click", loadRecent);
+  /* Each kind's value shown first: CPU time, the heap in use (its change),
+   * allocated bytes, the time waited. */
+  const RANGE_VALUE = { profile: "cpu", heap: "inuse_space", allocs: "alloc_space", mutex: "delay", block: "delay" };
+  el.recKind.addEventListener("change", () => {
+    rec.kind = el.recKind.value;
+    valueWanted = RANGE_VALUE[rec.kind] || null;
+    updateRecNote();
+    writeHash();
+    loadRanges();
+  });
   el.recBrush.addEventListener("change", (ev) => { rec.brush = ev.target.value; });
   el.recClear.addEventListener("click", () => clearRecRanges(false));
   el.recClearB.addEventListener("click", () => clearRecRanges(true));
