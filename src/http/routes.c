@@ -263,8 +263,10 @@ const struct pp_route pp_routes[] = {
         .kind = PP_ROUTE_PAGE,
         .handler = pp_h_ui,
         .link = "ui/",
-        .help = "flame graph viewer: fetch a CPU or heap profile and explore "
-                "it in the browser (search, zoom, top functions, downloads)",
+        .help = "flame graph viewer: fetch any kind of profile and explore "
+                "it in the browser (search, zoom, top functions, downloads); "
+                "its Recent view shows the record: CPU by thread, a range's "
+                "flame graph, two ranges' difference",
         .subtree = 1,
     },
     {
