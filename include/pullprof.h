@@ -198,7 +198,8 @@ struct pullprof_config {
 	/* Keep a look-back of the CPU samples of every thread over this
 	 * duration ("300", "90s", "5m", "1h"; at most "24h"), so that
 	 * ?last=N and ?start=&end= answer at once for the past: NULL, "" or
-	 * "off" = no record. PULLPROF_RECORD, default none (no record). (Since 1.5.0.) */
+	 * "off" = no record. PULLPROF_RECORD, default none (no record).
+	 * (Since 1.5.0.) */
 	const char *record;
 	/* The record's sampling rate, in Hz (1..1000): a window asking for
 	 * more raises it for both meanwhile. PULLPROF_RECORD_HZ, default 19.
