@@ -324,10 +324,14 @@ class Host(Proc):
             return int(line.split()[1])
         return line
 
-    def alive(self):
-        """True when the host's own worker thread is still making progress."""
-        line = self.cmd("alive")
-        return line.startswith("alive ") and int(line.split()[1]) > 0
+    def alive(self, timeout=20):
+        """True when the host's own worker thread is still making progress
+        (asked again until it has ticked: on a busy machine it may not have
+        run yet)."""
+        def ticked():
+            line = self.cmd("alive")
+            return line.startswith("alive ") and int(line.split()[1]) > 0
+        return until(ticked, timeout)
 
     def quit(self, timeout=10):
         try:
