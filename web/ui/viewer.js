@@ -35,6 +35,18 @@
   const TOP_ROWS = 200; // rows in the top-functions table
 
   const $ = (id) => document.getElementById(id);
+
+  /* Each chart (the timeline, the Recent chart) is the same parts, from
+   * the page's template: a scrolled plot, a time axis and a tooltip. The
+   * chart's div names their ids, the plot's label and its help. */
+  for (const wrap of document.querySelectorAll("div.chart")) {
+    const parts = $("chart-parts").content.cloneNode(true);
+    for (const part of parts.querySelectorAll("[data-part]")) part.id = wrap.dataset[part.dataset.part];
+    const plot = parts.querySelector("[data-part=plot]");
+    plot.setAttribute("aria-label", wrap.dataset.label);
+    plot.setAttribute("aria-describedby", wrap.dataset.help);
+    wrap.append(parts);
+  }
   const el = {
     form: $("fetch-form"), seconds: $("seconds"), hz: $("hz"),
     cpuOptions: $("cpu-options"), heapOptions: $("heap-options"),
@@ -331,9 +343,28 @@
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
   }
 
-  let pending = 0;
-  function scheduleRender() {
-    if (!pending) pending = requestAnimationFrame(() => { pending = 0; render(); });
+  /* fn, run at the next frame once however often it is asked for until then. */
+  function perFrame(fn) {
+    let pending = 0;
+    return () => {
+      if (!pending) pending = requestAnimationFrame(() => { pending = 0; fn(); });
+    };
+  }
+
+  const scheduleRender = perFrame(() => render());
+
+  /* cv sized to width × height CSS pixels at the screen's density, and its
+   * context: cleared, drawing in CSS pixels. */
+  function sizedContext(cv, width, height) {
+    const dpr = window.devicePixelRatio || 1;
+    cv.width = Math.round(width * dpr);
+    cv.height = Math.round(height * dpr);
+    cv.style.width = width + "px";
+    cv.style.height = height + "px";
+    const ctx = cv.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    return ctx;
   }
 
   function render() {
@@ -346,17 +377,10 @@
     state.ancestors = ancestors;
 
     const cv = el.canvas;
-    const dpr = window.devicePixelRatio || 1;
     const width = Math.max(200, el.wrap.clientWidth);
     const rowsN = ancestors.length + focus.height + 1;
     const height = Math.max(rowsN, 1) * ROW;
-    cv.width = Math.round(width * dpr);
-    cv.height = Math.round(height * dpr);
-    cv.style.width = width + "px";
-    cv.style.height = height + "px";
-    const ctx = cv.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, height);
+    const ctx = sizedContext(cv, width, height);
     ctx.font = "12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace";
     ctx.textBaseline = "middle";
     const charW = ctx.measureText("M").width || 7;
@@ -644,6 +668,56 @@
     return text.slice(0, lo) + "…";
   }
 
+  /* A chart's width in its wrap, and its plot's, right of the rows' names. */
+  function chartWidths(wrap) {
+    const width = Math.max(GUTTER + 100, wrap.clientWidth);
+    return [width, Math.max(1, Math.floor(width - GUTTER - PLOT_END))];
+  }
+
+  /* A chart's canvas, sized, with the context its rows are drawn in. */
+  function chartContext(cv, width, height) {
+    const ctx = sizedContext(cv, width, height);
+    ctx.font = "12px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    return ctx;
+  }
+
+  /* A chart's row from y, h high: its band across the plot, its name in
+   * ink left of it. */
+  function chartRow(ctx, y, h, plotW, label, ink, panel) {
+    ctx.fillStyle = panel;
+    ctx.fillRect(GUTTER, y, plotW, h);
+    ctx.fillStyle = ink;
+    ctx.fillText(fitText(ctx, label, GUTTER - 12), 6, y + h / 2);
+  }
+
+  /* A chart's time axis on cv, width wide: its title at the left, then a
+   * tick at every multiple of step from ax.from to ax.to (the plot's ends,
+   * in the chart's time), step the first of ax.steps at least ax.gap
+   * pixels apart, labelled ax.label(t, step). A label that would cover the
+   * one before it is left out. The context, to shade the ranges on. */
+  function drawAxis(cv, width, plotW, ax) {
+    const a = sizedContext(cv, width, AXIS_H);
+    a.font = "11px system-ui, sans-serif";
+    a.textBaseline = "middle";
+    a.fillStyle = cssVar("--muted");
+    a.fillText(ax.title, 6, AXIS_H / 2);
+    const scale = plotW / (ax.to - ax.from);
+    const step = ax.steps.find((st) => st * scale >= ax.gap) || ax.steps[ax.steps.length - 1];
+    let free = 0; // where the last label ended
+    for (let t = Math.ceil(ax.from / step) * step; t <= ax.to; t += step) {
+      const x = GUTTER + (t - ax.from) * scale;
+      a.fillRect(Math.round(x), 0, 1, 5);
+      const label = ax.label(t, step);
+      const w = a.measureText(label).width;
+      const lx = Math.min(x + 3, width - w - 2);
+      if (lx < free) continue;
+      a.fillText(label, lx, AXIS_H / 2 + 2);
+      free = lx + w + 6;
+    }
+    return a;
+  }
+
   /* The lanes, drawn once into an offscreen canvas (again on a resize, a
    * colour change or a colour scheme change); brushing only composes it
    * with the range on top. Each pixel column of a lane takes the colour
@@ -654,30 +728,18 @@
     const tl = state.tl;
     if (!tl || el.timeline.hidden) return;
     const t0 = performance.now();
-    const width = Math.max(GUTTER + 100, el.lanesWrap.clientWidth);
-    const plotW = Math.max(1, Math.floor(width - GUTTER - PLOT_END));
+    const [width, plotW] = chartWidths(el.lanesWrap);
     const height = Math.max(tl.lanes.length, 1) * (LANE + LANE_GAP) + LANE_GAP;
-    const dpr = window.devicePixelRatio || 1;
     const base = tl.base || (tl.base = document.createElement("canvas"));
-    base.width = Math.round(width * dpr);
-    base.height = Math.round(height * dpr);
     tl.width = width;
     tl.height = height;
     tl.plotW = plotW;
-    const ctx = base.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, height);
-    ctx.font = "12px system-ui, sans-serif";
-    ctx.textBaseline = "middle";
+    const ctx = chartContext(base, width, height);
     const panel = cssVar("--panel");
     const fg = cssVar("--fg");
     const muted = cssVar("--muted");
     tl.lanes.forEach((L, i) => {
-      const y = LANE_GAP + i * (LANE + LANE_GAP);
-      ctx.fillStyle = panel;
-      ctx.fillRect(GUTTER, y, plotW, LANE);
-      ctx.fillStyle = L.tid ? fg : muted;
-      ctx.fillText(fitText(ctx, L.label, GUTTER - 12), 6, y + LANE / 2);
+      chartRow(ctx, LANE_GAP + i * (LANE + LANE_GAP), LANE, plotW, L.label, L.tid ? fg : muted, panel);
     });
     if (!tl.lanes.length) {
       ctx.fillStyle = muted;
@@ -780,36 +842,15 @@
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     shade(ctx, tl.height);
 
-    const ax = el.axis;
-    ax.width = Math.round(tl.width * dpr);
-    ax.height = Math.round(AXIS_H * dpr);
-    ax.style.width = tl.width + "px";
-    ax.style.height = AXIS_H + "px";
-    const a = ax.getContext("2d");
-    a.setTransform(dpr, 0, 0, dpr, 0, 0);
-    a.clearRect(0, 0, tl.width, AXIS_H);
-    a.font = "11px system-ui, sans-serif";
-    a.textBaseline = "middle";
-    a.fillStyle = cssVar("--muted");
-    a.fillText("time in the window", 6, AXIS_H / 2);
-    const scale = tl.plotW / tl.span;
-    const steps = [1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9, 2e9, 5e9, 1e10, 2e10, 3e10, 6e10, 12e10, 3e11, 6e11];
-    const step = steps.find((s) => s * scale >= 70) || steps[steps.length - 1];
-    for (let t = 0; t <= tl.span; t += step) {
-      const x = GUTTER + t * scale;
-      a.fillRect(Math.round(x), 0, 1, 5);
-      const label = tickLabel(t, step);
-      const w = a.measureText(label).width;
-      a.fillText(label, Math.min(x + 3, tl.width - w - 2), AXIS_H / 2 + 2);
-    }
+    const a = drawAxis(el.axis, tl.width, tl.plotW, {
+      title: "time in the window", from: 0, to: tl.span, gap: 70, label: tickLabel,
+      steps: [1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9, 2e9, 5e9, 1e10, 2e10, 3e10, 6e10, 12e10, 3e11, 6e11],
+    });
     shade(a, AXIS_H);
     el.lanes.dataset.range = state.range ? state.range.join("-") : "";
   }
 
-  let timelinePending = 0;
-  function scheduleCompose() {
-    if (!timelinePending) timelinePending = requestAnimationFrame(() => { timelinePending = 0; composeTimeline(); });
-  }
+  const scheduleCompose = perFrame(composeTimeline);
 
   function showTimeline() {
     const tl = state.tl;
@@ -847,43 +888,127 @@
     return ev.clientX - canvas.getBoundingClientRect().left - GUTTER;
   }
 
-  const clampPlot = (x) => Math.max(0, Math.min(state.tl.plotW, x));
+  /* A chart (the timeline, the Recent chart) is wired by wireChart from
+   * what c says of it: its parts (wrap, scroll, plot, axis, tip); whose
+   * brush it is (c.holder.drag: {from, to, canvas} in plot pixels, and
+   * what c.begin(ev) adds); whether it is drawn (c.ready), its width and
+   * its plot's (c.width, c.plotW); how to draw it again (c.redraw), and
+   * at the next frame with the brush (c.draw); what a drag across it ends
+   * in: c.click() for a click, c.range(from, to, drag) for a range (plot
+   * pixels, from < to); whether it shows a range (c.hasRange) and how to
+   * drop it (c.clear); and the tooltip's lines (c.describe). */
 
-  function brushStart(ev) {
-    if (!state.tl || ev.button !== 0) return;
-    const canvas = ev.currentTarget;
-    const x = plotX(ev, canvas);
-    if (x < -8) return; // on the lanes' names
-    ev.preventDefault(); // no text selection
-    if (canvas === el.lanes) canvas.focus({ preventScroll: true });
-    el.tlTip.hidden = true;
-    state.drag = { from: clampPlot(x), to: clampPlot(x), canvas };
-    window.addEventListener("mousemove", brushMove);
-    window.addEventListener("mouseup", brushEnd);
-    scheduleCompose();
-  }
-
-  function brushMove(ev) {
-    if (!state.drag) return;
-    state.drag.to = clampPlot(plotX(ev, state.drag.canvas));
-    scheduleCompose();
-  }
-
-  function brushEnd(ev) {
-    window.removeEventListener("mousemove", brushMove);
-    window.removeEventListener("mouseup", brushEnd);
-    const d = state.drag;
-    if (!d) return;
-    d.to = clampPlot(plotX(ev, d.canvas));
-    state.drag = null;
-    // A click is not a range: it keeps the one there is.
-    if (Math.abs(d.to - d.from) < 3) {
-      composeTimeline();
-      return;
+  /* Dragging across a chart's plot or axis: the mousedown handler. */
+  function brushing(c) {
+    const clamp = (x) => Math.max(0, Math.min(c.plotW(), x));
+    function move(ev) {
+      if (!c.holder.drag) return;
+      c.holder.drag.to = clamp(plotX(ev, c.holder.drag.canvas));
+      c.draw();
     }
-    const tl = state.tl;
-    const ns = (x) => (x / tl.plotW) * tl.span;
-    setRange([ns(Math.min(d.from, d.to)), ns(Math.max(d.from, d.to))]);
+    function end(ev) {
+      window.removeEventListener("mousemove", move);
+      window.removeEventListener("mouseup", end);
+      const d = c.holder.drag;
+      if (!d) return;
+      d.to = clamp(plotX(ev, d.canvas));
+      c.holder.drag = null;
+      // A click is not a range: it keeps the one there is.
+      if (Math.abs(d.to - d.from) < 3) c.click();
+      else c.range(Math.min(d.from, d.to), Math.max(d.from, d.to), d);
+    }
+    return (ev) => {
+      if (!c.ready() || ev.button !== 0) return;
+      const canvas = ev.currentTarget;
+      const x = plotX(ev, canvas);
+      if (x < -8) return; // on the rows' names
+      ev.preventDefault(); // no text selection
+      if (canvas === c.plot) canvas.focus({ preventScroll: true });
+      c.tip.hidden = true;
+      c.holder.drag = Object.assign({ from: clamp(x), to: clamp(x), canvas }, c.begin ? c.begin(ev) : null);
+      window.addEventListener("mousemove", move);
+      window.addEventListener("mouseup", end);
+      c.draw();
+    };
+  }
+
+  /* Shows tip by the mouse in wrap: right of it and below, or left of it
+   * where it would not fit. */
+  function placeTip(tip, wrap, ev) {
+    tip.hidden = false;
+    const wr = wrap.getBoundingClientRect();
+    let left = ev.clientX - wr.left + 14;
+    if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
+    tip.style.left = left + "px";
+    tip.style.top = ev.clientY - wr.top + 16 + "px";
+  }
+
+  /* A chart's tooltip: the mousemove handler. c.describe(line, x, y, onPlot)
+   * writes its lines with line(text, bold) for the point x, y of the plot
+   * (onPlot) or of the axis, and returns the hint written last, or null
+   * for no tooltip there. */
+  function chartHover(c) {
+    return (ev) => {
+      if (!c.ready() || c.holder.drag) return;
+      const cv = ev.currentTarget;
+      const r = cv.getBoundingClientRect();
+      const x = ev.clientX - r.left - GUTTER;
+      const tip = c.tip;
+      if (x < 0 || x > c.plotW()) {
+        tip.hidden = true;
+        return;
+      }
+      tip.replaceChildren();
+      const line = (text, bold) => {
+        const e = document.createElement(bold ? "b" : "div");
+        e.textContent = text;
+        tip.append(e);
+      };
+      const hint = c.describe(line, x, ev.clientY - r.top, cv === c.plot);
+      if (hint === null) {
+        tip.hidden = true;
+        return;
+      }
+      line(hint);
+      tip.lastChild.className = "where";
+      placeTip(tip, c.wrap, ev);
+    };
+  }
+
+  /* Its events: brushing, the tooltip, Escape or a double click dropping
+   * the range, drawing again at a new width. */
+  function wireChart(c) {
+    const start = brushing(c);
+    const hover = chartHover(c);
+    const hide = () => { c.tip.hidden = true; };
+    for (const cv of [c.plot, c.axis]) {
+      cv.addEventListener("mousedown", start);
+      cv.addEventListener("dblclick", () => c.clear());
+      cv.addEventListener("mousemove", hover);
+      cv.addEventListener("mouseleave", hide);
+    }
+    c.plot.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && c.hasRange()) {
+        ev.preventDefault();
+        c.clear();
+      }
+    });
+    c.plot.addEventListener("blur", hide);
+    c.scroll.addEventListener("scroll", hide);
+    new ResizeObserver(() => {
+      if (c.ready() && c.wrap.clientWidth !== c.width()) c.redraw();
+    }).observe(c.wrap);
+    window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => c.redraw());
+  }
+
+  /* The viewport y of the middle of a chart's row from top, h high,
+   * scrolled into view first. */
+  function chartRowY(c, top, h) {
+    const sc = c.scroll;
+    if (top < sc.scrollTop || top + h > sc.scrollTop + sc.clientHeight)
+      sc.scrollTop = Math.max(0, top - sc.clientHeight / 2);
+    c.wrap.scrollIntoView({ block: "nearest" });
+    return c.plot.getBoundingClientRect().top + top + h / 2;
   }
 
   /* The event of lane L drawn at time t (its span covers t), else the
@@ -912,32 +1037,14 @@
     return best;
   }
 
-  function timelineHover(ev) {
+  /* The timeline's tooltip at plot x, y (c.describe). */
+  function describeTimeline(line, x, y, onPlot) {
     const tl = state.tl;
-    if (!tl || state.drag) return;
-    const cv = ev.currentTarget;
-    const r = cv.getBoundingClientRect();
-    const x = ev.clientX - r.left - GUTTER;
-    const tip = el.tlTip;
-    if (x < 0 || x > tl.plotW) {
-      tip.hidden = true;
-      return;
-    }
     const t = (x / tl.plotW) * tl.span;
-    tip.replaceChildren();
-    const line = (text, bold) => {
-      const d = document.createElement(bold ? "b" : "div");
-      d.textContent = text;
-      tip.append(d);
-      if (bold) tip.append(document.createElement("br"));
-    };
-    if (cv === el.lanes) {
-      const L = tl.lanes[Math.floor((ev.clientY - r.top - LANE_GAP / 2) / (LANE + LANE_GAP))];
-      if (!L) {
-        tip.hidden = true;
-        return;
-      }
-      line(L.label + (L.earlier.length ? ` (earlier: ${L.earlier.join(", ")})` : ""), false);
+    if (onPlot) {
+      const L = tl.lanes[Math.floor((y - LANE_GAP / 2) / (LANE + LANE_GAP))];
+      if (!L) return null;
+      line(L.label + (L.earlier.length ? ` (earlier: ${L.earlier.join(", ")})` : ""));
       const i = eventAt(L, t, (3 * tl.span) / tl.plotW);
       if (i >= 0) {
         const si = tl.sample[i];
@@ -946,21 +1053,14 @@
         if (tl.stateNames[si]) parts.push(tl.stateNames[si]);
         if (tl.value[i]) parts.push(formatValue(tl.value[i], "nanoseconds"));
         if (tl.count[i] !== 1) parts.push(`${intFmt.format(tl.count[i])} samples`);
-        line(parts.join(" · "), false);
+        line(parts.join(" · "));
       } else {
-        line(secs(t) + " · no sample", false);
+        line(secs(t) + " · no sample");
       }
     } else {
-      line(secs(t), false);
+      line(secs(t));
     }
-    line("Drag to show a time range", false);
-    tip.lastChild.className = "where";
-    tip.hidden = false;
-    const wr = el.lanesWrap.getBoundingClientRect();
-    let left = ev.clientX - wr.left + 14;
-    if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
-    tip.style.left = left + "px";
-    tip.style.top = ev.clientY - wr.top + 16 + "px";
+    return "Drag to show a time range";
   }
 
   // ---- interaction ------------------------------------------------------------
@@ -1006,12 +1106,7 @@
         `B − A ${delta > 0 ? "+" : delta < 0 ? "−" : "±"}${formatValue(Math.abs(delta), unit)}/s` +
         (n.a > 0 ? ` (${delta >= 0 ? "+" : "−"}${pctFmt.format(Math.abs(delta) / n.a)})` : n.b > 0 ? " (only in B)" : "");
       tip.append(d);
-      tip.hidden = false;
-      const wr = el.wrap.getBoundingClientRect();
-      let left = ev.clientX - wr.left + 14;
-      if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
-      tip.style.left = left + "px";
-      tip.style.top = ev.clientY - wr.top + 16 + "px";
+      placeTip(tip, el.wrap, ev);
       return;
     }
     const v = document.createElement("div");
@@ -1025,13 +1120,7 @@
       s.textContent = `self ${formatValue(n.self, unit)} (${percent(n.self, m.total)})`;
       tip.append(s);
     }
-    tip.hidden = false;
-    const wr = el.wrap.getBoundingClientRect();
-    let left = ev.clientX - wr.left + 14;
-    const top = ev.clientY - wr.top + 16;
-    if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
-    tip.style.left = left + "px";
-    tip.style.top = top + "px";
+    placeTip(tip, el.wrap, ev);
   }
 
   function zoom(n, remember) {
@@ -1129,31 +1218,39 @@
     state.timings.searchMs = performance.now() - t0; // matching and drawing
   }
 
-  /* A difference's table: each function's value per second of A and of B
-   * (cumulative: the function and its callees) and the change, the largest
-   * changes first, hotter or cooler alike. */
-  function fillDeltaTable() {
-    const m = state.model;
-    const unit = unitOf();
-    const signed = (v) => (v > 0 ? "+" : v < 0 ? "−" : "±") + formatValue(Math.abs(v), unit);
-    const list = m.funcs.filter((f) => f.cumA || f.cumB)
-      .map((f) => ({ f, delta: f.cumB - f.cumA }))
-      .sort((x, y) => Math.abs(y.delta) - Math.abs(x.delta) || (x.f.name < y.f.name ? -1 : 1));
+  /* A function table's head: its own columns (a column with a sort key is
+   * a button sorting the table by it), then the function and where it is,
+   * the cells fillRows ends each row with. */
+  function tableHead(table, columns) {
+    const tr = document.createElement("tr");
+    for (const [text, sort] of columns.concat([["Function"], ["Location"]])) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      if (sort) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.dataset.sort = sort;
+        b.textContent = text;
+        th.append(b);
+      } else {
+        th.textContent = text;
+      }
+      tr.append(th);
+    }
+    table.tHead.append(tr);
+  }
+
+  /* A function table's rows, the first TOP_ROWS functions of list: the
+   * cells cellsOf(f, tr) gives (it may mark the row too), the function and
+   * where it is; the caption says how many and by what they are sorted. */
+  function fillRows(table, caption, list, sortedBy, cellsOf) {
     const body = document.createElement("tbody");
-    for (const { f, delta } of list.slice(0, TOP_ROWS)) {
+    for (const f of list.slice(0, TOP_ROWS)) {
       const tr = document.createElement("tr");
       tr.tabIndex = 0;
       tr.dataset.name = f.name;
-      tr.dataset.a = String(f.cumA);
-      tr.dataset.b = String(f.cumB);
-      tr.dataset.delta = String(delta);
-      tr.className = delta > 0 ? "hotter" : delta < 0 ? "cooler" : "";
       tr.title = "Highlight " + f.name + " in the flame graph";
-      const cells = [
-        signed(delta), formatValue(f.cumA, unit), formatValue(f.cumB, unit),
-        f.cumA ? (delta >= 0 ? "+" : "−") + pctFmt.format(Math.abs(delta) / f.cumA) : "new in B",
-        f.name, f.file ? f.file + (f.line ? ":" + f.line : "") : "",
-      ];
+      const cells = cellsOf(f, tr).concat(f.name, f.file ? f.file + (f.line ? ":" + f.line : "") : "");
       for (const c of cells) {
         const td = document.createElement("td");
         td.textContent = c;
@@ -1162,8 +1259,32 @@
       if (state.search && state.search.test(f.name)) tr.classList.add("hit");
       body.append(tr);
     }
-    el.deltaTable.tBodies[0].replaceWith(body);
-    el.deltaCaption.textContent = `${list.length > TOP_ROWS ? "The top " + TOP_ROWS + " of " : ""}${intFmt.format(list.length)} functions by the change of their cumulative value per second, B − A: hotter in B first as much as cooler. Select a row to highlight the function.`;
+    table.tBodies[0].replaceWith(body);
+    caption.textContent = `${list.length > TOP_ROWS ? "The top " + TOP_ROWS + " of " : ""}${intFmt.format(list.length)} functions by ${sortedBy}. Select a row to highlight the function.`;
+  }
+
+  /* A difference's table: each function's value per second of A and of B
+   * (cumulative: the function and its callees) and the change, the largest
+   * changes first, hotter or cooler alike. */
+  function fillDeltaTable() {
+    const m = state.model;
+    const unit = unitOf();
+    const signed = (v) => (v > 0 ? "+" : v < 0 ? "−" : "±") + formatValue(Math.abs(v), unit);
+    const change = (f) => f.cumB - f.cumA;
+    const list = m.funcs.filter((f) => f.cumA || f.cumB)
+      .sort((x, y) => Math.abs(change(y)) - Math.abs(change(x)) || (x.name < y.name ? -1 : 1));
+    fillRows(el.deltaTable, el.deltaCaption, list,
+      "the change of their cumulative value per second, B − A: hotter in B first as much as cooler", (f, tr) => {
+        const delta = change(f);
+        tr.dataset.a = String(f.cumA);
+        tr.dataset.b = String(f.cumB);
+        tr.dataset.delta = String(delta);
+        tr.className = delta > 0 ? "hotter" : delta < 0 ? "cooler" : "";
+        return [
+          signed(delta), formatValue(f.cumA, unit), formatValue(f.cumB, unit),
+          f.cumA ? (delta >= 0 ? "+" : "−") + pctFmt.format(Math.abs(delta) / f.cumA) : "new in B",
+        ];
+      });
   }
 
   function fillTable() {
@@ -1179,27 +1300,10 @@
     const unit = unitOf();
     const key = state.sort;
     const list = m.funcs.filter((f) => f.flat || f.cum).sort((a, b) => b[key] - a[key] || b.cum - a.cum || (a.name < b.name ? -1 : 1));
-    const body = document.createElement("tbody");
-    for (const f of list.slice(0, TOP_ROWS)) {
-      const tr = document.createElement("tr");
-      tr.tabIndex = 0;
-      tr.dataset.name = f.name;
-      tr.title = "Highlight " + f.name + " in the flame graph";
-      const cells = [
-        formatValue(f.flat, unit), percent(f.flat, m.total),
-        formatValue(f.cum, unit), percent(f.cum, m.total),
-        f.name, f.file ? f.file + (f.line ? ":" + f.line : "") : "",
-      ];
-      for (const c of cells) {
-        const td = document.createElement("td");
-        td.textContent = c;
-        tr.append(td);
-      }
-      if (state.search && state.search.test(f.name)) tr.classList.add("hit");
-      body.append(tr);
-    }
-    el.top.tBodies[0].replaceWith(body);
-    el.topCaption.textContent = `${list.length > TOP_ROWS ? "The top " + TOP_ROWS + " of " : ""}${intFmt.format(list.length)} functions by ${key === "flat" ? "flat (own)" : "cumulative"} value. Select a row to highlight the function.`;
+    fillRows(el.top, el.topCaption, list, `${key === "flat" ? "flat (own)" : "cumulative"} value`, (f) => [
+      formatValue(f.flat, unit), percent(f.flat, m.total),
+      formatValue(f.cum, unit), percent(f.cum, m.total),
+    ]);
     for (const b of el.top.querySelectorAll("th button"))
       b.setAttribute("aria-pressed", String(b.dataset.sort === key));
   }
@@ -1400,6 +1504,15 @@
     el.file.disabled = on;
   }
 
+  /* The agent's answer to a failed request: its sentence when it gave one. */
+  async function answerText(resp) {
+    let body = await resp.text();
+    if ((resp.headers.get("Content-Type") || "").startsWith("application/json")) {
+      try { body = JSON.parse(body).error || body; } catch (e) { /* keep the text */ }
+    }
+    return body.trim();
+  }
+
   /* Fetch a profile of the kind chosen, or (id) one the agent kept: the
    * address of a page that showed it. */
   async function fetchProfile(id) {
@@ -1433,12 +1546,9 @@
       const resp = await fetch(url, { signal: controller.signal, cache: "no-store" });
       const type = resp.headers.get("Content-Type") || "";
       if (!resp.ok) {
-        let body = await resp.text();
-        if (type.startsWith("application/json")) {
-          try { body = JSON.parse(body).error || body; } catch (e) { /* keep the text */ }
-        }
+        let body = await answerText(resp);
         const retry = resp.headers.get("Retry-After");
-        if (retry && !/retry/i.test(body)) body = body.trim() + `\n(The agent asks to retry in ${retry} s.)`;
+        if (retry && !/retry/i.test(body)) body += `\n(The agent asks to retry in ${retry} s.)`;
         showError(`The agent answered ${resp.status} ${resp.statusText}`, body);
         return;
       }
@@ -1493,7 +1603,6 @@
   const REC_TOTAL = 46; // CSS pixels of the all-threads row
   const REC_ROW = 13; // per thread: one CPU is the row's height
   const REC_GAP = 2;
-  const REC_AXIS = 20;
   const rec = {
     status: "idle", // idle | loading | ready | off | error
     info: null, // /record as received
@@ -1526,15 +1635,6 @@
   function setRecStatus(st) {
     rec.status = st;
     document.body.dataset.recent = st;
-  }
-
-  /* The agent's answer to a failed request: its sentence when it gave one. */
-  async function answerText(resp) {
-    let body = await resp.text();
-    if ((resp.headers.get("Content-Type") || "").startsWith("application/json")) {
-      try { body = JSON.parse(body).error || body; } catch (e) { /* keep the text */ }
-    }
-    return body.trim();
   }
 
   function showRecordOff(why) {
@@ -1654,9 +1754,7 @@
   function drawRecent() {
     const d = rec.data;
     if (!d || el.recent.hidden || el.recWrap.hidden) return;
-    const dpr = window.devicePixelRatio || 1;
-    const width = Math.max(GUTTER + 100, el.recWrap.clientWidth);
-    const plotW = Math.max(1, Math.floor(width - GUTTER - PLOT_END));
+    const [width, plotW] = chartWidths(el.recWrap);
     const rows = recRows();
     const last = rows[rows.length - 1];
     const height = last.y + last.h + REC_GAP;
@@ -1665,15 +1763,7 @@
     rec.height = height;
     rec.rows = rows;
     const cv = el.recChart;
-    cv.width = Math.round(width * dpr);
-    cv.height = Math.round(height * dpr);
-    cv.style.width = width + "px";
-    cv.style.height = height + "px";
-    const ctx = cv.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, height);
-    ctx.font = "12px system-ui, sans-serif";
-    ctx.textBaseline = "middle";
+    const ctx = chartContext(cv, width, height);
     const panel = cssVar("--panel");
     const fg = cssVar("--fg");
     const muted = cssVar("--muted");
@@ -1681,10 +1771,7 @@
     const totalColor = "hsl(4, 70%, 52%)";
     const span = d.end - d.start;
     for (const r of rows) {
-      ctx.fillStyle = panel;
-      ctx.fillRect(GUTTER, r.y, plotW, r.h);
-      ctx.fillStyle = r.kind === "thread" ? fg : muted;
-      ctx.fillText(fitText(ctx, r.label, GUTTER - 12), 6, r.y + r.h / 2);
+      chartRow(ctx, r.y, r.h, plotW, r.label, r.kind === "thread" ? fg : muted, panel);
       ctx.fillStyle = r.kind === "total" ? totalColor : cpuColor;
       ctx.beginPath();
       for (let i = 0; i < r.values.length; i++) {
@@ -1710,33 +1797,12 @@
     rec.rowsDrawn = rows.length;
     cv.dataset.rows = String(rows.length);
 
-    const ax = el.recAxis;
-    ax.width = Math.round(width * dpr);
-    ax.height = Math.round(REC_AXIS * dpr);
-    ax.style.width = width + "px";
-    ax.style.height = REC_AXIS + "px";
-    const a = ax.getContext("2d");
-    a.setTransform(dpr, 0, 0, dpr, 0, 0);
-    a.clearRect(0, 0, width, REC_AXIS);
-    a.font = "11px system-ui, sans-serif";
-    a.textBaseline = "middle";
-    a.fillStyle = muted;
-    a.fillText("local time", 6, REC_AXIS / 2);
-    const scale = plotW / span;
-    const steps = [0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600];
-    const step = steps.find((st) => st * scale >= 80) || steps[steps.length - 1];
-    let free = 0; // where the last label ended: a label never covers another
-    for (let t = Math.ceil(d.start / step) * step; t <= d.end; t += step) {
-      const x = GUTTER + (t - d.start) * scale;
-      a.fillRect(Math.round(x), 0, 1, 5);
-      const label = step < 1 ? clockTenths(t) : clock(t);
-      const w = a.measureText(label).width;
-      const lx = Math.min(x + 3, width - w - 2);
-      if (lx < free) continue;
-      a.fillText(label, lx, REC_AXIS / 2 + 2);
-      free = lx + w + 6;
-    }
-    shadeRecent(a, REC_AXIS);
+    const a = drawAxis(el.recAxis, width, plotW, {
+      title: "local time", from: d.start, to: d.end, gap: 80,
+      steps: [0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600],
+      label: (t, step) => (step < 1 ? clockTenths(t) : clock(t)),
+    });
+    shadeRecent(a, AXIS_H);
   }
 
   /* Ranges A and B (and the one being dragged) over a drawing h high. */
@@ -1764,15 +1830,12 @@
       ctx.globalAlpha = 1;
       ctx.fillRect(GUTTER + lo - 1, 0, 2, h);
       ctx.fillRect(GUTTER + hi - 1, 0, 2, h);
-      if (h > REC_AXIS) ctx.fillText(name, GUTTER + lo + 4, 3);
+      if (h > AXIS_H) ctx.fillText(name, GUTTER + lo + 4, 3);
     }
     ctx.restore();
   }
 
-  let recPending = 0;
-  function scheduleRecentDraw() {
-    if (!recPending) recPending = requestAnimationFrame(() => { recPending = 0; drawRecent(); });
-  }
+  const scheduleRecentDraw = perFrame(drawRecent);
 
   function updateRecNote() {
     const d = rec.data;
@@ -1969,71 +2032,14 @@
     loadRanges();
   }
 
-  const recClamp = (x) => Math.max(0, Math.min(rec.plotW, x));
-
-  function recBrushStart(ev) {
-    if (!rec.data || ev.button !== 0) return;
-    const canvas = ev.currentTarget;
-    const x = plotX(ev, canvas);
-    if (x < -8) return;
-    ev.preventDefault();
-    if (canvas === el.recChart) canvas.focus({ preventScroll: true });
-    el.recTip.hidden = true;
-    const which = ev.shiftKey ? "b" : rec.brush;
-    rec.drag = { from: recClamp(x), to: recClamp(x), canvas, which };
-    window.addEventListener("mousemove", recBrushMove);
-    window.addEventListener("mouseup", recBrushEnd);
-    scheduleRecentDraw();
-  }
-
-  function recBrushMove(ev) {
-    if (!rec.drag) return;
-    rec.drag.to = recClamp(plotX(ev, rec.drag.canvas));
-    scheduleRecentDraw();
-  }
-
-  function recBrushEnd(ev) {
-    window.removeEventListener("mousemove", recBrushMove);
-    window.removeEventListener("mouseup", recBrushEnd);
-    const dr = rec.drag;
-    if (!dr) return;
-    dr.to = recClamp(plotX(ev, dr.canvas));
-    rec.drag = null;
-    if (Math.abs(dr.to - dr.from) < 3) {
-      scheduleRecentDraw();
-      return;
-    }
+  /* The Recent chart's tooltip at plot x, y (c.describe). */
+  function describeRecent(line, x, y, onPlot) {
     const d = rec.data;
-    const t = (x) => d.start + (x / rec.plotW) * (d.end - d.start);
-    setRecRange(dr.which, [t(Math.min(dr.from, dr.to)), t(Math.max(dr.from, dr.to))]);
-  }
-
-  function recHover(ev) {
-    const d = rec.data;
-    if (!d || rec.drag) return;
-    const cv = ev.currentTarget;
-    const r = cv.getBoundingClientRect();
-    const x = ev.clientX - r.left - GUTTER;
-    const tip = el.recTip;
-    if (x < 0 || x > rec.plotW) {
-      tip.hidden = true;
-      return;
-    }
     const t = d.start + (x / rec.plotW) * (d.end - d.start);
     const i = Math.min(d.n - 1, Math.max(0, Math.floor((t - d.start) / d.step)));
-    tip.replaceChildren();
-    const line = (text, bold) => {
-      const e = document.createElement(bold ? "b" : "div");
-      e.textContent = text;
-      tip.append(e);
-    };
-    if (cv === el.recChart) {
-      const y = ev.clientY - r.top;
+    if (onPlot) {
       const row = (rec.rows || []).find((w) => y >= w.y - REC_GAP / 2 && y < w.y + w.h + REC_GAP / 2);
-      if (!row) {
-        tip.hidden = true;
-        return;
-      }
+      if (!row) return null;
       line(row.label, true);
       const v = (row.values[i] || 0) / d.step;
       line(`${clockTenths(d.start + i * d.step)} · ${row.kind === "thread" ? pctFmt.format(v) + " of a CPU" : v.toFixed(2) + " CPUs"}`);
@@ -2041,14 +2047,7 @@
     } else {
       line(clockTenths(t));
     }
-    line(rec.a && rec.brush === "b" ? "Drag to set range B (compare with A)" : "Drag to set range A");
-    tip.lastChild.style.color = "var(--muted)";
-    tip.hidden = false;
-    const wr = el.recWrap.getBoundingClientRect();
-    let left = ev.clientX - wr.left + 14;
-    if (left + tip.offsetWidth > wr.width) left = Math.max(0, ev.clientX - wr.left - tip.offsetWidth - 14);
-    tip.style.left = left + "px";
-    tip.style.top = ev.clientY - wr.top + 16 + "px";
+    return rec.a && rec.brush === "b" ? "Drag to set range B (compare with A)" : "Drag to set range A";
   }
 
   // ---- the view and the page's address --------------------------------------
@@ -2172,6 +2171,8 @@
   el.search.addEventListener("input", () => setSearch(el.search.value));
   el.back.addEventListener("click", back);
   el.reset.addEventListener("click", resetZoom);
+  tableHead(el.top, [["Flat", "flat"], ["Flat %"], ["Cum", "cum"], ["Cum %"]]);
+  tableHead(el.deltaTable, [["Δ per s"], ["A per s"], ["B per s"], ["Δ %"]]);
   for (const b of el.top.querySelectorAll("th button"))
     b.addEventListener("click", () => { state.sort = b.dataset.sort; fillTable(); });
   for (const table of [el.top, el.deltaTable]) {
@@ -2296,35 +2297,33 @@
       .catch(() => { /* an old or unreachable agent: keep the defaults */ });
   }
 
-  for (const cv of [el.lanes, el.axis]) {
-    cv.addEventListener("mousedown", brushStart);
-    cv.addEventListener("dblclick", () => setRange(null));
-    cv.addEventListener("mousemove", timelineHover);
-    cv.addEventListener("mouseleave", () => { el.tlTip.hidden = true; });
-  }
-  el.lanes.addEventListener("keydown", (ev) => {
-    if (ev.key === "Escape" && state.range) {
-      ev.preventDefault();
-      setRange(null);
-    }
-  });
-  el.lanes.addEventListener("blur", () => { el.tlTip.hidden = true; });
-  el.lanesScroll.addEventListener("scroll", () => { el.tlTip.hidden = true; });
+  const timelineChart = {
+    wrap: el.lanesWrap, scroll: el.lanesScroll, plot: el.lanes, axis: el.axis, tip: el.tlTip,
+    holder: state,
+    ready: () => !!state.tl,
+    width: () => state.tl.width,
+    plotW: () => state.tl.plotW,
+    redraw: () => {
+      drawLanes();
+      composeTimeline();
+    },
+    draw: scheduleCompose,
+    click: composeTimeline,
+    range: (from, to) => {
+      const tl = state.tl;
+      const ns = (x) => (x / tl.plotW) * tl.span;
+      setRange([ns(from), ns(to)]);
+    },
+    hasRange: () => !!state.range,
+    clear: () => setRange(null),
+    describe: describeTimeline,
+  };
+  wireChart(timelineChart);
   el.wholeWindow.addEventListener("click", () => setRange(null));
   el.colorBy.addEventListener("change", (ev) => setColorBy(ev.target.value));
 
   new ResizeObserver(scheduleRender).observe(el.wrap);
-  new ResizeObserver(() => {
-    if (state.tl && el.lanesWrap.clientWidth !== state.tl.width) {
-      drawLanes();
-      composeTimeline();
-    }
-  }).observe(el.lanesWrap);
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", scheduleRender);
-  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-    drawLanes();
-    composeTimeline();
-  });
   for (const b of el.views.querySelectorAll("button"))
     b.addEventListener("click", () => { if (b.dataset.view !== view) setView(b.dataset.view); });
   el.recSource.addEventListener("change", () => {
@@ -2356,23 +2355,27 @@
   el.recBrush.addEventListener("change", (ev) => { rec.brush = ev.target.value; });
   el.recClear.addEventListener("click", () => clearRecRanges(false));
   el.recClearB.addEventListener("click", () => clearRecRanges(true));
-  for (const cv of [el.recChart, el.recAxis]) {
-    cv.addEventListener("mousedown", recBrushStart);
-    cv.addEventListener("dblclick", () => clearRecRanges(false));
-    cv.addEventListener("mousemove", recHover);
-    cv.addEventListener("mouseleave", () => { el.recTip.hidden = true; });
-  }
-  el.recChart.addEventListener("keydown", (ev) => {
-    if (ev.key === "Escape" && (rec.a || rec.b)) {
-      ev.preventDefault();
-      clearRecRanges(false);
-    }
-  });
-  el.recScroll.addEventListener("scroll", () => { el.recTip.hidden = true; });
-  new ResizeObserver(() => {
-    if (rec.data && el.recWrap.clientWidth !== rec.width) drawRecent();
-  }).observe(el.recWrap);
-  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", scheduleRecentDraw);
+  const recentChart = {
+    wrap: el.recWrap, scroll: el.recScroll, plot: el.recChart, axis: el.recAxis, tip: el.recTip,
+    holder: rec,
+    ready: () => !!rec.data,
+    width: () => rec.width,
+    plotW: () => rec.plotW,
+    redraw: drawRecent,
+    draw: scheduleRecentDraw,
+    click: scheduleRecentDraw,
+    // Shift sets range B whatever the radio buttons say.
+    begin: (ev) => ({ which: ev.shiftKey ? "b" : rec.brush }),
+    range: (from, to, drag) => {
+      const d = rec.data;
+      const t = (x) => d.start + (x / rec.plotW) * (d.end - d.start);
+      setRecRange(drag.which, [t(from), t(to)]);
+    },
+    hasRange: () => !!(rec.a || rec.b),
+    clear: () => clearRecRanges(false),
+    describe: describeRecent,
+  };
+  wireChart(recentChart);
   window.addEventListener("hashchange", applyHash);
 
   syncForm();
@@ -2429,14 +2432,7 @@
       return el.lanes.getBoundingClientRect().left + GUTTER + (ns / tl.span) * tl.plotW;
     },
     /* The viewport y of lane i's middle, scrolled into view first. */
-    laneY(i) {
-      const top = LANE_GAP + i * (LANE + LANE_GAP);
-      const sc = el.lanesScroll;
-      if (top < sc.scrollTop || top + LANE > sc.scrollTop + sc.clientHeight)
-        sc.scrollTop = Math.max(0, top - sc.clientHeight / 2);
-      el.lanesWrap.scrollIntoView({ block: "nearest" });
-      return el.lanes.getBoundingClientRect().top + top + LANE / 2;
-    },
+    laneY(i) { return chartRowY(timelineChart, LANE_GAP + i * (LANE + LANE_GAP), LANE); },
     drawTimeline() { drawLanes(); composeTimeline(); return state.timings.laneDrawMs; },
     get view() { return view; },
     /* Draw a timeline given as /record/timeline's JSON in the Recent view
@@ -2470,14 +2466,7 @@
     /* The viewport x of Unix time t on the Recent chart. */
     recentX(t) { return el.recChart.getBoundingClientRect().left + GUTTER + recTimeX(t); },
     /* The viewport y of the middle of the chart's row i (0: all threads). */
-    recentY(i) {
-      const r = rec.rows[i];
-      const sc = el.recScroll;
-      if (r.y < sc.scrollTop || r.y + r.h > sc.scrollTop + sc.clientHeight)
-        sc.scrollTop = Math.max(0, r.y - sc.clientHeight / 2);
-      el.recWrap.scrollIntoView({ block: "nearest" });
-      return el.recChart.getBoundingClientRect().top + r.y + r.h / 2;
-    },
+    recentY(i) { return chartRowY(recentChart, rec.rows[i].y, rec.rows[i].h); },
     /* A difference shown: each function's row of the table (per second of
      * A and of B, and B - A); null without one. */
     get diff() {
