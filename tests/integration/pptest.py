@@ -434,6 +434,16 @@ def socket_owners(inode):
     return pids
 
 
+def cpu_ticks(pid):
+    """utime + stime of a process, in clock ticks (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def until(pred, timeout=30):
     """Poll pred until it holds (True) or timeout seconds pass (False)."""
     end = time.time() + timeout

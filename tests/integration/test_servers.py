@@ -40,7 +40,7 @@ import tempfile
 import time
 
 import pptest
-from pptest import (Profile, curl, eq, free_port, go_pprof,
+from pptest import (Profile, cpu_ticks, curl, eq, free_port, go_pprof,
                     ok, run, skip, until)
 
 NGINX = "/usr/sbin/nginx"
@@ -154,16 +154,6 @@ def top(prof, n=25):
     for (pid, name), v in sorted(leaves.items(), key=lambda x: -x[1])[:n]:
         lines.append(f"{v:8d}  pid {pid}  {name}")
     return "\n".join(lines)
-
-
-def cpu_ticks(pid):
-    """utime + stime of a process, in clock ticks (0 when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 def alive(pid):
