@@ -47,6 +47,10 @@ Four tables, each printed in Markdown, the machine's load with each:
                           windows back to back all along (Parca,
                           Pyroscope); it catches what its windows covered,
                           when the window holding the burst's end is in.
+              scrape from the record
+                          the same scraper reading the record instead
+                          (PULLPROF_RECORD=5m, 19 Hz): every 15 s
+                          ?start=<its last end>&end=<now>, no window held
 
 Usage: bench/bench_record.py [--runs N] [--fill-cores C] [TABLE...]
 """
@@ -217,7 +221,60 @@ def cost_table(a):
                    if conf is None else spread(ratio), cols[0], cols[1],
                    cols[2], ag * 1e3, cols[3]))
         sys.stdout.flush()
+    idle_rows(a)
     say_load("cost")
+
+
+def collector_wakes(pid):
+    """Voluntary context switches of the agent's threads so far."""
+    total = 0
+    tdir = "/proc/%d/task" % pid
+    for tid in os.listdir(tdir):
+        try:
+            with open("%s/%s/comm" % (tdir, tid)) as f:
+                name = f.read()
+            with open("%s/%s/status" % (tdir, tid)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        n = int(line.split()[1])
+        except OSError:
+            continue
+        if name.startswith("pullprof"):
+            total += n
+    return total
+
+
+def idle_rows(a):
+    """The record on an idle host: what the agent's threads use."""
+    secs = a.idle
+    print("\nThe agent's threads on an idle host (bench/tracework between "
+          "commands: every thread blocked) over %d s, median of %d:\n"
+          % (secs, a.runs))
+    print("| configuration | agent CPU | agent wake-ups a second |")
+    print("|---|---:|---:|")
+    confs = [("agent, no record", {}),
+             ("record 5m, 19 Hz", {"PULLPROF_RECORD": "5m"}),
+             ("record 5m, 100 Hz", {"PULLPROF_RECORD": "5m",
+                                    "PULLPROF_RECORD_HZ": "100"})]
+    res = {n: [] for n, _ in confs}
+    for _ in range(a.runs):
+        for name, env in confs:
+            e = dict(os.environ, PULLPROF_LISTEN="127.0.0.1:0", **env)
+            p = subprocess.Popen([TRACEWORK], env=e, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+            p.stdout.readline()
+            time.sleep(1)  # started, first thread scans done
+            c0, w0 = agent_cpu(p.pid), collector_wakes(p.pid)
+            time.sleep(secs)
+            res[name].append(((agent_cpu(p.pid) - c0) / secs,
+                              (collector_wakes(p.pid) - w0) / secs))
+            p.stdin.close()
+            p.wait(timeout=60)
+    for name, _ in confs:
+        print("| %s | %.3f ms/s | %.0f |" % (
+            name, statistics.median(r[0] for r in res[name]) * 1e3,
+            statistics.median(r[1] for r in res[name])))
+    sys.stdout.flush()
 
 
 # --- memory -----------------------------------------------------------------
@@ -230,8 +287,10 @@ def memory_table(a):
           "memory.bytes is the chunks (16 KiB each, so it moves by whole "
           "chunks), the stacks and the tables; bytes_per_sample a sample's "
           "coded size, its stack apart.\n")
-    hdr = ["threads", "host CPU s/min", "samples/min", "bytes_per_sample",
-           "stacks live", "memory.stacks", "memory.bytes before"]
+    hdr = ["threads", "host CPU s/min", "samples/min",
+           "samples per host CPU s", "bytes_per_sample",
+           "coded bytes/min", "stacks live", "memory.stacks",
+           "memory.bytes before"]
     hdr += ["bytes, minute %d" % (m + 1) for m in range(minutes)]
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---:|" * len(hdr))
@@ -257,9 +316,11 @@ def memory_table(a):
         growth = ["%+d" % (snaps[m + 1]["memory"]["bytes"] -
                            snaps[m]["memory"]["bytes"])
                   for m in range(minutes)]
-        print("| %d | %.1f | %d | %.2f | %d | %d | %d | %s |" %
-              (threads, cpu / minutes, added / minutes,
-               last["memory"]["bytes_per_sample"], last["stacks"]["live"],
+        print("| %d | %.1f | %d | %.1f | %.2f | %d | %d | %d | %d | %s |" %
+              (threads, cpu / minutes, added / minutes, added / cpu,
+               last["memory"]["bytes_per_sample"],
+               last["memory"]["bytes_per_sample"] * added / minutes,
+               last["stacks"]["live"],
                last["memory"]["stacks"], snaps[0]["memory"]["bytes"],
                " | ".join(growth)))
         sys.stdout.flush()
@@ -506,6 +567,38 @@ def burst_scrape(a, calm):
     return hit / cpu, ready - end
 
 
+def burst_scrape_record(a, calm):
+    """A scraper that reads the record instead of holding windows open:
+    every 15 s, ?start=<its last end>&end=<now>, so the ranges tile."""
+    h = Burst({"PULLPROF_RECORD": "5m"})
+    got = []  # (returned at, range start, range end, profile)
+    stop = threading.Event()
+
+    def scraper():
+        last = time.time()
+        while not stop.wait(max(0, last + 15 - time.time())):
+            now = time.time()
+            body = fetch(h.port, "/profile?start=%.6f&end=%.6f" %
+                         (last, now))
+            got.append((time.time(), last, now, Profile(body)))
+            last = now
+    t = threading.Thread(target=scraper)
+    t.start()
+    time.sleep(random.uniform(2, calm))
+    start, end, cpu = h.burst(a.burst_ms)
+    while not got or got[-1][2] < end:
+        time.sleep(0.05)
+    stop.set()
+    t.join()
+    hit, ready = 0, None
+    for at, r0, r1, prof in got:
+        hit += cpu_by_function(prof, "burst_f")[0]
+        if r1 >= end and ready is None:
+            ready = at
+    h.close()
+    return hit / cpu, ready - end
+
+
 F_SIZE = 0
 
 
@@ -520,6 +613,8 @@ def burst_table(a):
         approaches.append(("gperftools, CPUPROFILESIGNAL on 1 s after, "
                            "off %d s later" % a.after, burst_gperftools))
     approaches.append(("scrape, ?seconds=15 back to back", burst_scrape))
+    approaches.append(("scrape from the record, ?start=&end= every 15 s",
+                       burst_scrape_record))
     if LIBPROFILER:
         approaches.append(("(control: gperftools on from before the "
                            "burst to after it)",
@@ -542,7 +637,7 @@ def burst_table(a):
     for name, _ in approaches:
         fr = [r[0] * 100 for r in res[name]]
         lat = [r[1] for r in res[name]]
-        print("| %s | %s | %s s |" % (name, spread(fr, "%.0f%%"),
+        print("| %s | %s | %s s |" % (name, spread(fr, "%.1f%%"),
                                       spread(lat, "%.1f")))
     sys.stdout.flush()
     say_load("burst")
@@ -553,6 +648,8 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--units", type=int, default=1500000,
                     help="cost: units of work a thread")
+    ap.add_argument("--idle", type=int, default=10,
+                    help="cost: seconds of an idle host")
     ap.add_argument("--minutes", type=int, default=2,
                     help="memory: minutes of burning")
     ap.add_argument("--fill-cores", type=int, default=4,
