@@ -18,7 +18,9 @@ Four tables, each printed in Markdown, the machine's load with each:
             samples a busy thread takes a second) is printed with it: at
             these rates it is far below what a ratio of runs can resolve.
             The agent's own threads' CPU (the collector keeps the record)
-            is printed per second of the run.
+            is printed per second of the run; then the agent's CPU and
+            wake-ups on an idle host (bench/tracework, every thread
+            blocked) with and without the record.
   memory    /debug/pprof/record's memory for 1, 8 and 64 busy threads
             (bench/tracework: tw_top -> tw_mid recursing 2..25 deep ->
             tw_leaf, so stacks vary) at 19 Hz: bytes_per_sample, and
