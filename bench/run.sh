@@ -4,7 +4,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 make -s tests/cpu/deep bench/bench_profile bench/cpuwork bench/mallocwork bench/floodwork bench/bench_labels \
-	bench/threadswork bench/lockswork bench/tracework bench/bench_fork bench/walkwork
+	bench/threadswork bench/lockswork bench/tracework bench/bench_fork bench/walkwork \
+	bench/recordwork
 # The peers (root installs them): gperftools' libprofiler (CPU) and tcmalloc,
 # jemalloc and heaptrack (heap); valgrind counts instructions; wrk floods;
 # gdb dumps threads (stopping them) beside pullprof's thread dumps;
@@ -70,6 +71,10 @@ echo
 echo "## Thread dumps and wall-clock profiles (bench/bench_threads.py)"
 echo
 python3 bench/bench_threads.py
+echo
+echo "## The record (bench/bench_record.py)"
+echo
+python3 bench/bench_record.py
 echo
 echo "## Lock contention (bench/bench_locks.py)"
 echo
