@@ -34,7 +34,8 @@
 #define SCAN_NS 100000000ull      /* thread scan: every 100 ms, */
 #define SCAN_MAX_NS 1000000000ull /* up to 1 s while it finds nothing */
 #define DRAIN_NS 10000000ull      /* ring drain while sampling: every 10 ms */
-#define GRACE_NS 20000000ull      /* after a window's end, for late samples */
+#define RECORD_DRAIN_NS 100000000ull /* the record alone: up to 100 ms */
+#define GRACE_NS 20000000ull /* after a window's end, for late samples */
 
 uint64_t pp_cpu_lost_now(void)
 {
@@ -320,6 +321,24 @@ static void deliver(struct pp_cpu_window *list)
 	}
 }
 
+/* How long the collector sleeps between drains (lock held). Windows want
+ * their samples soon (every 10 ms); the record alone can wait, so an idle
+ * host is not woken a hundred times a second for it: up to 100 ms, while
+ * a quarter of the ring holds what the threads sample meanwhile. */
+static uint64_t drain_interval(void)
+{
+	if (pp_cpu.windows || waiting)
+		return DRAIN_NS;
+	struct pp_timers_published tp;
+	pp_timers_published(&tp);
+	uint64_t per_sec =
+	    (uint64_t)(tp.hz ? tp.hz : 1) * (tp.threads ? tp.threads : 1);
+	uint64_t ns = (uint64_t)(RING_CAPACITY / 4) * PP_NS_PER_SEC / per_sec;
+	return ns > RECORD_DRAIN_NS ? RECORD_DRAIN_NS
+	       : ns < DRAIN_NS      ? DRAIN_NS
+	                            : ns;
+}
+
 /* ---- the thread ---------------------------------------------------------- */
 
 /* The host took the signal (or would not let go of it when sampling
@@ -364,7 +383,7 @@ static void *collector(void *unused)
 			pthread_cond_wait(&pp_cpu.wake, &pp_cpu.mu);
 		} else {
 			struct timespec until =
-			    pp_clock_after(CLOCK_REALTIME, DRAIN_NS);
+			    pp_clock_after(CLOCK_REALTIME, drain_interval());
 			pthread_cond_timedwait(&pp_cpu.wake, &pp_cpu.mu,
 			                       &until);
 		}

@@ -399,6 +399,17 @@ static void adopt(int keep)
 		t->timer = h.timer;
 		t->has_timer = 1;
 		t->signo = h.signo;
+		if (t->blocked) {
+			/* A scan met it as it started, all signals still
+			 * blocked by pthread_create; it armed its own since:
+			 * sampled, no longer blocking (else the next scan,
+			 * seeing it unblocked, armed a second timer and it was
+			 * sampled twice). */
+			if (!t->agent)
+				timers.nblocked--;
+			t->blocked = 0;
+			t->agent = 0;
+		}
 		t->blk_check_ns = pp_clock_ns(CLOCK_MONOTONIC);
 		t->seen = 1;
 		if (thread_cpu(tid, &t->cpu_mark) != 0)
@@ -468,6 +479,8 @@ int pp_timers_scan(void)
 				timers.nblocked--;
 			t->blocked = 0;
 			t->agent = 0;
+			if (t->has_timer)
+				continue; /* one timer a thread, never two */
 		} else if (t->has_timer) {
 			/* Periods of CPU and not one sample: did it block its
 			 * timer's signal after the timer was armed? (Its

@@ -89,6 +89,9 @@ struct pp_record_store {
 
 	struct pp_rchunk *oldest, *newest;
 	uint64_t next_seq;
+	/* When the collector last began a drain (CLOCK_MONOTONIC): the
+	 * record holds every sample taken before it. */
+	_Atomic uint64_t drained_at;
 
 	struct pp_rstack **stacks; /* by id; 0 is none */
 	size_t nstacks, stacks_cap, live_stacks;

@@ -189,6 +189,25 @@ static int range_parse(const char *last, const char *start, const char *end,
 	return rc;
 }
 
+/* A read up to t: the collector drains the ring every 10 to 100 ms, so the
+ * newest samples may still be there; it is woken and waited for (at most
+ * 50 ms). Returns the time up to which the record holds every sample. */
+static uint64_t catch_up(uint64_t t)
+{
+	uint64_t at =
+	    atomic_load_explicit(&pp_rec.drained_at, memory_order_acquire);
+	if (at >= t)
+		return at;
+	pthread_cond_signal(&pp_cpu.wake);
+	for (int i = 0; i < 50 && at < t; i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+		at = atomic_load_explicit(&pp_rec.drained_at,
+		                          memory_order_acquire);
+	}
+	return at;
+}
+
 /* Decode a chunk's samples in [start, end) into p. Lock held. */
 static void read_chunk(const struct pp_rchunk *c, uint64_t start, uint64_t end,
                        struct pp_profile *p, uint32_t *min_period,
@@ -251,6 +270,9 @@ int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
 	uint32_t minp = 0, maxp = 0;
 	uint64_t lost = 0, n = 0, first = 0, last = 0;
 	int rc = 0;
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	uint64_t held =
+	    r->recording ? now : catch_up(r->end_ns < now ? r->end_ns : now);
 
 	pthread_mutex_lock(&pp_rec.mu);
 	if (r->recording) {
@@ -280,8 +302,9 @@ int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
 			if (c->last_ns >= first && c->first_ns < r->end_ns)
 				read_chunk(c, first, r->end_ns, p, &minp, &maxp,
 				           &lost, &n);
-		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
-		last = r->end_ns < now ? r->end_ns : now;
+		/* Up to what the record holds: a scraper that starts its
+		 * next range at this one's end misses nothing. */
+		last = r->end_ns < held ? r->end_ns : held;
 	}
 	pthread_mutex_unlock(&pp_rec.mu);
 	if (rc) {
@@ -418,6 +441,11 @@ int pp_record_timeline(const struct pp_record_range *r, uint64_t step_ns,
 {
 	struct tl tl = {.start = r->start_ns, .step = step_ns};
 	uint64_t end = r->end_ns;
+	if (!r->recording) {
+		uint64_t held = catch_up(end);
+		if (end > held)
+			end = held;
+	}
 	pthread_mutex_lock(&pp_rec.mu);
 	if (!r->recording && tl.start < pp_record_visible_oldest())
 		tl.start = pp_record_visible_oldest();

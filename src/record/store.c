@@ -334,6 +334,8 @@ void pp_record_begin(pthread_mutex_t *held)
 		pthread_mutex_lock(&pp_rec.mu);
 		pthread_mutex_lock(held);
 	}
+	atomic_store_explicit(&pp_rec.drained_at, pp_clock_ns(CLOCK_MONOTONIC),
+	                      memory_order_release);
 	pp_rec.batch_cpu = thread_cpu_ns();
 }
 
