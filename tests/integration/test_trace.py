@@ -207,6 +207,19 @@ def in_background(fn):
     return t, box
 
 
+def trace_leaf(e):
+    """A CPU event's leaf function as pprof names it: "?" for a frame no
+    symbol covers (the trace has a frame without a name there, and its
+    debug.function says "[unknown]")."""
+    stack = e[5]["stack"] or []
+    return (stack[-1] if stack else None) or "?"
+
+
+def trace_function_arg(e):
+    f = e[5]["args"].get("function")
+    return "?" if f == "[unknown]" else f
+
+
 def leaf_counts_pprof(prof):
     c = Counter()
     for s in prof.samples:
@@ -329,8 +342,8 @@ def test_trace_of_known_phases():
         counts = [e[5]["args"].get("samples", 1) for e in cpu]
         lost = sum(e[5]["args"].get("lost_samples", 0) for e in tr.events)
         eq([(e[5]["args"].get("function"), e[5]["args"].get("cpu_ns"))
-            for e in cpu if e[5]["args"].get("function") !=
-            (e[5]["stack"] or ["?"])[-1] or e[5]["args"].get("cpu_ns") !=
+            for e in cpu if trace_function_arg(e) != trace_leaf(e) or
+            e[5]["args"].get("cpu_ns") !=
             one(e[4], "callstack_weight")][:3], [],
            "trace: each sample's arguments for SQL (debug.function, "
            "debug.cpu_ns) match its leaf and weight")
@@ -343,7 +356,7 @@ def test_trace_of_known_phases():
            "trace: total weight equals the pprof's CPU nanoseconds")
         per_fn = Counter()
         for e, c in zip(cpu, counts):
-            per_fn[(e[5]["stack"] or ["?"])[-1]] += c
+            per_fn[trace_leaf(e)] += c
         want = leaf_counts_pprof(prof)
         want.pop("[pullprof: lost samples, the ring was full]", None)
         eq(dict(per_fn), dict(want), "trace: per-function sample counts "
