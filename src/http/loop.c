@@ -295,9 +295,7 @@ static void accept_some(struct pp_server *s)
 		/* The file is taken at once: the host may close the number
 		 * (and have it for a file of its own) before the move. */
 		struct pp_fd_id id;
-		struct stat st;
-		if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-		    pp_fd_id_take(fd, &id) != 0 ||
+		if (pp_fd_id_take(fd, &id) != 0 || !S_ISSOCK(id.mode) ||
 		    (fd = pp_fd_move_high_id(&id)) < 0) {
 			atomic_fetch_add_explicit(&s->stats.connections_lost, 1,
 			                          memory_order_relaxed);

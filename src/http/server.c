@@ -143,6 +143,14 @@ static int bind_listener(struct pp_server *s, int again, char *err,
 		}
 	}
 	s->listen_fd = pp_fd_move_high(fd);
+	if (s->listen_fd < 0) {
+		snprintf(
+		    err, errlen,
+		    "cannot listen on %s: the host closed the socket as it "
+		    "was made",
+		    cfg->v.listen);
+		return -EBADF;
+	}
 	return 0;
 }
 
@@ -316,10 +324,15 @@ int pp_server_open_daemon(struct pp_server *s, int again, char *err,
 	if (!di) {
 		snprintf(err, errlen, "libmicrohttpd was built without epoll");
 		rc = -ENOSYS;
-	} else if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+	} else if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0 ||
+	           (p[0] = pp_fd_move_high(p[0])) < 0 ||
+	           (p[1] = pp_fd_move_high(p[1])) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot set up the HTTP event loop: %s",
 		         strerror(errno));
+		for (int i = 0; i < 2; i++)
+			if (p[i] >= 0)
+				close(p[i]);
 	}
 	if (rc) {
 		MHD_stop_daemon(d);
@@ -329,8 +342,8 @@ int pp_server_open_daemon(struct pp_server *s, int again, char *err,
 	}
 	s->mhd_epoll_fd = di->epoll_fd;
 	pp_fd_id_take(s->mhd_epoll_fd, &s->mhd_epoll_id);
-	s->wake_rd = p[0] = pp_fd_move_high(p[0]);
-	s->wake_wr = p[1] = pp_fd_move_high(p[1]);
+	s->wake_rd = p[0];
+	s->wake_wr = p[1];
 	pp_fd_id_take(p[0], &s->wake_rd_id);
 	pp_fd_id_take(p[1], &s->wake_wr_id);
 	/* The listening socket, libmicrohttpd's epoll set and the pipe. */

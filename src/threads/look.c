@@ -274,7 +274,10 @@ static struct event *event_of(struct pp_looker *lk, pid_t tid)
 		pp_fds_release();
 		return NULL;
 	}
-	fd = pp_fd_move_high(fd);
+	if ((fd = pp_fd_move_high(fd)) < 0) {
+		pp_fds_release();
+		return NULL;
+	}
 	void *ring = mmap(NULL, (1 + RING_PAGES) * lk->page,
 	                  PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (ring == MAP_FAILED) {

@@ -114,9 +114,11 @@ int pp_fds_open(const char *path, int flags)
 		return -1;
 	}
 	int fd = open(path, flags | O_CLOEXEC);
+	if (fd >= 0)
+		fd = pp_fd_move_high(fd);
 	if (fd < 0)
 		open_failed();
-	return pp_fd_move_high(fd);
+	return fd;
 }
 
 void pp_fds_close(int fd)
@@ -225,7 +227,7 @@ int pp_fd_id_take(int fd, struct pp_fd_id *id)
 	id->fd = -1;
 	if (fd < 0 || fstat_raw(fd, &st) != 0)
 		return fd < 0 ? -EBADF : -errno;
-	*id = (struct pp_fd_id){fd, st.st_dev, st.st_ino};
+	*id = (struct pp_fd_id){fd, st.st_dev, st.st_ino, st.st_mode};
 	return 0;
 }
 
@@ -258,16 +260,15 @@ static int high_floor(void)
 	return floor > 1024 ? 1024 : (int)floor;
 }
 
-int pp_fd_move_high_id(const struct pp_fd_id *id)
+static int move_high(const struct pp_fd_id *id, int floor)
 {
-	int floor = high_floor();
 	if (id->fd < 0)
 		return -1;
 	if (id->fd >= floor)
 		return id->fd;
 	int e = errno;
 	int hi = fcntl(id->fd, F_DUPFD_CLOEXEC, floor);
-	struct pp_fd_id got = {-1, 0, 0};
+	struct pp_fd_id got = {.fd = -1};
 	if (hi < 0) {
 		/* EBADF: the host closed it already. */
 		int gone = errno == EBADF;
@@ -288,11 +289,19 @@ int pp_fd_move_high_id(const struct pp_fd_id *id)
 	return hi;
 }
 
+int pp_fd_move_high_id(const struct pp_fd_id *id)
+{
+	return move_high(id, high_floor());
+}
+
 int pp_fd_move_high(int fd)
 {
 	struct pp_fd_id id;
-	if (fd < 0 || fd >= high_floor() || pp_fd_id_take(fd, &id) != 0)
+	int floor = high_floor();
+	if (fd < 0 || fd >= floor)
 		return fd;
-	int hi = pp_fd_move_high_id(&id);
-	return hi < 0 ? fd : hi;
+	int hi = pp_fd_id_take(fd, &id) == 0 ? move_high(&id, floor) : -1;
+	if (hi < 0)
+		errno = EBADF;
+	return hi;
 }

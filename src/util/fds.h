@@ -61,6 +61,7 @@ struct pp_fd_id {
 	int fd; /* -1: none */
 	dev_t dev;
 	ino_t ino;
+	mode_t mode; /* its type (S_ISSOCK ...), as taken */
 };
 /* Take fd's identity now: 0, or a negative errno (id->fd is -1 then). */
 int pp_fd_id_take(int fd, struct pp_fd_id *id);
@@ -94,6 +95,8 @@ void pp_fds_stats(struct pp_fds_stats *out);
  * closed only while it is still the same file.
  */
 int pp_fd_move_high(int fd);
+/* (pp_fd_move_high returns -1 with EBADF when the host closed the number
+ * meanwhile: never the number, which may then be a file of the host's.) */
 /* The same for a descriptor whose file the host may have closed (and
  * replaced) since it was made: id is the file taken at once after it was
  * made. Returns the new number, fd when it stays, or -1 when fd is no longer
