@@ -107,7 +107,6 @@ struct pp_record_store {
 	struct pp_rsave_ask asks[PP_RECORD_SAVE_QUEUE];
 	atomic_ulong next_saving;
 	atomic_ulong saves_refused;
-	size_t (*saved_only_bytes_fn)(void);
 
 	size_t bytes, stack_bytes, chunk_bytes;
 	uint64_t samples_kept, samples_added, samples_aged, samples_dropped;
@@ -135,6 +134,9 @@ int pp_record_pack(const struct pp_profile *p, unsigned char **out,
                    size_t *len);
 int pp_record_unpack(const unsigned char *data, size_t len,
                      struct pp_profile **out);
+
+/* A monotonic time as RFC 3339 UTC with milliseconds, for messages. */
+void pp_record_rfc3339(uint64_t mono_ns, char *buf, size_t len);
 
 /* A thread's name as last seen ("" when not kept). Lock held. */
 const char *pp_record_name_of(uint32_t tid);

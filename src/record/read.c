@@ -22,8 +22,9 @@ static const struct pp_value_type cpu_types[] = {{"samples", "count"},
                                                  {"cpu", "nanoseconds"}};
 
 /* A Unix time in ns as RFC 3339 UTC with milliseconds. */
-static void rfc3339(int64_t real_ns, char *buf, size_t len)
+void pp_record_rfc3339(uint64_t mono_ns, char *buf, size_t len)
 {
+	int64_t real_ns = pp_record_real_of(mono_ns);
 	time_t s = (time_t)(real_ns / 1000000000);
 	struct tm tm;
 	gmtime_r(&s, &tm);
@@ -40,8 +41,8 @@ static void coverage(uint64_t oldest, uint64_t newest, char *buf, size_t len)
 		return;
 	}
 	char a[40], b[40];
-	rfc3339(pp_record_real_of(oldest), a, sizeof a);
-	rfc3339(pp_record_real_of(newest), b, sizeof b);
+	pp_record_rfc3339(oldest, a, sizeof a);
+	pp_record_rfc3339(newest, b, sizeof b);
 	snprintf(buf, len, "%s to %s (the last %.1f s)", a, b,
 	         (double)(pp_clock_ns(CLOCK_MONOTONIC) - oldest) / 1e9);
 }
@@ -86,7 +87,7 @@ static int range_parse(const char *last, const char *start, const char *end,
 		         "or the other");
 		return -EINVAL;
 	}
-	if (!pp_record_hz() && !atomic_load(&pp_rec.on_atomic)) {
+	if (!atomic_load(&pp_rec.on_atomic)) {
 		snprintf(err, errlen,
 		         "the record is off in this process: nothing to look "
 		         "back at (start it with PULLPROF_RECORD, e.g. "
@@ -168,8 +169,8 @@ static int range_parse(const char *last, const char *start, const char *end,
 	    (!oldest || out->end_ns < oldest || out->start_ns > newest)) {
 		if (out->recording) {
 			char a1[40], b1[40];
-			rfc3339(pp_record_real_of(oldest), a1, sizeof a1);
-			rfc3339(pp_record_real_of(newest), b1, sizeof b1);
+			pp_record_rfc3339(oldest, a1, sizeof a1);
+			pp_record_rfc3339(newest, b1, sizeof b1);
 			snprintf(err, errlen,
 			         "recording %" PRIu64
 			         " covers %s to %s: nothing of it in the range "
@@ -185,7 +186,6 @@ static int range_parse(const char *last, const char *start, const char *end,
 		rc = -ERANGE;
 	}
 	pthread_mutex_unlock(&pp_rec.mu);
-	(void)now;
 	return rc;
 }
 
@@ -327,8 +327,8 @@ int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
 	p->mono_start_ns = first;
 	p->mono_end_ns = last;
 	char note[300], a[40], b[40];
-	rfc3339(pp_record_real_of(first), a, sizeof a);
-	rfc3339(pp_record_real_of(last), b, sizeof b);
+	pp_record_rfc3339(first, a, sizeof a);
+	pp_record_rfc3339(last, b, sizeof b);
 	snprintf(note, sizeof note,
 	         "pullprof %s: from the record, %s to %s, %" PRIu64
 	         " samples, sampled every %u ns",

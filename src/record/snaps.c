@@ -286,17 +286,6 @@ static const struct rsnap *at_or_before(enum pp_record_kind k, uint64_t t)
 	return best;
 }
 
-static void rfc3339(uint64_t mono, char *buf, size_t len)
-{
-	int64_t real = pp_record_real_of(mono);
-	time_t s = (time_t)(real / 1000000000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + n, len - n, ".%03dZ",
-	         (int)((real % 1000000000) / 1000000));
-}
-
 int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
                             int state, const struct pp_record_pins *pins,
                             struct pp_profile **out, char *err, size_t errlen)
@@ -327,7 +316,7 @@ int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
 		rc = -ERANGE;
 	} else if (!s1) {
 		char a[40];
-		rfc3339(sn.oldest[k]->t, a, sizeof a);
+		pp_record_rfc3339(sn.oldest[k]->t, a, sizeof a);
 		snprintf(err, errlen,
 		         "the record's %s snapshots begin at %s, after the end "
 		         "asked (one every %.1f s)",
@@ -381,8 +370,8 @@ int pp_record_snaps_profile(enum pp_record_kind k, uint64_t start, uint64_t end,
 	if (rc)
 		return rc;
 	char note[400], a[40], b[40];
-	rfc3339(t0, a, sizeof a);
-	rfc3339(t1, b, sizeof b);
+	pp_record_rfc3339(t0, a, sizeof a);
+	pp_record_rfc3339(t1, b, sizeof b);
 	if (state) {
 		pp_profile_set_time(p, pp_record_real_of(t1), 0);
 		snprintf(note, sizeof note,
@@ -438,7 +427,7 @@ int pp_record_snaps_check(enum pp_record_kind k,
 		rc = -ERANGE;
 	} else if (!at_or_before(k, r->end_ns)) {
 		char a[40];
-		rfc3339(sn.oldest[k]->t, a, sizeof a);
+		pp_record_rfc3339(sn.oldest[k]->t, a, sizeof a);
 		snprintf(err, errlen,
 		         "the record's %s snapshots begin at %s, after the end "
 		         "asked (one every %.1f s)",

@@ -419,6 +419,7 @@ void pp_record_add_lost(uint64_t n, uint64_t t)
 }
 
 static void apply_saves(void);
+static size_t saved_only_bytes(void);
 
 void pp_record_end(void)
 {
@@ -520,8 +521,7 @@ static void apply_saves(void)
 	}
 	/* Savings hold at most half the bound beyond the ring: the oldest
 	 * go first. */
-	while (pp_rec.nsavings > 1 && pp_rec.saved_only_bytes_fn &&
-	       pp_rec.saved_only_bytes_fn() > pp_rec.bound / 2) {
+	while (pp_rec.nsavings > 1 && saved_only_bytes() > pp_rec.bound / 2) {
 		saving_free(&pp_rec.savings[0]);
 		memmove(&pp_rec.savings[0], &pp_rec.savings[1],
 		        (pp_rec.nsavings - 1) * sizeof pp_rec.savings[0]);
@@ -602,7 +602,6 @@ int pp_record_open(const struct pp_record_settings *s)
 	pp_rec.real_offset = (int64_t)pp_clock_ns(CLOCK_REALTIME) -
 	                     (int64_t)pp_clock_ns(CLOCK_MONOTONIC);
 	pp_rec.started_ns = pp_clock_ns(CLOCK_MONOTONIC);
-	pp_rec.saved_only_bytes_fn = saved_only_bytes;
 	pp_rec.stopped[0] = 0;
 	pp_rec.names = calloc(PP_RECORD_NAMES, sizeof *pp_rec.names);
 	if (!pp_rec.names) {
