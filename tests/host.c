@@ -59,9 +59,14 @@ static void *ticker(void *arg)
 static void *spinner(void *arg)
 {
 	struct timespec start, now;
-	double limit = (double)(uintptr_t)arg;
+	/* The seconds in the low 16 bits, the milliseconds it sleeps before it
+	 * names itself above them. */
+	double limit = (double)((uintptr_t)arg & 0xffff);
+	unsigned name_after_ms = (unsigned)((uintptr_t)arg >> 16);
 	volatile unsigned long x = 1;
 
+	if (name_after_ms)
+		usleep(name_after_ms * 1000u);
 	pthread_setname_np(pthread_self(), "late-spinner");
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
 	do {
@@ -204,9 +209,14 @@ int main(void)
 			printf(dl && dlclose(dl) == 0 ? "ok\n" : "err\n");
 			dl = NULL;
 		} else if (strcmp(cmd, "spin") == 0) {
+			/* spin SECONDS [NAME_AFTER_MS]: a thread "late-spinner"
+			 * burns SECONDS of its CPU; it first sleeps
+			 * NAME_AFTER_MS, then names itself. -> "ok" */
 			pthread_t sp;
-			pthread_create(&sp, NULL, spinner,
-			               (void *)(uintptr_t)atoi(a1));
+			uintptr_t packed =
+			    (uintptr_t)(atoi(a1) & 0xffff) |
+			    (uintptr_t)(n > 2 ? atoi(a2) & 0xffff : 0) << 16;
+			pthread_create(&sp, NULL, spinner, (void *)packed);
 			pthread_detach(sp);
 			printf("ok\n");
 		} else if (strcmp(cmd, "churn") == 0) {

@@ -51,7 +51,9 @@ struct thread_timer {
 	 * that used periods of CPU and gave no sample may have blocked the
 	 * signal since its timer was armed. */
 	uint64_t cpu_mark, samples, samples_mark;
-	uint64_t name_read_ns; /* when name was read */
+	/* When it was taken into the table, and when its name was last read
+	 * for a sample (0: not yet; the name read then is a fallback only). */
+	uint64_t born_ns, name_read_ns;
 	char name[20];
 };
 
@@ -342,7 +344,7 @@ static struct thread_timer *add_thread(pid_t tid)
 	struct thread_timer *t = &timers.threads[timers.nthreads++];
 	memset(t, 0, sizeof *t);
 	t->tid = tid;
-	t->name_read_ns = pp_clock_ns(CLOCK_MONOTONIC);
+	t->born_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	read_name(tid, t->name, sizeof t->name);
 	return t;
 }
@@ -350,14 +352,23 @@ static struct thread_timer *add_thread(pid_t tid)
 const char *pp_timers_thread_name(pid_t tid)
 {
 	struct thread_timer *t = thread_of(tid);
-	if (!t)
-		return (t = add_thread(tid)) ? t->name : "";
-	/* Threads often name themselves after they start: the name of a
-	 * thread that is sampled is read again, once a second at most (only
-	 * sampled threads: with thousands idle, reading every name on every
-	 * scan cost more than all the rest of the agent). */
+	if (!t) {
+		if (!(t = add_thread(tid)))
+			return "";
+		t->name_read_ns = t->born_ns; /* just read */
+		return t->name;
+	}
+	/* Threads often name themselves just after they start, often after
+	 * their timer was adopted: the name read then is kept only for a
+	 * thread gone before its first sample. A sampled thread's name is
+	 * read at its first sample, then again every 100 ms in its first
+	 * second and once a second after that (only sampled threads: with
+	 * thousands idle, reading every name on every scan cost more than all
+	 * the rest of the agent). */
 	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
-	if (now - t->name_read_ns >= PP_NS_PER_SEC) {
+	uint64_t every = now - t->born_ns < PP_NS_PER_SEC ? PP_NS_PER_SEC / 10
+	                                                  : PP_NS_PER_SEC;
+	if (!t->name_read_ns || now - t->name_read_ns >= every) {
 		t->name_read_ns = now;
 		read_name(tid, t->name, sizeof t->name);
 	}

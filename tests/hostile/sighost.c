@@ -7,7 +7,9 @@
  *   burn N          N threads "burn-K" burn CPU until the end
  *   prof            its own profiler: a SIGPROF handler counting ticks, and
  *                   setitimer(ITIMER_PROF) at 100 Hz
- *   ticks           "ticks T": SIGPROF ticks its handler counted so far
+ *   ticks           "ticks T O": the SIGPROF ticks its handler counted so
+ *                   far from its ITIMER_PROF (SI_KERNEL), and O others
+ *                   (a timer's, a kill's: never its own)
  *   urg             a SIGURG handler of its own (as the Go runtime has)
  *   reset           every signal's disposition back to SIG_DFL (as daemons
  *                   do at start), at once
@@ -47,7 +49,7 @@
 
 extern char **environ;
 
-static atomic_ulong ticks, urgs, read_urg, read_prof, read_other;
+static atomic_ulong ticks, prof_others, urgs, read_urg, read_prof, read_other;
 static _Thread_local volatile unsigned long sink;
 static atomic_int bursts;
 
@@ -92,10 +94,11 @@ static void *burner(void *arg)
 	return NULL;
 }
 
-static void on_prof(int sig)
+static void on_prof(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
-	atomic_fetch_add(&ticks, 1);
+	(void)uc;
+	atomic_fetch_add(si->si_code == SI_KERNEL ? &ticks : &prof_others, 1);
 }
 
 static void on_urg(int sig)
@@ -249,14 +252,15 @@ int main(void)
 		} else if (strcmp(line, "prof") == 0) {
 			struct sigaction sa;
 			memset(&sa, 0, sizeof sa);
-			sa.sa_handler = on_prof;
-			sa.sa_flags = SA_RESTART;
+			sa.sa_sigaction = on_prof;
+			sa.sa_flags = SA_RESTART | SA_SIGINFO;
 			sigaction(SIGPROF, &sa, NULL);
 			struct itimerval it = {{0, 10000}, {0, 10000}};
 			setitimer(ITIMER_PROF, &it, NULL);
 			printf("ok\n");
 		} else if (strcmp(line, "ticks") == 0) {
-			printf("ticks %lu\n", atomic_load(&ticks));
+			printf("ticks %lu %lu\n", atomic_load(&ticks),
+			       atomic_load(&prof_others));
 		} else if (strcmp(line, "urg") == 0) {
 			struct sigaction sa;
 			memset(&sa, 0, sizeof sa);

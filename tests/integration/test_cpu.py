@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import Counter
 
 import pptest
 from pptest import skip
@@ -345,6 +346,31 @@ def watch_thread_cpu(h, name, stop):
     return seen
 
 
+def test_thread_named_late():
+    """A thread that names itself after the agent took its timer (it
+    slept 300 ms first) carries its new name from its first sample: no
+    sample of its loop under the name it was born with."""
+    h = Host()
+    port = h.start()
+    t, res = profile_in_background(port, 3)
+    eq(wait_windows(f"http://127.0.0.1:{port}/debug/pprof", 1), 1,
+       "the window is open")
+    eq(h.cmd("spin 1 300"), "ok", "a thread is born; it names itself 300 ms "
+       "later, then burns 1 s")
+    t.join(60)
+    if not eq(res["r"].status, 200, "profile: 200"):
+        return
+    prof = Profile(res["r"].body)
+    names = Counter()
+    for s in prof.samples:
+        if any(f[0] == "spinner" for loc in prof.stack(s) for f in loc):
+            names[prof.labels(s).get("thread_name")] += s["value"][0]
+    ok(names["late-spinner"] >= 50 and len(names) == 1,
+       "every sample of the thread's loop carries the name it gave itself "
+       "after its timer was taken", dict(names))
+    h.quit()
+
+
 def cpu_status(port):
     """/status's cpu part (what a failed check shows: drops, timers)."""
     r = curl(f"http://127.0.0.1:{port}/debug/pprof/status", timeout=10)
@@ -448,12 +474,14 @@ def test_hostile_host():
 
 ALL = [test_accuracy, test_real_clients, test_frame_pointer_mode, test_bad_input,
        test_windows, test_host_handler_conflict, test_stop_during_window,
-       test_thread_born_in_window, test_fork_during_window, test_hostile_host]
+       test_thread_born_in_window, test_thread_named_late,
+       test_fork_during_window, test_hostile_host]
 if pptest.SANITIZER == "tsan":
     # The sampler, its signal handler, windows opened and stopped, fork
     # during a window: all of it runs; what the samples say is not checked.
     TRUTH = [test_accuracy, test_real_clients, test_frame_pointer_mode,
-             test_windows, test_thread_born_in_window, test_hostile_host]
+             test_windows, test_thread_born_in_window,
+             test_thread_named_late, test_hostile_host]
     for t in TRUTH:
         skip(t.__name__, pptest.NO_CPU_TRUTH_WHY)
     ALL = [t for t in ALL if t not in TRUTH]
