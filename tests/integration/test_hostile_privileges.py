@@ -22,7 +22,7 @@ import os
 import re
 
 import pptest
-from pptest import Host, Profile, curl, eq, ok, run, skip
+from pptest import Host, Profile, curl, eq, ok, run, skip, until
 
 DROPPER = os.path.join(pptest.BUILD, "tests", "threads", "dropper")
 LIB = os.environ.get("PP_PRELOAD_LIB") or pptest.LIBSO
@@ -144,10 +144,17 @@ def check_dropped(name, h):
 
 
 def check_before(name, h):
-    r = h.get("goroutine?debug=2")
-    ok(r.status == 200 and "wait_read" in r.text and "wait_sleep" in r.text,
+    # dropper says "ready" when it has created its threads, not when they
+    # are blocked: on a busy machine they may not be there yet.
+    last = {}
+
+    def read():
+        r = last["r"] = h.get("goroutine?debug=2")
+        return (r.status == 200 and "wait_read" in r.text and
+                "wait_sleep" in r.text)
+    ok(until(read, timeout=30),
        f"{name}: before the drop the blocked threads' stacks are read",
-       r.text[:600])
+       last.get("r") and last["r"].text[:3000])
 
 
 def test_setuid():

@@ -39,6 +39,7 @@
  *   forks N               fork N children one after the other; each starts
  *                         and stops an agent and exits 0 (killed by an
  *                         alarm after 30 s)           -> "forks GOOD of N"
+ *                         (under ASan, "; K stuck in libasan" too: below)
  *   stopped               fork a child that stops itself (SIGSTOP) at
  *                         once and exits 0 when continued, for a look at
  *                         what fork alone cost it     -> "child PID"
@@ -346,6 +347,75 @@ static int wait_file(const char *base, const char *suffix, double seconds)
 	return -1;
 }
 
+/* --- ASan's allocator across fork ---------------------------------------
+ *
+ * The ASan runtime of this toolchain (GCC 12's libsanitizer, LLVM 14's)
+ * takes no lock of its allocator around fork: a child forked while another
+ * thread of the parent refilled a size class (a lookup, the collector) gets
+ * that class's lock copied held, and waits for ever the first time it
+ * allocates from it (seen: a child stuck in SizeClassAllocator64::
+ * GetFromAllocator, under pullprof_start's calloc, while the parent's
+ * lookup thread symbolized). glibc's malloc takes its locks around fork;
+ * LLVM's later runtimes do too. A child its alarm finds waiting inside
+ * libasan's code exits 4, told apart from a hang anywhere else (the
+ * parent reads libasan's text range before it forks: the handler only
+ * compares). */
+#if defined(__SANITIZE_ADDRESS__) && defined(__x86_64__)
+#include <link.h>
+#include <ucontext.h>
+static uintptr_t asan_lo, asan_hi;
+
+static int find_asan(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	if (!info->dlpi_name || !strstr(info->dlpi_name, "libasan"))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			asan_lo = info->dlpi_addr + ph->p_vaddr;
+			asan_hi = asan_lo + ph->p_memsz;
+		}
+	}
+	return 1;
+}
+
+static void on_stuck(int sig, siginfo_t *si, void *ucv)
+{
+	(void)si;
+	uintptr_t pc =
+	    (uintptr_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
+	if (pc >= asan_lo && pc < asan_hi)
+		_exit(4);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void asan_watch_prepare(void)
+{
+	if (!asan_hi)
+		dl_iterate_phdr(find_asan, NULL);
+}
+
+static void asan_watch_child(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_stuck;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGALRM, &sa, NULL);
+}
+#else
+static void asan_watch_prepare(void)
+{
+}
+
+static void asan_watch_child(void)
+{
+}
+#endif
+
 static void child(const char *file, const char *dllib)
 {
 	sigset_t pend;
@@ -518,11 +588,13 @@ int main(void)
 			/* N children, one after the other: each starts and
 			 * stops an agent of its own and exits; a child stuck
 			 * for 30 s is killed by its alarm. */
-			int good = 0, total = atoi(a1);
+			int good = 0, in_asan = 0, total = atoi(a1);
 			char why[128] = "";
+			asan_watch_prepare();
 			for (int i = 0; i < total; i++) {
 				pid_t pid = fork();
 				if (pid == 0) {
+					asan_watch_child();
 					alarm(30);
 					struct pullprof_config cfg;
 					pullprof_config_init(&cfg);
@@ -535,6 +607,9 @@ int main(void)
 				if (pid > 0 && waitpid(pid, &st, 0) == pid &&
 				    WIFEXITED(st) && WEXITSTATUS(st) == 0)
 					good++;
+				else if (pid > 0 && WIFEXITED(st) &&
+				         WEXITSTATUS(st) == 4)
+					in_asan++;
 				else if (!why[0])
 					/* The first failure, for the diagnosis:
 					 * 2 start failed, 3 stop failed, signal
@@ -554,7 +629,12 @@ int main(void)
 					    : WIFSIGNALED(st) ? WTERMSIG(st)
 					                      : st);
 			}
-			printf("forks %d of %d%s\n", good, total, why);
+			if (in_asan)
+				printf(
+				    "forks %d of %d; %d stuck in libasan%s\n",
+				    good, total, in_asan, why);
+			else
+				printf("forks %d of %d%s\n", good, total, why);
 		} else if (strcmp(cmd, "stopped") == 0) {
 			pid_t pid = fork();
 			if (pid == 0) {
