@@ -536,69 +536,64 @@ def burst_gperftools(a, calm, control=False):
     return hit / cpu, ready - end
 
 
-def burst_scrape(a, calm):
-    h = Burst({})
-    got = []  # (returned at, profile)
+def scrape_burst(h, a, calm, scrape):
+    """A burst while a scraper runs: scrape(stop, got) appends
+    (returned at, covered up to, profile) until stop is set. Returns the
+    share of the burst's CPU in the profiles that began before its end,
+    and how long after the end the first profile covering it returned."""
+    got = []
     stop = threading.Event()
+    t = threading.Thread(target=scrape, args=(stop, got))
+    t.start()
+    time.sleep(random.uniform(2, calm))
+    start, end, cpu = h.burst(a.burst_ms)
+    while not got or got[-1][1] < end:
+        time.sleep(0.05)
+    stop.set()
+    hit, ready = 0, None
+    for at, upto, prof in list(got):
+        if prof.field(prof.raw, "time_nanos") / 1e9 > end:
+            continue
+        hit += cpu_by_function(prof, "burst_f")[0]
+        if upto >= end and ready is None:
+            ready = at
+    h.close()  # ends a window in flight, and its scraper with it
+    t.join()
+    return hit / cpu, ready - end
 
-    def scraper():
+
+def burst_scrape(a, calm):
+    """Windows of ?seconds=15, back to back."""
+    h = Burst({})
+
+    def scrape(stop, got):
         while not stop.is_set():
             try:
                 body = fetch(h.port, "/profile?seconds=15")
             except OSError:
                 return
-            got.append((time.time(), Profile(body)))
-    t = threading.Thread(target=scraper)
-    t.start()
-    time.sleep(random.uniform(2, calm))
-    start, end, cpu = h.burst(a.burst_ms)
-    # Wait for the window holding the burst's end.
-    while not got or got[-1][0] < end:
-        time.sleep(0.05)
-    stop.set()
-    ready = None
-    hit = 0
-    for at, prof in list(got):
-        if prof.field(prof.raw, "time_nanos") / 1e9 > end:
-            continue
-        hit += cpu_by_function(prof, "burst_f")[0]
-        if at >= end and ready is None:
-            ready = at
-    h.close()  # ends the window in flight, and the scraper with it
-    t.join()
-    return hit / cpu, ready - end
+            now = time.time()
+            got.append((now, now, Profile(body)))
+    return scrape_burst(h, a, calm, scrape)
 
 
 def burst_scrape_record(a, calm):
     """A scraper that reads the record instead of holding windows open:
     every 15 s, ?start=<its last end>&end=<now>, so the ranges tile."""
     h = Burst({"PULLPROF_RECORD": "5m"})
-    got = []  # (returned at, range start, range end, profile)
-    stop = threading.Event()
 
-    def scraper():
+    def scrape(stop, got):
         last = time.time()
         while not stop.wait(max(0, last + 15 - time.time())):
             now = time.time()
-            body = fetch(h.port, "/profile?start=%.6f&end=%.6f" %
-                         (last, now))
-            got.append((time.time(), last, now, Profile(body)))
+            try:
+                body = fetch(h.port, "/profile?start=%.6f&end=%.6f" %
+                             (last, now))
+            except OSError:
+                return
+            got.append((time.time(), now, Profile(body)))
             last = now
-    t = threading.Thread(target=scraper)
-    t.start()
-    time.sleep(random.uniform(2, calm))
-    start, end, cpu = h.burst(a.burst_ms)
-    while not got or got[-1][2] < end:
-        time.sleep(0.05)
-    stop.set()
-    t.join()
-    hit, ready = 0, None
-    for at, r0, r1, prof in got:
-        hit += cpu_by_function(prof, "burst_f")[0]
-        if r1 >= end and ready is None:
-            ready = at
-    h.close()
-    return hit / cpu, ready - end
+    return scrape_burst(h, a, calm, scrape)
 
 
 F_SIZE = 0

@@ -92,11 +92,11 @@ void pp_fds_stats(struct pp_fds_stats *out);
  * connection breaks in the middle of an answer. Up there (from the
  * agent's share below the soft RLIMIT_NOFILE, at most from 1024, where a
  * host using select(2) never goes) no such number comes. The low number is
- * closed only while it is still the same file.
+ * closed only while it is still the same file. Returns -1 with EBADF when
+ * the host closed the number meanwhile: never the number, which may then
+ * be a file of the host's.
  */
 int pp_fd_move_high(int fd);
-/* (pp_fd_move_high returns -1 with EBADF when the host closed the number
- * meanwhile: never the number, which may then be a file of the host's.) */
 /* The same for a descriptor whose file the host may have closed (and
  * replaced) since it was made: id is the file taken at once after it was
  * made. Returns the new number, fd when it stays, or -1 when fd is no longer

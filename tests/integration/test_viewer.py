@@ -940,6 +940,21 @@ RANGE_NOTE = re.compile(r"^(\d+\.\d\d) s – (\d+\.\d\d) s of (\d+\.\d\d) s, "
                         r"([\d,]+) samples?$")
 
 
+def capturework(env, what):
+    """capturework (a host for the viewer's scenes) with its agent
+    started, checked as `what`: (host, port), the port None when it did
+    not start (the host is quit by the caller's finally either way)."""
+    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0", **env}, exe=CAPTUREWORK)
+    try:
+        line = w.cmd("start")
+    except Exception:
+        w.quit()
+        raise
+    m = re.match(r"ok (\d+)$", line)
+    ok(m, what, line)
+    return w, int(m.group(1)) if m else None
+
+
 def test_timeline_cpu():
     """A CPU window's timeline in the page. capturework burns in
     cw_burn_heavy and cw_burn_light on one thread (cw-burn-0) for the first
@@ -947,13 +962,10 @@ def test_timeline_cpu():
     thread until the window ends. Brushing the first part with the mouse
     leaves only what ran there in the flame graph; the whole window comes
     back with the button, a double-click or Escape."""
-    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0"}, exe=CAPTUREWORK)
+    w, port = capturework({}, "capturework starts the agent")
     try:
-        line = w.cmd("start")
-        m = re.match(r"ok (\d+)$", line)
-        if not ok(m, "capturework starts the agent", line):
+        if not port:
             return
-        port = int(m.group(1))
         base = f"http://127.0.0.1:{port}{PREFIX}"
         viewer(port)
         browser.click("input[name=kind][value=profile]")
@@ -1453,14 +1465,12 @@ def test_recent():
     it; then it keeps 41 MB (cw_keep_small, cw_keep_large), which a range
     read as the heap's change shows (the record of 2 minutes snapshots the
     heap every second); a saved recording is a source of its own."""
-    w = Host(env={"PULLPROF_LISTEN": "127.0.0.1:0", "PULLPROF_RECORD": "2m",
-                  "PULLPROF_RECORD_HZ": "97"}, exe=CAPTUREWORK)
+    w, port = capturework({"PULLPROF_RECORD": "2m",
+                           "PULLPROF_RECORD_HZ": "97"},
+                          "capturework starts the agent with the record on")
     try:
-        line = w.cmd("start")
-        m = re.match(r"ok (\d+)$", line)
-        if not ok(m, "capturework starts the agent with the record on", line):
+        if not port:
             return
-        port = int(m.group(1))
         base = f"http://127.0.0.1:{port}{PREFIX}"
         time.sleep(0.3)
         p1 = time.time()
