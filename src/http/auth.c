@@ -154,25 +154,23 @@ static const char *arg(struct pp_request *r, const char *name)
 	                                   name);
 }
 
-int pp_auth_same_origin(const char *url, const char *host)
+int pp_auth_same_origin(const char *url, const char *host, int tls)
 {
 	/* url: scheme://authority[/path...] (an Origin, or a Referer: a
-	 * browser strips user information from both). */
-	size_t scheme = strcspn(url, ":/?#");
-	if (!host || url[scheme] != ':' || strncmp(url + scheme, "://", 3))
-		return 0;
-	const char *auth = url + scheme + 3;
+	 * browser strips user information from both). The origin is the
+	 * scheme, the host and the port (RFC 6454): the agent's scheme is
+	 * https with a certificate, else http; Host's port, when it has
+	 * none, that scheme's default. */
+	const char *scheme = tls ? "https" : "http";
+	size_t sn = strlen(scheme);
+	if (!host || strncasecmp(url, scheme, sn) ||
+	    strncmp(url + sn, "://", 3))
+		return 0; /* another scheme, null, file:, a page over http
+		             when this is https ... */
+	const char *auth = url + sn + 3;
 	size_t n = strcspn(auth, "/?#");
-	const char *dflt = scheme == 4 && !strncasecmp(url, "http", 4) ? ":80"
-	                   : scheme == 5 && !strncasecmp(url, "https", 5)
-	                       ? ":443"
-	                       : NULL;
-	if (!dflt)
-		return 0; /* null, file:, chrome-extension: ... */
-	/* The default port of the url's scheme written out on either side.
-	 * The scheme itself is not compared: only this agent answers at
-	 * Host's port, and behind a TLS proxy https://NAME is http://NAME
-	 * here. */
+	/* The default port written out or not, on either side. */
+	const char *dflt = tls ? ":443" : ":80";
 	size_t k = strlen(dflt);
 	if (n > k && !memcmp(auth + n - k, dflt, k))
 		n -= k;
@@ -231,7 +229,7 @@ static int cross_site(struct pp_request *r, char *why, size_t whylen)
 {
 	int tls = r->srv->tls_cert != NULL;
 	const char *origin = header(r, "Origin");
-	if (origin && !pp_auth_same_origin(origin, r->host)) {
+	if (origin && !pp_auth_same_origin(origin, r->host, tls)) {
 		snprintf(why, whylen,
 		         "a request from another origin (Origin: %.80s) is "
 		         "refused: this agent answers its own pages and "
@@ -264,7 +262,7 @@ static int cross_site(struct pp_request *r, char *why, size_t whylen)
 	if (!ua || !strstr(ua, "Mozilla/") || !costly(r))
 		return 0;
 	const char *ref = header(r, MHD_HTTP_HEADER_REFERER);
-	if (ref && pp_auth_same_origin(ref, r->host))
+	if (ref && pp_auth_same_origin(ref, r->host, tls))
 		return 0;
 	snprintf(why, whylen,
 	         "a browser's request that %s and does not show it comes "

@@ -23,10 +23,11 @@ int pp_auth_host_ok(const char *host, const char *hosts, int has_token,
                     const char *own_name);
 
 /* Is url (an Origin or a Referer: scheme://host[:port][/...]) of the origin
- * a request with this Host header was sent to? Host names compare without
- * case; a port that is the url scheme's default may be written on either
- * side or left out; "null", no Host, or a scheme other than http(s): no. */
-int pp_auth_same_origin(const char *url, const char *host);
+ * a request with this Host header was sent to, the agent speaking https
+ * when tls, else http? Host names compare without case; the scheme's
+ * default port may be written on either side or left out; "null", no
+ * Host, or another scheme: no. */
+int pp_auth_same_origin(const char *url, const char *host, int tls);
 
 /* Compare a presented secret with the expected one in time that depends on
  * the expected one's length only. */
