@@ -555,6 +555,75 @@ def test_cross_site():
         p.stop()
 
 
+EVIL_PAGE = """<!doctype html><title>another site</title>
+<script>
+window.settled = 0;
+const agent = "AGENT";
+function done() { window.settled++; }
+const img = new Image();
+img.onload = img.onerror = done;
+img.src = agent + "/debug/pprof/profile?seconds=300&hz=1000";
+for (let i = 0; i < 20; i++)
+  fetch(agent + "/debug/pprof/record/save?reason=evil" + i,
+        {method: "POST", mode: "no-cors"}).then(done, done);
+</script>"""
+
+
+def test_cross_site_chromium():
+    """The issue's page, in a real browser: a page of another origin
+    (http://127.0.0.2:N, a machine of the local network as far as the
+    browser knows) loads an <img> of a 300 s 1000 Hz window and sends 20
+    no-cors POSTs to /record/save, all through http://NAME:PORT, this
+    machine's name (not potentially trustworthy: Chromium sends no
+    Sec-Fetch-* there). Every one is answered at once with 403: no window,
+    no saving (before: a window open for 300 s, 20 savings)."""
+    import http.server
+    from cdp import Browser, CDPError, find_chromium
+    name, loop = own_name()
+    exe = find_chromium()
+    if not loop or not exe:
+        skip("a page of another site in Chromium",
+             f"{name} does not resolve to 127.0.0.1 here" if not loop
+             else "no chromium (scripts/deps.sh --test installs it)")
+        return
+    p, port = burn({"PULLPROF_RECORD": "1m"})
+    page = EVIL_PAGE.replace("AGENT", f"http://{name}:{port}").encode()
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Evil)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    browser = None
+    try:
+        try:
+            browser = Browser(exe)
+        except CDPError as e:
+            ok(False, "chromium runs headless", e)
+            return
+        browser.navigate(f"http://127.0.0.2:{srv.server_address[1]}/")
+        settled = browser.wait("window.settled === 21", timeout=30)
+        ok(settled, "the <img> and the 20 POSTs are all answered at once",
+           browser.evaluate("window.settled"))
+        eq(windows_open(port), 0, "no window is open")
+        rec = json.loads(curl(f"http://127.0.0.1:{port}/debug/pprof/record"
+                              ).body)["savings"]
+        ok(rec["kept"] == 0, "no saving was made", rec)
+    finally:
+        if browser:
+            browser.close()
+        srv.shutdown()
+        p.stop()
+
+
 def test_slow_clients():
     """Clients that trickle a byte at a time hold every connection they
     can get, from two addresses: the request deadline closes them, and a
@@ -622,5 +691,5 @@ def test_slow_clients():
 
 
 run([test_refused_starts, test_token, test_tls, test_allow, test_limits,
-     test_slow_clients, test_cross_site,
+     test_slow_clients, test_cross_site, test_cross_site_chromium,
      test_bad_inputs_table])
