@@ -180,6 +180,12 @@ int pp_auth_same_origin(const char *url, const char *host, int tls)
 	return n && n == h && !strncasecmp(auth, host, n);
 }
 
+static int resets_peak(struct pp_request *r)
+{
+	const char *peak = arg(r, "peak");
+	return peak && !strcmp(peak, "reset");
+}
+
 /* Would the request cost the host something, or change what the agent
  * keeps: a method other than GET and HEAD (POST /record/save, /symbol),
  * a sampling window (seconds=N, or a route that opens one by default and
@@ -191,8 +197,7 @@ static int costly(struct pp_request *r)
 		return 0;
 	if (strcmp(r->method, "GET"))
 		return 1;
-	const char *peak = arg(r, "peak");
-	if (peak && !strcmp(peak, "reset"))
+	if (resets_peak(r))
 		return 1;
 	const char *sec = arg(r, "seconds");
 	if (sec)
@@ -272,6 +277,7 @@ static int cross_site(struct pp_request *r, char *why, size_t whylen)
 	         "localhost; open it from the index (%s://%.80s%s/), on "
 	         "http://127.0.0.1, or fetch it outside the browser",
 	         strcmp(r->method, "GET") ? "changes what the agent keeps"
+	         : resets_peak(r)         ? "resets the heap peak"
 	                                  : "opens a sampling window",
 	         ref ? "it comes from " : "no Referer", ref ? ref : "",
 	         tls ? "https" : "http", r->host ? r->host : "HOST",
