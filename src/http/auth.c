@@ -143,31 +143,145 @@ int pp_auth_host_ok(const char *host, const char *hosts, int has_token,
 	return 0;
 }
 
-/* A browser says where a request comes from (Sec-Fetch-Site, sent by every
- * current one): a page of another site may make it send requests here
- * (an image, a form) even if it cannot read the answers, and a GET here
- * opens profiling windows or resets the peak. Only same-origin requests
- * (the index and viewer), typed URLs and links the user followed are
- * served. Clients that are not browsers send none of these headers. */
+static const char *header(struct pp_request *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+static const char *arg(struct pp_request *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
+	                                   name);
+}
+
+int pp_auth_same_origin(const char *url, const char *host, int tls)
+{
+	/* url: scheme://authority[/path...] (an Origin, or a Referer: a
+	 * browser strips user information from both). The origin is the
+	 * scheme, the host and the port (RFC 6454): the agent's scheme is
+	 * https with a certificate, else http; Host's port, when it has
+	 * none, that scheme's default. */
+	const char *scheme = tls ? "https" : "http";
+	size_t sn = strlen(scheme);
+	if (!host || strncasecmp(url, scheme, sn) ||
+	    strncmp(url + sn, "://", 3))
+		return 0; /* another scheme, null, file:, a page over http
+		             when this is https ... */
+	const char *auth = url + sn + 3;
+	size_t n = strcspn(auth, "/?#");
+	/* The default port written out or not, on either side. */
+	const char *dflt = tls ? ":443" : ":80";
+	size_t k = strlen(dflt);
+	if (n > k && !memcmp(auth + n - k, dflt, k))
+		n -= k;
+	size_t h = strlen(host);
+	if (h > k && !memcmp(host + h - k, dflt, k))
+		h -= k;
+	return n && n == h && !strncasecmp(auth, host, n);
+}
+
+static int resets_peak(struct pp_request *r)
+{
+	const char *peak = arg(r, "peak");
+	return peak && !strcmp(peak, "reset");
+}
+
+/* Would the request cost the host something, or change what the agent
+ * keeps: a method other than GET and HEAD (POST /record/save, /symbol),
+ * a sampling window (seconds=N, or a route that opens one by default and
+ * is not reading the record or a kept profile), or the heap peak's reset.
+ * HEAD opens no window (routes.c). */
+static int costly(struct pp_request *r)
+{
+	if (!strcmp(r->method, "HEAD"))
+		return 0;
+	if (strcmp(r->method, "GET"))
+		return 1;
+	if (resets_peak(r))
+		return 1;
+	const char *sec = arg(r, "seconds");
+	if (sec)
+		return strspn(sec, "0") != strlen(sec);
+	if (!r->route || !r->route->window)
+		return 0;
+	return !arg(r, "last") && !arg(r, "start") && !arg(r, "end") &&
+	       !arg(r, "recording") && !arg(r, "id");
+}
+
+/* What a page of another site can make a browser send here: an image, a
+ * form, a fetch() it cannot read the answer of. It cannot read answers
+ * (no CORS here; a DNS name rebound to this machine fails the Host
+ * check), but a GET opens a window at up to 1000 Hz for up to
+ * PULLPROF_MAX_SECONDS, a POST keeps a saving (pushing another out).
+ * Clients that are not browsers send none of Origin, Sec-Fetch-* and a
+ * browser's User-Agent. In order:
+ *  1. An Origin that is not this request's own origin (scheme://Host) is
+ *     refused, whatever the request: a cross-origin fetch() or form POST,
+ *     "null" from a sandboxed frame or a data: URL.
+ *  2. Sec-Fetch-Site (sent to potentially trustworthy URLs: 127.0.0.1,
+ *     localhost, https) is believed: same-origin and none (typed, a
+ *     bookmark) are served, cross-site and same-site only as a top-level
+ *     GET the user followed (a link), never a POST.
+ *  3. Without it (http://NAME:PORT, NAME this machine's name or another
+ *     not trustworthy one: browsers send no Sec-Fetch-* there, and a GET
+ *     of an <img> or a no-cors fetch() no Origin), a request a browser
+ *     made (its User-Agent says Mozilla/, which a page cannot change) and
+ *     that costs (costly()) is served only when it shows it comes from
+ *     this origin: its Origin, or its Referer. The index's links and the
+ *     viewer's fetches carry their Referer; a typed URL carries none and
+ *     is refused too (open it from the index, or on 127.0.0.1). */
 static int cross_site(struct pp_request *r, char *why, size_t whylen)
 {
-	const char *site = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-	                                               "Sec-Fetch-Site");
-	if (!site || strcasecmp(site, "same-origin") == 0 ||
-	    strcasecmp(site, "none") == 0)
+	int tls = r->srv->tls_cert != NULL;
+	const char *origin = header(r, "Origin");
+	if (origin && !pp_auth_same_origin(origin, r->host, tls)) {
+		snprintf(why, whylen,
+		         "a request from another origin (Origin: %.80s) is "
+		         "refused: this agent answers its own pages and "
+		         "programs, not other sites' pages",
+		         origin);
+		return 1;
+	}
+	const char *site = header(r, "Sec-Fetch-Site");
+	if (site) {
+		if (!strcasecmp(site, "same-origin") ||
+		    !strcasecmp(site, "none"))
+			return 0;
+		const char *mode = header(r, "Sec-Fetch-Mode");
+		const char *user = header(r, "Sec-Fetch-User");
+		int get =
+		    !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+		if (get && mode && !strcasecmp(mode, "navigate") && user &&
+		    !strcmp(user, "?1"))
+			return 0;
+		snprintf(why, whylen,
+		         "a request made by a page of another site "
+		         "(Sec-Fetch-Site: %.32s) is refused%s; open the URL "
+		         "yourself, or fetch it outside the browser",
+		         site, get ? "" : " (a POST from another site always)");
+		return 1;
+	}
+	if (origin)
+		return 0; /* this origin's own (rule 1) */
+	const char *ua = header(r, MHD_HTTP_HEADER_USER_AGENT);
+	if (!ua || !strstr(ua, "Mozilla/") || !costly(r))
 		return 0;
-	const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-	                                               "Sec-Fetch-Mode");
-	const char *user = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-	                                               "Sec-Fetch-User");
-	if (mode && strcasecmp(mode, "navigate") == 0 && user &&
-	    strcmp(user, "?1") == 0)
+	const char *ref = header(r, MHD_HTTP_HEADER_REFERER);
+	if (ref && pp_auth_same_origin(ref, r->host, tls))
 		return 0;
 	snprintf(why, whylen,
-	         "a request made by a page of another site (Sec-Fetch-Site: "
-	         "%.32s) is refused; open the URL yourself, or fetch it "
-	         "outside the browser",
-	         site);
+	         "a browser's request that %s and does not show it comes "
+	         "from this agent's own pages (%s%.80s) is refused: a page of "
+	         "another site can make a browser send it, and a browser "
+	         "says where a request comes from only to 127.0.0.1 and "
+	         "localhost; open it from the index (%s://%.80s%s/), on "
+	         "http://127.0.0.1, or fetch it outside the browser",
+	         strcmp(r->method, "GET") ? "changes what the agent keeps"
+	         : resets_peak(r)         ? "resets the heap peak"
+	                                  : "opens a sampling window",
+	         ref ? "it comes from " : "no Referer", ref ? ref : "",
+	         tls ? "https" : "http", r->host ? r->host : "HOST",
+	         r->srv->cfg->v.prefix);
 	return 1;
 }
 

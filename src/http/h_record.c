@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "agent.h"
 #include "handlers.h"
 #include "query.h"
 #include "record/record.h"
@@ -43,7 +44,13 @@ enum MHD_Result pp_h_record_save(struct pp_request *r)
 		    "reason= is %zu bytes long; at most 127 are kept",
 		    strlen(reason));
 	uint64_t id = 0;
-	int rc = pp_record_save(reason ? reason : "", (uint64_t)ns, &id);
+	/* Past the token check (auth.c): a request carried it when one is
+	 * set; without one, nothing tells an operator's request from any
+	 * other local program's. */
+	enum pp_record_by by = pp_agent_get()->cfg.v.token
+	                           ? PP_RECORD_BY_TOKEN
+	                           : PP_RECORD_BY_ANONYMOUS;
+	int rc = pp_record_save(reason ? reason : "", (uint64_t)ns, by, &id);
 	if (rc == -ENOTSUP)
 		return pp_respond_error(
 		    r, MHD_HTTP_NOT_FOUND,
@@ -55,6 +62,13 @@ enum MHD_Result pp_h_record_save(struct pp_request *r)
 		    "%u savings are waiting to be made already; ask again in a "
 		    "moment",
 		    16u);
+	if (rc == -ENOSPC)
+		return pp_respond_error(
+		    r, MHD_HTTP_INSUFFICIENT_STORAGE,
+		    "all %u places hold savings the host or a request with the "
+		    "token made; a request without a token does not push them "
+		    "out (set PULLPROF_TOKEN and send it to rank yours)",
+		    PP_RECORD_MAX_SAVINGS);
 	if (rc)
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "the saving failed: %s", strerror(-rc));

@@ -63,6 +63,7 @@ struct pp_rsaving {
 	struct pp_rchunk **chunks; /* oldest first, each referenced */
 	size_t nchunks;
 	unsigned fetched;
+	enum pp_record_by by;
 	struct pp_record_pins *pins; /* its heap, mutex, block snapshots */
 };
 
@@ -71,6 +72,7 @@ struct pp_rsave_ask {
 	atomic_int state;
 	uint64_t id, mono_ns, last_ns;
 	int64_t real_ns;
+	enum pp_record_by by;
 	char reason[128];
 };
 
@@ -107,6 +109,10 @@ struct pp_record_store {
 	struct pp_rsave_ask asks[PP_RECORD_SAVE_QUEUE];
 	atomic_ulong next_saving;
 	atomic_ulong saves_refused;
+	/* Savings kept that are not anonymous (pp_record_save reads it
+	 * without the lock), and anonymous asks refused for them. */
+	atomic_uint nranked;
+	atomic_ulong saves_outranked;
 
 	size_t bytes, stack_bytes, chunk_bytes;
 	uint64_t samples_kept, samples_added, samples_aged, samples_dropped;

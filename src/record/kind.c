@@ -208,6 +208,8 @@ struct json_object *pp_record_json(int with_savings)
 	json_object_object_add(sv, "max", PP_JSON_I64(PP_RECORD_MAX_SAVINGS));
 	json_object_object_add(sv, "dropped", PP_JSON_I64(st->savings_dropped));
 	json_object_object_add(sv, "refused", PP_JSON_I64(st->saves_refused));
+	json_object_object_add(sv, "outranked",
+	                       PP_JSON_I64(st->saves_outranked));
 	if (with_savings) {
 		struct json_object *list = json_object_new_array();
 		for (unsigned i = 0; i < st->nsavings; i++) {
@@ -229,6 +231,10 @@ struct json_object *pp_record_json(int with_savings)
 			                       PP_JSON_I64(si->bytes));
 			json_object_object_add(e, "fetched",
 			                       PP_JSON_I64(si->fetched));
+			static const char *const by[] = {"anonymous", "token",
+			                                 "host"};
+			json_object_object_add(
+			    e, "made_by", json_object_new_string(by[si->by]));
 			json_object_array_add(list, e);
 		}
 		json_object_object_add(sv, "list", list);
@@ -333,7 +339,8 @@ const struct pp_kind pp_kind_record = {
 PULLPROF_API int pullprof_record_save(const char *reason)
 {
 	uint64_t id = 0;
-	int rc = pp_record_save(reason, PP_RECORD_SAVE_DEFAULT_NS, &id);
+	int rc = pp_record_save(reason, PP_RECORD_SAVE_DEFAULT_NS,
+	                        PP_RECORD_BY_HOST, &id);
 	if (rc)
 		return rc;
 	return id > 0x7fffffff ? 0x7fffffff : (int)id;

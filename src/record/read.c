@@ -98,6 +98,7 @@ static int range_parse(const char *last, const char *start, const char *end,
 	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
 	int64_t now_real = pp_record_real_of(now);
 	int64_t a = 0, b = 0;
+	char why[200];
 	if (recording) {
 		char *e;
 		errno = 0;
@@ -114,15 +115,21 @@ static int range_parse(const char *last, const char *start, const char *end,
 	if (last) {
 		int64_t ns;
 		if (pp_duration_parse(last, (int64_t)86400 * PP_NS_PER_SEC, &ns,
-		                      err, errlen))
+		                      why, sizeof why)) {
+			snprintf(err, errlen, "last=%s", why);
 			return -EINVAL;
+		}
 		a = now_real - ns;
 		b = now_real;
 	} else {
-		if (start && pp_when_parse(start, &a, err, errlen))
+		if (start && pp_when_parse(start, &a, why, sizeof why)) {
+			snprintf(err, errlen, "start=%s", why);
 			return -EINVAL;
-		if (end && pp_when_parse(end, &b, err, errlen))
+		}
+		if (end && pp_when_parse(end, &b, why, sizeof why)) {
+			snprintf(err, errlen, "end=%s", why);
 			return -EINVAL;
+		}
 		if (!end)
 			b = now_real;
 		if (!start)
@@ -135,8 +142,14 @@ static int range_parse(const char *last, const char *start, const char *end,
 			return -EINVAL;
 		}
 	}
-	/* Unix time -> the record's monotonic clock (clamped at 0). */
-	int64_t ma = a - pp_rec.real_offset, mb = b - pp_rec.real_offset;
+	/* Unix time -> the record's monotonic clock (clamped at 0; a and b
+	 * are 0..INT64_MAX, the offset may be of either sign: a clock set
+	 * before the boot). */
+	int64_t ma, mb;
+	if (__builtin_sub_overflow(a, pp_rec.real_offset, &ma))
+		ma = pp_rec.real_offset > 0 ? 0 : INT64_MAX;
+	if (__builtin_sub_overflow(b, pp_rec.real_offset, &mb))
+		mb = pp_rec.real_offset > 0 ? 0 : INT64_MAX;
 	out->start_ns = ma > 0 ? (uint64_t)ma : 0;
 	out->end_ns = mb > 0 ? (uint64_t)mb : 0;
 

@@ -97,10 +97,24 @@ int pp_record_timeline(const struct pp_record_range *r, uint64_t step_ns,
                        size_t max_threads, struct json_object **out, char *err,
                        size_t errlen);
 
+/* Who asked for a saving. The host (pullprof_record_save: its triggers)
+ * and a request that carried the token outrank an anonymous request (no
+ * token is set): an anonymous saving never pushes a ranked one out, and
+ * the anonymous go first when room is made (16 places, the memory bound),
+ * so a flood of anonymous POSTs cannot evict what the operator kept. */
+enum pp_record_by {
+	PP_RECORD_BY_ANONYMOUS,
+	PP_RECORD_BY_TOKEN,
+	PP_RECORD_BY_HOST,
+};
+
 /* Keep the last `last_ns` aside under a new id (*id), with the reason:
- * 0, -ENOTSUP (the record is off) or -ENOMEM. Any thread, host threads
- * too: a lock held for a list walk, never a wait on the collector. */
-int pp_record_save(const char *reason, uint64_t last_ns, uint64_t *id);
+ * 0, -ENOTSUP (the record is off), -EBUSY (16 asked, not yet made) or
+ * -ENOSPC (an anonymous one while every place holds a ranked saving). Any
+ * thread, host threads too: a lock held for a list walk, never a wait on
+ * the collector. */
+int pp_record_save(const char *reason, uint64_t last_ns, enum pp_record_by by,
+                   uint64_t *id);
 
 /* What /record, /status and /metrics say. */
 struct pp_record_saving_info {
@@ -110,6 +124,7 @@ struct pp_record_saving_info {
 	int64_t start_real_ns, end_real_ns;
 	uint64_t samples, bytes;
 	unsigned fetched;
+	enum pp_record_by by;
 	char reason[128];
 };
 #define PP_RECORD_MAX_SAVINGS 16
@@ -129,6 +144,8 @@ struct pp_record_stats {
 	uint64_t chunks_dropped, stacks, stacks_made, stacks_freed;
 	uint64_t add_cpu_ns, read_cpu_ns, reads;
 	uint64_t savings_dropped, saves_refused;
+	/* Anonymous asks refused, every place being ranked. */
+	uint64_t saves_outranked;
 	char stopped[200];
 	unsigned nsavings;
 	struct pp_record_saving_info savings[PP_RECORD_MAX_SAVINGS];

@@ -453,6 +453,8 @@ void pp_record_end(void)
 
 static void saving_free(struct pp_rsaving *sv)
 {
+	if (sv->by != PP_RECORD_BY_ANONYMOUS)
+		atomic_fetch_sub(&pp_rec.nranked, 1);
 	pp_record_snaps_unpin(sv->pins);
 	for (size_t i = 0; i < sv->nchunks; i++)
 		chunk_unref(sv->chunks[i]);
@@ -460,31 +462,59 @@ static void saving_free(struct pp_rsaving *sv)
 	memset(sv, 0, sizeof *sv);
 }
 
-/* Room for one more saving: the oldest fetched one goes, else the oldest. */
-static void make_room(void)
+static void saving_drop(unsigned i)
 {
-	if (pp_rec.nsavings < PP_RECORD_MAX_SAVINGS)
-		return;
-	unsigned victim = 0;
-	for (unsigned i = 0; i < pp_rec.nsavings; i++)
-		if (pp_rec.savings[i].fetched) {
-			victim = i;
-			break;
-		}
-	saving_free(&pp_rec.savings[victim]);
-	memmove(&pp_rec.savings[victim], &pp_rec.savings[victim + 1],
-	        (pp_rec.nsavings - victim - 1) * sizeof pp_rec.savings[0]);
+	saving_free(&pp_rec.savings[i]);
+	memmove(&pp_rec.savings[i], &pp_rec.savings[i + 1],
+	        (pp_rec.nsavings - i - 1) * sizeof pp_rec.savings[0]);
 	pp_rec.nsavings--;
 	memset(&pp_rec.savings[pp_rec.nsavings], 0, sizeof pp_rec.savings[0]);
 	pp_rec.savings_dropped++;
 }
 
+/* The saving to let go first among those of one rank (anonymous or
+ * not): the oldest fetched one, else the oldest; -1 when none is of it. */
+static int first_out(int anonymous)
+{
+	int oldest = -1;
+	for (unsigned i = 0; i < pp_rec.nsavings; i++) {
+		const struct pp_rsaving *sv = &pp_rec.savings[i];
+		if ((sv->by == PP_RECORD_BY_ANONYMOUS) != anonymous)
+			continue;
+		if (sv->fetched)
+			return (int)i;
+		if (oldest < 0)
+			oldest = (int)i;
+	}
+	return oldest;
+}
+
+/* Room for one more saving asked by `by`: the anonymous go first; an
+ * anonymous ask never takes a ranked one's place (0: room made, -1: the
+ * ask is refused). */
+static int make_room(enum pp_record_by by)
+{
+	if (pp_rec.nsavings < PP_RECORD_MAX_SAVINGS)
+		return 0;
+	int victim = first_out(1);
+	if (victim < 0 && by != PP_RECORD_BY_ANONYMOUS)
+		victim = first_out(0);
+	if (victim < 0)
+		return -1;
+	saving_drop((unsigned)victim);
+	return 0;
+}
+
 static void apply_one(const struct pp_rsave_ask *a)
 {
-	make_room();
+	if (make_room(a->by)) {
+		atomic_fetch_add(&pp_rec.saves_outranked, 1);
+		return;
+	}
 	struct pp_rsaving *sv = &pp_rec.savings[pp_rec.nsavings];
 	memset(sv, 0, sizeof *sv);
 	sv->id = a->id;
+	sv->by = a->by;
 	sv->saved_real_ns = a->real_ns;
 	sv->end_ns = a->mono_ns;
 	sv->start_ns = a->mono_ns > a->last_ns ? a->mono_ns - a->last_ns : 0;
@@ -496,6 +526,7 @@ static void apply_one(const struct pp_rsave_ask *a)
 	sv->chunks = n ? malloc(n * sizeof *sv->chunks) : NULL;
 	if (n && !sv->chunks) {
 		pp_rec.savings_failed++;
+		memset(sv, 0, sizeof *sv);
 		return;
 	}
 	for (struct pp_rchunk *c = pp_rec.oldest; c; c = c->next)
@@ -507,6 +538,8 @@ static void apply_one(const struct pp_rsave_ask *a)
 	/* Where the ring reached less far back, the saving says so. */
 	if (sv->nchunks && sv->chunks[0]->first_ns > sv->start_ns)
 		sv->start_ns = sv->chunks[0]->first_ns;
+	if (sv->by != PP_RECORD_BY_ANONYMOUS)
+		atomic_fetch_add(&pp_rec.nranked, 1);
 	pp_rec.nsavings++;
 }
 
@@ -520,15 +553,13 @@ static void apply_saves(void)
 		atomic_store_explicit(&a->state, 0, memory_order_release);
 	}
 	/* Savings hold at most half the bound beyond the ring: the oldest
-	 * go first. */
+	 * anonymous go first, then the oldest. */
 	while (pp_rec.nsavings > 1 && saved_only_bytes() > pp_rec.bound / 2) {
-		saving_free(&pp_rec.savings[0]);
-		memmove(&pp_rec.savings[0], &pp_rec.savings[1],
-		        (pp_rec.nsavings - 1) * sizeof pp_rec.savings[0]);
-		pp_rec.nsavings--;
-		memset(&pp_rec.savings[pp_rec.nsavings], 0,
-		       sizeof pp_rec.savings[0]);
-		pp_rec.savings_dropped++;
+		int victim = -1;
+		for (unsigned i = 0; i < pp_rec.nsavings && victim < 0; i++)
+			if (pp_rec.savings[i].by == PP_RECORD_BY_ANONYMOUS)
+				victim = (int)i;
+		saving_drop(victim < 0 ? 0 : (unsigned)victim);
 	}
 }
 
@@ -559,10 +590,16 @@ static size_t saved_only_bytes(void)
 	return n;
 }
 
-int pp_record_save(const char *reason, uint64_t last_ns, uint64_t *id)
+int pp_record_save(const char *reason, uint64_t last_ns, enum pp_record_by by,
+                   uint64_t *id)
 {
 	if (!atomic_load_explicit(&pp_rec.on_atomic, memory_order_acquire))
 		return -ENOTSUP;
+	if (by == PP_RECORD_BY_ANONYMOUS &&
+	    atomic_load(&pp_rec.nranked) >= PP_RECORD_MAX_SAVINGS) {
+		atomic_fetch_add(&pp_rec.saves_outranked, 1);
+		return -ENOSPC;
+	}
 	if (!last_ns || last_ns > pp_rec.span_ns)
 		last_ns = pp_rec.span_ns;
 	for (unsigned i = 0; i < PP_RECORD_SAVE_QUEUE; i++) {
@@ -573,6 +610,7 @@ int pp_record_save(const char *reason, uint64_t last_ns, uint64_t *id)
 		a->mono_ns = pp_clock_ns(CLOCK_MONOTONIC);
 		a->real_ns = (int64_t)pp_clock_ns(CLOCK_REALTIME);
 		a->last_ns = last_ns;
+		a->by = by;
 		a->id = atomic_fetch_add(&pp_rec.next_saving, 1) + 1;
 		const char *r = reason ? reason : "";
 		size_t len = strnlen(r, sizeof a->reason - 1);
@@ -663,6 +701,7 @@ void pp_record_forget_in_child(void)
 	pp_rec.free_ids = pp_rec.live_stacks = 0;
 	pp_rec.nsavings = 0;
 	memset(pp_rec.savings, 0, sizeof pp_rec.savings);
+	atomic_store(&pp_rec.nranked, 0);
 	pp_rec.bytes = pp_rec.stack_bytes = pp_rec.chunk_bytes = 0;
 }
 
@@ -738,6 +777,7 @@ void pp_record_stats(struct pp_record_stats *o)
 	o->reads = pp_rec.reads;
 	o->savings_dropped = pp_rec.savings_dropped;
 	o->saves_refused = atomic_load(&pp_rec.saves_refused);
+	o->saves_outranked = atomic_load(&pp_rec.saves_outranked);
 	snprintf(o->stopped, sizeof o->stopped, "%s", pp_rec.stopped);
 	o->nsavings = pp_rec.nsavings;
 	for (unsigned i = 0; i < pp_rec.nsavings; i++) {
@@ -754,6 +794,7 @@ void pp_record_stats(struct pp_record_stats *o)
 			si->bytes += sizeof *sv->chunks[k];
 		}
 		si->fetched = sv->fetched;
+		si->by = sv->by;
 		memcpy(si->reason, sv->reason, sizeof si->reason);
 	}
 	pthread_mutex_unlock(&pp_rec.mu);

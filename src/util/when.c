@@ -1,6 +1,8 @@
 /*
  * Points in time and durations from text (when.h). Every character is
- * checked: a value with anything after it is refused, not truncated.
+ * checked: a value with anything after it is refused, not truncated; and
+ * every product and sum is checked too: a value past what 64-bit
+ * nanoseconds hold is refused, never wrapped into another one.
  * Context: agent.
  */
 #include <errno.h>
@@ -47,6 +49,18 @@ static int fraction(const char **p, int64_t *ns)
 	return n ? 0 : -1;
 }
 
+/* Seconds since the epoch and a fraction as nanoseconds: -ERANGE when
+ * before 1970 or past 2262-04-11T23:47:16.854775807Z (INT64_MAX ns). */
+static int seconds_ns(int64_t sec, int64_t frac, int64_t *out)
+{
+	int64_t ns;
+	if (sec < 0 || __builtin_mul_overflow(sec, NS, &ns) ||
+	    __builtin_add_overflow(ns, frac, &ns))
+		return -ERANGE;
+	*out = ns;
+	return 0;
+}
+
 /* Days since 1970-01-01 of a proleptic Gregorian date. */
 static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
 {
@@ -90,23 +104,33 @@ static int rfc3339(const char *s, int64_t *out)
 	if (*p || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) ||
 	    h > 23 || mi > 59 || sec > 60)
 		return -1;
+	/* Years 0000..9999 keep these in seconds far inside int64_t. */
 	int64_t t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 +
 	            (sec == 60 ? 59 : sec); /* a leap second: its last second */
 	t -= sign * (oh * 3600 + om * 60);
-	*out = t * NS + frac;
-	return 0;
+	return seconds_ns(t, frac, out);
 }
 
 int pp_when_parse(const char *s, int64_t *ns, char *err, size_t errlen)
 {
 	const char *p = s;
 	int64_t sec, frac;
-	if (s && strchr(s, '-') && !rfc3339(s, ns))
+	int rc = -EINVAL;
+	if (s && strchr(s, '-'))
+		rc = rfc3339(s, ns);
+	/* Unix seconds: up to 12 digits (beyond the year 33000: checked
+	 * below). */
+	else if (s && !digits(&p, 1, 12, &sec) && !fraction(&p, &frac) && !*p)
+		rc = seconds_ns(sec, frac, ns);
+	if (rc == 0)
 		return 0;
-	/* Unix seconds: up to 12 digits (beyond the year 33000). */
-	if (s && !digits(&p, 1, 12, &sec) && !fraction(&p, &frac) && !*p) {
-		*ns = sec * NS + frac;
-		return 0;
+	if (rc == -ERANGE) {
+		snprintf(err, errlen,
+		         "\"%.40s\" is not a time between 1970-01-01T00:00:00Z "
+		         "and 2262-04-11T23:47:16Z (what 64-bit nanoseconds "
+		         "since 1970 hold)",
+		         s);
+		return -ERANGE;
 	}
 	snprintf(err, errlen,
 	         "\"%.40s\" is not a time: Unix seconds (1764230400 or "
@@ -130,15 +154,21 @@ int pp_duration_parse(const char *s, int64_t max_ns, int64_t *ns, char *err,
 		unit = 3600 * NS, p++;
 	if (*p)
 		goto bad;
-	*ns = whole * unit + (int64_t)((double)frac * ((double)unit / NS));
+	/* whole < 10^9 and unit <= 3600 s: the product may pass INT64_MAX
+	 * (5124096h, 307445735m); the fraction's part stays below unit. */
+	int64_t v;
+	if (__builtin_mul_overflow(whole, unit, &v) ||
+	    __builtin_add_overflow(
+	        v, (int64_t)((double)frac * ((double)unit / NS)), &v) ||
+	    v > max_ns) {
+		snprintf(err, errlen, "\"%.40s\" is longer than %lld s", s,
+		         (long long)(max_ns / NS));
+		return -ERANGE;
+	}
+	*ns = v;
 	if (*ns <= 0) {
 		snprintf(err, errlen, "\"%.40s\": a duration above 0 is needed",
 		         s);
-		return -ERANGE;
-	}
-	if (*ns > max_ns) {
-		snprintf(err, errlen, "\"%.40s\" is longer than %lld s", s,
-		         (long long)(max_ns / NS));
 		return -ERANGE;
 	}
 	return 0;

@@ -6,9 +6,12 @@
  * as libmicrohttpd does ('&' between arguments, the first '=' between key
  * and value, '+' made a space, then the server's unescape rule), and every
  * endpoint's parameter set is parsed from it: /profile's and /heap's
- * (seconds, hz, gc, peak, format, debug, top, sample_index, id). The whole
- * input is also given to the config parsers (unsigned values, listen
- * addresses, the prefix, the metrics path). Whatever the input: no crash, no
+ * (seconds, hz, gc, peak, format, debug, top, sample_index, id), and the
+ * record's times and durations (start, end, last, step: util/when.c). The
+ * whole input is also given to the config parsers (unsigned values, listen
+ * addresses, the prefix, the metrics path, PULLPROF_RECORD's duration).
+ * Built with UBSan: a product or sum of nanoseconds that overflows is a
+ * finding. Whatever the input: no crash, no
  * read out of bounds, an answer within its range, or -EINVAL with a sentence.
  */
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include "config.h"
 #include "http/args.h"
 #include "util/cidr.h"
+#include "util/when.h"
 
 #define MAXARGS 256
 
@@ -123,6 +127,37 @@ static void render(const struct pp_args *a, const char *types, int legacy)
 	}
 }
 
+/* A time or a duration parsed: in range, or refused with a sentence. */
+static void when(const char *text)
+{
+	char err[200];
+	int64_t ns = -1;
+	err[0] = 0;
+	int rc = pp_when_parse(text, &ns, err, sizeof err);
+	if (rc == 0 ? ns < 0 : (rc != -EINVAL && rc != -ERANGE) || !err[0])
+		abort();
+	static const int64_t max[] = {3600ll * 1000000000, 86400ll * 1000000000,
+	                              INT64_MAX};
+	for (size_t i = 0; i < sizeof max / sizeof max[0]; i++) {
+		err[0] = 0;
+		rc = pp_duration_parse(text, max[i], &ns, err, sizeof err);
+		if (rc == 0 ? ns <= 0 || ns > max[i]
+		            : (rc != -EINVAL && rc != -ERANGE) || !err[0])
+			abort();
+	}
+}
+
+struct named {
+	const char *name;
+};
+
+static void when_arg(void *cls, const char *key, const char *value)
+{
+	const struct named *n = cls;
+	if (value && !strcmp(key, n->name))
+		when(value);
+}
+
 static void params(const struct pp_args *a)
 {
 	char err[200];
@@ -148,6 +183,10 @@ static void params(const struct pp_args *a)
 	err[0] = 0;
 	rc = pp_args_id(a, "seconds|peak", &id, err, sizeof err);
 	check_err(rc, err, sizeof err);
+	static const struct named times[] = {
+	    {"start"}, {"end"}, {"last"}, {"step"}};
+	for (size_t i = 0; i < sizeof times / sizeof times[0]; i++)
+		a->each(a, when_arg, (void *)&times[i]);
 }
 
 static void config(const char *text)
@@ -231,6 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!text || !copy)
 		abort();
 	config(text);
+	when(text);
 	(void)pp_args_takes_gzip(text);
 
 	char *nl = strchr(copy, '\n');

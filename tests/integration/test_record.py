@@ -253,6 +253,58 @@ def test_errors():
         off.quit()
 
 
+# Times and durations past what 64-bit nanoseconds hold (to 2262-04-11):
+# each is a 400 naming its parameter, never a wrapped value served (before:
+# start=9999-… read the whole record, last=307445735m read 26 s).
+OVERFLOWS = [
+    ("profile?start=9999-12-31T23:59:59Z", "start="),
+    ("profile?start=2262-04-12T00:00:00Z", "start="),
+    ("profile?end=999999999999", "end="),
+    ("profile?start=0000-01-01T00:00:00Z", "start="),
+    ("profile?start=1&end=9999-12-31T23:59:59.999999999Z", "end="),
+    ("profile?last=307445735m", "last="),
+    ("profile?last=999999999h", "last="),
+    ("trace?last=5124096h", "last="),
+    ("heap?last=307445735m", "last="),
+    ("record/timeline?last=60&step=307445735m", "step="),
+    ("record/timeline?start=9999-12-31T23:59:59Z", "start="),
+]
+
+
+def test_overflow():
+    h = Phases(PULLPROF_RECORD="30s")
+    try:
+        ok(h.warm(), "the record holds samples", h.record())
+        def said(r):
+            """The error's sentence: the body (profiles) or its JSON."""
+            if r.headers.get("content-type", "").startswith("application/json"):
+                return json.loads(r.body).get("error", "")
+            return r.body.decode("utf-8", "replace")
+
+        for path, name in OVERFLOWS:
+            r = h.get(path)
+            ok(r.status == 400 and said(r).startswith(name),
+               f"{path}: 400 naming {name}", (r.status, r.body[:300]))
+        r = h.get("record/save?last=307445735m", "-X", "POST")
+        ok(r.status == 400 and said(r).startswith("last="),
+           "POST record/save?last=307445735m: 400 naming last=",
+           (r.status, r.body[:300]))
+        r = h.get("profile?start=2262-04-11T00:00:00Z")
+        ok(r.status == 416, "a time in 2262 that fits: past the record, 416",
+           (r.status, r.body[:300]))
+    finally:
+        h.quit()
+    for value in ("307445736m", "5124096h", "999999999h", "999999999"):
+        bad = Phases(PULLPROF_RECORD=value)
+        bad.quit()
+        bad.drain()
+        err = bad.stderr_text()
+        ok(bad.ready.startswith("err ") and
+           f"PULLPROF_RECORD: \"{value}\"" in err and "86400 s" in err,
+           f"PULLPROF_RECORD={value}: the start is refused, stderr names "
+           "the setting and its bound", (bad.ready, err[-400:]))
+
+
 def test_save():
     # A short span: the ring moves on past what was saved.
     h = Phases(PULLPROF_RECORD="4s")
@@ -316,7 +368,8 @@ def test_save():
                (r.status, r.body[:200]))
         eq(h.get(f"record/timeline?recording={api_id}").status, 200,
            "a saving's timeline")
-        # The bound: 16 kept, the fetched first out.
+        # The bound: 16 kept; the anonymous (HTTP without a token) go
+        # first, the fetched of them before the others.
         for i in range(18):
             h.get(f"record/save?reason=n{i}&last=1", "-X", "POST")
         ok(until(lambda: h.record()["savings"]["dropped"] >= 2, 10),
@@ -325,8 +378,9 @@ def test_save():
         sv = h.record()["savings"]
         eq(sv["kept"], 16, "16 kept")
         ids = {s["id"] for s in sv["list"]}
-        ok(api_id not in ids and http_id not in ids,
-           "the fetched ones went first", sorted(ids))
+        ok(api_id in ids and http_id not in ids,
+           "the host's saving (ranked) stays; of the anonymous, the "
+           "fetched one went first", sorted(ids))
         # Too many at once: 16 wait to be made (the collector applies
         # them every 10 ms); past them, -EBUSY, never a wait.
         _, good, busy, other = h.cmd("saves 64").split()
@@ -336,6 +390,53 @@ def test_save():
            "most), nothing else", (good, busy, other))
         ok(until(lambda: h.record()["savings"]["refused"] == busy, 10),
            "/record counts the refused ones", h.record()["savings"])
+    finally:
+        h.quit()
+
+
+def test_save_ranked():
+    """Savings the host made (pullprof_record_save: its triggers) or a
+    request that carried the token outrank those of anonymous requests: 20
+    anonymous POSTs (a flood; before, the host's saving was the first out)
+    push out only anonymous ones, and one made when every place is ranked
+    is refused, not kept at a ranked one's cost."""
+    h = Phases(PULLPROF_RECORD="1m")
+    try:
+        ok(h.warm(), "the record holds samples", h.record())
+        line = h.cmd("save operator's moment")
+        ok(line.startswith("saved ") and int(line.split()[1]) > 0,
+           "the host saves a moment", line)
+        mine = int(line.split()[1])
+        ok(until(lambda: mine in {s["id"] for s in
+                                  h.record()["savings"]["list"]}, 10),
+           "it is kept", h.record()["savings"])
+        eq(h.get(f"profile?recording={mine}").status, 200, "and fetched")
+        for i in range(20):
+            h.get(f"record/save?reason=flood{i}&last=5", "-X", "POST")
+        ok(until(lambda: h.record()["savings"]["dropped"] >= 5, 10),
+           "20 anonymous savings: 5 pushed out", h.record()["savings"])
+        sv = h.record()["savings"]
+        ids = {s["id"]: s for s in sv["list"]}
+        ok(mine in ids, "the host's saving is still kept", sorted(ids))
+        eq(ids.get(mine, {}).get("made_by"), "host",
+           "/record says who made it")
+        eq(sum(1 for s in sv["list"] if s["made_by"] == "anonymous"), 15,
+           "15 anonymous ones beside it")
+    finally:
+        h.quit()
+    tok = "t0ken-for-the-record-42"
+    h = Phases(PULLPROF_RECORD="1m", PULLPROF_TOKEN=tok)
+    try:
+        auth = ("-H", f"Authorization: Bearer {tok}")
+        r = h.get("record/save?reason=with%20token&last=5", "-X", "POST",
+                  *auth)
+        eq(r.status, 200, "a saving with the token")
+        rec = json.loads(h.get("record", *auth).body)
+        ok(until(lambda: any(s["made_by"] == "token" for s in json.loads(
+            h.get("record", *auth).body)["savings"]["list"]), 10),
+           "/record: made_by token", rec["savings"])
+        r = h.get("record/save?reason=no%20token", "-X", "POST")
+        eq(r.status, 401, "without it: 401, no saving at all")
     finally:
         h.quit()
 
@@ -653,6 +754,7 @@ def test_stop():
     eq(rc, 0, "exit 0 after pullprof_stop with the record on")
 
 
-run([test_phases, test_windows_beside, test_errors, test_save, test_bound,
+run([test_phases, test_windows_beside, test_errors, test_overflow, test_save,
+     test_save_ranked, test_bound,
      test_heap_mutex_block, test_fork_follow, test_one_timer_a_thread,
      test_stop])

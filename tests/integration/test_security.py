@@ -16,7 +16,7 @@ import time
 import warnings
 
 from pptest import (BUILD, Host, Proc, SRC, curl, eq, go_pprof, ipv6_loopback,
-                    ok, preload_env, run, until)
+                    ok, preload_env, run, skip, until)
 
 BURN = os.path.join(BUILD, "tests", "cpu", "burn")
 TOKEN = "t0ken-for-the-tests-123"
@@ -370,6 +370,11 @@ BAD = [
      "GET:hdr=Host: rebound.example.com:6060", 403),
     ("a request a page of another site made", "/debug/pprof/heap?peak=reset",
      "GET:hdr=Sec-Fetch-Site: cross-site", 403),
+    ("a request from another origin", "/debug/pprof/status",
+     "GET:hdr=Origin: http://evil.example", 403),
+    ("a browser's window without its own page's Referer",
+     "/debug/pprof/profile?seconds=300",
+     "GET:hdr=User-Agent: Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0", 403),
     ("missing token", "/debug/pprof/status", "GET:token", 401),
     ("wrong token", "/debug/pprof/status", "GET:badtoken", 401),
     # HTTP-level inputs libmicrohttpd hands on (issue 27): RAW rows are sent
@@ -427,6 +432,199 @@ def test_bad_inputs_table():
        "the agent answers after every bad input")
     plain.stop()
     tok.stop()
+
+
+CHROME = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like "
+          "Gecko) Chrome/120.0.0.0 Safari/537.36")
+IMG_ACCEPT = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8"
+
+
+def own_name():
+    """This machine's name as the agent knows it (gethostname), and whether
+    it resolves to loopback here; the tests reach it with curl --resolve,
+    so they send it as a browser would (Host: NAME:PORT) either way."""
+    name = socket.gethostname()
+    try:
+        loop = socket.gethostbyname(name).startswith("127.")
+    except OSError:
+        loop = False
+    return name, loop
+
+
+def test_cross_site():
+    """What a page of another site can make a browser send here, to
+    127.0.0.1 (a potentially trustworthy URL: browsers add Sec-Fetch-*)
+    and to the machine's own name (not one: no Sec-Fetch-*, and an <img>
+    GET has no Origin either). Every such request that would open a window
+    or change something is refused; the same requests from the agent's own
+    pages, typed URLs on 127.0.0.1, links the user followed there, curl and
+    go tool pprof are served."""
+    p, port = burn({"PULLPROF_RECORD": "1m"})
+    name, loop = own_name()
+    by_name = f"http://{name}:{port}"
+    via = ["--resolve", f"{name}:{port}:127.0.0.1"]
+    cases = [
+        # (what, base, path, method, headers, status)
+        ("<img> from another site to the machine's name, with its Referer",
+         by_name, "/debug/pprof/profile?seconds=300&hz=1000", "GET",
+         [f"User-Agent: {CHROME}", f"Accept: {IMG_ACCEPT}",
+          "Referer: http://evil.example/"], 403),
+        ("<img referrerpolicy=no-referrer> to the machine's name",
+         by_name, "/debug/pprof/profile?seconds=300&hz=1000", "GET",
+         [f"User-Agent: {CHROME}", f"Accept: {IMG_ACCEPT}"], 403),
+        ("no-cors fetch() to the machine's name, no Referer",
+         by_name, "/debug/pprof/wall?seconds=300", "GET",
+         [f"User-Agent: {CHROME}", "Accept: */*"], 403),
+        ("<img> of the heap peak's reset by the machine's name",
+         by_name, "/debug/pprof/heap?peak=reset", "GET",
+         [f"User-Agent: {CHROME}", f"Accept: {IMG_ACCEPT}"], 403),
+        ("cross-origin fetch() (CORS) of /cmdline by the machine's name",
+         by_name, "/debug/pprof/cmdline", "GET",
+         [f"User-Agent: {CHROME}", "Origin: http://evil.example"], 403),
+        ("no-cors POST to /record/save by the machine's name",
+         by_name, "/debug/pprof/record/save?reason=evil", "POST",
+         [f"User-Agent: {CHROME}", "Origin: http://evil.example",
+          "Content-Type: text/plain;charset=UTF-8"], 403),
+        ("a POST from a sandboxed frame (Origin: null)",
+         by_name, "/debug/pprof/record/save", "POST",
+         [f"User-Agent: {CHROME}", "Origin: null"], 403),
+        ("a clicked cross-site form POST to 127.0.0.1",
+         f"http://127.0.0.1:{port}", "/debug/pprof/record/save?reason=click",
+         "POST", [f"User-Agent: {CHROME}", "Origin: http://evil.example",
+                  "Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: navigate",
+                  "Sec-Fetch-User: ?1", "Sec-Fetch-Dest: document"], 403),
+        ("a clicked cross-site POST that hides its Origin",
+         f"http://127.0.0.1:{port}", "/debug/pprof/record/save?reason=click",
+         "POST", [f"User-Agent: {CHROME}", "Sec-Fetch-Site: cross-site",
+                  "Sec-Fetch-Mode: navigate", "Sec-Fetch-User: ?1"], 403),
+        ("an <img> to 127.0.0.1 (Sec-Fetch-Site: cross-site)",
+         f"http://127.0.0.1:{port}", "/debug/pprof/profile?seconds=300",
+         "GET", [f"User-Agent: {CHROME}", "Sec-Fetch-Site: cross-site",
+                 "Sec-Fetch-Mode: no-cors", "Sec-Fetch-Dest: image"], 403),
+        ("a browser POST with a Referer of another site and no Origin",
+         by_name, "/debug/pprof/record/save", "POST",
+         [f"User-Agent: {CHROME}", "Referer: http://evil.example/x"], 403),
+        # Served:
+        ("the viewer's own fetch by the machine's name (same-origin Referer)",
+         by_name, "/debug/pprof/profile?seconds=1", "GET",
+         [f"User-Agent: {CHROME}", "Accept: */*",
+          f"Referer: {by_name}/debug/pprof/ui/"], 200),
+        ("a same-origin POST by the machine's name",
+         by_name, "/debug/pprof/record/save?reason=mine", "POST",
+         [f"User-Agent: {CHROME}", f"Origin: {by_name}"], 200),
+        ("the index, typed by the machine's name",
+         by_name, "/debug/pprof/", "GET",
+         [f"User-Agent: {CHROME}", "Accept: text/html",
+          "Upgrade-Insecure-Requests: 1"], 200),
+        ("a link the user followed to 127.0.0.1",
+         f"http://127.0.0.1:{port}", "/debug/pprof/profile?seconds=1", "GET",
+         [f"User-Agent: {CHROME}", "Sec-Fetch-Site: cross-site",
+          "Sec-Fetch-Mode: navigate", "Sec-Fetch-User: ?1",
+          "Referer: https://grafana.example/"], 200),
+        ("curl by the machine's name", by_name,
+         "/debug/pprof/profile?seconds=1", "GET", [], 200),
+        ("curl's POST by the machine's name", by_name,
+         "/debug/pprof/record/save?reason=curl", "POST", [], 200),
+        ("go tool pprof by the machine's name", by_name,
+         "/debug/pprof/profile?seconds=1", "GET",
+         ["User-Agent: Go-http-client/1.1"], 200),
+        ("a CORS request of the agent's own page (its Origin)",
+         f"http://127.0.0.1:{port}", "/debug/pprof/status", "GET",
+         [f"Origin: http://127.0.0.1:{port}"], 200),
+    ]
+    try:
+        for what, base, path, method, headers, want in cases:
+            args = list(via) + ["-H", "Accept:"]
+            for h in headers:
+                args += ["-H", h]
+            if method == "POST":
+                args += ["-X", "POST", "--data-binary", ""]
+            r = curl(base + path, *args, timeout=10)
+            ok(r.status == want,
+               f"{what}: {method} {path} -> {want}",
+               (r.status, r.body[:300]))
+            if want == 403:
+                ok(until(lambda: windows_open(port) == 0, 10),
+                   f"{what}: no window left open", windows_open(port))
+        lst = json.loads(curl(f"http://127.0.0.1:{port}/debug/pprof/record"
+                              ).body)["savings"]["list"]
+        eq(sorted(s["reason"] for s in lst), ["curl", "mine"],
+           "only the savings asked by the agent's own origin and curl")
+        if not loop:
+            skip(f"{name} resolving to 127.0.0.1",
+                 "the name is not in /etc/hosts here; the cases above "
+                 "reached it with curl --resolve")
+    finally:
+        p.stop()
+
+
+EVIL_PAGE = """<!doctype html><title>another site</title>
+<script>
+window.settled = 0;
+const agent = "AGENT";
+function done() { window.settled++; }
+const img = new Image();
+img.onload = img.onerror = done;
+img.src = agent + "/debug/pprof/profile?seconds=300&hz=1000";
+for (let i = 0; i < 20; i++)
+  fetch(agent + "/debug/pprof/record/save?reason=evil" + i,
+        {method: "POST", mode: "no-cors"}).then(done, done);
+</script>"""
+
+
+def test_cross_site_chromium():
+    """The issue's page, in a real browser: a page of another origin
+    (http://127.0.0.2:N, a machine of the local network as far as the
+    browser knows) loads an <img> of a 300 s 1000 Hz window and sends 20
+    no-cors POSTs to /record/save, all through http://NAME:PORT, this
+    machine's name (not potentially trustworthy: Chromium sends no
+    Sec-Fetch-* there). Every one is answered at once with 403: no window,
+    no saving (before: a window open for 300 s, 20 savings)."""
+    import http.server
+    from cdp import Browser, CDPError, find_chromium
+    name, loop = own_name()
+    exe = find_chromium()
+    if not loop or not exe:
+        skip("a page of another site in Chromium",
+             f"{name} does not resolve to 127.0.0.1 here" if not loop
+             else "no chromium (scripts/deps.sh --test installs it)")
+        return
+    p, port = burn({"PULLPROF_RECORD": "1m"})
+    page = EVIL_PAGE.replace("AGENT", f"http://{name}:{port}").encode()
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Evil)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    browser = None
+    try:
+        try:
+            browser = Browser(exe)
+        except CDPError as e:
+            ok(False, "chromium runs headless", e)
+            return
+        browser.navigate(f"http://127.0.0.2:{srv.server_address[1]}/")
+        settled = browser.wait("window.settled === 21", timeout=30)
+        ok(settled, "the <img> and the 20 POSTs are all answered at once",
+           browser.evaluate("window.settled"))
+        eq(windows_open(port), 0, "no window is open")
+        rec = json.loads(curl(f"http://127.0.0.1:{port}/debug/pprof/record"
+                              ).body)["savings"]
+        ok(rec["kept"] == 0, "no saving was made", rec)
+    finally:
+        if browser:
+            browser.close()
+        srv.shutdown()
+        p.stop()
 
 
 def test_slow_clients():
@@ -496,5 +694,5 @@ def test_slow_clients():
 
 
 run([test_refused_starts, test_token, test_tls, test_allow, test_limits,
-     test_slow_clients,
+     test_slow_clients, test_cross_site, test_cross_site_chromium,
      test_bad_inputs_table])

@@ -472,6 +472,60 @@ static void test_duration(void **state)
 			fail_msg("\"%s\" was taken", bad[i]);
 }
 
+/* Past what int64_t nanoseconds hold: refused (-ERANGE, saying so), never
+ * wrapped into another time or duration; the last ones that fit read. */
+static void test_when_overflow(void **state)
+{
+	(void)state;
+	char err[200];
+	int64_t ns;
+	static const char *range[] = {
+	    "9999-12-31T23:59:59Z",           "2262-04-12T00:00:00Z",
+	    "2262-04-11T23:47:16.854775808Z", "9223372037",
+	    "999999999999.999999999",         "0000-01-01T00:00:00Z",
+	    "1969-12-31T23:59:59Z",           "1970-01-01T00:30:00+01:00",
+	};
+	for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+		err[0] = 0;
+		if (pp_when_parse(range[i], &ns, err, sizeof err) != -ERANGE ||
+		    !strstr(err, "2262-04-11T23:47:16Z"))
+			fail_msg("\"%s\" was taken (%s)", range[i], err);
+	}
+	assert_int_equal(pp_when_parse("2262-04-11T23:47:16.854775807Z", &ns,
+	                               err, sizeof err),
+	                 0);
+	assert_true(ns == INT64_MAX);
+	assert_int_equal(
+	    pp_when_parse("9223372036.854775807", &ns, err, sizeof err), 0);
+	assert_true(ns == INT64_MAX);
+	assert_int_equal(
+	    pp_when_parse("1970-01-01T00:00:00Z", &ns, err, sizeof err), 0);
+	assert_int_equal(ns, 0);
+}
+
+static void test_duration_overflow(void **state)
+{
+	(void)state;
+	char err[200];
+	int64_t ns;
+	/* Each wrapped to a short positive duration before: 307445735m to
+	 * 26.3 s, 307445736m to 86.3 s, 5124096h to 1526 s. */
+	static const char *wrap[] = {"307445735m", "307445736m", "5124096h",
+	                             "999999999h", "999999999.9h"};
+	for (size_t i = 0; i < sizeof wrap / sizeof wrap[0]; i++)
+		for (int m = 0; m < 2; m++) {
+			int64_t max = m ? INT64_MAX : 86400ll * 1000000000ll;
+			err[0] = 0;
+			if (pp_duration_parse(wrap[i], max, &ns, err,
+			                      sizeof err) != -ERANGE ||
+			    !strstr(err, "longer than"))
+				fail_msg("\"%s\" was taken (%s)", wrap[i], err);
+		}
+	assert_int_equal(
+	    pp_duration_parse("2562047h", INT64_MAX, &ns, err, sizeof err), 0);
+	assert_true(ns == 2562047ll * 3600 * 1000000000ll);
+}
+
 int main(int argc, char **argv)
 {
 	main_argc = argc;
@@ -491,6 +545,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_fd_id),
 	    cmocka_unit_test(test_when),
 	    cmocka_unit_test(test_duration),
+	    cmocka_unit_test(test_when_overflow),
+	    cmocka_unit_test(test_duration_overflow),
 	};
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
