@@ -2,8 +2,11 @@
 # Build the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) and run
 # each for a bounded time on a scratch copy of its seed corpus.
 #   scripts/fuzz.sh [SECONDS [TARGET...]]
+#   scripts/fuzz.sh --build [TARGET...]   build them only
 # SECONDS defaults to 60; TARGETs are legacy, maps, query, symbol and
-# merge (default: all).
+# merge (default: all). The sources every target shares are compiled once,
+# side by side, into $FUZZ_OUT/obj, and again only when a source, a header
+# or the flags changed (a hash of them all says so).
 # Binaries and crash inputs go to $FUZZ_OUT, default
 # $PP_BUILDDIR/tests/fuzz/out (the build
 # directory: pp-autoconf.h comes from there; default: the source tree).
@@ -13,8 +16,15 @@
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${PP_BUILDDIR:-$src}
-secs=${1:-60}
-[ $# -gt 0 ] && shift
+only_build=0
+if [ "${1:-}" = --build ]; then
+	only_build=1
+	shift
+	secs=0
+else
+	secs=${1:-60}
+	[ $# -gt 0 ] && shift
+fi
 targets=${*:-legacy maps query symbol merge}
 CC=${FUZZ_CC:-clang}
 out=${FUZZ_OUT:-$build/tests/fuzz/out}
@@ -44,19 +54,43 @@ flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
   -include $build/pp-autoconf.h -I$src/src -I$src/include"
 libs="$(pkg-config --libs libdw zlib) -ldl"
 
+# The shared objects: compiled again, all of them, when the hash of the
+# flags, the compiler, every source and every header differs from the one
+# they were made with.
+obj=$out/obj
+mkdir -p "$obj"
+# shellcheck disable=SC2086
+hash=$( (echo "$CC $flags $libs"; "$CC" --version 2>&1 | head -1
+	cd "$src" && cat $sources tests/fuzz/*.c &&
+	find src include -name '*.h' | sort | xargs cat
+	cat "$build/pp-autoconf.h") | md5sum | cut -d' ' -f1)
+if [ "$(cat "$obj/hash" 2>/dev/null)" != "$hash" ]; then
+	rm -f "$obj"/*.o "$obj/hash"
+	# shellcheck disable=SC2086
+	if ! printf '%s\n' $sources | FUZZ_CFLAGS="$flags $(pkg-config --cflags libdw zlib)" \
+		xargs -P "$(nproc)" -I{} sh -c \
+		'o="$1/$(echo "$3" | tr / _ | sed "s/\.c\$/.o/")"; \
+		 exec '"$CC"' $FUZZ_CFLAGS -c -o "$o" "$2/$3"' \
+		sh "$obj" "$src" {}; then
+		echo "fuzz.sh: compiling the shared sources failed (libclang-rt-14-dev?)" >&2
+		exit 1
+	fi
+	echo "$hash" >"$obj/hash"
+fi
+
 status=0
 for t in $targets; do
 	bin=$out/fuzz_$t
-	srcs="$src/tests/fuzz/fuzz_$t.c"
-	for f in $sources; do srcs="$srcs $src/$f"; done
 	# shellcheck disable=SC2086
-	if ! $CC $flags $(pkg-config --cflags libdw zlib) -o "$bin" $srcs \
-		$libs; then
+	if [ ! "$bin" -nt "$obj/hash" ] &&
+		! $CC $flags $(pkg-config --cflags libdw zlib) -o "$bin" \
+			"$src/tests/fuzz/fuzz_$t.c" "$obj"/*.o $libs; then
 		# clang is here (checked above): a target that does not
 		# build is a failure, not a reason to skip.
 		echo "fuzz.sh: building fuzz_$t failed (libclang-rt-14-dev?)" >&2
 		exit 1
 	fi
+	[ "$only_build" = 1 ] && continue
 	work=$(mktemp -d)
 	cp "$src/tests/fuzz/corpus/$t/"* "$work/" 2>/dev/null
 	chmod -R u+w "$work" # from a read-only tree (distcheck) too

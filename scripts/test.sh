@@ -63,6 +63,20 @@ else
 	echo "PASS: warning-free build (-Wall -Wextra)"
 fi
 
+# The suite under the sanitizers (scripts/test-sanitizers.sh: an
+# ASan+UBSan and a TSan build of their own, in build-asan/ and build-tsan/)
+# runs side by side with the steps below, which touch neither: most of a
+# test's time is spent waiting for windows and processes, not on a core,
+# and one after the other they took over 90 minutes on a loaded 2-core
+# machine. PP_SANITIZERS=asan, tsan or none narrows that (default: all).
+sans=${PP_SANITIZERS:-all}
+san_pid=
+san_t0=$(date +%s)
+if [ "$sans" != none ]; then
+	bash scripts/test-sanitizers.sh "$sans" >artifacts/sanitizers.log 2>&1 &
+	san_pid=$!
+fi
+
 # The results and logs of an earlier run go: a test no longer run (the
 # stand-in for the unit tests, say) would be reported again.
 rm -f tests/unit/*.trs tests/integration/*.trs tests/unit/*.log tests/integration/*.log
@@ -89,6 +103,10 @@ for trs in tests/unit/*.trs tests/integration/*.trs; do
 	skipped=$((skipped + s))
 	echo "$(basename "$trs" .trs): $p passed, $f failed, $s skipped"
 done
+# The slowest test programs (tests/timed.sh ends each log with its time).
+echo "slowest: $(grep -H '^# took' tests/integration/*.log 2>/dev/null |
+	sed -E 's|^tests/integration/([^.]+)\.log:# took ([0-9]+) s$|\2 \1|' |
+	sort -rn | head -8 | awk '{ printf "%s%s %s s", NR > 1 ? ", " : "", $2, $1 }')"
 if ! ls tests/integration/*.trs >/dev/null 2>&1; then
 	echo "FAIL: make check ran no test (see artifacts/check.log)"
 	tail -n 30 artifacts/check.log
@@ -177,16 +195,12 @@ echo "arm64: $p passed, $f failed, $s skipped ($secs s)"
 grep -E '^(not ok|1\.\.0 # SKIP)' -A6 artifacts/arm64.log | head -40
 [ "$rc" -eq 0 ] || tail -n 30 artifacts/arm64.log
 
-# The suite again in an ASan+UBSan and in a TSan build of its own
-# (scripts/test-sanitizers.sh; a few minutes each): every check counts in
-# the last line, and any sanitizer report fails. PP_SANITIZERS=asan, tsan
-# or none narrows that (default: all).
-sans=${PP_SANITIZERS:-all}
-if [ "$sans" != none ]; then
-	t0=$(date +%s)
-	bash scripts/test-sanitizers.sh "$sans" >artifacts/sanitizers.log 2>&1
-	took sanitizers "$t0"
-	echo "sanitizers: $secs s"
+# The sanitizer runs started after the build: every check counts in the
+# last line, and any sanitizer report fails.
+if [ -n "$san_pid" ]; then
+	wait "$san_pid"
+	took sanitizers "$san_t0"
+	echo "sanitizers: $secs s (side by side with the steps above)"
 	# Each sanitizer's own time ("asan: N passed, N failed (N s)").
 	times="$times$(sed -nE 's/^(asan|tsan): [0-9]+ passed, [0-9]+ failed \(([0-9]+) s\)$/, \1 \2 s/p' \
 		artifacts/sanitizers.log | tr -d '\n')"

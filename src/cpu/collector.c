@@ -370,6 +370,39 @@ static void cut_windows(const char *why, uint64_t now)
 	}
 }
 
+/*
+ * The windows that sampling at their rate now serves begin now: their
+ * span is moved to start here, its length kept. A window opened while the
+ * sampler was off waited for the collector to start it (install the
+ * handler, read the threads, arm their timers): milliseconds, but on a
+ * loaded machine up to a second, in which threads the host started got no
+ * timer and the window's first part had no sample at all, with nothing
+ * to say so (a test's short-lived threads lost a fifth of their CPU). A
+ * window opened while the sampler already ran at its rate begins at once.
+ */
+static void begin_windows(void)
+{
+	unsigned hz = pp_timers_hz();
+	if (!hz)
+		return;
+	uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+	pthread_mutex_lock(&pp_cpu.mu);
+	for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next) {
+		if (w->begun || w->cut || w->hz > hz)
+			continue;
+		w->begun = 1;
+		if (w->start_ns >= now)
+			continue;
+		uint64_t late = now - w->start_ns;
+		w->start_ns = now;
+		w->end_ns = now + w->asked_ns;
+		w->start_real_ns += (int64_t)late;
+		w->model->mono_start_ns = w->start_ns;
+		w->model->mono_end_ns = w->end_ns;
+	}
+	pthread_mutex_unlock(&pp_cpu.mu);
+}
+
 static void *collector(void *unused)
 {
 	uint64_t last_scan = 0, last_refresh = 0, scan_ns = SCAN_NS;
@@ -426,6 +459,7 @@ static void *collector(void *unused)
 		} else if (want && want != hz) {
 			pp_timers_change_rate(want);
 		}
+		begin_windows();
 		/* Is the signal still ours? A host that resets every
 		 * disposition, or installs a handler of its own, took it:
 		 * sampling stops and the windows say why (with SIGURG a timer

@@ -100,9 +100,57 @@ unsigned pp_timers_generation(void)
 	return atomic_load_explicit(&arm_generation, memory_order_acquire);
 }
 
+/*
+ * The threads arming their own timer now, by tid: a scan that met one of
+ * them between its timer_create and its hand-over armed a second timer
+ * for it, and until the next adopt() deleted one (up to 100 ms when only
+ * the record samples, longer on a loaded machine) the thread was sampled
+ * twice (test_record saw it under load). A scan leaves these threads to
+ * their own timer. A thread that finds no free entry counts in
+ * `untracked`, and scans then leave every new thread for a moment.
+ */
+#define ARMING_TIDS 64
+static atomic_int arming_tids[ARMING_TIDS];
+static atomic_int untracked;
+
+static int arming_enter(pid_t tid)
+{
+	unsigned first = (unsigned)tid % ARMING_TIDS;
+	for (unsigned k = 0; k < ARMING_TIDS; k++) {
+		int none = 0;
+		if (atomic_compare_exchange_strong(
+		        &arming_tids[(first + k) % ARMING_TIDS], &none, tid))
+			return (int)((first + k) % ARMING_TIDS);
+	}
+	atomic_fetch_add(&untracked, 1);
+	return -1;
+}
+
+static void arming_leave(int slot)
+{
+	if (slot >= 0)
+		atomic_store(&arming_tids[slot], 0);
+	else
+		atomic_fetch_sub(&untracked, 1);
+}
+
+int pp_timers_is_arming(pid_t tid)
+{
+	if (atomic_load(&untracked) > 0)
+		return 1;
+	for (unsigned k = 0; k < ARMING_TIDS; k++)
+		if (atomic_load_explicit(&arming_tids[k],
+		                         memory_order_relaxed) == tid)
+			return 1;
+	return 0;
+}
+
 int pp_timers_thread_started(struct pp_timers_start *out)
 {
 	int armed = 0;
+	/* Said before anything else: a scan that looks for this thread from
+	 * now on leaves it to its own timer. */
+	int slot = arming_enter(pp_sampler_tid());
 	atomic_fetch_add(&arming, 1);
 	int signo = atomic_load(&pp_sampler.signo);
 	sigset_t mask;
@@ -162,6 +210,7 @@ int pp_timers_thread_started(struct pp_timers_start *out)
 		}
 	}
 	atomic_fetch_sub(&arming, 1);
+	arming_leave(slot);
 	return armed;
 }
 
@@ -240,6 +289,12 @@ void pp_timers_handover_forget_in_child(void)
 	atomic_fetch_add(&arm_generation, 1);
 	atomic_store(&arming, 0);
 	atomic_store(&adopt_pending, 0);
+	/* The parent's threads arming then are not the child's (256 bytes
+	 * read, written only where not 0). */
+	atomic_store(&untracked, 0);
+	for (unsigned i = 0; i < ARMING_TIDS; i++)
+		if (atomic_load_explicit(&arming_tids[i], memory_order_relaxed))
+			atomic_store(&arming_tids[i], 0);
 	/* Only the slots in use are written: storing into every one copied
 	 * (or, never touched, allocated) the array's 8 pages in each child;
 	 * none is read before the first hand-over. */

@@ -55,6 +55,9 @@ void pp_timers_set_want_starts(int on);
 void pp_timers_new_generation(void);
 /* Threads between their check of want_starts and their hand-over. */
 int pp_timers_arming(void);
+/* Is this thread arming its own timer now (it will hand it over)? 1 also
+ * when that cannot be told (more threads arming at once than are kept). */
+int pp_timers_is_arming(pid_t tid);
 /* Sampling stopped: what was handed over before means nothing now. */
 void pp_timers_new_session(void);
 /* In a forked child: the parent's queue is not the child's. */

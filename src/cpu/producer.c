@@ -259,7 +259,11 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 	memset(o, 0, sizeof *o);
 	pthread_mutex_lock(&pp_cpu.mu);
 	pp_timers_published(&t);
-	o->windows_open = pp_cpu.nwindows;
+	/* Open: sampling for it (or cut, and about to answer). A window
+	 * waiting for the sampler to start is not open yet: a client that
+	 * waits for it to be open, then starts work, has all of it sampled. */
+	for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
+		o->windows_open += w->begun || w->cut;
 	o->hz = t.hz;
 	o->threads_sampled = t.threads;
 	o->signal = t.signo == SIGURG && t.mixed ? "SIGURG+SIGPROF"

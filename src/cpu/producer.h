@@ -41,6 +41,10 @@ struct pp_cpu_window {
 	 * the span asked (end_ns is then when it stopped). */
 	int cut;
 	uint64_t asked_ns;
+	/* Sampling at its rate has begun (the collector's, under the lock):
+	 * the span starts then, not when the request came (collector.c,
+	 * begin_windows). */
+	int begun;
 	char cut_why[160];
 	struct pp_cpu_window *next;
 };

@@ -442,7 +442,7 @@ int pp_timers_scan(void)
 {
 	DIR *d = pp_fds_opendir("/proc/self/task");
 	struct dirent *e;
-	int armed = 0;
+	int armed = 0, deferred = 0;
 
 	if (!d)
 		return 0;
@@ -469,6 +469,11 @@ int pp_timers_scan(void)
 		}
 		if (timers.setitimer_mode || !timers.hz)
 			continue;
+		/* Arming its own at its start: the next adopt() takes it. */
+		if (!t->has_timer && pp_timers_is_arming(tid)) {
+			deferred = 1;
+			continue;
+		}
 		unsigned long long m = 0;
 		if (t->blocked) {
 			/* Unblocked since (either signal)? Looked at once a
@@ -569,7 +574,8 @@ int pp_timers_scan(void)
 		remove_thread(i);
 	}
 	publish();
-	return armed;
+	/* A thread left to its own timer keeps the scans frequent. */
+	return armed + deferred;
 }
 
 static void set_setitimer(unsigned hz)

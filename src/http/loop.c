@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -275,6 +276,49 @@ void pp_server_catch_panics(void)
  */
 #define PP_ACCEPT_BATCH 16
 
+/* Port of a socket address (IPv4 or IPv6), or -1. */
+static int port_of(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	if (a->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	return -1;
+}
+
+/*
+ * Is the socket taken as id the connection accept() just gave? Between
+ * accept() and the look at the number, a host that closed it (a stray
+ * close, a second close of its own) may have a socket of its own there:
+ * a connection of the host has another peer or another local port, and
+ * the agent must not move it away from under the host (its number would
+ * be closed). The identity is looked at again after the addresses, so
+ * that the addresses read are those of the file taken.
+ */
+static int accepted_here(const struct pp_server *s, const struct pp_fd_id *id,
+                         const struct sockaddr_storage *peer, socklen_t pl)
+{
+	struct sockaddr_storage got, mine, here;
+	socklen_t gl = sizeof got, ml = sizeof mine, hl = sizeof here;
+	/* A client that reset at once has no peer any more (ENOTCONN): the
+	 * local address says enough then, and the socket must not stay. */
+	if (getpeername(id->fd, (struct sockaddr *)&got, &gl) != 0
+	        ? errno != ENOTCONN
+	        : gl != pl || memcmp(&got, peer, pl) != 0)
+		return 0;
+	if (getsockname(s->listen_fd, (struct sockaddr *)&mine, &ml) != 0 ||
+	    getsockname(id->fd, (struct sockaddr *)&here, &hl) != 0 ||
+	    here.ss_family != mine.ss_family)
+		return 0;
+	/* TCP: the listening port (a wildcard listen's connections have
+	 * their own local address); a Unix socket: the listening path. */
+	if (mine.ss_family == AF_UNIX
+	        ? hl != ml || memcmp(&here, &mine, ml) != 0
+	        : port_of(&here) < 0 || port_of(&here) != port_of(&mine))
+		return 0;
+	return pp_fd_id_ours(id);
+}
+
 static void accept_some(struct pp_server *s)
 {
 	for (int i = 0; i < PP_ACCEPT_BATCH; i++) {
@@ -296,6 +340,7 @@ static void accept_some(struct pp_server *s)
 		 * (and have it for a file of its own) before the move. */
 		struct pp_fd_id id;
 		if (pp_fd_id_take(fd, &id) != 0 || !S_ISSOCK(id.mode) ||
+		    !accepted_here(s, &id, &a, al) ||
 		    (fd = pp_fd_move_high_id(&id)) < 0) {
 			atomic_fetch_add_explicit(&s->stats.connections_lost, 1,
 			                          memory_order_relaxed);

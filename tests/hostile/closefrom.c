@@ -29,10 +29,19 @@
  *                    if the host had closed it a moment before
  *                    (libmicrohttpd's panic: "Close socket failed")
  *                                                  -> "armed"
- *   exit             return from main (the agent's destructor runs)
+ *   swapnext         the next connection the agent's HTTP thread accepts
+ *                    is taken from it between accept4() and the agent's
+ *                    first look at the number: the host closes it and puts
+ *                    a socket of its own there (one end of a socketpair),
+ *                    as a host's stray close then socket() would
+ *                                                  -> "armed"
+ *   sockcheck        bytes written to the other end of that socketpair
+ *                    are read at that number: the host's socket is whole
+ *                                                  -> "sock ok N" | "sock bad
+ * ..." exit             return from main (the agent's destructor runs)
  *
- * The host defines close() (exported: -rdynamic) for losenext; every other
- * close is the system call.
+ * The host defines close() and accept4() (exported: -rdynamic) for
+ * losenext and swapnext; every other close is the system call.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -228,6 +238,57 @@ int close(int fd)
 	return next_close ? next_close(fd) : (int)syscall(SYS_close, fd);
 }
 
+static atomic_int swap_next;
+static int swapped = -1, swapped_peer = -1;
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	char name[16] = "";
+	static int (*next_accept4)(int, struct sockaddr *, socklen_t *, int);
+	if (!next_accept4)
+		next_accept4 = (int (*)(int, struct sockaddr *, socklen_t *,
+		                        int))dlsym(RTLD_NEXT, "accept4");
+	int got = next_accept4
+	              ? next_accept4(fd, addr, len, flags)
+	              : (int)syscall(SYS_accept4, fd, addr, len, flags);
+	int sp[2];
+	if (got >= 0 && atomic_load(&swap_next) &&
+	    pthread_getname_np(pthread_self(), name, sizeof name) == 0 &&
+	    !strcmp(name, "pullprof-http") && atomic_exchange(&swap_next, 0) &&
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0) {
+		/* The agent's connection goes; the host's socket takes its
+		 * number. */
+		close(got);
+		if (dup2(sp[0], got) == got) {
+			close(sp[0]);
+			swapped = got;
+			swapped_peer = sp[1];
+		}
+	}
+	return got;
+}
+
+static void sockcheck(void)
+{
+	static const char msg[] = "the host's own socket";
+	char got[64];
+	if (swapped < 0) {
+		printf("sock bad: nothing swapped\n");
+		return;
+	}
+	if (write(swapped_peer, msg, sizeof msg) != (ssize_t)sizeof msg) {
+		printf("sock bad: write %s\n", strerror(errno));
+		return;
+	}
+	ssize_t r = read(swapped, got, sizeof got);
+	if (r != (ssize_t)sizeof msg || memcmp(got, msg, sizeof msg)) {
+		printf("sock bad: read at %d: %zd %s\n", swapped, r,
+		       r < 0 ? strerror(errno) : "");
+		return;
+	}
+	printf("sock ok %d\n", swapped);
+}
+
 int main(void)
 {
 	char line[4096], arg[4096];
@@ -260,6 +321,11 @@ int main(void)
 		} else if (!strncmp(line, "losenext", 8)) {
 			atomic_store(&lose_next, 1);
 			printf("armed\n");
+		} else if (!strncmp(line, "swapnext", 8)) {
+			atomic_store(&swap_next, 1);
+			printf("armed\n");
+		} else if (!strncmp(line, "sockcheck", 9)) {
+			sockcheck();
 		} else if (!strncmp(line, "exit", 4)) {
 			return 0;
 		} else {

@@ -383,13 +383,28 @@ def test_save():
            "fetched one went first", sorted(ids))
         # Too many at once: 16 wait to be made (the collector applies
         # them every 10 ms); past them, -EBUSY, never a wait.
-        _, good, busy, other = h.cmd("saves 64").split()
-        good, busy, other = int(good), int(busy), int(other)
-        ok(good >= 16 and busy > 0 and other == 0 and good + busy == 64,
+        # A host preempted inside its loop (a loaded machine) lets the
+        # collector drain the queue meanwhile, and all 64 may be taken:
+        # the rounds go on until one filled the queue (at most ten).
+        refused0 = h.record()["savings"]["refused"]
+        rounds, busy_all, shapes = 0, 0, []
+        while rounds < 10:
+            _, good, busy, other = h.cmd("saves 64").split()
+            good, busy, other = int(good), int(busy), int(other)
+            rounds += 1
+            busy_all += busy
+            shapes.append((good, busy, other))
+            if busy or good + busy != 64 or other or good < 16:
+                break
+        good, busy, other = shapes[-1]
+        ok(busy > 0 and good >= 16 and other == 0 and good + busy == 64,
            f"64 saves in a row: {good} ids, {busy} -EBUSY (16 wait at "
-           "most), nothing else", (good, busy, other))
-        ok(until(lambda: h.record()["savings"]["refused"] == busy, 10),
-           "/record counts the refused ones", h.record()["savings"])
+           f"most), nothing else (round {rounds}; the rounds: {shapes})",
+           shapes)
+        ok(until(lambda: h.record()["savings"]["refused"] - refused0 ==
+                 busy_all, 10),
+           f"/record counts the refused ones ({busy_all})",
+           h.record()["savings"])
     finally:
         h.quit()
 
@@ -725,21 +740,34 @@ def test_one_timer_a_thread():
     h = Phases(PULLPROF_RECORD_HZ="19")
     try:
         eq(h.cmd("deep 64 30"), "deep started", "64 threads start at once")
-        worst = {}
+        worst, seen, last = {}, {}, {}
+        watching = False
 
         def timers_settled():
             with open(f"/proc/{h.pid}/timers") as f:
                 tids = collections.Counter(
                     ln.split()[-1] for ln in f if ln.startswith("notify:"))
-            worst.update({t: c for t, c in tids.items() if c > 1})
+            two = {t for t, c in tids.items() if c > 1}
+            # Two looks in a row: a thread's own timer and a scan's
+            # side by side until the collector's next adopt() (a race
+            # the scans now avoid) would be gone by the next look; the
+            # bug this test is for kept both for good.
+            if watching:
+                worst.update({t: tids[t] for t in two if t in last})
+            for t in two:
+                seen[t] = tids[t]
+            last.clear()
+            last.update({t: 1 for t in two})
             return len(tids) >= 64
         ok(until(timers_settled, 30), "every thread has a timer")
         # Scans come every 100 ms to 1 s: watch a few seconds more.
+        watching = True
         t0 = time.monotonic()
         while time.monotonic() - t0 < 3:
             timers_settled()
-            time.sleep(0.2)
-        eq(worst, {}, "no thread has two timers")
+            time.sleep(0.25)
+        eq(worst, {}, "no thread has two timers for longer than a look "
+           f"(0.25 s; seen in one look: {seen or 'none'})")
         eq(h.cmd("deepstop", timeout=60), "deep done", "they stop")
     finally:
         h.quit()

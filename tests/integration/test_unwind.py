@@ -3,6 +3,7 @@ frame for frame by the compact DWARF tables (and by libunwind, the same),
 frames the tables cannot describe handed to libunwind and counted,
 short-lived threads' CPU accounted, an unmodified python3 unwound to its
 outermost frame. Real processes (tests/cpu/deep, python3), real HTTP."""
+import math
 import os
 import shutil
 import subprocess
@@ -169,10 +170,25 @@ def test_short_lived_threads():
         if exit_frame in names:
             tail += int(s["value"][1])
     under /= 1e9
-    ok(int(m.group(2)) > 500, f"{m.group(2)} threads came and went")
-    ok(abs(under - real) <= 0.10 * real,
+    n = int(m.group(2))
+    ok(n > 500, f"{n} threads came and went")
+    # Each thread's CPU is sampled, not measured: a thread of 2 ms at
+    # 200 Hz is charged one 5 ms period or none, at random (its first
+    # expiry is uniform over a period), so the total's spread is a period
+    # times the square root of the sum of p(1 - p) over the threads, at
+    # most sqrt(n) / 2 periods. 652 threads at 200 Hz: 63 ms, 4.8% of
+    # their 1.31 s, so a bound of 10% was two of those spreads and failed
+    # about once in thirty runs with nothing wrong (a CI run under load
+    # saw 1.46 s for 1.31 s). The bound is four spreads, or 10% when
+    # that is wider: what it catches is an error of the accounting (a
+    # remainder charged twice, or never: most of this CPU is remainders).
+    spread = 0.005 * math.sqrt(n) / 2
+    bound = max(0.10 * real, 4 * spread)
+    ok(abs(under - real) <= bound,
        f"short-lived threads: the profile accounts {under:.2f} s of the "
-       f"{real:.2f} s CPU they used (within 10%)", st["cpu"])
+       f"{real:.2f} s CPU they used (within {bound:.2f} s: 10% or four "
+       f"times the sampling's spread, {spread * 1e3:.0f} ms for {n} "
+       "threads)", st["cpu"])
     ok(tail > 0, "the CPU after a thread's last tick is charged under its "
        f"start routine ({tail / 1e9:.2f} s)")
 
