@@ -489,10 +489,16 @@ def nginx_follow(n):
             print(f"# whole tree, {took:.1f} s: samples by pid "
                   f"{counts}, CPU ticks {used} (master {master}, "
                   f"workers {workers})")
-            ok(all(counts.get(str(w), 0) >= max(1, used[w] // 2)
+            # The ticks span the request's round trip, longer than the
+            # window on a loaded machine (building and merging the tree's
+            # profiles): the window's share of them is taken at the
+            # worker's rate over the round trip.
+            share = min(1.0, 3 / took) if took > 0 else 1.0
+            ok(all(counts.get(str(w), 0) >= max(1, used[w] * share // 2)
                    for w in workers),
                "samples labelled with each worker's pid, at least half "
-               "the 10 ms ticks it used in the window",
+               f"the 10 ms ticks it used in the window ({share:.2f} of "
+               f"the {took:.1f} s round trip)",
                f"ticks {used}\n" + top(prof))
             ok(None not in counts, "every sample has a pid label",
                top(prof))
