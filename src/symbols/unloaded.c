@@ -1,0 +1,408 @@
+/*
+ * Images unloaded since (unloaded.h): what each dlclose took away, kept
+ * for the samples taken while it was mapped.
+ * Context: host (pp_unloaded_before, pp_unloaded_after: the thread that
+ * calls dlclose; they allocate, with the heap sampler told to look away by
+ * the caller), signal (pp_unloaded_generation), agent (the rest).
+ */
+#include "unloaded.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/proc.h"
+
+_Atomic uint32_t pp_unloaded_gen;
+
+#define MAX_SEGS 4 /* executable PT_LOAD segments kept per image */
+
+struct seg {
+	uint64_t vaddr, memsz, offset;
+};
+
+struct image {
+	uintptr_t addr; /* dlpi_addr: its bias */
+	char *name;     /* dlpi_name, copied */
+	uintptr_t lo, hi; /* its executable segments' range, loaded */
+	uint64_t span_lo, span_hi; /* all its PT_LOAD segments' (vaddr) */
+	struct seg seg[MAX_SEGS];
+	unsigned nseg;
+	char build_id[65];
+	char *id; /* recorded: build_id, copied where it stays */
+};
+
+/* What was loaded before a dlclose: one per dlclose under way on this
+ * thread (a destructor may dlclose too). */
+struct before {
+	struct before *up;
+	uint32_t gen;
+	struct image *v;
+	size_t n, cap;
+	int oom;
+};
+static __thread struct before *pending
+    __attribute__((tls_model("initial-exec")));
+
+/* The images recorded, in the order their dlcloses returned. Never freed
+ * (the ghost mappings' strings point here): PP_UNLOADED_MAX at most. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct image *gone;
+static size_t ngone, gone_cap;
+static _Atomic uint64_t count, missed;
+/* The newest generation any recorded image went away in (0: none). */
+static _Atomic uint32_t newest_gen;
+static uint32_t *gone_gen; /* by index */
+
+static void hex(const unsigned char *p, size_t n, char *out, size_t outlen)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t k = 0;
+	for (size_t i = 0; i < n && k + 2 < outlen; i++) {
+		out[k++] = digits[p[i] >> 4];
+		out[k++] = digits[p[i] & 15];
+	}
+	out[k] = 0;
+}
+
+static void build_id(const unsigned char *p, size_t len, char *out,
+                     size_t outlen)
+{
+	const unsigned char *end = p + len;
+	while (p + 12 <= end) {
+		ElfW(Nhdr) nh;
+		memcpy(&nh, p, sizeof nh);
+		size_t namesz = (nh.n_namesz + 3) & ~3u;
+		size_t descsz = (nh.n_descsz + 3) & ~3u;
+		const unsigned char *name = p + sizeof nh;
+		if (namesz > (size_t)(end - name))
+			return;
+		const unsigned char *desc = name + namesz;
+		if (descsz > (size_t)(end - desc))
+			return;
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    memcmp(name, "GNU", 4) == 0) {
+			hex(desc, nh.n_descsz, out, outlen);
+			return;
+		}
+		p = desc + descsz;
+	}
+}
+
+/* The loader's name of an image, copied with checked reads (as maps.c
+ * does: the loader's memory, which TSan vouches for only in part). */
+static char *copy_name(const char *name)
+{
+	char buf[PATH_MAX];
+	size_t len = 0;
+	if (!name)
+		return strdup("");
+	while (len < sizeof buf) {
+		uintptr_t at = (uintptr_t)name + len;
+		size_t n = 4096 - (at & 4095);
+		if (n > sizeof buf - len)
+			n = sizeof buf - len;
+		if (pp_proc_copy_self(at, buf + len, n))
+			break;
+		char *end = memchr(buf + len, 0, n);
+		if (end)
+			return strdup(buf);
+		len += n;
+	}
+	return NULL;
+}
+
+/* One loaded image as it is now: its executable segments and build ID. */
+static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct before *b = arg;
+	(void)size;
+	int phnum = info->dlpi_phnum;
+	if (phnum <= 0 || phnum > 256)
+		return 0;
+	ElfW(Phdr) phdr[256];
+	if (pp_proc_copy_self((uintptr_t)info->dlpi_phdr, phdr,
+	                      (size_t)phnum * sizeof *phdr))
+		return 0;
+	struct image img = {
+	    .addr = info->dlpi_addr, .lo = UINTPTR_MAX, .span_lo = UINT64_MAX};
+	for (int i = 0; i < phnum; i++) {
+		const ElfW(Phdr) *ph = &phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			/* As libdwfl places a module: its first segment
+			 * aligned down. */
+			uint64_t align = ph->p_align ? ph->p_align : 1;
+			uint64_t lo = ph->p_vaddr & ~(align - 1);
+			if (lo < img.span_lo)
+				img.span_lo = lo;
+			if (ph->p_vaddr + ph->p_memsz > img.span_hi)
+				img.span_hi = ph->p_vaddr + ph->p_memsz;
+		}
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) ||
+		    img.nseg == MAX_SEGS)
+			continue;
+		img.seg[img.nseg++] = (struct seg){ph->p_vaddr, ph->p_memsz,
+		                                   ph->p_offset};
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (lo < img.lo)
+			img.lo = lo;
+		if (lo + ph->p_memsz > img.hi)
+			img.hi = lo + ph->p_memsz;
+	}
+	if (!img.nseg)
+		return 0;
+	for (int i = 0; i < phnum && !img.build_id[0]; i++) {
+		const ElfW(Phdr) *ph = &phdr[i];
+		unsigned char notes[1024];
+		if (ph->p_type != PT_NOTE || ph->p_filesz > sizeof notes ||
+		    pp_proc_copy_self(info->dlpi_addr + ph->p_vaddr, notes,
+		                      ph->p_filesz))
+			continue;
+		build_id(notes, ph->p_filesz, img.build_id,
+		         sizeof img.build_id);
+	}
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		struct image *v = realloc(b->v, cap * sizeof *v);
+		if (!v) {
+			b->oom = 1;
+			return 1;
+		}
+		b->v = v;
+		b->cap = cap;
+	}
+	img.name = copy_name(info->dlpi_name);
+	if (!img.name) {
+		b->oom = 1;
+		return 1;
+	}
+	b->v[b->n++] = img;
+	return 0;
+}
+
+void pp_unloaded_before(void)
+{
+	struct before *b = calloc(1, sizeof *b);
+	/* A new generation first: a sample taken from here on may already
+	 * see the image gone, or another in its place. */
+	uint32_t gen = atomic_fetch_add(&pp_unloaded_gen, 1) + 1;
+	if (!b) {
+		atomic_fetch_add(&missed, 1);
+		return;
+	}
+	b->gen = gen;
+	dl_iterate_phdr(on_image, b);
+	b->up = pending;
+	pending = b;
+}
+
+struct present {
+	const struct before *b;
+	unsigned char *still; /* by index of b->v */
+};
+
+static int on_present(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct present *p = arg;
+	(void)size;
+	char *name = NULL;
+	for (size_t i = 0; i < p->b->n; i++) {
+		if (p->still[i] || p->b->v[i].addr != info->dlpi_addr)
+			continue;
+		if (!name && !(name = copy_name(info->dlpi_name)))
+			return 0;
+		if (strcmp(name, p->b->v[i].name) == 0)
+			p->still[i] = 1;
+	}
+	free(name);
+	return 0;
+}
+
+static void release(struct before *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		free(b->v[i].name);
+	free(b->v);
+	free(b);
+}
+
+void pp_unloaded_after(void)
+{
+	struct before *b = pending;
+	if (!b)
+		return;
+	pending = b->up;
+	if (b->oom) {
+		atomic_fetch_add(&missed, 1);
+		release(b);
+		return;
+	}
+	struct present p = {b, calloc(b->n + 1, 1)};
+	if (!p.still) {
+		atomic_fetch_add(&missed, 1);
+		release(b);
+		return;
+	}
+	dl_iterate_phdr(on_present, &p);
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < b->n; i++) {
+		if (p.still[i])
+			continue;
+		if (ngone == PP_UNLOADED_MAX) {
+			atomic_fetch_add(&missed, 1);
+			continue;
+		}
+		if (ngone == gone_cap) {
+			size_t cap = gone_cap ? gone_cap * 2 : 16;
+			struct image *v = realloc(gone, cap * sizeof *v);
+			if (v)
+				gone = v;
+			uint32_t *g =
+			    v ? realloc(gone_gen, cap * sizeof *g) : NULL;
+			if (g)
+				gone_gen = g;
+			if (!v || !g) {
+				atomic_fetch_add(&missed, 1);
+				continue;
+			}
+			gone_cap = cap;
+		}
+		char *id = strdup(b->v[i].build_id);
+		if (!id) {
+			atomic_fetch_add(&missed, 1);
+			continue;
+		}
+		gone[ngone] = b->v[i];
+		gone[ngone].id = id;
+		gone_gen[ngone++] = b->gen;
+		b->v[i].name = NULL; /* kept */
+		uint32_t newest = atomic_load(&newest_gen);
+		if (b->gen > newest)
+			atomic_store(&newest_gen, b->gen);
+		atomic_store_explicit(&count, ngone, memory_order_release);
+	}
+	pthread_mutex_unlock(&mu);
+	free(p.still);
+	release(b);
+}
+
+uint64_t pp_unloaded_count(void)
+{
+	return atomic_load_explicit(&count, memory_order_acquire);
+}
+
+uint64_t pp_unloaded_missed(void)
+{
+	return atomic_load(&missed);
+}
+
+static uintptr_t delta_of(size_t k)
+{
+	return (uintptr_t)(PP_GHOST_BASE + k * PP_GHOST_SPAN) - gone[k].addr;
+}
+
+size_t pp_unloaded_take(uint64_t *seen, struct pp_unloaded_range *out,
+                        size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&mu);
+	while (*seen < ngone && n < max) {
+		size_t k = (size_t)(*seen)++;
+		out[n++] = (struct pp_unloaded_range){gone[k].lo, gone[k].hi,
+		                                      delta_of(k), gone_gen[k]};
+	}
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+int pp_unloaded_after_gen(uint32_t gen)
+{
+	return atomic_load_explicit(&newest_gen, memory_order_acquire) > gen;
+}
+
+uintptr_t pp_unloaded_ghost(uint32_t gen, uintptr_t pc)
+{
+	uintptr_t out = pc;
+	uint32_t best = UINT32_MAX;
+	pthread_mutex_lock(&mu);
+	for (size_t k = 0; k < ngone; k++) {
+		const struct image *g = &gone[k];
+		if (gone_gen[k] > gen && gone_gen[k] < best && pc >= g->lo &&
+		    pc < g->hi) {
+			best = gone_gen[k];
+			out = pc + delta_of(k);
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return out;
+}
+
+int pp_unloaded_append_mappings(struct pp_mappings *m)
+{
+	pthread_mutex_lock(&mu);
+	size_t n = ngone, add = 0;
+	for (size_t k = 0; k < n; k++)
+		add += gone[k].nseg;
+	/* The images are never changed once recorded: read them unlocked
+	 * below (the array may move: copy what is needed now). */
+	struct image *copy = n ? malloc(n * sizeof *copy) : NULL;
+	if (copy)
+		memcpy(copy, gone, n * sizeof *copy);
+	pthread_mutex_unlock(&mu);
+	if (!n)
+		return 0;
+	if (!copy)
+		return -ENOMEM;
+	struct pp_mapping *v = realloc(m->v, (m->n + add + 1) * sizeof *v);
+	if (!v) {
+		free(copy);
+		return -ENOMEM;
+	}
+	m->v = v;
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t mask = page > 0 ? (uint64_t)page - 1 : 4095;
+	unsigned id = (unsigned)m->n;
+	for (size_t k = 0; k < n; k++) {
+		const struct image *g = &copy[k];
+		uintptr_t bias = (uintptr_t)(PP_GHOST_BASE + k * PP_GHOST_SPAN);
+		/* Is the file at its path still the one that was loaded? */
+		const char *changed = NULL;
+		char now[80];
+		if (g->id[0] &&
+		    (pp_mappings_file_build_id(g->name, now, sizeof now) ||
+		     strcmp(now, g->id) != 0))
+			changed = "the file at its path is no longer the one "
+			          "that was loaded (replaced or removed since "
+			          "it was unloaded)";
+		for (unsigned s = 0; s < g->nseg; s++) {
+			const struct seg *sg = &g->seg[s];
+			struct pp_mapping *mp = &m->v[m->n++];
+			memset(mp, 0, sizeof *mp);
+			mp->start = bias + (sg->vaddr & ~mask);
+			mp->limit = bias + ((sg->vaddr + sg->memsz + mask) &
+			                    ~mask);
+			mp->offset = sg->offset & ~mask;
+			mp->path = mp->name = g->name;
+			mp->build_id = g->id;
+			mp->id = ++id;
+			mp->is_file = g->name[0] == '/';
+			mp->unloaded = 1;
+			mp->ghost_bias = bias;
+			mp->ghost_lo = bias + g->span_lo;
+			mp->ghost_hi = bias + g->span_hi;
+			mp->file_changed = changed;
+		}
+	}
+	free(copy);
+	return 0;
+}
+
+void pp_unloaded_forget_in_child(void)
+{
+	pthread_mutex_init(&mu, NULL);
+}
