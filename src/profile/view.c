@@ -261,7 +261,8 @@ static int64_t samples_in(const struct pp_view *v, size_t i)
 	for (size_t s = 0; s < v->nsamples; s++) {
 		for (size_t k = v->stack_at[s]; k < v->stack_at[s + 1]; k++) {
 			if (v->locs[v->stacks[k]].mapping == mp) {
-				n += v->p->ntypes ? v->samples[s]->values[0] : 1;
+				n +=
+				    v->p->ntypes ? v->samples[s]->values[0] : 1;
 				break;
 			}
 		}
@@ -294,9 +295,8 @@ int pp_view_mapping_note(const struct pp_view *v, size_t i, char *buf,
 		    "were taken; they are named from that image, shown at "
 		    "addresses of its own from %#llx, not where it was "
 		    "loaded (another image may be there now)",
-		    (long long)n,
-		    v->p->ntypes ? v->p->types[0].type : "count", mp->path,
-		    mp->build_id[0] ? mp->build_id : "unknown",
+		    (long long)n, v->p->ntypes ? v->p->types[0].type : "count",
+		    mp->path, mp->build_id[0] ? mp->build_id : "unknown",
 		    (unsigned long long)mp->ghost_bias);
 		if (mp->file_changed && at > 0 && (size_t)at < len)
 			snprintf(buf + at, len - (size_t)at,

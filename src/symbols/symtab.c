@@ -105,8 +105,8 @@ static int refresh(struct pp_symtab *st)
 	/* Images unloaded since (unloaded.h) follow the process's own:
 	 * another recorded is a change too. */
 	uint64_t unloads = pp_unloaded_count();
-	int rc = pp_mappings_read(
-	    &fresh, unloads == st->unloads ? &st->maps : NULL);
+	int rc =
+	    pp_mappings_read(&fresh, unloads == st->unloads ? &st->maps : NULL);
 
 	if (rc == 1)
 		return 0; /* unchanged: keep the cache */

@@ -27,9 +27,9 @@ struct seg {
 };
 
 struct image {
-	uintptr_t addr; /* dlpi_addr: its bias */
-	char *name;     /* dlpi_name, copied */
-	uintptr_t lo, hi; /* its executable segments' range, loaded */
+	uintptr_t addr;            /* dlpi_addr: its bias */
+	char *name;                /* dlpi_name, copied */
+	uintptr_t lo, hi;          /* its executable segments' range, loaded */
 	uint64_t span_lo, span_hi; /* all its PT_LOAD segments' (vaddr) */
 	struct seg seg[MAX_SEGS];
 	unsigned nseg;
@@ -146,8 +146,8 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) ||
 		    img.nseg == MAX_SEGS)
 			continue;
-		img.seg[img.nseg++] = (struct seg){ph->p_vaddr, ph->p_memsz,
-		                                   ph->p_offset};
+		img.seg[img.nseg++] =
+		    (struct seg){ph->p_vaddr, ph->p_memsz, ph->p_offset};
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
 		if (lo < img.lo)
 			img.lo = lo;
@@ -384,8 +384,8 @@ int pp_unloaded_append_mappings(struct pp_mappings *m)
 			struct pp_mapping *mp = &m->v[m->n++];
 			memset(mp, 0, sizeof *mp);
 			mp->start = bias + (sg->vaddr & ~mask);
-			mp->limit = bias + ((sg->vaddr + sg->memsz + mask) &
-			                    ~mask);
+			mp->limit =
+			    bias + ((sg->vaddr + sg->memsz + mask) & ~mask);
 			mp->offset = sg->offset & ~mask;
 			mp->path = mp->name = g->name;
 			mp->build_id = g->id;

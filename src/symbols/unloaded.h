@@ -76,8 +76,8 @@ uintptr_t pp_unloaded_ghost(uint32_t gen, uintptr_t pc);
  * to m (after its own, which stay as they were; their IDs follow m's),
  * each with its file, build ID, unloaded = 1, ghost_bias and the image's
  * whole span (ghost_lo, ghost_hi: what libdwfl is told), file_changed
- * when the file at its path is no longer the one loaded. Their strings live as long as
- * the process. 0 or -ENOMEM. */
+ * when the file at its path is no longer the one loaded. Their strings live as
+ * long as the process. 0 or -ENOMEM. */
 int pp_unloaded_append_mappings(struct pp_mappings *m);
 
 /* Unloads not recorded (past PP_UNLOADED_MAX, or out of memory). */

@@ -85,6 +85,8 @@ def check_profile(what, body, want_lib, swapped):
                 if mapping_file(prof, l)[0] == "[unmapped]"]
     eq(unmapped, [], f"{what}: no location is [[unmapped]]")
     comments = [prof.s(c) for c in prof.raw.get("comment", [])]
+    for c in comments:
+        print(f"# {what}: comment: {c}")
     ok(any(want_lib in c and "unloaded" in c for c in comments),
        f"{what}: a comment says libswapa.so was unloaded since its "
        "samples were taken", comments)
@@ -100,6 +102,38 @@ def check_top(what, body):
     ok("swap_a_spin" in out and "swap_b_spin" not in out,
        f"{what}: go tool pprof -top shows swap_a_spin, not swap_b_spin",
        out[-2000:] + err[-500:])
+
+
+def check_after(name, h):
+    """The control: what runs at those addresses after the swap is
+    libswapb.so's, and is named from it."""
+    result = {}
+
+    def fetch():
+        result["r"] = h.get("profile?seconds=8", timeout=70)
+    t = threading.Thread(target=fetch)
+    t.start()
+    ok(pptest.until(lambda: h.windows_open() == 1, 30),
+       f"{name}: a second CPU window is open")
+    line = h.cmd(f"spin swap_b_spin {SPIN / 2}", timeout=60)
+    ok(line.startswith("spun "), f"{name}: swap_b_spin ran", line)
+    t.join()
+    r = result.get("r")
+    eq(r.status if r else None, 200, f"{name}: the second window's profile")
+    if not r or r.status != 200:
+        return
+    prof = Profile(r.body)
+    cpu = by_function(prof, "cpu")
+    a, b = cpu.get("swap_a_spin", 0), cpu.get("swap_b_spin", 0)
+    print(f"# {name}: after the swap: swap_a_spin {a / 1e9:.3f} s, "
+          f"swap_b_spin {b / 1e9:.3f} s")
+    ok(b >= SPIN / 2 * 1e9 * 0.5 and a == 0,
+       f"{name}: after the swap, swap_b_spin's CPU is its own (none to "
+       "swap_a_spin)", cpu)
+    homes = {mapping_file(prof, loc) for loc in prof.locations
+             if any(f[0] == "swap_b_spin" for f in prof.frames(loc))}
+    eq(homes, {(LIBB, elf_build_id(LIBB))},
+       f"{name}: swap_b_spin's locations are in libswapb.so's mapping")
 
 
 def case(name, last_cmd):
@@ -143,9 +177,8 @@ def case(name, last_cmd):
         eq(r.status, 200, f"{name}: the record's profile (?last=)")
         if r.status == 200:
             check_profile(f"{name}: record", r.body, LIBA, True)
-        ok(h.cmd("spin swap_b_spin 0.01").startswith("spun ")
-           if last_cmd.startswith("swap") else True,
-           f"{name}: the host still runs (libswapb.so callable)")
+        if last_cmd.startswith("swap"):
+            check_after(name, h)
     finally:
         code = h.quit()
         eq(code, 0, f"{name}: the host exits 0")
