@@ -16,7 +16,7 @@
 #include "cpu/timers.h"
 #include "heap/hot.h"
 #include "labels/labels.h"
-#include "symbols/unloaded.h"
+#include "symbols/generation.h"
 #include "util/clock.h"
 
 struct pp_sampler_shared pp_sampler;

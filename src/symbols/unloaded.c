@@ -1,9 +1,11 @@
 /*
  * Images unloaded since (unloaded.h): what each dlclose took away, kept
- * for the samples taken while it was mapped.
- * Context: host (pp_unloaded_before, pp_unloaded_after: the thread that
- * calls dlclose; they allocate, with the heap sampler told to look away by
- * the caller), signal (pp_unloaded_generation), agent (the rest).
+ * for the samples taken while it was mapped. pp_unloaded_before and
+ * pp_unloaded_after run on the thread that calls dlclose (they allocate,
+ * the heap sampler told to look away by the caller, and take one short
+ * lock the agent never holds while it waits for anything); the rest is
+ * the agent's. The generation the handler reads is generation.h's.
+ * Context: host.
  */
 #include "unloaded.h"
 
@@ -37,21 +39,23 @@ struct image {
 	char *id; /* recorded: build_id, copied where it stays */
 };
 
-/* What was loaded before a dlclose: one per dlclose under way on this
- * thread (a destructor may dlclose too). */
+/* What was loaded before a dlclose: one per dlclose under way (a
+ * destructor may dlclose too), newest first, each its thread's. Not in
+ * TLS: the agent's TLS block is paid for at every dlopen of it. */
 struct before {
 	struct before *up;
+	pthread_t thread;
 	uint32_t gen;
 	struct image *v;
 	size_t n, cap;
 	int oom;
 };
-static __thread struct before *pending
-    __attribute__((tls_model("initial-exec")));
 
 /* The images recorded, in the order their dlcloses returned. Never freed
- * (the ghost mappings' strings point here): PP_UNLOADED_MAX at most. */
+ * (the ghost mappings' strings point here): PP_UNLOADED_MAX at most. The
+ * lock also guards pending. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct before *pending;
 static struct image *gone;
 static size_t ngone, gone_cap;
 static _Atomic uint64_t count, missed;
@@ -196,9 +200,12 @@ void pp_unloaded_before(void)
 		return;
 	}
 	b->gen = gen;
+	b->thread = pthread_self();
 	dl_iterate_phdr(on_image, b);
+	pthread_mutex_lock(&mu);
 	b->up = pending;
 	pending = b;
+	pthread_mutex_unlock(&mu);
 }
 
 struct present {
@@ -233,10 +240,19 @@ static void release(struct before *b)
 
 void pp_unloaded_after(void)
 {
-	struct before *b = pending;
+	pthread_t self = pthread_self();
+	pthread_mutex_lock(&mu);
+	struct before *b = NULL, **at = &pending;
+	for (; *at; at = &(*at)->up) {
+		if (pthread_equal((*at)->thread, self)) {
+			b = *at;
+			*at = b->up;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mu);
 	if (!b)
 		return;
-	pending = b->up;
 	if (b->oom) {
 		atomic_fetch_add(&missed, 1);
 		release(b);
@@ -405,4 +421,7 @@ int pp_unloaded_append_mappings(struct pp_mappings *m)
 void pp_unloaded_forget_in_child(void)
 {
 	pthread_mutex_init(&mu, NULL);
+	/* The parent's dlcloses under way are not the child's (left to
+	 * leak); the child's own thread is not among them. */
+	pending = NULL;
 }

@@ -13,10 +13,11 @@
  * the symbolizer reports the same file again (symtab.c) and the profile
  * shows a mapping with its file name and build ID.
  *
- * pp_unloaded_gen is read by the SIGPROF handler (one relaxed load);
+ * The generation is generation.h's (the SIGPROF handler reads it);
  * pp_unloaded_before and _after run in the host's thread that calls
  * dlclose (never waiting for the agent: one short lock, which the agent
- * holds only to copy a few numbers); the rest is agent context.
+ * holds only to copy a few numbers); the rest is the agent's.
+ * Context: host.
  */
 #ifndef PP_SYMBOLS_UNLOADED_H
 #define PP_SYMBOLS_UNLOADED_H
@@ -36,13 +37,7 @@
  * samples keep the addresses they had). */
 #define PP_UNLOADED_MAX 4096u
 
-extern _Atomic uint32_t pp_unloaded_gen;
-
-/* The generation of the loaded images now (signal-safe). */
-static inline uint32_t pp_unloaded_generation(void)
-{
-	return atomic_load_explicit(&pp_unloaded_gen, memory_order_relaxed);
-}
+#include "generation.h"
 
 /* Host context, before the real dlclose: a new generation, and what is
  * loaded now (program headers, names, build IDs), to see what went. */
