@@ -330,7 +330,8 @@ size_t pp_unloaded_take(uint64_t *seen, struct pp_unloaded_range *out,
 	while (*seen < ngone && n < max) {
 		size_t k = (size_t)(*seen)++;
 		out[n++] = (struct pp_unloaded_range){gone[k].lo, gone[k].hi,
-		                                      delta_of(k), gone_gen[k]};
+		                                      delta_of(k), gone_gen[k],
+		                                      gone[k].name};
 	}
 	pthread_mutex_unlock(&mu);
 	return n;

@@ -55,6 +55,7 @@ struct pp_unloaded_range {
 	uintptr_t lo, hi; /* where its code was: [lo, hi) */
 	uintptr_t delta;  /* ghost pc = pc + delta (mod 2^64) */
 	uint32_t gen;     /* the generation its dlclose began */
+	const char *path; /* its file (lives as long as the process) */
 };
 size_t pp_unloaded_take(uint64_t *seen, struct pp_unloaded_range *out,
                         size_t max);

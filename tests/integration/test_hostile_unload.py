@@ -21,8 +21,9 @@ import threading
 import time
 
 import pptest
-from pptest import (Host, Profile, by_function, check_mapped, curl,
-                    elf_build_id, eq, go_pprof, ok, run)
+from pptest import (NO_HEAP_WHY, Host, Profile, by_function, check_mapped,
+                    curl, elf_build_id, eq, go_pprof, ok, run, sanitized,
+                    skip)
 
 SWAPHOST = os.path.join(pptest.BUILD, "tests", "symbols", "swaphost")
 LIBA = os.path.join(pptest.BUILD, "tests", "symbols", "libswapa.so")
@@ -37,6 +38,7 @@ class SwapHost(Host):
     def __init__(self):
         super().__init__(env=pptest.preload_env(
             lib=LIB, PULLPROF_LISTEN="127.0.0.1:0", PULLPROF_RECORD="120",
+            PULLPROF_HEAP_SAMPLE_RATE="65536",
             PULLPROF_RECORD_HZ="97"), exe=SWAPHOST)
         m = self.wait_line(self.err_lines,
                            r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
@@ -104,6 +106,26 @@ def check_top(what, body):
        out[-2000:] + err[-500:])
 
 
+def check_heap(name, h):
+    """Heap stacks are not moved to the unloaded image (a bucket does not
+    know when its blocks were allocated): /heap says so, naming it."""
+    if sanitized():
+        skip(f"{name}: /heap says its stacks have frames where libswapa.so "
+             "was", NO_HEAP_WHY)
+        return
+    r = h.get("heap")
+    eq(r.status, 200, f"{name}: /heap")
+    comments = []
+    if r.status == 200:
+        prof = Profile(r.body)
+        comments = [prof.s(c) for c in prof.raw.get("comment", [])]
+    for c in comments:
+        print(f"# {name}: heap comment: {c}")
+    ok(any(LIBA in c and "unloaded" in c for c in comments),
+       f"{name}: /heap says some stacks have frames where libswapa.so was "
+       "unloaded, named from what is there now", comments)
+
+
 def check_after(name, h):
     """The control: what runs at those addresses after the swap is
     libswapb.so's, and is named from it."""
@@ -142,6 +164,7 @@ def case(name, last_cmd):
         ok(h.port, f"{name}: the agent serves", h.stderr_text())
         line = h.cmd("open " + LIBA)
         ok(line.startswith("opened "), f"{name}: libswapa.so is loaded", line)
+        eq(h.cmd("keep"), "kept", f"{name}: libswapa.so allocated 16 MiB")
         result = {}
 
         def fetch():
@@ -177,6 +200,7 @@ def case(name, last_cmd):
         eq(r.status, 200, f"{name}: the record's profile (?last=)")
         if r.status == 200:
             check_profile(f"{name}: record", r.body, LIBA, True)
+        check_heap(name, h)
         if last_cmd.startswith("swap"):
             check_after(name, h)
     finally:

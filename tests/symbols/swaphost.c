@@ -9,10 +9,11 @@
  *                  image base checked against BASE)
  *   swap PATH      dlclose the opened library and dlopen PATH at once,
  *                  nothing in between: "swapped OLD NEW" (the two bases)
+ *   keep           call the opened library's swap_keep (16 MiB allocated
+ *                  there and kept): "kept"
  *   close          dlclose the opened library: "closed RC"
  *   quit           pullprof_stop() when preloaded, then exit(0)
  */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
@@ -76,6 +77,14 @@ int main(void)
 			}
 			printf("swapped %#lx %#lx\n", (unsigned long)old,
 			       (unsigned long)base_of(lib));
+		} else if (strcmp(line, "keep") == 0) {
+			void *(*keep)(void) =
+			    lib ? (void *(*)(void))dlsym(lib, "swap_keep")
+			        : NULL;
+			if (!keep || !keep())
+				printf("err keep\n");
+			else
+				printf("kept\n");
 		} else if (strcmp(line, "close") == 0) {
 			printf("closed %d\n", lib ? dlclose(lib) : -1);
 			lib = NULL;

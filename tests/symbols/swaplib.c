@@ -4,6 +4,8 @@
  * have the same size and layout and the loader puts the second where the
  * first was. Only libswapa's function ever runs. */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #ifndef SWAP_NAME
@@ -11,6 +13,20 @@
 #endif
 
 uint64_t SWAP_NAME(double seconds);
+void *swap_keep(void);
+
+/* 16 MiB in 1 MiB blocks allocated here and never freed (the host's heap
+ * then has this library's frames). */
+__attribute__((noinline)) void *swap_keep(void)
+{
+	void **kept = malloc(16 * sizeof *kept);
+	for (int i = 0; kept && i < 16; i++) {
+		kept[i] = malloc(1 << 20);
+		if (kept[i])
+			memset(kept[i], i, 1 << 20);
+	}
+	return kept;
+}
 
 /* Burn this thread's CPU for seconds of CPU time, in this function. */
 __attribute__((noinline)) uint64_t SWAP_NAME(double seconds)
