@@ -37,6 +37,9 @@ struct image {
 	unsigned nseg;
 	char build_id[65];
 	char *id; /* recorded: build_id, copied where it stays */
+	/* Its identity while loaded: the loader's bias, program headers and
+	 * name (pointers, never read). */
+	const void *key_phdr, *key_name;
 };
 
 /* What was loaded before a dlclose: one per dlclose under way (a
@@ -56,6 +59,11 @@ struct before {
  * lock also guards pending. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct before *pending;
+/* The images loaded as of the last dlclose, as read then: each dlclose
+ * reads only what is new (each image read costs a few system calls:
+ * checked copies). Their names are owned. */
+static struct image *known;
+static size_t nknown, known_cap;
 static struct image *gone;
 static size_t ngone, gone_cap;
 static _Atomic uint64_t count, missed;
@@ -121,11 +129,80 @@ static char *copy_name(const char *name)
 	return NULL;
 }
 
-/* One loaded image as it is now: its executable segments and build ID. */
+static int same_image(const struct image *a, uintptr_t addr, const void *phdr,
+                      const void *name)
+{
+	return a->addr == addr && a->key_phdr == phdr && a->key_name == name;
+}
+
+/* A copy of the known image of this identity (its name copied), or 0. */
+static int find_known(struct dl_phdr_info *info, struct image *out)
+{
+	int found = 0;
+	pthread_mutex_lock(&mu);
+	for (size_t k = 0; k < nknown && !found; k++) {
+		if (!same_image(&known[k], info->dlpi_addr, info->dlpi_phdr,
+		                info->dlpi_name))
+			continue;
+		*out = known[k];
+		out->name = strdup(known[k].name);
+		found = out->name ? 1 : -1;
+	}
+	pthread_mutex_unlock(&mu);
+	return found;
+}
+
+static void add_known(const struct image *img)
+{
+	pthread_mutex_lock(&mu);
+	if (nknown == known_cap) {
+		size_t cap = known_cap ? known_cap * 2 : 64;
+		struct image *v = realloc(known, cap * sizeof *v);
+		if (!v) {
+			pthread_mutex_unlock(&mu);
+			return;
+		}
+		known = v;
+		known_cap = cap;
+	}
+	known[nknown] = *img;
+	known[nknown].name = strdup(img->name);
+	if (known[nknown].name)
+		nknown++;
+	pthread_mutex_unlock(&mu);
+}
+
+static int add_image(struct before *b, const struct image *img)
+{
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		struct image *v = realloc(b->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		b->v = v;
+		b->cap = cap;
+	}
+	b->v[b->n++] = *img;
+	return 0;
+}
+
+/* One loaded image as it is now: its executable segments and build ID
+ * (as known when it was seen before). */
 static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct before *b = arg;
+	struct image img;
 	(void)size;
+	int found = find_known(info, &img);
+	if (found) {
+		if (found < 0 || add_image(b, &img)) {
+			if (found > 0)
+				free(img.name);
+			b->oom = 1;
+			return 1;
+		}
+		return 0;
+	}
 	int phnum = info->dlpi_phnum;
 	if (phnum <= 0 || phnum > 256)
 		return 0;
@@ -133,8 +210,11 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	if (pp_proc_copy_self((uintptr_t)info->dlpi_phdr, phdr,
 	                      (size_t)phnum * sizeof *phdr))
 		return 0;
-	struct image img = {
-	    .addr = info->dlpi_addr, .lo = UINTPTR_MAX, .span_lo = UINT64_MAX};
+	img = (struct image){.addr = info->dlpi_addr,
+	                     .lo = UINTPTR_MAX,
+	                     .span_lo = UINT64_MAX,
+	                     .key_phdr = info->dlpi_phdr,
+	                     .key_name = info->dlpi_name};
 	for (int i = 0; i < phnum; i++) {
 		const ElfW(Phdr) *ph = &phdr[i];
 		if (ph->p_type == PT_LOAD) {
@@ -170,22 +250,13 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		build_id(notes, ph->p_filesz, img.build_id,
 		         sizeof img.build_id);
 	}
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 64;
-		struct image *v = realloc(b->v, cap * sizeof *v);
-		if (!v) {
-			b->oom = 1;
-			return 1;
-		}
-		b->v = v;
-		b->cap = cap;
-	}
 	img.name = copy_name(info->dlpi_name);
-	if (!img.name) {
+	if (!img.name || add_image(b, &img)) {
+		free(img.name);
 		b->oom = 1;
 		return 1;
 	}
-	b->v[b->n++] = img;
+	add_known(&img);
 	return 0;
 }
 
@@ -211,22 +282,38 @@ void pp_unloaded_before(void)
 struct present {
 	const struct before *b;
 	unsigned char *still; /* by index of b->v */
+	struct image *now;    /* identities only */
+	size_t n, cap;
+	int oom;
 };
 
+/* The identities loaded now: the loader's own values, nothing read. */
 static int on_present(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct present *p = arg;
 	(void)size;
-	char *name = NULL;
-	for (size_t i = 0; i < p->b->n; i++) {
-		if (p->still[i] || p->b->v[i].addr != info->dlpi_addr)
-			continue;
-		if (!name && !(name = copy_name(info->dlpi_name)))
-			return 0;
-		if (strcmp(name, p->b->v[i].name) == 0)
-			p->still[i] = 1;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 64;
+		struct image *v = realloc(p->now, cap * sizeof *v);
+		if (!v) {
+			p->oom = 1;
+			return 1;
+		}
+		p->now = v;
+		p->cap = cap;
 	}
-	free(name);
+	p->now[p->n++] = (struct image){.addr = info->dlpi_addr,
+	                                .key_phdr = info->dlpi_phdr,
+	                                .key_name = info->dlpi_name};
+	return 0;
+}
+
+static int is_present(const struct present *p, const struct image *img)
+{
+	for (size_t k = 0; k < p->n; k++)
+		if (same_image(img, p->now[k].addr, p->now[k].key_phdr,
+		               p->now[k].key_name))
+			return 1;
 	return 0;
 }
 
@@ -258,14 +345,29 @@ void pp_unloaded_after(void)
 		release(b);
 		return;
 	}
-	struct present p = {b, calloc(b->n + 1, 1)};
-	if (!p.still) {
+	struct present p = {b, calloc(b->n + 1, 1), NULL, 0, 0, 0};
+	if (p.still)
+		dl_iterate_phdr(on_present, &p);
+	if (!p.still || p.oom) {
 		atomic_fetch_add(&missed, 1);
+		free(p.still);
+		free(p.now);
 		release(b);
 		return;
 	}
-	dl_iterate_phdr(on_present, &p);
+	for (size_t i = 0; i < b->n; i++)
+		p.still[i] = (unsigned char)is_present(&p, &b->v[i]);
 	pthread_mutex_lock(&mu);
+	/* The known images gone (by this dlclose or any other way) are read
+	 * again should their identity come back. */
+	for (size_t k = 0; k < nknown;) {
+		if (is_present(&p, &known[k])) {
+			k++;
+			continue;
+		}
+		free(known[k].name);
+		known[k] = known[--nknown];
+	}
 	for (size_t i = 0; i < b->n; i++) {
 		if (p.still[i])
 			continue;
@@ -304,6 +406,7 @@ void pp_unloaded_after(void)
 	}
 	pthread_mutex_unlock(&mu);
 	free(p.still);
+	free(p.now);
 	release(b);
 }
 
@@ -423,6 +526,7 @@ void pp_unloaded_forget_in_child(void)
 {
 	pthread_mutex_init(&mu, NULL);
 	/* The parent's dlcloses under way are not the child's (left to
-	 * leak); the child's own thread is not among them. */
+	 * leak); the child's own thread is not among them. What is known
+	 * stays true: the child has the same images. */
 	pending = NULL;
 }
