@@ -30,7 +30,7 @@ LIBA = os.path.join(pptest.BUILD, "tests", "symbols", "libswapa.so")
 LIBB = os.path.join(pptest.BUILD, "tests", "symbols", "libswapb.so")
 # For showing the test fail against another build: PP_PRELOAD_LIB=/path.
 LIB = os.environ.get("PP_PRELOAD_LIB") or pptest.LIBSO
-WINDOW = 20  # seconds: the spin and the swap must fall inside it
+WINDOW = 30  # seconds: the spin and the swap must fall inside it
 SPIN = 1.5   # seconds of CPU in swap_a_spin
 
 
