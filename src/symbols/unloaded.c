@@ -22,7 +22,8 @@
 
 _Atomic uint32_t pp_unloaded_gen;
 
-#define MAX_SEGS 4 /* executable PT_LOAD segments kept per image */
+#define MAX_SEGS 4     /* executable PT_LOAD segments kept per image */
+#define NOTES_MAX 1024 /* bytes of a PT_NOTE segment read for its build ID */
 
 struct seg {
 	uint64_t vaddr, memsz, offset;
@@ -110,23 +111,26 @@ static void build_id(const unsigned char *p, size_t len, char *out,
  * does: the loader's memory, which TSan vouches for only in part). */
 static char *copy_name(const char *name)
 {
-	char buf[PATH_MAX];
+	/* On the heap: a host thread's stack may be small. */
+	char *buf = malloc(PATH_MAX), *out = NULL;
 	size_t len = 0;
-	if (!name)
-		return strdup("");
-	while (len < sizeof buf) {
+	if (!name || !buf) {
+		free(buf);
+		return name ? NULL : strdup("");
+	}
+	while (len < PATH_MAX && !out) {
 		uintptr_t at = (uintptr_t)name + len;
 		size_t n = 4096 - (at & 4095);
-		if (n > sizeof buf - len)
-			n = sizeof buf - len;
+		if (n > PATH_MAX - len)
+			n = PATH_MAX - len;
 		if (pp_proc_copy_self(at, buf + len, n))
 			break;
-		char *end = memchr(buf + len, 0, n);
-		if (end)
-			return strdup(buf);
+		if (memchr(buf + len, 0, n))
+			out = strdup(buf);
 		len += n;
 	}
-	return NULL;
+	free(buf);
+	return out;
 }
 
 static int same_image(const struct image *a, uintptr_t addr, const void *phdr,
@@ -206,10 +210,19 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 	int phnum = info->dlpi_phnum;
 	if (phnum <= 0 || phnum > 256)
 		return 0;
-	ElfW(Phdr) phdr[256];
+	/* On the heap, as the notes below: a host thread's stack may be
+	 * small (PTHREAD_STACK_MIN). */
+	ElfW(Phdr) *phdr = malloc((size_t)phnum * sizeof *phdr + NOTES_MAX);
+	if (!phdr) {
+		b->oom = 1;
+		return 1;
+	}
+	unsigned char *notes = (unsigned char *)(phdr + phnum);
 	if (pp_proc_copy_self((uintptr_t)info->dlpi_phdr, phdr,
-	                      (size_t)phnum * sizeof *phdr))
+	                      (size_t)phnum * sizeof *phdr)) {
+		free(phdr);
 		return 0;
+	}
 	img = (struct image){.addr = info->dlpi_addr,
 	                     .lo = UINTPTR_MAX,
 	                     .span_lo = UINT64_MAX,
@@ -238,18 +251,18 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		if (lo + ph->p_memsz > img.hi)
 			img.hi = lo + ph->p_memsz;
 	}
-	if (!img.nseg)
-		return 0;
-	for (int i = 0; i < phnum && !img.build_id[0]; i++) {
+	for (int i = 0; i < phnum && img.nseg && !img.build_id[0]; i++) {
 		const ElfW(Phdr) *ph = &phdr[i];
-		unsigned char notes[1024];
-		if (ph->p_type != PT_NOTE || ph->p_filesz > sizeof notes ||
+		if (ph->p_type != PT_NOTE || ph->p_filesz > NOTES_MAX ||
 		    pp_proc_copy_self(info->dlpi_addr + ph->p_vaddr, notes,
 		                      ph->p_filesz))
 			continue;
 		build_id(notes, ph->p_filesz, img.build_id,
 		         sizeof img.build_id);
 	}
+	free(phdr);
+	if (!img.nseg)
+		return 0;
 	img.name = copy_name(info->dlpi_name);
 	if (!img.name || add_image(b, &img)) {
 		free(img.name);
