@@ -293,6 +293,18 @@ void pp_cpu_model_notes(struct pp_profile *p, uint32_t min_period,
 		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
 		pp_profile_add_comment(p, note);
 	}
+	uint64_t missed = pp_unloaded_missed();
+	if (missed) {
+		/* Past PP_UNLOADED_MAX images, or out of memory: what those
+		 * dlcloses took away is not known. */
+		snprintf(note, sizeof note,
+		         "%llu dlclose(s) in this process could not be "
+		         "recorded (over %u images unloaded, or no memory): "
+		         "samples in code they unloaded may be named from what "
+		         "is mapped there now",
+		         (unsigned long long)missed, PP_UNLOADED_MAX);
+		pp_profile_add_comment(p, note);
+	}
 	if (max_period != min_period && min_period) {
 		snprintf(note, sizeof note,
 		         "the rate changed over this profile (periods %u..%u "
