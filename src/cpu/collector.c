@@ -28,6 +28,7 @@
 #include "heap/heap.h"
 #include "labels/labels.h"
 #include "record/internal.h"
+#include "symbols/unloaded.h"
 #include "util/clock.h"
 
 #define RING_CAPACITY 4096
@@ -94,6 +95,68 @@ static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec,
 		w->max_period = rec->period_ns;
 }
 
+/* ---- images unloaded since (symbols/unloaded.h) -------------------------- */
+
+/* Finished windows waiting for the wall window beside them (collector
+ * only). */
+static struct pp_cpu_window *waiting;
+/* Images unloaded whose PCs the models no longer hold (collector only). */
+static uint64_t unloads_applied;
+
+struct unloads {
+	const struct pp_unloaded_range *v;
+	size_t n;
+};
+
+static uintptr_t to_ghost(uintptr_t pc, void *arg)
+{
+	const struct unloads *u = arg;
+	for (size_t i = 0; i < u->n; i++)
+		if (pc >= u->v[i].lo && pc < u->v[i].hi)
+			return pc + u->v[i].delta;
+	return pc;
+}
+
+/* Images a dlclose took away since the models were last looked at: every
+ * sample they hold was added before the unload was recorded, so was taken
+ * while the image was mapped (a sample of what the loader put there later
+ * comes after: drain() applies this before each sample). Its PCs there
+ * move to the image's ghost range, where the symbolizer names them from
+ * that image. Lock held. */
+static void apply_unloads(int recording)
+{
+	struct pp_unloaded_range r[16];
+	size_t n;
+	while ((n = pp_unloaded_take(&unloads_applied, r, 16)) > 0) {
+		struct unloads u = {r, n};
+		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
+			if (w->model)
+				pp_profile_remap(w->model, to_ghost, &u);
+		for (struct pp_cpu_window *w = waiting; w; w = w->next)
+			if (w->model)
+				pp_profile_remap(w->model, to_ghost, &u);
+		if (recording)
+			pp_record_remap(to_ghost, &u);
+	}
+}
+
+/* A sample taken before an image it names was unloaded: a copy with those
+ * PCs in the image's ghost range. */
+static const struct pp_ring_rec *ghosted(const struct pp_ring_rec *rec)
+{
+	static union {
+		struct pp_ring_rec rec;
+		unsigned char bytes[sizeof(struct pp_ring_rec) +
+		                    PP_MAX_DEPTH * sizeof(uintptr_t)];
+	} copy;
+	size_t depth = rec->depth > PP_MAX_DEPTH ? PP_MAX_DEPTH : rec->depth;
+	copy.rec = *rec;
+	copy.rec.depth = (uint16_t)depth;
+	for (size_t i = 0; i < depth; i++)
+		copy.rec.pcs[i] = pp_unloaded_ghost(rec->gen, rec->pcs[i]);
+	return &copy.rec;
+}
+
 /* Ring -> every listed window whose span holds the sample, and the record
  * (record/record.h) when it is on. Lock held. */
 static void drain(void)
@@ -105,7 +168,14 @@ static void drain(void)
 	int recording = pp_record_hz() != 0;
 	if (recording)
 		pp_record_begin(&pp_cpu.mu);
+	apply_unloads(recording);
 	while ((rec = pp_ring_peek(&pp_sampler.ring)) != NULL) {
+		/* What the models hold is of the images before this
+		 * sample's own unloads. */
+		if (pp_unloaded_count() != unloads_applied)
+			apply_unloads(recording);
+		if (rec->depth && pp_unloaded_after_gen(rec->gen))
+			rec = ghosted(rec);
 		pp_timers_count_sample((pid_t)rec->tid);
 		const char *name = pp_timers_thread_name((pid_t)rec->tid);
 		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
@@ -223,6 +293,18 @@ void pp_cpu_model_notes(struct pp_profile *p, uint32_t min_period,
 		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
 		pp_profile_add_comment(p, note);
 	}
+	uint64_t missed = pp_unloaded_missed();
+	if (missed) {
+		/* Past PP_UNLOADED_MAX images, or out of memory: what those
+		 * dlcloses took away is not known. */
+		snprintf(note, sizeof note,
+		         "%llu dlclose(s) in this process could not be "
+		         "recorded (over %u images unloaded, or no memory): "
+		         "samples in code they unloaded may be named from what "
+		         "is mapped there now",
+		         (unsigned long long)missed, PP_UNLOADED_MAX);
+		pp_profile_add_comment(p, note);
+	}
 	if (max_period != min_period && min_period) {
 		snprintf(note, sizeof note,
 		         "the rate changed over this profile (periods %u..%u "
@@ -252,10 +334,6 @@ static struct pp_cpu_window *take_finished(uint64_t now)
 	}
 	return done;
 }
-
-/* Finished windows waiting for the wall window beside them (collector
- * only). */
-static struct pp_cpu_window *waiting;
 
 /* How long past its end a window waits for its wall window's model. */
 #define WALL_WAIT_NS 5000000000ull

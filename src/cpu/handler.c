@@ -16,6 +16,7 @@
 #include "cpu/timers.h"
 #include "heap/hot.h"
 #include "labels/labels.h"
+#include "symbols/generation.h"
 #include "util/clock.h"
 
 struct pp_sampler_shared pp_sampler;
@@ -92,6 +93,9 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 		goto out;
 	}
 	int why;
+	/* Before the walk: its PCs are of the images mapped at least until
+	 * this generation ended (a dlclose bumps it before it unmaps). */
+	rec->gen = pp_unloaded_generation();
 	/* Inside pullprof for the lock and heap wrappers: libunwind (its
 	 * mode, or a fallback) takes its cache lock where it has no
 	 * per-thread cache (Debian's arm64 build), and a wait for that lock
@@ -159,6 +163,7 @@ void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
 	if (n > s->ring.max_depth)
 		n = s->ring.max_depth;
 	memcpy(rec->pcs, pcs, n * sizeof *pcs);
+	rec->gen = pp_unloaded_generation();
 	rec->depth = (uint16_t)n;
 	rec->flags = PP_REC_EXIT;
 	rec->tid = (uint32_t)pp_sampler_tid();

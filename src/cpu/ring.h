@@ -28,6 +28,9 @@ struct pp_ring_rec {
 	uint16_t depth;
 	uint16_t flags;  /* PP_REC_* */
 	uint32_t labels; /* the thread's label set (labels/labels.h) */
+	/* The generation of the loaded images when taken
+	 * (symbols/unloaded.h): its PCs are of the images mapped then. */
+	uint32_t gen;
 	uintptr_t pcs[]; /* leaf first, max_depth of them */
 };
 

@@ -23,6 +23,7 @@
 #include "labels/labels.h"
 #include "profile/counts.h"
 #include "profile/model.h"
+#include "symbols/unloaded.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 
@@ -43,6 +44,96 @@ static const struct pp_value_type heap_types[] = {
 };
 static const struct pp_value_type heap_period = {"space", "bytes"};
 
+/*
+ * Images unloaded since the process started (symbols/unloaded.h). A heap
+ * bucket does not know when its allocations were made, so its stack is
+ * not moved to an unloaded image's ghost range as CPU samples are: a frame
+ * where one was is named from what is mapped there now (another library,
+ * or nothing). The profile says so.
+ */
+struct unloaded_set {
+	struct pp_unloaded_range *v; /* sorted by lo */
+	size_t n;
+	uint64_t rows;        /* samples with such a frame */
+	const char *paths[3]; /* the first few images met */
+	int more;             /* and others */
+};
+
+static int by_lo(const void *a, const void *b)
+{
+	const struct pp_unloaded_range *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void unloaded_load(struct unloaded_set *u)
+{
+	memset(u, 0, sizeof *u);
+	size_t n = (size_t)pp_unloaded_count();
+	uint64_t seen = 0;
+	if (!n || !(u->v = malloc(n * sizeof *u->v)))
+		return;
+	u->n = pp_unloaded_take(&seen, u->v, n);
+	qsort(u->v, u->n, sizeof *u->v, by_lo);
+}
+
+/* The image unloaded that held pc, or NULL. */
+static const char *unloaded_at(const struct unloaded_set *u, uintptr_t pc)
+{
+	size_t lo = 0, hi = u->n;
+	while (lo < hi) { /* the first range with lo > pc */
+		size_t mid = lo + (hi - lo) / 2;
+		if (u->v[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Ranges reused at one base overlap: the few before. */
+	for (size_t k = lo, seen = 0; k-- > 0 && seen < 16; seen++)
+		if (pc < u->v[k].hi)
+			return u->v[k].path;
+	return NULL;
+}
+
+static void unloaded_note(struct unloaded_set *u, const uintptr_t *pcs,
+                          size_t depth)
+{
+	for (size_t i = 0; i < depth && u->n; i++) {
+		const char *path = unloaded_at(u, pcs[i]);
+		if (!path)
+			continue;
+		u->rows++;
+		size_t k = 0;
+		while (k < 3 && u->paths[k] && u->paths[k] != path)
+			k++;
+		if (k == 3)
+			u->more = 1;
+		else
+			u->paths[k] = path;
+		return;
+	}
+}
+
+static void unloaded_comment(struct pp_profile *p, struct unloaded_set *u)
+{
+	if (u->rows) {
+		char note[1200];
+		snprintf(
+		    note, sizeof note,
+		    "pullprof: %llu stack(s) of this heap profile have "
+		    "frames where a library was unloaded (dlclose) earlier "
+		    "in this process: %s%s%s%s%s%s; allocation stacks are "
+		    "not moved to the unloaded image as CPU samples are, "
+		    "so those frames are named from what is mapped there "
+		    "now (another library, or [unmapped])",
+		    (unsigned long long)u->rows, u->paths[0],
+		    u->paths[1] ? ", " : "", u->paths[1] ? u->paths[1] : "",
+		    u->paths[2] ? ", " : "", u->paths[2] ? u->paths[2] : "",
+		    u->more ? ", ..." : "");
+		pp_profile_add_comment(p, note);
+	}
+	free(u->v);
+}
+
 static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
                     const struct pp_heap_snapshot *start)
 {
@@ -50,6 +141,8 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 	size_t cap = 0;
 	uintptr_t truncated = 0;
 	int rc = 0;
+	struct unloaded_set unloaded;
+	unloaded_load(&unloaded);
 
 	for (size_t i = 0; i < end->n && !rc; i++) {
 		const struct pp_heap_row *r = &end->rows[i];
@@ -86,6 +179,7 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 			pcs = n;
 		}
 		memcpy(pcs, r->pcs, depth * sizeof *pcs);
+		unloaded_note(&unloaded, pcs, depth);
 		if (r->truncated) {
 			if (!truncated)
 				truncated = pp_profile_synthetic_pc(
@@ -96,6 +190,7 @@ static int add_rows(struct pp_profile *p, const struct pp_heap_snapshot *end,
 		rc = pp_profile_add(p, pcs, depth, v, labels, nlabels);
 	}
 	free(pcs);
+	unloaded_comment(p, &unloaded);
 	return rc;
 }
 

@@ -84,10 +84,16 @@ static void list_maps(void *arg, const atomic_int *cancel,
 		return;
 	}
 	const struct pp_mappings *m = pp_symtab_mappings(st);
-	size_t n = m->n; /* m is the symbolizer's: not after release */
+	size_t n = 0; /* m is the symbolizer's: not after release */
 	struct json_object *list = json_object_new_array();
-	for (size_t i = 0; i < n && !atomic_load(cancel); i++)
+	for (size_t i = 0; i < m->n && !atomic_load(cancel); i++) {
+		/* Images unloaded since are no mappings of the process any
+		 * more (profiles show them where their samples need them). */
+		if (m->v[i].unloaded)
+			continue;
 		json_object_array_add(list, mapping_json(st, &m->v[i]));
+		n++;
+	}
 	rc = pp_symtab_shortage(st);
 	pp_symtab_release(st);
 	if (rc) {

@@ -67,12 +67,12 @@ static struct json_object *functions(const struct pp_view *v)
 static struct json_object *mappings(const struct pp_view *v)
 {
 	size_t n = v->maps ? v->maps->n : 0;
-	struct json_object *a = json_object_new_array_ext((int)n);
+	struct json_object *a = json_object_new_array_ext((int)v->nshown);
 	/* In pprof ID order (the main executable first): index = id - 1. */
-	for (unsigned id = 1; id <= n; id++) {
+	for (unsigned id = 1; id <= v->nshown; id++) {
 		for (size_t i = 0; i < n; i++) {
 			const struct pp_mapping *m = &v->maps->v[i];
-			if (m->id != id)
+			if (v->map_id[i] != id)
 				continue;
 			struct json_object *o = json_object_new_object();
 			json_object_object_add(o, "start", hex(m->start));
@@ -127,7 +127,9 @@ static void locations(struct pp_buf *b, const struct pp_view *v)
 			pp_buf_printf(b, "%s{\"address\":\"0x%" PRIxPTR "\"",
 			              i ? "," : "", l->pc);
 		pp_buf_puts(b, ",\"mapping\":");
-		num(b, l->mapping ? (int64_t)l->mapping->id - 1 : -1);
+		num(b, l->mapping
+		           ? (int64_t)v->map_id[l->mapping - v->maps->v] - 1
+		           : -1);
 		pp_buf_puts(b, ",\"lines\":[");
 		for (uint32_t k = 0; k < l->nframes; k++) {
 			pp_buf_puts(b,

@@ -187,6 +187,37 @@ static int grow(struct pp_profile *p)
 	return 0;
 }
 
+void pp_profile_remap(struct pp_profile *p, uintptr_t (*fn)(uintptr_t, void *),
+                      void *arg)
+{
+	int changed = 0;
+	for (struct pp_sample *s = p->first; s; s = s->next) {
+		int mine = 0;
+		for (uint32_t i = 0; i < s->depth; i++) {
+			uintptr_t pc = s->pcs[i];
+			if (pc <= PP_SYNTHETIC_MAX)
+				continue;
+			uintptr_t to = fn(pc, arg);
+			mine |= to != pc;
+			s->pcs[i] = to;
+		}
+		if (mine)
+			s->hash = hash_sample(s->pcs, s->depth, s->labels,
+			                      s->nlabels);
+		changed |= mine;
+	}
+	if (!changed || !p->table_cap)
+		return;
+	size_t cap = p->table_cap;
+	memset(p->table, 0, cap * sizeof *p->table);
+	for (struct pp_sample *s = p->first; s; s = s->next) {
+		size_t i = (size_t)s->hash & (cap - 1);
+		while (p->table[i])
+			i = (i + 1) & (cap - 1);
+		p->table[i] = s;
+	}
+}
+
 size_t pp_profile_bytes(const struct pp_profile *p)
 {
 	return p->arena.reserved + p->strings.arena.reserved +

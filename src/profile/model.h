@@ -136,6 +136,13 @@ int pp_profile_add_at(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
                       const int64_t *values, const struct pp_label *labels,
                       size_t nlabels, uint64_t time_ns, uint32_t tid);
 
+/* Every real PC of every sample (not the synthetic ones) replaced by
+ * fn(pc, arg) (an image unloaded since: symbols/unloaded.h), the samples
+ * found again by their new stacks. Two samples that become the same stay
+ * two (renderers list them both). */
+void pp_profile_remap(struct pp_profile *p, uintptr_t (*fn)(uintptr_t, void *),
+                      void *arg);
+
 /* end - start, stack by stack (same labels), every value; the stacks whose
  * values did not change are left out. Both must have the same sample
  * types. The kind, period, default type and frames' sense come from end.

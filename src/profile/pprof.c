@@ -49,7 +49,7 @@ static uint64_t mapping_id_of(const struct render *r,
                               const struct pp_view_loc *l)
 {
 	if (l->mapping)
-		return l->mapping->id;
+		return r->v->map_id[l->mapping - r->v->maps->v];
 	return l->synthetic ? r->synthetic_id : r->unmapped_id;
 }
 
@@ -170,10 +170,10 @@ static void mappings(struct render *r)
 	const struct pp_view *v = r->v;
 	const struct pp_mappings *maps = v->maps;
 	/* In ID order: IDs were given so that the main executable is 1. */
-	for (unsigned id = 1; maps && id <= maps->n; id++) {
+	for (unsigned id = 1; maps && id <= v->nshown; id++) {
 		for (size_t i = 0; i < maps->n; i++) {
 			const struct pp_mapping *mp = &maps->v[i];
-			if (mp->id != id)
+			if (v->map_id[i] != id)
 				continue;
 			/* has_* are claims about every location in the
 			 * mapping; a mapping with none claims nothing. */
@@ -233,7 +233,7 @@ int pp_pprof_write(const struct pp_view *v, int gzip_level, struct pp_buf *out)
 
 	memset(&r, 0, sizeof r);
 	r.v = v;
-	uint64_t next_id = (v->maps ? v->maps->n : 0) + 1;
+	uint64_t next_id = v->nshown + 1;
 	if (v->synthetic_used)
 		r.synthetic_id = next_id++;
 	if (v->unmapped_used)

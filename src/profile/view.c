@@ -159,6 +159,38 @@ static int symbolize(struct build *b, struct pp_symtab *st)
 	return 0;
 }
 
+/* The process's mappings keep their IDs; an image unloaded since is shown
+ * only when a location is in it (they may be many: a server that reloads
+ * its modules every hour). */
+static int number_mappings(struct pp_view *v)
+{
+	size_t n = v->maps ? v->maps->n : 0;
+	v->map_id = calloc(n + 1, sizeof *v->map_id);
+	if (!v->map_id)
+		return -ENOMEM;
+	unsigned next = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!v->maps->v[i].unloaded)
+			next++;
+	for (size_t i = 0; i < n; i++) {
+		const struct pp_mapping *mp = &v->maps->v[i];
+		if (!mp->unloaded)
+			v->map_id[i] = mp->id;
+		else if (v->mapping_used[i])
+			v->map_id[i] = ++next;
+	}
+	v->nshown = next;
+	return 0;
+}
+
+long pp_view_mapping_by_id(const struct pp_view *v, size_t id)
+{
+	for (size_t i = 0; v->maps && v->map_id && i < v->maps->n; i++)
+		if (v->map_id[i] == id)
+			return (long)i;
+	return -1;
+}
+
 int pp_view_build(struct pp_view *v, const struct pp_profile *p,
                   struct pp_symtab *st)
 {
@@ -186,6 +218,8 @@ int pp_view_build(struct pp_view *v, const struct pp_profile *p,
 	}
 	if (!rc)
 		rc = symbolize(&b, st);
+	if (!rc)
+		rc = number_mappings(v);
 	pp_u64map_free(&b.loc_ids);
 	pp_u64map_free(&b.func_ids);
 	free(b.func_next);
@@ -204,6 +238,7 @@ void pp_view_free(struct pp_view *v)
 	free(v->samples);
 	free(v->mapping_flags);
 	free(v->mapping_used);
+	free(v->map_id);
 	free(v->synthetic);
 	memset(v, 0, sizeof *v);
 }
@@ -218,13 +253,59 @@ size_t pp_view_sample_index(const struct pp_view *v, int want)
 	return n ? n - 1 : 0;
 }
 
+/* Samples (their first value) with a location in mapping i. */
+static int64_t samples_in(const struct pp_view *v, size_t i)
+{
+	int64_t n = 0;
+	const struct pp_mapping *mp = &v->maps->v[i];
+	for (size_t s = 0; s < v->nsamples; s++) {
+		for (size_t k = v->stack_at[s]; k < v->stack_at[s + 1]; k++) {
+			if (v->locs[v->stacks[k]].mapping == mp) {
+				n +=
+				    v->p->ntypes ? v->samples[s]->values[0] : 1;
+				break;
+			}
+		}
+	}
+	return n;
+}
+
 int pp_view_mapping_note(const struct pp_view *v, size_t i, char *buf,
                          size_t len)
 {
 	if (!v->maps || i >= v->maps->n || !v->mapping_used ||
-	    !v->mapping_used[i] || !v->maps->v[i].file_changed)
+	    !v->mapping_used[i])
 		return 0;
 	const struct pp_mapping *mp = &v->maps->v[i];
+	if (mp->unloaded) {
+		/* One note per image: at its first segment used. */
+		for (size_t k = 0; k < i; k++)
+			if (v->mapping_used[k] && v->maps->v[k].unloaded &&
+			    v->maps->v[k].ghost_bias == mp->ghost_bias)
+				return 0;
+		int64_t n = 0;
+		for (size_t k = i; k < v->maps->n; k++)
+			if (v->mapping_used[k] &&
+			    v->maps->v[k].ghost_bias == mp->ghost_bias)
+				n += samples_in(v, k);
+		int at = snprintf(
+		    buf, len,
+		    "pullprof: %lld sample(s) (%s) were taken in code "
+		    "unloaded since: %s (build ID %s), dlclosed after they "
+		    "were taken; they are named from that image, shown at "
+		    "addresses of its own from %#llx, not where it was "
+		    "loaded (another image may be there now)",
+		    (long long)n, v->p->ntypes ? v->p->types[0].type : "count",
+		    mp->path, mp->build_id[0] ? mp->build_id : "unknown",
+		    (unsigned long long)mp->ghost_bias);
+		if (mp->file_changed && at > 0 && (size_t)at < len)
+			snprintf(buf + at, len - (size_t)at,
+			         "; %s: its addresses are left unsymbolized",
+			         mp->file_changed);
+		return 1;
+	}
+	if (!mp->file_changed)
+		return 0;
 	snprintf(buf, len,
 	         "pullprof: %s: %s; its addresses are left unsymbolized "
 	         "(build ID as loaded: %s)",

@@ -48,6 +48,11 @@ struct pp_view {
 	 * known mapping. */
 	int synthetic_used, unmapped_used;
 	int default_type; /* the model's, unless the request named another */
+	/* By mapping index: its ID in the profile, 0 when not shown (an
+	 * image unloaded since that no location is in); the process's own
+	 * keep theirs (1..), the unloaded ones used follow. */
+	unsigned *map_id;
+	size_t nshown; /* mappings shown: IDs 1..nshown */
 };
 
 /* Build the view of p; st (locked by the caller) may be NULL: locations
@@ -61,6 +66,9 @@ void pp_view_free(struct pp_view *v);
  * addresses are not symbolized. 1 with the note in buf, else 0. */
 int pp_view_mapping_note(const struct pp_view *v, size_t i, char *buf,
                          size_t len);
+
+/* The index of the mapping whose ID is id, or -1. */
+long pp_view_mapping_by_id(const struct pp_view *v, size_t id);
 
 /* The index of the sample type to show: want when in range, else the
  * view's default, else the last (as pprof chooses). */

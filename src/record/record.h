@@ -53,6 +53,9 @@ unsigned pp_record_hz(void);
  * holds the record's. */
 void pp_record_begin(pthread_mutex_t *held);
 void pp_record_add(const struct pp_ring_rec *rec, const char *thread_name);
+/* Between begin and end: every PC of the stacks kept replaced by fn(pc,
+ * arg) (an image unloaded since: symbols/unloaded.h). */
+void pp_record_remap(uintptr_t (*fn)(uintptr_t, void *), void *arg);
 void pp_record_end(void);
 /* Sampling stopped for good (the host took the signal): why, for
  * /record. */

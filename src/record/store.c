@@ -406,6 +406,40 @@ void pp_record_add(const struct pp_ring_rec *rec, const char *thread_name)
 	append(rec, id, flags);
 }
 
+void pp_record_remap(uintptr_t (*fn)(uintptr_t, void *), void *arg)
+{
+	int changed = 0;
+	for (uint32_t id = 1; id < pp_rec.nstacks; id++) {
+		struct pp_rstack *s = pp_rec.stacks[id];
+		if (!s)
+			continue;
+		int mine = 0;
+		for (uint32_t i = 0; i < s->depth; i++) {
+			uintptr_t to = fn(s->pcs[i], arg);
+			mine |= to != s->pcs[i];
+			s->pcs[i] = to;
+		}
+		if (mine)
+			s->hash = stack_hash(s->pcs, s->depth);
+		changed |= mine;
+	}
+	if (!changed || !pp_rec.index_cap)
+		return;
+	/* The index again, at its size (two stacks that became the same
+	 * stay two ids: the first is found). */
+	size_t cap = pp_rec.index_cap;
+	memset(pp_rec.index, 0, cap * sizeof *pp_rec.index);
+	for (uint32_t id = 1; id < pp_rec.nstacks; id++) {
+		struct pp_rstack *s = pp_rec.stacks[id];
+		if (!s)
+			continue;
+		size_t i = s->hash & (cap - 1);
+		while (pp_rec.index[i])
+			i = (i + 1) & (cap - 1);
+		pp_rec.index[i] = id;
+	}
+}
+
 /* Samples the ring had to drop: one entry charged to a frame of its own,
  * as a window does. */
 void pp_record_add_lost(uint64_t n, uint64_t t)

@@ -15,6 +15,7 @@
 #include "pullprof.h"
 #include "shim/shim.h"
 #include "symbols/symbols.h"
+#include "symbols/unloaded.h"
 #include "unwind/registry.h"
 
 /*
@@ -81,14 +82,28 @@ static void pp_agent_fork(int phase)
 	}
 }
 
+/* Host context, before a dlclose: the unwind registry stops trusting its
+ * tables, and the images loaded now are noted under a new generation, so
+ * that samples taken while they were mapped keep naming them
+ * (symbols/unloaded.h). */
+static void unloading(void)
+{
+	pp_registry_unloading();
+	int hidden = pp_heap_hide();
+	pp_unloaded_before();
+	pp_heap_unhide(hidden);
+}
+
 /* Host context, after a dlclose returned: the unwind registry catches up,
- * and the images remembered for their build IDs forget the ones that went
- * away (one loaded at the same place later is another image). */
+ * the images that went away are recorded, and the images remembered for
+ * their build IDs forget them (one loaded at the same place later is
+ * another image). */
 static void unloaded(void)
 {
 	pp_unwind_refresh_after_unload();
 	/* What it allocates is the agent's, not the host's. */
 	int hidden = pp_heap_hide();
+	pp_unloaded_after();
 	pp_mappings_after_unload();
 	pp_heap_unhide(hidden);
 }
@@ -118,7 +133,7 @@ const struct pp_agent_ops pp_agent_ops_table = {
     .locks_release = pp_locks_release,
     .locks_released = pp_locks_released,
     .thread_create = pp_thread_create,
-    .unloading = pp_registry_unloading,
+    .unloading = unloading,
     .unloaded = unloaded,
     .fork_returned = pp_fork_returned,
     .fork = pp_agent_fork,

@@ -26,6 +26,11 @@ struct pp_mapping {
 	unsigned is_file : 1; /* backed by a file (not [vdso], not anon) */
 	unsigned is_main : 1;
 	unsigned deleted : 1; /* the file was replaced or removed */
+	/* An image unloaded since (symbols/unloaded.h): start and limit are
+	 * its ghost range, not where it was loaded; its file's addresses
+	 * start at ghost_bias. */
+	unsigned unloaded : 1;
+	uintptr_t ghost_bias, ghost_lo, ghost_hi;
 	/* NULL, or why the file is no longer what was loaded although the
 	 * kernel still names it (truncated, written over in place): its
 	 * symbols are not read from it. A static string. */

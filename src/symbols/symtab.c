@@ -29,6 +29,7 @@
 
 #include "debuginfo.h"
 #include "symtab_int.h"
+#include "unloaded.h"
 #include "util/fds.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -101,12 +102,19 @@ static void drop_cache(struct pp_symtab *st)
 static int refresh(struct pp_symtab *st)
 {
 	struct pp_mappings fresh;
-	int rc = pp_mappings_read(&fresh, &st->maps);
+	/* Images unloaded since (unloaded.h) follow the process's own:
+	 * another recorded is a change too. */
+	uint64_t unloads = pp_unloaded_count();
+	int rc =
+	    pp_mappings_read(&fresh, unloads == st->unloads ? &st->maps : NULL);
 
 	if (rc == 1)
 		return 0; /* unchanged: keep the cache */
+	if (!rc && (rc = pp_unloaded_append_mappings(&fresh)) != 0)
+		pp_mappings_free(&fresh);
 	if (rc)
 		return rc;
+	st->unloads = unloads;
 	pp_mappings_free(&st->maps);
 	st->maps = fresh;
 	drop_cache(st);
@@ -164,6 +172,7 @@ void pp_symtab_forget_in_child(void)
 	global = NULL;
 	show(NULL);
 	pp_mappings_forget_in_child();
+	pp_unloaded_forget_in_child();
 }
 
 void pp_symtab_shutdown(void)
@@ -302,6 +311,24 @@ static int report_self(Dwfl *dwfl)
 	return rc;
 }
 
+/* Images unloaded since, each at its ghost range (unloaded.h): the file
+ * at its path, when it is still the one that was loaded, found and read
+ * as the process's own are (find_elf in debuginfo.c). */
+static void report_unloaded(struct pp_symtab *st)
+{
+	const struct pp_mappings *m = &st->maps;
+	uintptr_t last = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		const struct pp_mapping *mp = &m->v[i];
+		if (!mp->unloaded || mp->ghost_bias == last)
+			continue;
+		last = mp->ghost_bias;
+		if (mp->is_file && !mp->file_changed)
+			dwfl_report_module(st->dwfl, mp->path, mp->ghost_lo,
+			                   mp->ghost_hi);
+	}
+}
+
 static Dwfl *get_dwfl(struct pp_symtab *st)
 {
 	if (st->dwfl || st->dwfl_failed)
@@ -313,6 +340,8 @@ static Dwfl *get_dwfl(struct pp_symtab *st)
 		if (st->given)
 			report_files(st);
 		int rc = st->given ? 0 : report_self(st->dwfl);
+		if (!rc && !st->given)
+			report_unloaded(st);
 		if (rc != 0 || dwfl_report_end(st->dwfl, NULL, NULL) != 0) {
 			dwfl_end(st->dwfl);
 			st->dwfl = NULL;

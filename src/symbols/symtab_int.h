@@ -38,6 +38,7 @@ struct cu_index {
 struct pp_symtab {
 	struct pp_mappings maps;
 	int given; /* maps were given (pp_symtab_new), not this process's */
+	uint64_t unloads; /* pp_unloaded_count() when maps were read */
 	Dwfl *dwfl;
 	int dwfl_failed;
 	struct pp_strtab strings;
