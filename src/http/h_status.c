@@ -3,6 +3,7 @@
  * serves it).
  * Context: agent.
  */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -241,10 +242,14 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 			                               ? "SIGKILL"
 			                               : strsignal(c->signo)));
 		if (c->verdict != PP_SCV_UNASKED) {
+			const char *e =
+			    !c->err ? NULL
+			    : c->verdict == PP_SCV_UNPROBED && c->err == EXDEV
+			        ? "the first thread has a filter this one has "
+			          "not"
+			        : strerror(c->err);
 			json_object_object_add(
-			    co, "error",
-			    c->err ? json_object_new_string(strerror(c->err))
-			           : NULL);
+			    co, "error", e ? json_object_new_string(e) : NULL);
 			json_object_object_add(
 			    co, "under_filters",
 			    c->filters >= 0 ? PP_JSON_I64(c->filters) : NULL);

@@ -284,10 +284,12 @@ int pp_seccomp_allowed(enum pp_sc c)
 	struct pp_seccomp_call *k = &calls[c];
 	k->name = names[c];
 	int ok;
+	k->mode = mode;
 	if (mode != 2) {
 		/* Strict mode (1) allows four calls; unknown: no /proc and
 		 * no prctl. Nothing to probe with: not made. */
 		k->verdict = PP_SCV_UNPROBED;
+		k->err = 0;
 		k->filters = filters;
 		ok = 0;
 	} else if (k->verdict == PP_SCV_FORBIDDEN) {
@@ -334,20 +336,28 @@ void pp_seccomp_reason(enum pp_sc c, char *out, size_t n)
 	struct pp_seccomp_call k = calls[c < PP_SC_COUNT ? c : 0];
 	pthread_mutex_unlock(&lock);
 	const char *name = pp_seccomp_name(c);
-	int mode = atomic_load(&last_mode);
 	if (k.verdict == PP_SCV_FORBIDDEN)
 		snprintf(
 		    out, n,
 		    "a seccomp filter kills the process for %s (its probe, "
-		    "made in a child, ended by %s; /proc/self/status: "
-		    "Seccomp: %d); pullprof does not make that call",
-		    name, strsignal(k.signo), mode);
+		    "made in a child, was killed by %s; "
+		    "/proc/thread-self/status: Seccomp: 2); pullprof does "
+		    "not make that call",
+		    name, k.signo == SIGSYS ? "SIGSYS" : strsignal(k.signo));
+	else if (k.err == EXDEV)
+		snprintf(
+		    out, n,
+		    "%s could not be probed: the process's first thread is "
+		    "under a seccomp filter this thread does not share; "
+		    "pullprof does not make a call a filter might kill the "
+		    "process for",
+		    name);
 	else
 		snprintf(out, n,
 		         "%s could not be probed under the seccomp filter "
 		         "(Seccomp: %d%s%s); pullprof does not make a call a "
 		         "filter might kill the process for",
-		         name, mode, k.err ? ", " : "",
+		         name, k.mode, k.err ? ", " : "",
 		         k.err ? strerror(k.err) : "");
 }
 
@@ -370,8 +380,11 @@ int pp_seccomp_refresh_vm_readv(void)
 		pthread_mutex_lock(&lock);
 		struct pp_seccomp_call *k = &calls[PP_SC_PROCESS_VM_READV];
 		k->name = names[PP_SC_PROCESS_VM_READV];
-		if (k->verdict != PP_SCV_FORBIDDEN)
+		if (k->verdict != PP_SCV_FORBIDDEN) {
 			k->verdict = PP_SCV_UNPROBED;
+			k->err = EXDEV; /* another thread's filter */
+			k->mode = mode;
+		}
 		pthread_mutex_unlock(&lock);
 		ok = 0;
 	} else {

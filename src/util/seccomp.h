@@ -92,6 +92,7 @@ struct pp_seccomp_call {
 	int signo;    /* the signal that ended the probe (forbidden) */
 	int err;      /* the errno the probe's call returned (allowed) */
 	long filters; /* Seccomp_filters when probed (-1: not shown) */
+	int mode;     /* the asking thread's Seccomp field then */
 	uint64_t probes;
 };
 enum {

@@ -73,8 +73,10 @@ def ended(h, name):
     return f"{name}: host exit {code}; stderr: {h.stderr_text()[-1500:]}"
 
 
-def check_threads(name, h, forbidden):
-    """/goroutine in every form, /wall and /fgprof: answered, host alive."""
+def check_threads(name, h, forbidden, walks=True):
+    """/goroutine in every form, /wall and /fgprof: answered, host alive.
+    forbidden: perf_event_open is; walks: process_vm_readv is allowed (the
+    blocked threads' callers are read with it)."""
     r = h.get("goroutine")
     ok(r.status == 200, f"{name}: /goroutine answers 200",
        ended(h, name) if not h.alive() else r.text[:300])
@@ -83,8 +85,17 @@ def check_threads(name, h, forbidden):
         return
     prof = Profile(r.body)
     threads = by_thread(prof)
-    ok("wait_read" in threads.get("blocked-read", (None, []))[1],
-       f"{name}: a blocked thread's stack is read", threads)
+    blocked = threads.get("blocked-read", (None, []))[1]
+    if walks:
+        ok("wait_read" in blocked, f"{name}: a blocked thread's stack is read",
+           threads)
+    else:
+        ok(blocked and "read" in blocked[0] and "wait_read" not in blocked,
+           f"{name}: a blocked thread is shown where it waits", threads)
+        notes = [prof.s(i) for i in prof.raw.get("comment", [])]
+        ok(any("end at the function they wait in: a seccomp filter kills "
+               "the process for process_vm_readv" in n for n in notes),
+           f"{name}: the profile's comment says why", notes)
     spin = threads.get("spinner", (None, []))
     if forbidden:
         ok(spin[1] and "seccomp filter kills" in spin[1][0],
@@ -93,15 +104,16 @@ def check_threads(name, h, forbidden):
         ok(any("seccomp filter kills the process for perf_event_open" in n
                for n in notes),
            f"{name}: the profile's comment says why", notes)
+    waits = "wait_read" if walks else "read"
     d1 = h.get("goroutine?debug=1")
-    ok(d1.status == 200 and "wait_read" in d1.text,
+    ok(d1.status == 200 and waits in d1.text,
        f"{name}: /goroutine?debug=1 answers", d1.text[:300])
     if forbidden:
         ok("seccomp filter kills the process for perf_event_open" in d1.text,
            f"{name}: debug=1 says why running threads have no stack",
            d1.text[:1500])
     d2 = h.get("goroutine?debug=2")
-    ok(d2.status == 200 and "wait_read" in d2.text,
+    ok(d2.status == 200 and waits in d2.text,
        f"{name}: /goroutine?debug=2 answers", d2.text[:300])
     for path in ("wall?seconds=1", "fgprof?seconds=1"):
         w = h.get(path)
@@ -208,7 +220,7 @@ def test_kill_process_vm_readv():
     h = Filtered("kill", "process_vm_readv")
     try:
         ok(h.port, "vm_readv: the agent serves", h.stderr_text())
-        check_threads("vm_readv", h, forbidden=False)
+        check_threads("vm_readv", h, forbidden=False, walks=False)
         p = h.get("profile?seconds=1")
         eq(p.status, 503, "vm_readv: /profile answers 503")
         ok("process_vm_readv" in p.text and "seccomp" in p.text,
@@ -217,6 +229,14 @@ def test_kill_process_vm_readv():
             r = h.get(path)
             ok(r.status == 200, f"vm_readv: /{path} answers 200",
                r.text[:200])
+        r = h.get("heap?debug=1")
+        ok("heap samples' stacks may end after their first frames: a "
+           "seccomp filter kills the process for process_vm_readv" in r.text,
+           "vm_readv: /heap says why its stacks may be short", r.text[:800])
+        m = h.get("maps").json()
+        main = [x for x in m.get("mappings", []) if x.get("main")]
+        ok(main and main[0].get("build_id") and main[0].get("symbols"),
+           "vm_readv: /maps still has the build ID and symbols", main)
         calls = h.status().get("seccomp", {}).get("calls", {})
         eq(calls.get("process_vm_readv", {}).get("verdict"), "forbidden",
            "vm_readv: /status process_vm_readv forbidden")
