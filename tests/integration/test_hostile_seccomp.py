@@ -6,7 +6,8 @@ is in @debug), and systemd's default action kills the process with SIGSYS.
 tests/hostile/seccomp_launch does what systemd does: PR_SET_NO_NEW_PRIVS,
 a BPF filter returning SECCOMP_RET_KILL_PROCESS for the named calls, then
 execs `env LD_PRELOAD=... dropper` (the wrapper outside the preload).
-dropper has threads blocked in read() and nanosleep() and one spinning.
+dropper has threads blocked in read() and nanosleep() and one spinning;
+tests/host forks, tests/fork/rawfork makes a child with a raw clone.
 
 Before the fix the first /goroutine killed the host (perf_event_open to
 sample the spinning thread): exit -31 (SIGSYS), 159 from a shell. Now the
@@ -16,12 +17,14 @@ it changes and in /status, and the host runs on and exits 0.
 """
 import os
 import re
-import time
+import signal
 
 import pptest
-from pptest import Host, Profile, curl, eq, ok, run, until
+from pptest import Host, Proc, Profile, curl, eq, ok, run
 
 DROPPER = os.path.join(pptest.BUILD, "tests", "threads", "dropper")
+HOST = os.path.join(pptest.BUILD, "tests", "host")
+RAWFORK = os.path.join(pptest.BUILD, "tests", "fork", "rawfork")
 LAUNCH = os.path.join(pptest.BUILD, "tests", "hostile", "seccomp_launch")
 LIB = os.environ.get("PP_PRELOAD_LIB") or pptest.LIBSO
 NR_PERF = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine)
@@ -29,13 +32,18 @@ LATE = ("timer_create,timer_settime,timer_delete,getitimer,setitimer,"
         "pidfd_open,kcmp,memfd_create")
 
 
+def prefix(action, calls, **extra):
+    """The launcher and the preload's environment, before the program."""
+    env = pptest.preload_env(lib=LIB, PULLPROF_LISTEN="127.0.0.1:0",
+                             **extra)
+    return [LAUNCH, action, calls, "env",
+            *(f"{k}={v}" for k, v in env.items())]
+
+
 class Filtered(Host):
     def __init__(self, action, calls, **extra):
-        env = pptest.preload_env(lib=LIB, PULLPROF_LISTEN="127.0.0.1:0",
-                                 **extra)
-        prefix = (LAUNCH, action, calls, "env",
-                  *(f"{k}={v}" for k, v in env.items()))
-        super().__init__(env={}, exe=DROPPER, prefix=prefix)
+        super().__init__(env={}, exe=DROPPER,
+                         prefix=prefix(action, calls, **extra))
         m = self.wait_line(self.err_lines,
                            r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
                            timeout=30)
@@ -244,6 +252,55 @@ def test_kill_process_vm_readv():
         finish("vm_readv", h)
 
 
+def test_kill_pidfd_open():
+    """A fork()ed child's agent watches its parent with a pidfd
+    (PULLPROF_FORK=adopt, the default): under a filter that kills for
+    pidfd_open, the child lives (before: killed by SIGSYS)."""
+    h = Host(env={}, exe=HOST, prefix=prefix("kill", "pidfd_open"))
+    try:
+        ok(h.wait_line(h.err_lines, r"serving http://", timeout=30),
+           "pidfd: the host serves", h.stderr_text())
+        line = h.cmd("fork 1")
+        ok(line.startswith("child "), "pidfd: the host forks", line)
+        if line.startswith("child "):
+            eq(h.cmd(f"wait {line.split()[1]}", timeout=30), "exit 0",
+               "pidfd: the child runs to its end")
+    finally:
+        eq(h.quit(), 0, "pidfd: the host exits 0")
+
+
+def test_kill_kcmp():
+    """A child made by a raw clone asks kcmp whether it shares the
+    descriptor table before it closes its copies of the listening socket:
+    under a filter that kills for kcmp, it exits 0 (before: SIGSYS)."""
+    p = Proc([*prefix("kill", "kcmp"), RAWFORK, "clone"], env={},
+             stdout_lines=True)
+
+    def cmd(line, pattern):
+        p.p.stdin.write(line.encode() + b"\n")
+        p.p.stdin.flush()
+        return p.wait_line(p.out_lines, pattern, timeout=30)
+    try:
+        ok(p.wait_line(p.err_lines, r"serving http://", timeout=30),
+           "kcmp: the host serves", p.stderr_text())
+        c = cmd("child", r"^child (\d+)$")
+        ok(c, "kcmp: a child is made", p.out_lines)
+        if not c:
+            return
+        child = int(c.group(1))
+        ok(p.wait_line(p.out_lines, rf"^child {child} allocated$",
+                       timeout=30), "kcmp: the child allocated", p.out_lines)
+        os.kill(child, signal.SIGUSR1)
+        r = cmd(f"reap {child}", rf"^(reaped|hung) {child}.*")
+        ok(r and re.match(rf"reaped {child} status 0 ", r.group(0)),
+           "kcmp: the child's exit() runs to its end",
+           r.group(0) if r else p.out_lines)
+    finally:
+        p.p.stdin.write(b"quit\n")
+        p.p.stdin.flush()
+        eq(p.p.wait(20), 0, "kcmp: the host exits 0")
+
+
 class Late(Filtered):
     """dropper with no filter at start; it puts one on later."""
 
@@ -279,4 +336,4 @@ def test_filter_after_start():
 
 run([test_filter_after_start, test_kill_perf_event_open, test_trap_perf_event_open,
      test_eperm_perf_event_open, test_kill_late_calls,
-     test_kill_process_vm_readv])
+     test_kill_process_vm_readv, test_kill_pidfd_open, test_kill_kcmp])
