@@ -20,7 +20,7 @@ import re
 import signal
 
 import pptest
-from pptest import Host, Proc, Profile, curl, eq, ok, run
+from pptest import Host, Proc, Profile, curl, eq, ok, run, until
 
 DROPPER = os.path.join(pptest.BUILD, "tests", "threads", "dropper")
 HOST = os.path.join(pptest.BUILD, "tests", "host")
@@ -28,6 +28,7 @@ RAWFORK = os.path.join(pptest.BUILD, "tests", "fork", "rawfork")
 LAUNCH = os.path.join(pptest.BUILD, "tests", "hostile", "seccomp_launch")
 LIB = os.environ.get("PP_PRELOAD_LIB") or pptest.LIBSO
 NR_PERF = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine)
+NR_VM_READV = {"x86_64": 310, "aarch64": 270}.get(os.uname().machine)
 LATE = ("timer_create,timer_settime,timer_delete,getitimer,setitimer,"
         "pidfd_open,kcmp,memfd_create")
 
@@ -64,6 +65,11 @@ class Filtered(Host):
 
     def alive(self):
         return self.p.poll() is None
+
+    def filters(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            m = re.search(r"^Seccomp_filters:\s*(\d+)", f.read(), re.M)
+        return int(m.group(1)) if m else None
 
 
 def by_thread(prof):
@@ -320,16 +326,33 @@ def test_filter_after_start():
     h = Late()
     try:
         ok(h.port, "after: the agent serves", h.stderr_text())
-        eq(h.seccomp_field(), 0, "after: no filter at first")
+        # 0 here; 2 where the tests run under a container's filter
+        # (Docker's refuses with EPERM), whose count the new one raises.
+        before = h.filters()
         r = h.get("goroutine?debug=1")
         ok(r.status == 200 and "seccomp filter" not in r.text,
            "after: a dump before the filter", r.text[:300])
         eq(h.cmd(f"killfor {NR_PERF}"), "filtered", "after: the host's filter")
         eq(h.seccomp_field(), 2, "after: now under a filter")
+        eq(h.filters(), before + 1, "after: one filter more")
         check_threads("after", h, forbidden=True)
         pe = h.status().get("seccomp", {}).get("calls", {}).get(
             "perf_event_open", {})
         eq(pe.get("verdict"), "forbidden", "after: perf_event_open forbidden")
+        # One more, for the checked reads' call: the HTTP loop looks
+        # about every second (the sampling handler and the heap sampler
+        # cannot probe), /status only reports.
+        eq(h.cmd(f"killfor {NR_VM_READV}"), "filtered",
+           "after: a filter for process_vm_readv")
+
+        def pvr():
+            c = h.status().get("seccomp", {}).get("calls", {})
+            return c.get("process_vm_readv", {}).get("verdict")
+        ok(until(lambda: pvr() == "forbidden", 10),
+           "after: the loop finds process_vm_readv forbidden", pvr())
+        p = h.get("profile?seconds=1")
+        eq(p.status, 503, "after: /profile answers 503")
+        ok("process_vm_readv" in p.text, "after: naming the call", p.text)
     finally:
         finish("after", h)
 
