@@ -177,7 +177,10 @@ struct probe {
 /* The probe's stack (probes run one at a time, under lock). */
 static char child_stack[16384] __attribute__((aligned(64)));
 
-__attribute__((no_sanitize("address", "undefined"))) static int
+/* Runs on child_stack, in memory it shares with the agent: nothing
+ * instrumented (a sanitizer's bookkeeping is the parent's). */
+__attribute__((no_sanitize("address", "undefined"),
+               no_sanitize_thread)) static int
 probe_child(void *arg)
 {
 	const struct probe *p = arg;
