@@ -15,7 +15,9 @@
  * no count. Every ask reads the calling thread's status (30 to 60 us on
  * a busy machine); a probe takes a clone and a wait (0.4 to 12 ms there,
  * whatever the host's size: the child shares the memory).
- * Context: agent, except pp_seccomp_vm_readv_off (any context).
+ * pp_seccomp_vm_readv_forbidden and pp_seccomp_mode_raw may be called in
+ * any context (a signal handler, a child made by a raw clone).
+ * Context: agent.
  */
 #ifndef PP_SECCOMP_H
 #define PP_SECCOMP_H
