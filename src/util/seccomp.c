@@ -136,8 +136,10 @@ int pp_seccomp_mode_raw(void)
 	int saved = errno;
 	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
+		/* No /proc (a chroot): as pp_seccomp_thread does. */
+		int m = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
 		errno = saved;
-		return -1;
+		return m >= 0 ? m : -1;
 	}
 	size_t n = 0;
 	for (;;) {

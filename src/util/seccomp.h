@@ -83,7 +83,8 @@ static inline int pp_seccomp_vm_readv_forbidden(void)
 int pp_seccomp_refresh_vm_readv(void);
 
 /* The calling thread's Seccomp mode read with async-signal-safe calls
- * (open, read, close of /proc/thread-self/status, no allocation): 0, 1,
+ * (open, read, close of /proc/thread-self/status, no allocation; without
+ * /proc, prctl(PR_GET_SECCOMP)): 0, 1,
  * 2, or -1 when it cannot be read. For a child made without fork() (a raw
  * clone), which may not probe. */
 int pp_seccomp_mode_raw(void);
