@@ -36,6 +36,25 @@ void pp_cpu_configure(const struct pp_cpu_settings *s)
 	pthread_mutex_unlock(&pp_cpu.mu);
 }
 
+int pp_cpu_seccomp_check(char *err, size_t errlen)
+{
+	static const enum pp_sc needs[] = {
+	    PP_SC_TIMER_CREATE, PP_SC_TIMER_SETTIME, PP_SC_TIMER_DELETE,
+	    PP_SC_GETITIMER, PP_SC_SETITIMER};
+	enum pp_sc which = PP_SC_PROCESS_VM_READV;
+	if (pp_seccomp_refresh_vm_readv() &&
+	    pp_seccomp_allowed_all(needs, 5, &which))
+		return 0;
+	char why[300];
+	pp_seccomp_reason(which, why, sizeof why);
+	snprintf(err, errlen, "CPU profiling is off in this process: %s (%s)",
+	         why,
+	         which == PP_SC_PROCESS_VM_READV
+	             ? "the stack walks read the stack with it"
+	             : "the CPU timers need it");
+	return -EPERM;
+}
+
 static int window_start(struct pp_job *j, const void *query, char *err,
                         size_t errlen)
 {
@@ -54,26 +73,10 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 	}
 	pp_job_set_data(j, w); /* freed with the job (window_free) */
 
-	/* A seccomp filter that kills for a call of the window's would kill
-	 * the host at the window's first timer or sample (util/seccomp.h):
-	 * 503 naming it. Asked for each window, a filter may come later. */
-	static const enum pp_sc needs[] = {
-	    PP_SC_TIMER_CREATE, PP_SC_TIMER_SETTIME, PP_SC_TIMER_DELETE,
-	    PP_SC_GETITIMER, PP_SC_SETITIMER};
-	enum pp_sc which = PP_SC_PROCESS_VM_READV;
-	if (!pp_seccomp_refresh_vm_readv() ||
-	    !pp_seccomp_allowed_all(needs, 5, &which)) {
-		char why[300];
-		pp_seccomp_reason(which, why, sizeof why);
-		snprintf(err, errlen,
-		         "CPU profiling is off in this process: %s (the "
-		         "window's %s)",
-		         why,
-		         which == PP_SC_PROCESS_VM_READV
-		             ? "stack walks read the stack with it"
-		             : "CPU timers need it");
-		return -EPERM;
-	}
+	/* Asked for each window: a filter may come later. */
+	rc = pp_cpu_seccomp_check(err, errlen);
+	if (rc)
+		return rc;
 
 	pthread_mutex_lock(&pp_cpu.mu);
 	pp_timers_published(&now);

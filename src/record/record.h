@@ -129,7 +129,7 @@ struct pp_record_stats {
 	uint64_t chunks_dropped, stacks, stacks_made, stacks_freed;
 	uint64_t add_cpu_ns, read_cpu_ns, reads;
 	uint64_t savings_dropped, saves_refused;
-	char stopped[200];
+	char stopped[400];
 	unsigned nsavings;
 	struct pp_record_saving_info savings[PP_RECORD_MAX_SAVINGS];
 };

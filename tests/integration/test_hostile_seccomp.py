@@ -229,6 +229,24 @@ def test_kill_late_calls():
         finish("late", h)
 
 
+def test_kill_timers_record():
+    """PULLPROF_RECORD starts the sampler with the agent: under a filter
+    that kills for timer_create it does not, and /record says why (before:
+    killed at start)."""
+    h = Filtered("kill", "timer_create", PULLPROF_RECORD="60")
+    try:
+        ok(h.port, "record: the agent serves", h.stderr_text())
+        r = h.get("record")
+        why = r.json().get("sampling", "") if r.status == 200 else r.text
+        ok("seccomp filter kills the process for timer_create" in why and
+           why.endswith("(the CPU timers need it)"),
+           "record: /record says why it holds nothing", why)
+        ok("the record cannot sample: CPU profiling is off" in
+           h.stderr_text(), "record: stderr says it once", h.stderr_text())
+    finally:
+        finish("record", h)
+
+
 def test_kill_process_vm_readv():
     """The checked reads' call killed: never made, said where it shows."""
     h = Filtered("kill", "process_vm_readv")
@@ -359,4 +377,5 @@ def test_filter_after_start():
 
 run([test_filter_after_start, test_kill_perf_event_open, test_trap_perf_event_open,
      test_eperm_perf_event_open, test_kill_late_calls,
-     test_kill_process_vm_readv, test_kill_pidfd_open, test_kill_kcmp])
+     test_kill_timers_record, test_kill_process_vm_readv,
+     test_kill_pidfd_open, test_kill_kcmp])
