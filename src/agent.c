@@ -160,6 +160,7 @@ static void atfork_child(void)
 	pp_agent_threads_forget_in_child();
 	pp_jobs_forget_in_child();
 	pp_symtab_forget_in_child();
+	pp_seccomp_forget_in_child();
 	pp_fds_reset();
 	/* What the child needs of the parent's agent to follow it or take
 	 * its address over (fork.h), noted before it is forgotten: the kinds

@@ -366,6 +366,11 @@ void pp_seccomp_reason(enum pp_sc c, char *out, size_t n)
 		         k.err ? strerror(k.err) : "");
 }
 
+void pp_seccomp_forget_in_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+}
+
 int pp_seccomp_refresh_vm_readv(void)
 {
 	int mode, lmode;

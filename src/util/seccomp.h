@@ -89,6 +89,10 @@ int pp_seccomp_refresh_vm_readv(void);
  * clone), which may not probe. */
 int pp_seccomp_mode_raw(void);
 
+/* fork()'s child: a parent thread may have held the lock mid-probe. The
+ * verdicts stay (the child has the filters the forking thread had). */
+void pp_seccomp_forget_in_child(void);
+
 /* For /status. */
 struct pp_seccomp_call {
 	const char *name;
