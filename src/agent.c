@@ -36,6 +36,7 @@
 #include "unwind/registry.h"
 #include "util/clock.h"
 #include "util/fds.h"
+#include "util/seccomp.h"
 
 static pthread_mutex_t lifecycle = PTHREAD_MUTEX_INITIALIZER;
 static struct pp_agent agent;
@@ -82,7 +83,13 @@ static void drop_copies(pid_t self, pid_t agent_pid)
 	if (atomic_exchange(&dropped_in, self) == self)
 		return;
 	int saved = errno;
-	long same = syscall(SYS_kcmp, self, agent_pid, KCMP_FILES, 0, 0);
+	/* Under a seccomp filter, kcmp is not made (a filter may kill for
+	 * it, and a child like this one may not probe: util/seccomp.h):
+	 * the table's sharing cannot be told, and the sockets are left. */
+	long same = -1;
+	errno = EPERM;
+	if (pp_seccomp_mode_raw() == 0)
+		same = syscall(SYS_kcmp, self, agent_pid, KCMP_FILES, 0, 0);
 	/* The sockets as this copy of the server's memory knows them, with
 	 * the file each was (the host may have closed the number and opened
 	 * something else under it; the server keeps the identity current
@@ -153,6 +160,7 @@ static void atfork_child(void)
 	pp_agent_threads_forget_in_child();
 	pp_jobs_forget_in_child();
 	pp_symtab_forget_in_child();
+	pp_seccomp_forget_in_child();
 	pp_fds_reset();
 	/* What the child needs of the parent's agent to follow it or take
 	 * its address over (fork.h), noted before it is forgotten: the kinds
@@ -268,6 +276,10 @@ static int start_agent(const struct pullprof_config *cfg,
 
 	/* Profiles kept for ?id= hold, together, what one may hold. */
 	pp_recent_set_max_bytes((size_t)agent.cfg.v.max_profile_mb << 20);
+	/* The checked reads' process_vm_readv, made in the sampling
+	 * handler and the heap sampler where nothing can be probed: allowed
+	 * or off before any of them runs (util/seccomp.h). */
+	pp_seccomp_refresh_vm_readv();
 	/* Every kind of profile: its settings, and what records from now. */
 	rc = pp_kinds_start(&agent.cfg, err, sizeof err);
 	if (rc)

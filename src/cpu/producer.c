@@ -17,6 +17,7 @@
 #include "heap/detect.h"
 #include "heap/heap.h"
 #include "util/clock.h"
+#include "util/seccomp.h"
 
 struct pp_cpu_state pp_cpu = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -33,6 +34,25 @@ void pp_cpu_configure(const struct pp_cpu_settings *s)
 	pp_cpu.settings = *s;
 	pp_cpu_producer.max_open = s->max_windows;
 	pthread_mutex_unlock(&pp_cpu.mu);
+}
+
+int pp_cpu_seccomp_check(char *err, size_t errlen)
+{
+	static const enum pp_sc needs[] = {
+	    PP_SC_TIMER_CREATE, PP_SC_TIMER_SETTIME, PP_SC_TIMER_DELETE,
+	    PP_SC_GETITIMER, PP_SC_SETITIMER};
+	enum pp_sc which = PP_SC_PROCESS_VM_READV;
+	if (pp_seccomp_refresh_vm_readv() &&
+	    pp_seccomp_allowed_all(needs, 5, &which))
+		return 0;
+	char why[300];
+	pp_seccomp_reason(which, why, sizeof why);
+	snprintf(err, errlen, "CPU profiling is off in this process: %s (%s)",
+	         why,
+	         which == PP_SC_PROCESS_VM_READV
+	             ? "the stack walks read the stack with it"
+	             : "the CPU timers need it");
+	return -EPERM;
 }
 
 static int window_start(struct pp_job *j, const void *query, char *err,
@@ -52,6 +72,11 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 		return -ENOMEM;
 	}
 	pp_job_set_data(j, w); /* freed with the job (window_free) */
+
+	/* Asked for each window: a filter may come later. */
+	rc = pp_cpu_seccomp_check(err, errlen);
+	if (rc)
+		return rc;
 
 	pthread_mutex_lock(&pp_cpu.mu);
 	pp_timers_published(&now);

@@ -71,6 +71,13 @@ extern struct pp_cpu_state pp_cpu;
 /* Lock held: set up the ring and the unwinder and start the collector
  * thread, unless they are up. 0 or a negative errno with err set. */
 int pp_collector_start(char *err, size_t errlen);
+
+/* May the sampler run here? A seccomp filter that kills for a call it
+ * makes (the CPU timers' calls, process_vm_readv of the stack walks)
+ * would kill the host at its first timer or sample (util/seccomp.h):
+ * -EPERM and err naming the filter and the call; else 0. Asked before
+ * each window and before the record starts the sampler. */
+int pp_cpu_seccomp_check(char *err, size_t errlen);
 /* Lock held on entry and exit: stop the collector and join it. */
 void pp_collector_stop(void);
 

@@ -19,6 +19,7 @@
 #include "agent_threads.h"
 #include "internal.h"
 #include "util/fds.h"
+#include "util/seccomp.h"
 
 /* A follow-mode child waits this long before it starts its agent: a child
  * that execs (fork, then exec) is gone by then, and costs nothing. */
@@ -86,7 +87,9 @@ void *pp_fork_watch(void *arg)
 	(void)arg;
 	pp_agent_thread_enter(PP_AGENT_UNSAMPLED);
 	int pfd = -1;
-	if (!pp_fork_parent_gone()) {
+	/* pidfd_open under a filter that kills for it (util/seccomp.h):
+	 * not made; the parent is looked for by polling getppid. */
+	if (!pp_fork_parent_gone() && pp_seccomp_allowed(PP_SC_PIDFD_OPEN)) {
 		pfd = (int)syscall(SYS_pidfd_open, pp_fork_inherited.parent, 0);
 		if (pfd >= 0) {
 			pp_fds_add(1);
@@ -123,8 +126,10 @@ void *pp_fork_watch(void *arg)
 		    pp_fork_inherited.server == pp_fork_inherited.parent ||
 		    !pp_fork_pid_alive(pp_fork_inherited.server))
 			break;
-		int sfd =
-		    (int)syscall(SYS_pidfd_open, pp_fork_inherited.server, 0);
+		int sfd = pp_seccomp_allowed(PP_SC_PIDFD_OPEN)
+		              ? (int)syscall(SYS_pidfd_open,
+		                             pp_fork_inherited.server, 0)
+		              : -1;
 		if (sfd < 0) {
 			while (pp_fork_pid_alive(pp_fork_inherited.server))
 				sleep(1);

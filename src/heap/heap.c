@@ -26,6 +26,7 @@
 #include "symbols/unloaded.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
+#include "util/seccomp.h"
 
 static struct {
 	pthread_mutex_t mu;
@@ -251,6 +252,18 @@ static int make_model(struct pp_job *job, const struct pp_heap_query *q,
 	         "values unsampled per (stack, size)",
 	         PACKAGE_VERSION, (unsigned long long)end.rate);
 	pp_profile_add_comment(p, note);
+	if (pp_seccomp_vm_readv_forbidden()) {
+		/* The captures prove the stack readable with process_vm_readv
+		 * (unwind/frames.c): without it they end at the first frame
+		 * outside what a thread's earlier samples proved. */
+		char why[300], sc[600];
+		pp_seccomp_reason(PP_SC_PROCESS_VM_READV, why, sizeof why);
+		snprintf(sc, sizeof sc,
+		         "pullprof: heap samples' stacks may end after their "
+		         "first frames: %s",
+		         why);
+		pp_profile_add_comment(p, sc);
+	}
 	if (q->peak) {
 		time_t t = (time_t)end.peak_time;
 		struct tm tm;

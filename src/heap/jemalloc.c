@@ -21,6 +21,7 @@
 #include "heap/jemalloc.h"
 #include "symbols/byname.h"
 #include "util/fds.h"
+#include "util/seccomp.h"
 
 /* In order of preference: the plain name, Redis's and jemalloc's usual
  * prefix, Rust's tikv-jemallocator's. */
@@ -120,7 +121,10 @@ int pp_jemalloc_dump(const struct pp_jemalloc *j, char **text, size_t *len,
 		snprintf(err, errlen, "no file descriptor left for the dump");
 		return -EMFILE;
 	}
-	int fd = memfd_create("pullprof-jemalloc-dump", MFD_CLOEXEC);
+	/* Not made under a filter that kills for it (util/seccomp.h). */
+	int fd = pp_seccomp_allowed(PP_SC_MEMFD_CREATE)
+	             ? memfd_create("pullprof-jemalloc-dump", MFD_CLOEXEC)
+	             : -1;
 	/* memfd_create refused (a seccomp filter, an old kernel): a file
 	 * with no name in /tmp, which nothing else can open either. */
 	if (fd < 0)

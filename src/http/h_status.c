@@ -3,7 +3,9 @@
  * serves it).
  * Context: agent.
  */
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include "util/clock.h"
 #include "util/fds.h"
 #include "util/proc.h"
+#include "util/seccomp.h"
 
 static struct json_object *time_string(double t)
 {
@@ -209,6 +212,54 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(fds, "server_restarts",
 	                       PP_JSON_I64(atomic_load(&r->srv->restarts)));
 	json_object_object_add(o, "descriptors", fds);
+
+	/* Seccomp (util/seccomp.h): the filter this thread is under and
+	 * what each late call's probe found. */
+	int sc_mode;
+	long sc_filters;
+	pp_seccomp_thread(&sc_mode, &sc_filters);
+	struct pp_seccomp_stats sc;
+	pp_seccomp_stats(&sc);
+	struct json_object *sco = json_object_new_object();
+	json_object_object_add(sco, "mode", json_object_new_int(sc_mode));
+	json_object_object_add(
+	    sco, "filters", sc_filters >= 0 ? PP_JSON_I64(sc_filters) : NULL);
+	json_object_object_add(sco, "probes", PP_JSON_I64(sc.probes));
+	json_object_object_add(sco, "refusals", PP_JSON_I64(sc.refusals));
+	struct json_object *calls = json_object_new_object();
+	for (int i = 0; i < PP_SC_COUNT; i++) {
+		const struct pp_seccomp_call *c = &sc.calls[i];
+		struct json_object *co = json_object_new_object();
+		json_object_object_add(
+		    co, "verdict",
+		    json_object_new_string(
+		        pp_seccomp_verdict_name(c->verdict)));
+		if (c->verdict == PP_SCV_FORBIDDEN)
+			json_object_object_add(
+			    co, "signal",
+			    json_object_new_string(c->signo == SIGSYS ? "SIGSYS"
+			                           : c->signo == SIGKILL
+			                               ? "SIGKILL"
+			                               : strsignal(c->signo)));
+		if (c->verdict != PP_SCV_UNASKED) {
+			const char *e =
+			    !c->err ? NULL
+			    : c->verdict == PP_SCV_UNPROBED && c->err == EXDEV
+			        ? "the first thread has a filter this one has "
+			          "not"
+			        : strerror(c->err);
+			json_object_object_add(
+			    co, "error", e ? json_object_new_string(e) : NULL);
+			json_object_object_add(
+			    co, "under_filters",
+			    c->filters >= 0 ? PP_JSON_I64(c->filters) : NULL);
+			json_object_object_add(co, "probes",
+			                       PP_JSON_I64(c->probes));
+		}
+		json_object_object_add(calls, c->name, co);
+	}
+	json_object_object_add(sco, "calls", calls);
+	json_object_object_add(o, "seccomp", sco);
 
 	/* Across fork (fork.h): the mode, this process's part in a tree. */
 	struct pp_fork_stats fk;

@@ -113,7 +113,8 @@ struct pp_server {
 	atomic_ulong fds_lost, restarts;
 	char lost_what[96];
 	int lost_said;
-	int restart_failures; /* in a row, since the last loss */
+	int restart_failures;       /* in a row, since the last loss */
+	uint64_t seccomp_looked_ns; /* loop.c: the last seccomp look */
 };
 
 /* Places kept past the connection limits for requests answered at once

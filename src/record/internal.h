@@ -87,7 +87,7 @@ struct pp_record_store {
 	size_t total_bound, bound;
 	int64_t real_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 	uint64_t started_ns;
-	char stopped[200];
+	char stopped[400];
 
 	struct pp_rchunk *oldest, *newest;
 	uint64_t next_seq;

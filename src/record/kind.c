@@ -91,11 +91,14 @@ static int start(const struct pp_config *c, char *err, size_t errlen)
 	/* The sampler starts now and runs while the agent does. A host that
 	 * handles both signals itself keeps them: the record says why it
 	 * holds nothing, and the agent serves all the same. */
-	char why[200];
+	char why[400];
+	/* Nor one under a seccomp filter that kills for a call of the
+	 * sampler's: the record says why it holds nothing. */
+	int sc = pp_cpu_seccomp_check(why, sizeof why);
 	pthread_mutex_lock(&pp_cpu.mu);
 	pp_cpu.record_cut = 0;
-	rc = 0;
-	if (!pp_cpu.windows && !pp_timers_hz())
+	rc = sc;
+	if (!rc && !pp_cpu.windows && !pp_timers_hz())
 		rc = pp_timers_choose_signal(why, sizeof why);
 	if (rc >= 0)
 		rc = pp_collector_start(why, sizeof why);

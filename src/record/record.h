@@ -149,7 +149,7 @@ struct pp_record_stats {
 	uint64_t savings_dropped, saves_refused;
 	/* Anonymous asks refused, every place being ranked. */
 	uint64_t saves_outranked;
-	char stopped[200];
+	char stopped[400];
 	unsigned nsavings;
 	struct pp_record_saving_info savings[PP_RECORD_MAX_SAVINGS];
 };

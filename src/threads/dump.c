@@ -23,6 +23,7 @@
 #include "threads/internal.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
+#include "util/seccomp.h"
 
 struct pp_threads_settings pp_threads_cfg = {
     .max_depth = 64, .max_dumps = 4, .max_wall = 2, .wall_threads = 16};
@@ -85,6 +86,7 @@ const char *pp_threads_state(const struct pp_look *l)
 		                          : pp_task_state_name(l->st.state);
 	default:
 		return l->miss == PP_MISS_NO_PERF ||
+		               l->miss == PP_MISS_SECCOMP ||
 		               l->miss == PP_MISS_NOT_CAUGHT
 		           ? "running"
 		           : pp_task_state_name(l->st.state);
@@ -97,6 +99,9 @@ static const char *miss_frame(enum pp_look_miss m)
 	case PP_MISS_NO_PERF:
 		return "[pullprof: running; its stack needs perf_event_open, "
 		       "see kernel.perf_event_paranoid and seccomp]";
+	case PP_MISS_SECCOMP:
+		return "[pullprof: running; its stack needs perf_event_open, "
+		       "which a seccomp filter kills the process for]";
 	case PP_MISS_NOT_CAUGHT:
 		return "[pullprof: running; not on a CPU long enough to be "
 		       "sampled in time]";
@@ -228,6 +233,34 @@ int pp_threads_note_denied(struct pp_profile *p, uint64_t denied,
 	return pp_profile_add_comment(p, note);
 }
 
+int pp_threads_note_seccomp(struct pp_profile *p, uint64_t seccomp,
+                            uint64_t looks)
+{
+	char note[600], why[300];
+	int rc = 0;
+	if (seccomp) {
+		pp_seccomp_reason(PP_SC_PERF_EVENT_OPEN, why, sizeof why);
+		snprintf(note, sizeof note,
+		         "pullprof: %llu of %llu threads were running and are "
+		         "shown without a stack: %s (running threads are "
+		         "sampled with perf_event_open)",
+		         (unsigned long long)seccomp, (unsigned long long)looks,
+		         why);
+		rc = pp_profile_add_comment(p, note);
+	}
+	if (!rc && pp_seccomp_vm_readv_forbidden()) {
+		pp_seccomp_reason(PP_SC_PROCESS_VM_READV, why, sizeof why);
+		snprintf(
+		    note, sizeof note,
+		    "pullprof: the stacks of threads off the CPU end at the "
+		    "function they wait in: %s (their callers are read "
+		    "with it)",
+		    why);
+		rc = pp_profile_add_comment(p, note);
+	}
+	return rc;
+}
+
 /* ---- the dump ------------------------------------------------------------ */
 
 #define BATCH 64
@@ -240,6 +273,7 @@ static int dump(int detail, struct pp_profile **out)
 {
 	pid_t *tids;
 	size_t n;
+	pp_seccomp_refresh_vm_readv(); /* the walks' checked reads */
 	int rc = pp_task_list(&tids, &n);
 	if (rc)
 		return rc;
@@ -256,7 +290,7 @@ static int dump(int detail, struct pp_profile **out)
 	p->max_bytes = pp_threads_cfg.max_profile_bytes;
 	pp_profile_set_time(p, (int64_t)pp_clock_ns(CLOCK_REALTIME), 0);
 	int64_t one = 1;
-	uint64_t denied = 0;
+	uint64_t denied = 0, seccomp = 0;
 	for (size_t at = 0; at < n && !rc; at += BATCH) {
 		size_t k = n - at < BATCH ? n - at : BATCH;
 		for (size_t i = 0; i < k; i++) {
@@ -267,11 +301,14 @@ static int dump(int detail, struct pp_profile **out)
 		pp_look_threads(lk, looks, k, 50);
 		for (size_t i = 0; i < k && !rc; i++) {
 			denied += looks[i].miss == PP_MISS_DENIED;
+			seccomp += looks[i].miss == PP_MISS_SECCOMP;
 			rc = pp_threads_add(p, &looks[i], &one, detail, 0);
 		}
 	}
 	if (!rc)
 		rc = pp_threads_note_denied(p, denied, n);
+	if (!rc)
+		rc = pp_threads_note_seccomp(p, seccomp, n);
 	atomic_fetch_add(&pp_threads_dumps, 1);
 out:
 	pp_looker_free(lk);

@@ -33,6 +33,13 @@ int pp_threads_add(struct pp_profile *p, const struct pp_look *l,
 int pp_threads_note_denied(struct pp_profile *p, uint64_t denied,
                            uint64_t looks);
 
+/* When running threads were shown without a stack because a seccomp
+ * filter kills for perf_event_open (PP_MISS_SECCOMP), or when the stacks of
+ * threads off the CPU could not be read past their first frame because it
+ * kills for process_vm_readv: a comment on p saying so. 0 or -ENOMEM. */
+int pp_threads_note_seccomp(struct pp_profile *p, uint64_t seccomp,
+                            uint64_t looks);
+
 /* The state word of what l found. */
 const char *pp_threads_state(const struct pp_look *l);
 

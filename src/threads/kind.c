@@ -13,6 +13,7 @@
 #include "http/prom.h"
 #include "kinds.h"
 #include "threads/threads.h"
+#include "util/seccomp.h"
 
 static int start(const struct pp_config *c, char *err, size_t errlen)
 {
@@ -56,11 +57,19 @@ static void status(struct json_object *root)
 	json_object_object_add(l, "moved", PP_JSON_I64(t.moved));
 	json_object_object_add(l, "no_perf", PP_JSON_I64(t.no_perf));
 	json_object_object_add(l, "denied", PP_JSON_I64(t.denied));
+	json_object_object_add(l, "seccomp", PP_JSON_I64(t.seccomp));
 	json_object_object_add(l, "walk_incomplete",
 	                       PP_JSON_I64(t.walk_incomplete));
 	json_object_object_add(o, "looks", l);
-	char perf[160];
-	if (t.perf_errno)
+	char perf[400];
+	if (pp_seccomp_refused(PP_SC_PERF_EVENT_OPEN)) {
+		char why[300];
+		pp_seccomp_reason(PP_SC_PERF_EVENT_OPEN, why, sizeof why);
+		snprintf(perf, sizeof perf,
+		         "unavailable: %s (running threads are shown without "
+		         "a stack)",
+		         why);
+	} else if (t.perf_errno)
 		snprintf(perf, sizeof perf,
 		         "unavailable: perf_event_open: %s (running threads "
 		         "are shown without a stack)",

@@ -39,6 +39,8 @@ enum pp_look_miss {
 	PP_MISS_NONE = 0,
 	PP_MISS_GONE,       /* the thread ended */
 	PP_MISS_NO_PERF,    /* running, and perf_event_open is not allowed */
+	PP_MISS_SECCOMP,    /* running, and a seccomp filter kills the process
+	                     * for perf_event_open (util/seccomp.h) */
 	PP_MISS_NOT_CAUGHT, /* running, yet not on a CPU long enough to be
 	                     * sampled within the wait */
 	PP_MISS_MOVED,      /* kept moving between reads */
@@ -78,11 +80,12 @@ void pp_look_threads(struct pp_looker *lk, struct pp_look *looks, size_t n,
 struct pp_look_stats {
 	uint64_t blocked, running, self; /* stacks read each way */
 	uint64_t gone, not_caught, moved, no_perf, walk_incomplete;
-	uint64_t denied; /* PP_MISS_DENIED looks */
-	int perf_errno;  /* why perf_event_open failed (0: it works or was
-	                  * never tried) */
-	int perf_kernel; /* 1: samples of threads in the kernel too
-	                  * (exclude_kernel 0 allowed) */
+	uint64_t denied;  /* PP_MISS_DENIED looks */
+	uint64_t seccomp; /* PP_MISS_SECCOMP looks */
+	int perf_errno;   /* why perf_event_open failed (0: it works or was
+	                   * never tried) */
+	int perf_kernel;  /* 1: samples of threads in the kernel too
+	                   * (exclude_kernel 0 allowed) */
 };
 void pp_look_stats(struct pp_look_stats *out);
 

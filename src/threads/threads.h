@@ -80,7 +80,7 @@ struct pp_threads_stats {
 	uint64_t dumps, wall_ticks, wall_samples, wall_late_ticks;
 	unsigned wall_threads; /* the per-tick bound */
 	uint64_t blocked, running, self, gone, not_caught, moved, no_perf,
-	    walk_incomplete, denied;
+	    walk_incomplete, denied, seccomp;
 	int perf_errno, perf_kernel;
 };
 void pp_threads_stats(struct pp_threads_stats *out);

@@ -22,6 +22,7 @@
 #include "agent_threads.h"
 #include "threads/internal.h"
 #include "util/clock.h"
+#include "util/seccomp.h"
 
 /* A wall window beside a CPU window (/trace?wall=1): the model goes here,
  * not to a job. Shared by the sampler thread and the CPU window (refs). */
@@ -114,6 +115,7 @@ static int sample(struct window *w, struct pp_profile **out)
 		goto out;
 	}
 	p->max_bytes = pp_threads_cfg.max_profile_bytes;
+	pp_seccomp_refresh_vm_readv(); /* the walks' checked reads */
 	/* The timeline, for traces (/trace?wall=1): as for CPU windows, up
 	 * to half as much again as the profile's bound. */
 	p->max_events =
@@ -126,7 +128,7 @@ static int sample(struct window *w, struct pp_profile **out)
 	p->mono_start_ns = opened;
 	p->mono_end_ns = end;
 	uint64_t last = opened, listed = 0, next = opened + interval;
-	uint64_t ticks = 0, late = 0, denied = 0, looked = 0;
+	uint64_t ticks = 0, late = 0, denied = 0, looked = 0, seccomp = 0;
 	while (!rc) {
 		if (sleep_until(w, next < end ? next : end))
 			break;
@@ -158,6 +160,7 @@ static int sample(struct window *w, struct pp_profile **out)
 		for (size_t i = 0; i < k && !rc; i++) {
 			values[1] = (int64_t)(span * n / k);
 			denied += looks[i].miss == PP_MISS_DENIED;
+			seccomp += looks[i].miss == PP_MISS_SECCOMP;
 			looked++;
 			rc = pp_threads_add(p, &looks[i], values, 0, now);
 			atomic_fetch_add(&pp_threads_wall_samples, 1);
@@ -190,6 +193,8 @@ static int sample(struct window *w, struct pp_profile **out)
 		         (unsigned long long)late);
 		pp_profile_add_comment(p, note);
 		rc = pp_threads_note_denied(p, denied, looked);
+		if (!rc)
+			rc = pp_threads_note_seccomp(p, seccomp, looked);
 	}
 out:
 	free(tids);
@@ -417,6 +422,7 @@ void pp_threads_stats(struct pp_threads_stats *o)
 	o->moved = l.moved;
 	o->no_perf = l.no_perf;
 	o->denied = l.denied;
+	o->seccomp = l.seccomp;
 	o->walk_incomplete = l.walk_incomplete;
 	o->perf_errno = l.perf_errno;
 	o->perf_kernel = l.perf_kernel;

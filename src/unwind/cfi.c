@@ -16,12 +16,15 @@
 
 #include "arch/arch.h"
 #include "unwind/frames.h"
+#include "util/seccomp.h"
 
 /* Read n bytes of this process at addr into out; 0 or -1 (unmapped). */
 static int copy_in(uintptr_t addr, void *out, size_t n)
 {
 	struct iovec local = {out, n};
 	struct iovec remote = {(void *)addr, n};
+	if (pp_seccomp_vm_readv_forbidden())
+		return -1;
 	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
 	               (ssize_t)n
 	           ? 0

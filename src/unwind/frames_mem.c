@@ -23,11 +23,14 @@
 #include "unwind/frames_step.h"
 #include "unwind/registry.h"
 #include "unwind/unwind.h"
+#include "util/seccomp.h"
 
 static size_t copy_remote(uintptr_t from, void *to, size_t n)
 {
 	struct iovec local = {to, n};
 	struct iovec remote = {(void *)from, n};
+	if (pp_seccomp_vm_readv_forbidden())
+		return 0;
 	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
 	return got > 0 ? (size_t)got : 0;
 }

@@ -17,6 +17,7 @@
 #include "unwind/registry.h"
 #include "unwind/registry_internal.h"
 #include "unwind/unwind.h"
+#include "util/seccomp.h"
 
 _Atomic(struct range_set *) pp_registry_published;
 atomic_int pp_registry_readers;
@@ -106,6 +107,8 @@ int pp_registry_read_checked(unw_addr_space_t as, unw_word_t addr,
 		memcpy(val, (const void *)addr, sizeof *val);
 		return 0;
 	}
+	if (pp_seccomp_vm_readv_forbidden())
+		return -UNW_EINVAL;
 	int saved = errno;
 	struct iovec local = {val, sizeof *val};
 	struct iovec remote = {(void *)addr, sizeof *val};

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "fds.h"
+#include "util/seccomp.h"
 
 int pp_proc_read_file(const char *path, size_t max, char **out, size_t *len)
 {
@@ -201,6 +202,8 @@ int pp_proc_copy_self(uintptr_t addr, void *out, size_t n)
 		return 0;
 	if (addr + n < addr)
 		return -EFAULT;
+	if (pp_seccomp_vm_readv_forbidden())
+		return -EPERM;
 	ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
 	if (got == (ssize_t)n)
 		return 0;
