@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "heap/agentmem.h"
 #include "heap/hot.h"
 #include "pullprof.h"
 #include "shim/shim.h"
@@ -325,6 +327,216 @@ static size_t first_usable(void *p)
 	if (resolving_here())
 		return 0; /* nothing but the arena has been handed out */
 	return next.usable(p);
+}
+
+/* ---- the agent's threads' own allocator ---------------------------------- */
+
+/*
+ * Behind glibc's malloc, once an agent starts, the `next` entries become
+ * these: the agent's threads (pp_heap_tls.agent) allocate from agentmem.c
+ * instead of an arena of their own each, and any thread's free, realloc or
+ * malloc_usable_size of such a block goes there (the word before the
+ * block tells). The host's threads reach glibc as before, through one more
+ * test of a word of their own TLS (in the cache line the countdown just
+ * used) and, on free, of the chunk header glibc reads next.
+ */
+static struct {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*usable)(void *);
+} glibc;
+
+static void *am_malloc(size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return pp_agentmem_malloc(n);
+	return glibc.malloc(n);
+}
+
+static void am_free(void *p)
+{
+	if (p && UNLIKELY(pp_agentmem_owns(p))) {
+		pp_agentmem_free(p);
+		return;
+	}
+	glibc.free(p);
+}
+
+static void *am_calloc(size_t n, size_t m)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return pp_agentmem_calloc(n, m);
+	return glibc.calloc(n, m);
+}
+
+static void *am_realloc(void *p, size_t n)
+{
+	if (p && pp_agentmem_owns(p)) {
+		if (pp_heap_tls.agent)
+			return pp_agentmem_realloc(p, n);
+		/* A host thread's realloc of the agent's block: into glibc. */
+		if (n == 0) {
+			pp_agentmem_free(p);
+			return glibc.malloc(0);
+		}
+		void *q = glibc.malloc(n);
+		if (q) {
+			size_t have = pp_agentmem_usable(p);
+			memcpy(q, p, have < n ? have : n);
+			pp_agentmem_free(p);
+		}
+		return q;
+	}
+	if (UNLIKELY(pp_heap_tls.agent) && p) {
+		/* An agent thread's realloc of glibc's block stays in
+		 * glibc: the block's own arena, none made for the thread. */
+		return glibc.realloc(p, n);
+	}
+	if (UNLIKELY(pp_heap_tls.agent))
+		return pp_agentmem_malloc(n);
+	return glibc.realloc(p, n);
+}
+
+static int am_posix_memalign(void **out, size_t a, size_t n)
+{
+	if (LIKELY(!pp_heap_tls.agent))
+		return glibc.posix_memalign(out, a, n);
+	if (a % sizeof(void *) || (a & (a - 1)))
+		return EINVAL;
+	void *p = pp_agentmem_memalign(a, n);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+/* An agent thread's memalign: glibc's semantics (any alignment, rounded
+ * up to a power of two). */
+static void *agent_memalign(size_t a, size_t n)
+{
+	size_t al = 16;
+	while (al < a && al < ((size_t)1 << 30))
+		al <<= 1;
+	return pp_agentmem_memalign(al, n);
+}
+
+static void *am_memalign(size_t a, size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return agent_memalign(a, n);
+	return glibc.memalign(a, n);
+}
+
+static void *am_aligned_alloc(size_t a, size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return agent_memalign(a, n);
+	return glibc.aligned_alloc(a, n);
+}
+
+static void *am_valloc(size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return agent_memalign((size_t)getpagesize(), n);
+	return glibc.valloc(n);
+}
+
+static void *am_pvalloc(size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent)) {
+		size_t page = (size_t)getpagesize(), r;
+		if (__builtin_add_overflow(n, page - 1, &r)) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		r &= ~(page - 1);
+		return agent_memalign(page, r ? r : page);
+	}
+	return glibc.pvalloc(n);
+}
+
+static size_t am_usable(void *p)
+{
+	if (p && UNLIKELY(pp_agentmem_owns(p)))
+		return pp_agentmem_usable(p);
+	return glibc.usable(p);
+}
+
+/* The agent's start (src/agent.c, through pp_shim.agentmem_enable), before
+ * its first thread: 1 when its threads allocate here from now on, 0 when
+ * the next allocator is not glibc's (jemalloc and tcmalloc keep no 64 MiB
+ * arena a thread) or an environment variable says not to. Never undone:
+ * blocks handed out stay recognised. */
+static atomic_int am_state; /* 0 not asked, 1 on, 2 off */
+
+static int am_child_registered;
+
+static void am_child(void)
+{
+	pp_agentmem_forget_in_child();
+}
+
+int pp_heap_agentmem_enable(void)
+{
+	int st = atomic_load(&am_state);
+	if (st)
+		return st == 1;
+	if (atomic_load(&resolve_state) != 2)
+		resolve();
+	const char *off = getenv("PULLPROF_AGENT_MALLOC");
+	int glibc_next =
+	    next.malloc == __libc_malloc && next.free == __libc_free &&
+	    next.calloc == __libc_calloc && next.realloc == __libc_realloc &&
+	    next.memalign && next.aligned_alloc && next.valloc &&
+	    next.pvalloc && next.posix_memalign != memalign_glibc &&
+	    next.usable != usable_none;
+	if (!glibc_next || (off && strcmp(off, "glibc") == 0)) {
+		atomic_store(&am_state, 2);
+		return 0;
+	}
+	if (!am_child_registered) {
+		am_child_registered = 1;
+		pthread_atfork(NULL, NULL, am_child);
+	}
+	glibc.malloc = next.malloc;
+	glibc.free = next.free;
+	glibc.calloc = next.calloc;
+	glibc.realloc = next.realloc;
+	glibc.posix_memalign = next.posix_memalign;
+	glibc.memalign = next.memalign;
+	glibc.aligned_alloc = next.aligned_alloc;
+	glibc.valloc = next.valloc;
+	glibc.pvalloc = next.pvalloc;
+	glibc.usable = next.usable;
+	/* Readers see either entry: both handle every block the other
+	 * hands out until the first agent thread runs. */
+	__atomic_store_n(&next.free, am_free, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.usable, am_usable, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.realloc, am_realloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.memalign, am_memalign, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.aligned_alloc, am_aligned_alloc,
+	                 __ATOMIC_RELEASE);
+	__atomic_store_n(&next.valloc, am_valloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.pvalloc, am_pvalloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.posix_memalign, am_posix_memalign,
+	                 __ATOMIC_RELEASE);
+	__atomic_store_n(&next.calloc, am_calloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.malloc, am_malloc, __ATOMIC_RELEASE);
+	atomic_store(&am_state, 1);
+	return 1;
+}
+
+void pp_heap_agentmem_stats(struct pp_agentmem_stats *out)
+{
+	pp_agentmem_stats(out);
+	out->on = atomic_load(&am_state) == 1;
 }
 
 /* ---- the wrappers -------------------------------------------------------- */
@@ -768,5 +980,18 @@ CXX_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, DELETE_ALIGNED_NOTHROW,
            (void *p, size_t a, const void *t), (p, a, t))
 CXX_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, DELETE_ARRAY_ALIGNED_NOTHROW,
            (void *p, size_t a, const void *t), (p, a, t))
+
+#else /* PP_NO_HEAP_INTERPOSE */
+
+/* The sanitizer's allocator serves every thread: nothing to swap. */
+int pp_heap_agentmem_enable(void)
+{
+	return 0;
+}
+
+void pp_heap_agentmem_stats(struct pp_agentmem_stats *out)
+{
+	memset(out, 0, sizeof *out);
+}
 
 #endif /* PP_NO_HEAP_INTERPOSE */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,16 +15,58 @@
 #include "agent_threads.h"
 #include "fork/fork.h"
 #include "handlers.h"
+#include "heap/agentmem.h"
 #include "kinds.h"
 #include "labels/labels.h"
 #include "lookup.h"
 #include "respond.h"
 #include "server.h"
+#include "shim/shim.h"
 #include "symbols/symbols.h"
 #include "threads/task.h"
 #include "util/clock.h"
 #include "util/fds.h"
 #include "util/proc.h"
+
+/* What the agent holds of the process's address space (RLIMIT_AS counts
+ * it): its threads' stacks, its own heap (heap/agentmem.c), and the
+ * process's VmSize beside them. */
+static struct json_object *address_space_json(void)
+{
+	struct json_object *as = json_object_new_object();
+	struct pp_agentmem_stats ms = {0};
+	if (pp_shim.agentmem_stats)
+		pp_shim.agentmem_stats(&ms);
+	int64_t threads = pp_agent_threads_running();
+	json_object_object_add(as, "threads", PP_JSON_I64(threads));
+	json_object_object_add(as, "stack_bytes",
+	                       PP_JSON_I64((int64_t)PP_AGENT_STACK));
+	json_object_object_add(as, "stacks",
+	                       PP_JSON_I64(threads * (int64_t)PP_AGENT_STACK));
+	json_object_object_add(as, "own_heap", json_object_new_boolean(ms.on));
+	json_object_object_add(as, "heap", PP_JSON_I64(ms.chunks + ms.large));
+	json_object_object_add(as, "heap_peak", PP_JSON_I64(ms.peak));
+	json_object_object_add(as, "heap_failures", PP_JSON_I64(ms.failures));
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+	if (f) {
+		char line[128];
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "VmSize: %ld", &kb) == 1)
+				break;
+		fclose(f);
+	}
+	json_object_object_add(as, "process_vm_size",
+	                       kb >= 0 ? PP_JSON_I64((int64_t)kb * 1024)
+	                               : NULL);
+	struct rlimit rl;
+	json_object_object_add(as, "limit",
+	                       getrlimit(RLIMIT_AS, &rl) == 0 &&
+	                               rl.rlim_cur != RLIM_INFINITY
+	                           ? PP_JSON_I64((int64_t)rl.rlim_cur)
+	                           : NULL);
+	return as;
+}
 
 static struct json_object *time_string(double t)
 {
@@ -209,6 +252,8 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(fds, "server_restarts",
 	                       PP_JSON_I64(atomic_load(&r->srv->restarts)));
 	json_object_object_add(o, "descriptors", fds);
+
+	json_object_object_add(o, "address_space", address_space_json());
 
 	/* Across fork (fork.h): the mode, this process's part in a tree. */
 	struct pp_fork_stats fk;

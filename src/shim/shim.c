@@ -41,12 +41,16 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "heap/agentmem.h"
 #include "heap/hot.h"
 #include "labels/labels.h"
 #include "locks/hot.h"
 #include "util/env.h"
 
-PP_SHIM_EXPORT struct pp_shim pp_shim;
+PP_SHIM_EXPORT struct pp_shim pp_shim = {
+    .agentmem_enable = pp_heap_agentmem_enable,
+    .agentmem_stats = pp_heap_agentmem_stats,
+};
 
 /* The hot state the interposers read and the agent sets, here rather than
  * beside the wrappers: built into one object (libpp-static.la: the unit tests,
