@@ -48,13 +48,13 @@ static struct json_object *address_space_json(void)
 	json_object_object_add(as, "heap_peak", PP_JSON_I64(ms.peak));
 	json_object_object_add(as, "heap_failures", PP_JSON_I64(ms.failures));
 	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "re");
-	if (f) {
-		char line[128];
-		while (fgets(line, sizeof line, f))
-			if (sscanf(line, "VmSize: %ld", &kb) == 1)
-				break;
-		fclose(f);
+	char *text = NULL;
+	size_t len = 0;
+	if (pp_proc_read_file("/proc/self/status", 1 << 16, &text, &len) == 0) {
+		const char *v = strstr(text, "\nVmSize:");
+		if (v)
+			kb = strtol(v + 8, NULL, 10);
+		free(text);
 	}
 	json_object_object_add(as, "process_vm_size",
 	                       kb >= 0 ? PP_JSON_I64((int64_t)kb * 1024)
@@ -240,6 +240,11 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(fds, "share", PP_JSON_I64(fs.share));
 	json_object_object_add(fds, "limit", PP_JSON_I64(fs.limit));
 	json_object_object_add(fds, "refused", PP_JSON_I64(fs.refused));
+	json_object_object_add(fds, "server_keeps", PP_JSON_I64(fs.base));
+	json_object_object_add(fds, "share_too_small",
+	                       json_object_new_boolean(fs.too_small));
+	json_object_object_add(fds, "limit_needed",
+	                       fs.too_small ? PP_JSON_I64(fs.needed) : NULL);
 	/* The host closed descriptors of the server (http/loop.c): how often
 	 * that was found, the last one, how often the server was set up
 	 * again. */
