@@ -33,6 +33,7 @@
 #include "heap/hot.h"
 #include "pullprof.h"
 #include "shim/shim.h"
+#include "util/env.h"
 
 /* The state the wrappers read (pp_heap_tls, pp_heap_filter) is defined in
  * src/shim/shim.c, in the light object, and read by the agent's sampler
@@ -490,7 +491,7 @@ int pp_heap_agentmem_enable(void)
 		return st == 1;
 	if (atomic_load(&resolve_state) != 2)
 		resolve();
-	const char *off = getenv("PULLPROF_AGENT_MALLOC");
+	const char *off = pp_env_get("PULLPROF_AGENT_MALLOC");
 	int glibc_next =
 	    next.malloc == __libc_malloc && next.free == __libc_free &&
 	    next.calloc == __libc_calloc && next.realloc == __libc_realloc &&
