@@ -32,6 +32,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "heap/hot.h"
+
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HDR 16u
 #define CHUNK ((size_t)1 << 20)
 #define MAX_SMALL ((size_t)256 << 10)
@@ -307,4 +311,148 @@ void pp_agentmem_forget_in_child(void)
 		atomic_store(&lists[c], NULL);
 	bump = bump_end = NULL;
 	atomic_flag_clear(&lock);
+}
+
+/* ---- the entries the malloc wrappers call -------------------------------- */
+
+/*
+ * Behind glibc's malloc, once an agent starts, the `next` entries become
+ * these: the agent's threads (pp_heap_tls.agent) allocate from agentmem.c
+ * instead of an arena of their own each, and any thread's free, realloc or
+ * malloc_usable_size of such a block goes there (the word before the
+ * block tells). The host's threads reach glibc as before, through one more
+ * test of a word of their own TLS (in the cache line the countdown just
+ * used) and, on free, of the chunk header glibc reads next.
+ */
+static struct pp_agentmem_entries glibc;
+
+static void *am_malloc(size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return pp_agentmem_malloc(n);
+	return glibc.malloc(n);
+}
+
+static void am_free(void *p)
+{
+	if (p && UNLIKELY(pp_agentmem_owns(p))) {
+		pp_agentmem_free(p);
+		return;
+	}
+	glibc.free(p);
+}
+
+static void *am_calloc(size_t n, size_t m)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return pp_agentmem_calloc(n, m);
+	return glibc.calloc(n, m);
+}
+
+static void *am_realloc(void *p, size_t n)
+{
+	if (p && pp_agentmem_owns(p)) {
+		if (pp_heap_tls.agent)
+			return pp_agentmem_realloc(p, n);
+		/* A host thread's realloc of the agent's block: into glibc. */
+		if (n == 0) {
+			pp_agentmem_free(p);
+			return glibc.malloc(0);
+		}
+		void *q = glibc.malloc(n);
+		if (q) {
+			size_t have = pp_agentmem_usable(p);
+			memcpy(q, p, have < n ? have : n);
+			pp_agentmem_free(p);
+		}
+		return q;
+	}
+	if (UNLIKELY(pp_heap_tls.agent) && p) {
+		/* An agent thread's realloc of glibc's block stays in
+		 * glibc: the block's own arena, none made for the thread. */
+		return glibc.realloc(p, n);
+	}
+	if (UNLIKELY(pp_heap_tls.agent))
+		return pp_agentmem_malloc(n);
+	return glibc.realloc(p, n);
+}
+
+static int am_posix_memalign(void **out, size_t a, size_t n)
+{
+	if (LIKELY(!pp_heap_tls.agent))
+		return glibc.posix_memalign(out, a, n);
+	if (a % sizeof(void *) || (a & (a - 1)))
+		return EINVAL;
+	void *p = pp_agentmem_memalign(a, n);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+/* An agent thread's memalign: glibc's semantics (any alignment, rounded
+ * up to a power of two). */
+static void *agent_memalign(size_t a, size_t n)
+{
+	size_t al = 16;
+	while (al < a && al < ((size_t)1 << 30))
+		al <<= 1;
+	return pp_agentmem_memalign(al, n);
+}
+
+static void *am_memalign(size_t a, size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return agent_memalign(a, n);
+	return glibc.memalign(a, n);
+}
+
+static void *am_aligned_alloc(size_t a, size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return agent_memalign(a, n);
+	return glibc.aligned_alloc(a, n);
+}
+
+static void *am_valloc(size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent))
+		return agent_memalign((size_t)getpagesize(), n);
+	return glibc.valloc(n);
+}
+
+static void *am_pvalloc(size_t n)
+{
+	if (UNLIKELY(pp_heap_tls.agent)) {
+		size_t page = (size_t)getpagesize(), r;
+		if (__builtin_add_overflow(n, page - 1, &r)) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		r &= ~(page - 1);
+		return agent_memalign(page, r ? r : page);
+	}
+	return glibc.pvalloc(n);
+}
+
+static size_t am_usable(void *p)
+{
+	if (p && UNLIKELY(pp_agentmem_owns(p)))
+		return pp_agentmem_usable(p);
+	return glibc.usable(p);
+}
+
+void pp_agentmem_wrap(struct pp_agentmem_entries *e)
+{
+	glibc = *e;
+	e->malloc = am_malloc;
+	e->free = am_free;
+	e->calloc = am_calloc;
+	e->realloc = am_realloc;
+	e->posix_memalign = am_posix_memalign;
+	e->memalign = am_memalign;
+	e->aligned_alloc = am_aligned_alloc;
+	e->valloc = am_valloc;
+	e->pvalloc = am_pvalloc;
+	e->usable = am_usable;
 }

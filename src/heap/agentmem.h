@@ -41,6 +41,24 @@ void *pp_agentmem_memalign(size_t align, size_t n);
 void pp_agentmem_free(void *p);
 size_t pp_agentmem_usable(const void *p);
 void pp_agentmem_stats(struct pp_agentmem_stats *out);
+/* The next allocator's entries, as the malloc wrappers call them. */
+struct pp_agentmem_entries {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*usable)(void *);
+};
+/* glibc's entries in, kept; out, the ones that send the agent's threads
+ * (pp_heap_tls.agent) here and any thread's free, realloc and
+ * malloc_usable_size of this allocator's blocks here, glibc's to glibc. */
+void pp_agentmem_wrap(struct pp_agentmem_entries *e);
+
 /* The wrappers' side (interpose.c; the agent reaches both through
  * pp_shim): swap the next allocator's entries for ones that send the
  * agent's threads here; 1 when on, 0 when the next allocator is not

@@ -332,144 +332,6 @@ static size_t first_usable(void *p)
 
 /* ---- the agent's threads' own allocator ---------------------------------- */
 
-/*
- * Behind glibc's malloc, once an agent starts, the `next` entries become
- * these: the agent's threads (pp_heap_tls.agent) allocate from agentmem.c
- * instead of an arena of their own each, and any thread's free, realloc or
- * malloc_usable_size of such a block goes there (the word before the
- * block tells). The host's threads reach glibc as before, through one more
- * test of a word of their own TLS (in the cache line the countdown just
- * used) and, on free, of the chunk header glibc reads next.
- */
-static struct {
-	void *(*malloc)(size_t);
-	void (*free)(void *);
-	void *(*calloc)(size_t, size_t);
-	void *(*realloc)(void *, size_t);
-	int (*posix_memalign)(void **, size_t, size_t);
-	void *(*memalign)(size_t, size_t);
-	void *(*aligned_alloc)(size_t, size_t);
-	void *(*valloc)(size_t);
-	void *(*pvalloc)(size_t);
-	size_t (*usable)(void *);
-} glibc;
-
-static void *am_malloc(size_t n)
-{
-	if (UNLIKELY(pp_heap_tls.agent))
-		return pp_agentmem_malloc(n);
-	return glibc.malloc(n);
-}
-
-static void am_free(void *p)
-{
-	if (p && UNLIKELY(pp_agentmem_owns(p))) {
-		pp_agentmem_free(p);
-		return;
-	}
-	glibc.free(p);
-}
-
-static void *am_calloc(size_t n, size_t m)
-{
-	if (UNLIKELY(pp_heap_tls.agent))
-		return pp_agentmem_calloc(n, m);
-	return glibc.calloc(n, m);
-}
-
-static void *am_realloc(void *p, size_t n)
-{
-	if (p && pp_agentmem_owns(p)) {
-		if (pp_heap_tls.agent)
-			return pp_agentmem_realloc(p, n);
-		/* A host thread's realloc of the agent's block: into glibc. */
-		if (n == 0) {
-			pp_agentmem_free(p);
-			return glibc.malloc(0);
-		}
-		void *q = glibc.malloc(n);
-		if (q) {
-			size_t have = pp_agentmem_usable(p);
-			memcpy(q, p, have < n ? have : n);
-			pp_agentmem_free(p);
-		}
-		return q;
-	}
-	if (UNLIKELY(pp_heap_tls.agent) && p) {
-		/* An agent thread's realloc of glibc's block stays in
-		 * glibc: the block's own arena, none made for the thread. */
-		return glibc.realloc(p, n);
-	}
-	if (UNLIKELY(pp_heap_tls.agent))
-		return pp_agentmem_malloc(n);
-	return glibc.realloc(p, n);
-}
-
-static int am_posix_memalign(void **out, size_t a, size_t n)
-{
-	if (LIKELY(!pp_heap_tls.agent))
-		return glibc.posix_memalign(out, a, n);
-	if (a % sizeof(void *) || (a & (a - 1)))
-		return EINVAL;
-	void *p = pp_agentmem_memalign(a, n);
-	if (!p)
-		return ENOMEM;
-	*out = p;
-	return 0;
-}
-
-/* An agent thread's memalign: glibc's semantics (any alignment, rounded
- * up to a power of two). */
-static void *agent_memalign(size_t a, size_t n)
-{
-	size_t al = 16;
-	while (al < a && al < ((size_t)1 << 30))
-		al <<= 1;
-	return pp_agentmem_memalign(al, n);
-}
-
-static void *am_memalign(size_t a, size_t n)
-{
-	if (UNLIKELY(pp_heap_tls.agent))
-		return agent_memalign(a, n);
-	return glibc.memalign(a, n);
-}
-
-static void *am_aligned_alloc(size_t a, size_t n)
-{
-	if (UNLIKELY(pp_heap_tls.agent))
-		return agent_memalign(a, n);
-	return glibc.aligned_alloc(a, n);
-}
-
-static void *am_valloc(size_t n)
-{
-	if (UNLIKELY(pp_heap_tls.agent))
-		return agent_memalign((size_t)getpagesize(), n);
-	return glibc.valloc(n);
-}
-
-static void *am_pvalloc(size_t n)
-{
-	if (UNLIKELY(pp_heap_tls.agent)) {
-		size_t page = (size_t)getpagesize(), r;
-		if (__builtin_add_overflow(n, page - 1, &r)) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		r &= ~(page - 1);
-		return agent_memalign(page, r ? r : page);
-	}
-	return glibc.pvalloc(n);
-}
-
-static size_t am_usable(void *p)
-{
-	if (p && UNLIKELY(pp_agentmem_owns(p)))
-		return pp_agentmem_usable(p);
-	return glibc.usable(p);
-}
-
 /* The agent's start (src/agent.c, through pp_shim.agentmem_enable), before
  * its first thread: 1 when its threads allocate here from now on, 0 when
  * the next allocator is not glibc's (jemalloc and tcmalloc keep no 64 MiB
@@ -506,30 +368,26 @@ int pp_heap_agentmem_enable(void)
 		am_child_registered = 1;
 		pthread_atfork(NULL, NULL, am_child);
 	}
-	glibc.malloc = next.malloc;
-	glibc.free = next.free;
-	glibc.calloc = next.calloc;
-	glibc.realloc = next.realloc;
-	glibc.posix_memalign = next.posix_memalign;
-	glibc.memalign = next.memalign;
-	glibc.aligned_alloc = next.aligned_alloc;
-	glibc.valloc = next.valloc;
-	glibc.pvalloc = next.pvalloc;
-	glibc.usable = next.usable;
+	struct pp_agentmem_entries e = {next.malloc,         next.free,
+	                                next.calloc,         next.realloc,
+	                                next.posix_memalign, next.memalign,
+	                                next.aligned_alloc,  next.valloc,
+	                                next.pvalloc,        next.usable};
+	pp_agentmem_wrap(&e);
 	/* Readers see either entry: both handle every block the other
 	 * hands out until the first agent thread runs. */
-	__atomic_store_n(&next.free, am_free, __ATOMIC_RELEASE);
-	__atomic_store_n(&next.usable, am_usable, __ATOMIC_RELEASE);
-	__atomic_store_n(&next.realloc, am_realloc, __ATOMIC_RELEASE);
-	__atomic_store_n(&next.memalign, am_memalign, __ATOMIC_RELEASE);
-	__atomic_store_n(&next.aligned_alloc, am_aligned_alloc,
+	__atomic_store_n(&next.free, e.free, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.usable, e.usable, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.realloc, e.realloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.memalign, e.memalign, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.aligned_alloc, e.aligned_alloc,
 	                 __ATOMIC_RELEASE);
-	__atomic_store_n(&next.valloc, am_valloc, __ATOMIC_RELEASE);
-	__atomic_store_n(&next.pvalloc, am_pvalloc, __ATOMIC_RELEASE);
-	__atomic_store_n(&next.posix_memalign, am_posix_memalign,
+	__atomic_store_n(&next.valloc, e.valloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.pvalloc, e.pvalloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.posix_memalign, e.posix_memalign,
 	                 __ATOMIC_RELEASE);
-	__atomic_store_n(&next.calloc, am_calloc, __ATOMIC_RELEASE);
-	__atomic_store_n(&next.malloc, am_malloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.calloc, e.calloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.malloc, e.malloc, __ATOMIC_RELEASE);
 	atomic_store(&am_state, 1);
 	return 1;
 }
