@@ -29,6 +29,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* valgrind's client request (a few no-op instructions outside it). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #include "heap/agentmem.h"
 #include "heap/hot.h"
 #include "pullprof.h"
@@ -360,6 +370,11 @@ int pp_heap_agentmem_enable(void)
 	    next.memalign && next.aligned_alloc && next.valloc &&
 	    next.pvalloc && next.posix_memalign != memalign_glibc &&
 	    next.usable != usable_none;
+	/* Under valgrind, whose allocator stands behind glibc's names: the
+	 * word before a block is its redzone there (memcheck reports every
+	 * free's look at it), and its own books have no arenas to spare. */
+	if (RUNNING_ON_VALGRIND)
+		glibc_next = 0;
 	if (!glibc_next || (off && strcmp(off, "glibc") == 0)) {
 		atomic_store(&am_state, 2);
 		return 0;
