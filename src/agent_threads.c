@@ -15,8 +15,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "heap/agentmem.h"
 #include "heap/detect.h"
 #include "heap/heap.h"
+#include "shim/shim.h"
 
 #define MAX_UNSAMPLED 4
 
@@ -28,19 +30,36 @@ static _Atomic pid_t unsampled[MAX_UNSAMPLED];
 #define MAX_AGENT_TIDS 32
 static _Atomic pid_t agent_tids[MAX_AGENT_TIDS];
 
+static _Atomic int stacks_now;
+
 int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
                            void *arg)
 {
 	sigset_t all, old;
+	pthread_attr_t attr;
+	int with_attr = pthread_attr_init(&attr) == 0;
+	/* A stack of PP_AGENT_STACK (glibc takes its guard page out of it)
+	 * instead of RLIMIT_STACK's 8 MiB; a sanitizer's runtime wants more
+	 * (its frames are larger, ASan's redzones): the default there. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	if (with_attr)
+		pthread_attr_setstacksize(&attr, PP_AGENT_STACK);
+#endif
+	/* What the thread allocates comes from one heap of the agent's
+	 * (heap/agentmem.c), not from an arena glibc would reserve for it. */
+	if (pp_shim.agentmem_enable)
+		pp_shim.agentmem_enable();
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	/* pthread_create as the program sees it: a sanitizer's interceptor
 	 * (which must know every thread) comes before ours, which lets an
 	 * agent thread through untouched. */
 	creating_agent_thread = 1;
-	int rc = -pthread_create(t, NULL, fn, arg);
+	int rc = -pthread_create(t, with_attr ? &attr : NULL, fn, arg);
 	creating_agent_thread = 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (with_attr)
+		pthread_attr_destroy(&attr);
 	if (!rc)
 		pthread_setname_np(*t, name);
 	return rc;
@@ -58,6 +77,7 @@ static void tid_add(_Atomic pid_t *slots, size_t n, pid_t tid)
 void pp_agent_thread_enter(int flags)
 {
 	on_agent_thread = 1;
+	atomic_fetch_add(&stacks_now, 1);
 	pp_heap_exclude_thread();
 	pp_heap_allocator_exclude_thread();
 	pid_t self = (pid_t)syscall(SYS_gettid);
@@ -75,6 +95,7 @@ void pp_agent_thread_enter(int flags)
 void pp_agent_thread_leave(void)
 {
 	pid_t self = (pid_t)syscall(SYS_gettid);
+	atomic_fetch_sub(&stacks_now, 1);
 	for (size_t i = 0; i < MAX_UNSAMPLED; i++) {
 		pid_t mine = self;
 		atomic_compare_exchange_strong(&unsampled[i], &mine, 0);
@@ -111,8 +132,14 @@ int pp_agent_thread_unsampled(pid_t tid)
 	return 0;
 }
 
+int pp_agent_threads_running(void)
+{
+	return atomic_load(&stacks_now);
+}
+
 void pp_agent_threads_forget_in_child(void)
 {
+	atomic_store(&stacks_now, 0);
 	/* The parent's threads are not in the child. */
 	for (size_t i = 0; i < MAX_AGENT_TIDS; i++)
 		atomic_store(&agent_tids[i], 0);

@@ -7,6 +7,11 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+/* Each agent thread's stack: the deepest measured (a /profile's
+ * symbolization through libdw, /heap, /goroutine, /wall, /record, gzip,
+ * json-c) used 140 KiB of it; RLIMIT_STACK's default was 8 MiB a thread. */
+#define PP_AGENT_STACK ((size_t)512 << 10)
+
 /* The agent's own threads. Create one: every signal blocked in it (they are
  * the host's), named (pthread_setname_np). 0 or a negative errno. */
 int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
@@ -29,6 +34,10 @@ int pp_creating_agent_thread(void);
 
 /* Is tid an agent thread the CPU profiler leaves out? Any thread. */
 int pp_agent_thread_unsampled(pid_t tid);
+
+/* How many agent threads are between their enter and leave now (each
+ * holds a PP_AGENT_STACK stack). */
+int pp_agent_threads_running(void);
 
 /* fork()'s child: none of the parent's threads are in it. */
 void pp_agent_threads_forget_in_child(void);

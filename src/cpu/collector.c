@@ -621,7 +621,9 @@ int pp_collector_start(char *err, size_t errlen)
 	rc = pp_agent_thread_create(&pp_cpu.collector, "pullprof-cpu",
 	                            collector, NULL);
 	if (rc) {
-		snprintf(err, errlen, "cannot start the CPU profiler's thread");
+		snprintf(err, errlen,
+		         "cannot start the CPU profiler's thread: %s",
+		         strerror(-rc));
 		return rc;
 	}
 	pp_cpu.collector_up = 1;

@@ -141,9 +141,27 @@ void pp_timers_install(int sig, struct sigaction *old)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = pp_sampler_handler;
 	/* SA_RESTART: the host's interrupted system calls resume by
-	 * themselves where the kernel allows. */
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
+	 * themselves where the kernel allows. SA_ONSTACK: a thread that has
+	 * an alternate signal stack takes the signal there. The Go runtime
+	 * gives each of its threads one and runs goroutines on stacks of a
+	 * few KiB with no room below them: the kernel's signal frame (3 KiB
+	 * and more with the AVX state) and the handler's pushed there
+	 * overwrote the next goroutine's stack, and a Go c-shared host died
+	 * at its next garbage collection ("unexpected return pc", "unknown
+	 * caller pc") within seconds of a /profile. Go requires SA_ONSTACK
+	 * of every handler in its process (os/signal). A thread without an
+	 * alternate stack is unchanged.
+	 * Every signal blocked while the handler runs: it may move to a stack
+	 * of the agent's to unwind (unwind/capture.c), and a signal arriving
+	 * there finds the thread off its alternate stack, so the kernel puts
+	 * the next handler's frame at that stack's top, over the frames of
+	 * ours still on it (Go's SIGURG, its preemption signal: the same Go
+	 * host died at its first preemption inside a sample, "split stack
+	 * overflow" in sigpanic). The host's signals wait for the handler:
+	 * about a microsecond, as they wait for Go's own, whose mask is full
+	 * too. */
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigfillset(&sa.sa_mask);
 	sigaction(sig, &sa, old);
 }
 

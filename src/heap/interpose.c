@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -28,9 +29,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/* valgrind's client request (a few no-op instructions outside it). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#include "heap/agentmem.h"
 #include "heap/hot.h"
 #include "pullprof.h"
 #include "shim/shim.h"
+#include "util/env.h"
 
 /* The state the wrappers read (pp_heap_tls, pp_heap_filter) is defined in
  * src/shim/shim.c, in the light object, and read by the agent's sampler
@@ -325,6 +338,79 @@ static size_t first_usable(void *p)
 	if (resolving_here())
 		return 0; /* nothing but the arena has been handed out */
 	return next.usable(p);
+}
+
+/* ---- the agent's threads' own allocator ---------------------------------- */
+
+/* The agent's start (src/agent.c, through pp_shim.agentmem_enable), before
+ * its first thread: 1 when its threads allocate here from now on, 0 when
+ * the next allocator is not glibc's (jemalloc and tcmalloc keep no 64 MiB
+ * arena a thread) or an environment variable says not to. Never undone:
+ * blocks handed out stay recognised. */
+static atomic_int am_state; /* 0 not asked, 1 on, 2 off */
+
+static int am_child_registered;
+
+static void am_child(void)
+{
+	pp_agentmem_forget_in_child();
+}
+
+int pp_heap_agentmem_enable(void)
+{
+	int st = atomic_load(&am_state);
+	if (st)
+		return st == 1;
+	if (atomic_load(&resolve_state) != 2)
+		resolve();
+	const char *off = pp_env_get("PULLPROF_AGENT_MALLOC");
+	int glibc_next =
+	    next.malloc == __libc_malloc && next.free == __libc_free &&
+	    next.calloc == __libc_calloc && next.realloc == __libc_realloc &&
+	    next.memalign && next.aligned_alloc && next.valloc &&
+	    next.pvalloc && next.posix_memalign != memalign_glibc &&
+	    next.usable != usable_none;
+	/* Under valgrind, whose allocator stands behind glibc's names: the
+	 * word before a block is its redzone there (memcheck reports every
+	 * free's look at it), and its own books have no arenas to spare. */
+	if (RUNNING_ON_VALGRIND)
+		glibc_next = 0;
+	if (!glibc_next || (off && strcmp(off, "glibc") == 0)) {
+		atomic_store(&am_state, 2);
+		return 0;
+	}
+	if (!am_child_registered) {
+		am_child_registered = 1;
+		pthread_atfork(NULL, NULL, am_child);
+	}
+	struct pp_agentmem_entries e = {next.malloc,         next.free,
+	                                next.calloc,         next.realloc,
+	                                next.posix_memalign, next.memalign,
+	                                next.aligned_alloc,  next.valloc,
+	                                next.pvalloc,        next.usable};
+	pp_agentmem_wrap(&e);
+	/* Readers see either entry: both handle every block the other
+	 * hands out until the first agent thread runs. */
+	__atomic_store_n(&next.free, e.free, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.usable, e.usable, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.realloc, e.realloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.memalign, e.memalign, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.aligned_alloc, e.aligned_alloc,
+	                 __ATOMIC_RELEASE);
+	__atomic_store_n(&next.valloc, e.valloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.pvalloc, e.pvalloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.posix_memalign, e.posix_memalign,
+	                 __ATOMIC_RELEASE);
+	__atomic_store_n(&next.calloc, e.calloc, __ATOMIC_RELEASE);
+	__atomic_store_n(&next.malloc, e.malloc, __ATOMIC_RELEASE);
+	atomic_store(&am_state, 1);
+	return 1;
+}
+
+void pp_heap_agentmem_stats(struct pp_agentmem_stats *out)
+{
+	pp_agentmem_stats(out);
+	out->on = atomic_load(&am_state) == 1;
 }
 
 /* ---- the wrappers -------------------------------------------------------- */
@@ -768,5 +854,18 @@ CXX_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, DELETE_ALIGNED_NOTHROW,
            (void *p, size_t a, const void *t), (p, a, t))
 CXX_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, DELETE_ARRAY_ALIGNED_NOTHROW,
            (void *p, size_t a, const void *t), (p, a, t))
+
+#else /* PP_NO_HEAP_INTERPOSE */
+
+/* The sanitizer's allocator serves every thread: nothing to swap. */
+int pp_heap_agentmem_enable(void)
+{
+	return 0;
+}
+
+void pp_heap_agentmem_stats(struct pp_agentmem_stats *out)
+{
+	memset(out, 0, sizeof *out);
+}
 
 #endif /* PP_NO_HEAP_INTERPOSE */

@@ -258,7 +258,19 @@ unsigned pp_server_may_wait(struct pp_server *s, struct MHD_Connection *c,
 		mine += addr && pp_cidr_same_host(
 		                    (const struct sockaddr *)&k->addr, addr);
 	}
-	if (me->reserved) {
+	if (me->reserved == PP_KEPT_PAST_SHARE) {
+		struct pp_fds_stats fs;
+		pp_fds_stats(&fs);
+		*retry = 60;
+		snprintf(
+		    why, whylen,
+		    "RLIMIT_NOFILE %zu leaves the agent %zu descriptors and "
+		    "its server keeps %zu: too few for connections; this "
+		    "one was let in past the share for requests answered "
+		    "at once (healthz, status, metrics, the index): a "
+		    "limit of %zu or more serves everything",
+		    fs.limit, fs.share, fs.base, fs.needed);
+	} else if (me->reserved) {
 		*retry = first_end(s, addr, now);
 		snprintf(why, whylen,
 		         "%s holds every connection it may open "
@@ -380,7 +392,13 @@ enum MHD_Result pp_server_on_accept(void *cls, const struct sockaddr *addr,
 	}
 	/* Slots full, or the agent's share of descriptors (util/fds.h; 16
 	 * at `ulimit -n 64`) used: the rest are the host's. */
-	if (used >= s->conn_slots || !pp_fds_room()) {
+	if (used < s->conn_slots && !pp_fds_room() && used == 0 &&
+	    pp_fds_share_too_small()) {
+		/* A share too small for any connection (RLIMIT_NOFILE of 16
+		 * to 32): one at a time past it, on a kept place (answered
+		 * at once: /healthz, /status), rather than none at all. */
+		reserved = PP_KEPT_PAST_SHARE;
+	} else if (used >= s->conn_slots || !pp_fds_room()) {
 		atomic_fetch_add_explicit(&s->stats.connections_refused, 1,
 		                          memory_order_relaxed);
 		return MHD_NO;
@@ -388,7 +406,7 @@ enum MHD_Result pp_server_on_accept(void *cls, const struct sockaddr *addr,
 	if (reserved) {
 		atomic_fetch_add_explicit(&s->stats.connections_reserved, 1,
 		                          memory_order_relaxed);
-		s->accept_reserved = 1;
+		s->accept_reserved = reserved;
 	}
 	return MHD_YES;
 }

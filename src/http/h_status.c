@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,17 +17,59 @@
 #include "agent_threads.h"
 #include "fork/fork.h"
 #include "handlers.h"
+#include "heap/agentmem.h"
 #include "kinds.h"
 #include "labels/labels.h"
 #include "lookup.h"
 #include "respond.h"
 #include "server.h"
+#include "shim/shim.h"
 #include "symbols/symbols.h"
 #include "threads/task.h"
 #include "util/clock.h"
 #include "util/fds.h"
 #include "util/proc.h"
 #include "util/seccomp.h"
+
+/* What the agent holds of the process's address space (RLIMIT_AS counts
+ * it): its threads' stacks, its own heap (heap/agentmem.c), and the
+ * process's VmSize beside them. */
+static struct json_object *address_space_json(void)
+{
+	struct json_object *as = json_object_new_object();
+	struct pp_agentmem_stats ms = {0};
+	if (pp_shim.agentmem_stats)
+		pp_shim.agentmem_stats(&ms);
+	int64_t threads = pp_agent_threads_running();
+	json_object_object_add(as, "threads", PP_JSON_I64(threads));
+	json_object_object_add(as, "stack_bytes",
+	                       PP_JSON_I64((int64_t)PP_AGENT_STACK));
+	json_object_object_add(as, "stacks",
+	                       PP_JSON_I64(threads * (int64_t)PP_AGENT_STACK));
+	json_object_object_add(as, "own_heap", json_object_new_boolean(ms.on));
+	json_object_object_add(as, "heap", PP_JSON_I64(ms.chunks + ms.large));
+	json_object_object_add(as, "heap_peak", PP_JSON_I64(ms.peak));
+	json_object_object_add(as, "heap_failures", PP_JSON_I64(ms.failures));
+	long kb = -1;
+	char *text = NULL;
+	size_t len = 0;
+	if (pp_proc_read_file("/proc/self/status", 1 << 16, &text, &len) == 0) {
+		const char *v = strstr(text, "\nVmSize:");
+		if (v)
+			kb = strtol(v + 8, NULL, 10);
+		free(text);
+	}
+	json_object_object_add(as, "process_vm_size",
+	                       kb >= 0 ? PP_JSON_I64((int64_t)kb * 1024)
+	                               : NULL);
+	struct rlimit rl;
+	json_object_object_add(as, "limit",
+	                       getrlimit(RLIMIT_AS, &rl) == 0 &&
+	                               rl.rlim_cur != RLIM_INFINITY
+	                           ? PP_JSON_I64((int64_t)rl.rlim_cur)
+	                           : NULL);
+	return as;
+}
 
 static struct json_object *time_string(double t)
 {
@@ -200,6 +243,11 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(fds, "share", PP_JSON_I64(fs.share));
 	json_object_object_add(fds, "limit", PP_JSON_I64(fs.limit));
 	json_object_object_add(fds, "refused", PP_JSON_I64(fs.refused));
+	json_object_object_add(fds, "server_keeps", PP_JSON_I64(fs.base));
+	json_object_object_add(fds, "share_too_small",
+	                       json_object_new_boolean(fs.too_small));
+	json_object_object_add(fds, "limit_needed",
+	                       fs.too_small ? PP_JSON_I64(fs.needed) : NULL);
 	/* The host closed descriptors of the server (http/loop.c): how often
 	 * that was found, the last one, how often the server was set up
 	 * again. */
@@ -260,6 +308,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	}
 	json_object_object_add(sco, "calls", calls);
 	json_object_object_add(o, "seccomp", sco);
+	json_object_object_add(o, "address_space", address_space_json());
 
 	/* Across fork (fork.h): the mode, this process's part in a tree. */
 	struct pp_fork_stats fk;

@@ -348,6 +348,17 @@ int pp_server_open_daemon(struct pp_server *s, int again, char *err,
 	pp_fd_id_take(p[1], &s->wake_wr_id);
 	/* The listening socket, libmicrohttpd's epoll set and the pipe. */
 	pp_fds_add(4);
+	pp_fds_note_base();
+	if (pp_fds_share_too_small()) {
+		struct pp_fds_stats fs;
+		pp_fds_stats(&fs);
+		pp_log("RLIMIT_NOFILE %zu leaves the agent %zu descriptors and "
+		       "its server keeps %zu: too few for its connections; one "
+		       "connection at a time is let in past the share, for "
+		       "/healthz, /status, /metrics and the index only (a "
+		       "limit of %zu or more serves everything)",
+		       fs.limit, fs.share, fs.base, fs.needed);
+	}
 	pthread_mutex_lock(&s->mhd_mu);
 	s->mhd = d;
 	pthread_mutex_unlock(&s->mhd_mu);

@@ -40,13 +40,17 @@ struct pp_server_stats {
 
 /* A connection's slot. Touched by the HTTP thread only (and by a forked
  * child, which reads fd). */
+#define PP_KEPT_PAST_SHARE 2
+
 struct pp_conn {
 	int fd;             /* -1: a free slot */
 	struct pp_fd_id id; /* the socket accepted (util/fds.h) */
 	int answering;      /* its request is complete: being answered */
 	int closing; /* shut down by us; libmicrohttpd has yet to see it */
 	/* Accepted past a connection limit, on a place kept for requests
-	 * answered at once (conns.c, on_accept); closed after its answer. */
+	 * answered at once (conns.c, on_accept); closed after its answer.
+	 * PP_KEPT_PAST_SHARE: past the agent's share of descriptors, which
+	 * holds no connection at all (util/fds.h). */
 	int reserved;
 	/* Its request waits for something (a profile window, a lookup);
 	 * until: when a window is expected to end (CLOCK_MONOTONIC ns; 0:

@@ -537,7 +537,8 @@ int pp_jobs_start(char *err, size_t errlen)
 	rc = pp_agent_thread_create(&pipeline.thread, "pullprof-jobs",
 	                            pipeline_thread, NULL);
 	if (rc)
-		snprintf(err, errlen, "cannot start the agent's job thread");
+		snprintf(err, errlen, "cannot start the agent's job thread: %s",
+		         strerror(-rc));
 	else
 		pipeline.running = 1;
 	pthread_mutex_unlock(&pipeline.mu);

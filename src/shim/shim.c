@@ -41,12 +41,16 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "heap/agentmem.h"
 #include "heap/hot.h"
 #include "labels/labels.h"
 #include "locks/hot.h"
 #include "util/env.h"
 
-PP_SHIM_EXPORT struct pp_shim pp_shim;
+PP_SHIM_EXPORT struct pp_shim pp_shim = {
+    .agentmem_enable = pp_heap_agentmem_enable,
+    .agentmem_stats = pp_heap_agentmem_stats,
+};
 
 /* The hot state the interposers read and the agent sets, here rather than
  * beside the wrappers: built into one object (libpp-static.la: the unit tests,
@@ -321,6 +325,11 @@ __attribute__((constructor)) static void pp_autostart(void)
 	const char *listen = pp_env_get("PULLPROF_LISTEN");
 	const char *autostart = pp_env_get("PULLPROF_AUTOSTART");
 	const char *exec_listen = pp_env_get("PULLPROF_EXEC_LISTEN");
+	/* Empty is unset, as for PULLPROF_RECORD: an exec'd descendant
+	 * starts nothing and says nothing (a spawn storm printed a "not
+	 * started" line a child). */
+	if (exec_listen && !*exec_listen)
+		exec_listen = NULL;
 
 	if (autostart && strcmp(autostart, "0") == 0)
 		return;
@@ -351,11 +360,6 @@ __attribute__((constructor)) static void pp_autostart(void)
 	if (before == 2) {
 		/* An exec'd descendant of a profiled process, and descendants
 		 * are given an address of their own. */
-		if (!*exec_listen) {
-			pp_log("not started: PULLPROF_EXEC_LISTEN is empty (an "
-			       "address, as PULLPROF_LISTEN takes)");
-			return;
-		}
 		if (pp_env_set("PULLPROF_LISTEN", exec_listen))
 			return;
 	}

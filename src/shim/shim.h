@@ -102,6 +102,7 @@ enum { PP_FORK_PREPARE, PP_FORK_PARENT, PP_FORK_CHILD };
 const struct pp_agent_ops *pp_agent_entry(const char *shim_version,
                                           size_t shim_size);
 
+struct pp_agentmem_stats;
 typedef int (*pp_create_fn)(pthread_t *, const pthread_attr_t *,
                             void *(*)(void *), void *);
 
@@ -120,6 +121,10 @@ struct pp_shim {
 	void *iterate_self;
 	/* The C library's pthread_create (RTLD_NEXT of the interposer). */
 	pp_create_fn real_create;
+	/* The agent's threads' own allocator (heap/agentmem.h): turned on
+	 * by the agent's start, before its first thread; its figures. */
+	int (*agentmem_enable)(void);
+	void (*agentmem_stats)(struct pp_agentmem_stats *out);
 };
 extern struct pp_shim pp_shim;
 

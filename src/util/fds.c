@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static _Atomic long held, kept;
+static _Atomic long held, kept, base;
 static _Atomic size_t refused;
 
 static size_t limit_now(void)
@@ -198,6 +198,25 @@ void pp_fds_stats(struct pp_fds_stats *out)
 	out->limit = limit_now();
 	out->share = share_of(out->limit);
 	out->refused = atomic_load_explicit(&refused, memory_order_relaxed);
+	out->base = (size_t)atomic_load(&base);
+	out->too_small = pp_fds_share_too_small();
+	out->needed = 0;
+	if (out->too_small)
+		for (size_t l = out->limit; l <= 4096 && !out->needed; l++)
+			if (share_of(l) >= out->base + 3)
+				out->needed = l;
+}
+
+void pp_fds_note_base(void)
+{
+	long h = atomic_load_explicit(&held, memory_order_relaxed);
+	atomic_store(&base, h > 0 ? h : 0);
+}
+
+int pp_fds_share_too_small(void)
+{
+	long b = atomic_load(&base);
+	return b > 0 && (size_t)b + 3 > share_of(limit_now());
 }
 
 void pp_fds_reset(void)

@@ -79,8 +79,19 @@ struct pp_fds_stats {
 	size_t limit;   /* the soft RLIMIT_NOFILE now */
 	size_t refused; /* opens refused at the share, or failed with
 	                   EMFILE/ENFILE */
+	size_t base;    /* what the server keeps open (pp_fds_note_base) */
+	int too_small;  /* pp_fds_share_too_small() */
+	size_t needed;  /* the least RLIMIT_NOFILE whose share fits the
+	                   server, a connection and a file (when too_small) */
 };
 void pp_fds_stats(struct pp_fds_stats *out);
+/* The server has set itself up: what the agent holds now is what it
+ * keeps open while idle. */
+void pp_fds_note_base(void);
+/* The share cannot hold what the server keeps, a connection and a file
+ * (RLIMIT_NOFILE of 16 to 32): the server then lets one connection in
+ * past the share, for requests answered at once (conns.c). */
+int pp_fds_share_too_small(void);
 
 /*
  * Move a descriptor the agent just opened to a number far above the host's
