@@ -36,6 +36,10 @@
 #define DRAIN_NS 10000000ull      /* ring drain while sampling: every 10 ms */
 #define RECORD_DRAIN_NS 100000000ull /* the record alone: up to 100 ms */
 #define GRACE_NS 20000000ull /* after a window's end, for late samples */
+/* A ring slot claimed and not published for this long: its handler was
+ * left without returning (cpu/hot.h), the slot is taken back. A handler
+ * takes microseconds; a second covers one descheduled on a busy host. */
+#define RECLAIM_NS 1000000000ull
 
 uint64_t pp_cpu_lost_now(void)
 {
@@ -105,7 +109,19 @@ static void drain(void)
 	int recording = pp_record_hz() != 0;
 	if (recording)
 		pp_record_begin(&pp_cpu.mu);
-	while ((rec = pp_ring_peek(&pp_sampler.ring)) != NULL) {
+	for (;;) {
+		rec = pp_ring_peek(&pp_sampler.ring);
+		if (!rec) {
+			if (pp_ring_reclaim(&pp_sampler.ring,
+			                    pp_clock_ns(CLOCK_MONOTONIC),
+			                    RECLAIM_NS))
+				continue;
+			break;
+		}
+		if (rec->flags & PP_REC_ABANDONED) {
+			pp_ring_release(&pp_sampler.ring);
+			continue;
+		}
 		pp_timers_count_sample((pid_t)rec->tid);
 		const char *name = pp_timers_thread_name((pid_t)rec->tid);
 		for (struct pp_cpu_window *w = pp_cpu.windows; w; w = w->next)
@@ -344,8 +360,10 @@ static uint64_t drain_interval(void)
 /* The host took the signal (or would not let go of it when sampling
  * started): every listed window ends now, with why, and is delivered as
  * far as it got. New windows choose the signal again (and get a 409 when
- * none is free). */
-static void cut_windows(const char *why, uint64_t now)
+ * none is free). The record pauses and samples on with the signal free
+ * (SIGPROF when the host took SIGURG), a gap over the pause; when none is
+ * free, it stops. */
+void pp_cpu_cut(const char *why, uint64_t now)
 {
 	static int said;
 	pthread_mutex_lock(&pp_cpu.mu);
@@ -357,9 +375,14 @@ static void cut_windows(const char *why, uint64_t now)
 		if (w->end_ns > now)
 			w->end_ns = now > w->start_ns ? now : w->start_ns + 1;
 	}
-	/* The record samples no more either (until the agent starts
-	 * again): it says why. */
-	if (pp_record_hz() && !pp_cpu.record_cut) {
+	/* The record pauses, and samples on once a signal is free (the
+	 * collector's next turn starts sampling again); paused already (no
+	 * signal was free), it samples no more until the agent starts
+	 * again: it says why. */
+	if (pp_record_hz() && !pp_cpu.record_cut && !pp_cpu.record_gap) {
+		pp_cpu.record_gap = 1;
+		pp_record_gap_open(now, why);
+	} else if (pp_record_hz() && !pp_cpu.record_cut) {
 		pp_cpu.record_cut = 1;
 		pp_record_stopped(why);
 	}
@@ -368,6 +391,19 @@ static void cut_windows(const char *why, uint64_t now)
 		said = 1;
 		pp_log("CPU sampling stopped: %s", why);
 	}
+}
+
+/* Sampling started again: a pause of the record ends (its gap says with
+ * which signal it goes on). */
+static void record_resumed(uint64_t now)
+{
+	pthread_mutex_lock(&pp_cpu.mu);
+	int gap = pp_cpu.record_gap;
+	pp_cpu.record_gap = 0;
+	pthread_mutex_unlock(&pp_cpu.mu);
+	if (gap)
+		pp_record_gap_close(
+		    now, pp_timers_signal() == SIGPROF ? "SIGPROF" : "SIGURG");
 }
 
 static void *collector(void *unused)
@@ -386,6 +422,12 @@ static void *collector(void *unused)
 			    pp_clock_after(CLOCK_REALTIME, drain_interval());
 			pthread_cond_timedwait(&pp_cpu.wake, &pp_cpu.mu,
 			                       &until);
+		}
+		/* A host's sigaction waits for this (takeover.c). */
+		if (atomic_load(&pp_cpu.take_req)) {
+			pthread_mutex_unlock(&pp_cpu.mu);
+			pp_cpu_handle_takes(pp_clock_ns(CLOCK_MONOTONIC));
+			pthread_mutex_lock(&pp_cpu.mu);
 		}
 		drain();
 		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
@@ -418,9 +460,14 @@ static void *collector(void *unused)
 		unsigned hz = pp_timers_hz();
 		char why[160];
 		if (want && !hz) {
-			if (pp_timers_start(want, pp_cpu.settings.unwind, why,
-			                    sizeof why))
-				cut_windows(why, now);
+			int rc = pp_timers_start(want, pp_cpu.settings.unwind,
+			                         why, sizeof why);
+			/* -EBUSY: the host is taking the signal just now;
+			 * the next turn tries again. */
+			if (rc && rc != -EBUSY)
+				pp_cpu_cut(why, now);
+			if (!rc)
+				record_resumed(now);
 		} else if (!want && hz) {
 			pp_timers_stop();
 		} else if (want && want != hz) {
@@ -432,7 +479,7 @@ static void *collector(void *unused)
 		 * expiry meanwhile is ignored, not fatal: disposition.c). */
 		if (pp_timers_hz() && pp_timers_check(why, sizeof why)) {
 			pp_timers_abandon();
-			cut_windows(why, now);
+			pp_cpu_cut(why, now);
 		}
 		if (pp_timers_hz() && now - last_scan >= scan_ns) {
 			/* Threads started through pthread_create arm their
@@ -512,7 +559,7 @@ int pp_collector_start(char *err, size_t errlen)
 		snprintf(err, errlen, "cannot start the CPU profiler's thread");
 		return rc;
 	}
-	pp_cpu.collector_up = 1;
+	__atomic_store_n(&pp_cpu.collector_up, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -525,6 +572,6 @@ void pp_collector_stop(void)
 	pthread_mutex_unlock(&pp_cpu.mu);
 	pthread_join(pp_cpu.collector, NULL); /* it stops sampling */
 	pthread_mutex_lock(&pp_cpu.mu);
-	pp_cpu.collector_up = 0;
+	__atomic_store_n(&pp_cpu.collector_up, 0, __ATOMIC_RELEASE);
 	pp_cpu.stopping = 0;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "cpu/hot.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 
@@ -83,20 +84,37 @@
  * dispositions at a backend's start, before it blocks SIGURG: no timer of
  * ours is on that thread then).
  */
+/* pullprof's own sigaction calls, which the interposed sigaction
+ * (src/shim/signals.c) must not take for the host's: marked per thread. */
+int pp_timers_sigaction(int sig, const struct sigaction *act,
+                        struct sigaction *old)
+{
+	int was = pp_cpu_tls.own_sigaction;
+	pp_cpu_tls.own_sigaction = 1;
+	int rc = sigaction(sig, act, old);
+	pp_cpu_tls.own_sigaction = was;
+	return rc;
+}
+
 int pp_timers_is_ours(const struct sigaction *a)
 {
 	return (a->sa_flags & SA_SIGINFO) &&
 	       a->sa_sigaction == pp_sampler_handler;
 }
 
+/* Is a a handler of the host's (not a default, not SIG_IGN, not ours)? */
+static int is_hosts(const struct sigaction *a)
+{
+	return !pp_timers_is_ours(a) &&
+	       ((a->sa_flags & SA_SIGINFO) ||
+	        (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN));
+}
+
 /* The host's handler, not a default or SIG_IGN (nor ours). */
 static int host_handles(int sig)
 {
 	struct sigaction cur;
-	if (sigaction(sig, NULL, &cur) != 0 || pp_timers_is_ours(&cur))
-		return 0;
-	return (cur.sa_flags & SA_SIGINFO) ||
-	       (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
+	return pp_timers_sigaction(sig, NULL, &cur) == 0 && is_hosts(&cur);
 }
 
 /* Is ITIMER_PROF armed (by the host, when not in setitimer mode)? */
@@ -135,7 +153,7 @@ int pp_timers_choose_signal(char *err, size_t errlen)
 	return rc ? rc : SIGPROF;
 }
 
-void pp_timers_install(int sig, struct sigaction *old)
+int pp_timers_install(int sig, struct sigaction *old)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -143,8 +161,29 @@ void pp_timers_install(int sig, struct sigaction *old)
 	/* SA_RESTART: the host's interrupted system calls resume by
 	 * themselves where the kernel allows. */
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	sigaction(sig, &sa, old);
+	/* Every signal blocked while the handler runs (the C library's
+	 * sigfillset leaves out its own two, cancellation and setxid: set
+	 * here too, as the kernel takes them), but those a fault raises: a
+	 * host's handler that interrupted ours and siglongjmp'd out of it
+	 * (timeouts, interpreters, coroutine libraries do) left it unfinished,
+	 * its ring slot and its count taken for ever (cpu/hot.h). A fault
+	 * raised in the handler with its signal blocked would kill the
+	 * process instead of reaching the host's handler. */
+	memset(&sa.sa_mask, 0xff, sizeof sa.sa_mask);
+	static const int faults[] = {SIGSEGV, SIGBUS,  SIGILL,
+	                             SIGFPE,  SIGTRAP, SIGSYS};
+	for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
+		sigdelset(&sa.sa_mask, faults[i]);
+	if (pp_timers_sigaction(sig, &sa, old) != 0)
+		return -errno;
+	/* The host installed a handler between the check and this call (its
+	 * sigaction ran before ours: src/shim/signals.c had nothing of ours
+	 * to move off): it goes back at once, and sig is not taken. */
+	if (is_hosts(old)) {
+		pp_timers_sigaction(sig, old, NULL);
+		return -EEXIST;
+	}
+	return 0;
 }
 
 /* The timers are deleted: SIG_IGN first, which discards every instance
@@ -159,9 +198,9 @@ void pp_timers_restore(int sig, const struct sigaction *old)
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
-	if (sigaction(sig, &ign, &cur) != 0)
+	if (pp_timers_sigaction(sig, &ign, &cur) != 0)
 		return;
-	sigaction(sig, pp_timers_is_ours(&cur) ? old : &cur, NULL);
+	pp_timers_sigaction(sig, pp_timers_is_ours(&cur) ? old : &cur, NULL);
 }
 
 /* The host took sig: what it put there, for the note. */
@@ -181,7 +220,7 @@ int pp_timers_check_signals(int signo, int prof_taken, int setitimer_mode,
 	int sigs[2] = {signo, prof_taken ? SIGPROF : 0};
 
 	for (int i = 0; i < 2; i++) {
-		if (!sigs[i] || sigaction(sigs[i], NULL, &cur) != 0 ||
+		if (!sigs[i] || pp_timers_sigaction(sigs[i], NULL, &cur) != 0 ||
 		    pp_timers_is_ours(&cur))
 			continue;
 		snprintf(why, len,
@@ -211,12 +250,14 @@ int pp_timers_check_signals(int signo, int prof_taken, int setitimer_mode,
 void pp_timers_let_go(int sig)
 {
 	struct sigaction cur, ign;
-	if (sigaction(sig, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+	if (pp_timers_sigaction(sig, NULL, &cur) != 0 ||
+	    (cur.sa_flags & SA_SIGINFO) ||
 	    (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))
 		return;
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
-	if (sigaction(sig, &ign, &cur) == 0 && !pp_timers_is_ours(&cur))
-		sigaction(sig, &cur, NULL);
+	if (pp_timers_sigaction(sig, &ign, &cur) == 0 &&
+	    !pp_timers_is_ours(&cur))
+		pp_timers_sigaction(sig, &cur, NULL);
 }
