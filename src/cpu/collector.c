@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,6 +405,42 @@ static void record_resumed(uint64_t now)
 	if (gap)
 		pp_record_gap_close(
 		    now, pp_timers_signal() == SIGPROF ? "SIGPROF" : "SIGURG");
+}
+
+/* ---- a host's sigaction (takeover.c) ------------------------------------ */
+
+/* After the host's call is answered, the signal is not chosen again for
+ * this long (its disposition may not be in place yet). */
+#define AVOID_NS 1000000000ull
+
+static const char *take_describe(int what)
+{
+	return what == PP_TAKE_DFL   ? "reset it to SIG_DFL"
+	       : what == PP_TAKE_IGN ? "set it to SIG_IGN"
+	                             : "installed a handler of its own";
+}
+
+void pp_cpu_handle_takes(uint64_t now)
+{
+	unsigned asked = atomic_load(&pp_cpu.take_asked);
+	unsigned req = atomic_exchange(&pp_cpu.take_req, 0);
+	if (req && pp_timers_hz()) {
+		int sig = req & 1u ? SIGURG : SIGPROF;
+		char why[160];
+		snprintf(why, sizeof why,
+		         "the host %s for %s, the signal pullprof samples "
+		         "with",
+		         take_describe(
+		             atomic_load(&pp_cpu.take_what[sig == SIGPROF])),
+		         sig == SIGURG ? "SIGURG" : "SIGPROF");
+		/* Every timer deleted, what they left pending discarded, the
+		 * dispositions the host had before sampling back: its own
+		 * goes on top once its call returns. */
+		pp_timers_abandon();
+		pp_timers_avoid(sig, now + AVOID_NS);
+		pp_cpu_cut(why, now);
+	}
+	atomic_store(&pp_cpu.take_done, asked);
 }
 
 static void *collector(void *unused)

@@ -76,6 +76,11 @@
  * else it waits for the scan. Only threads that block both, or block
  * SIGURG while SIGPROF is the host's, are not sampled.
  *
+ * A host that sets either disposition through the C library (sigaction,
+ * signal and their kin, interposed: src/shim/signals.c) is seen before its
+ * call takes effect, and sampling moves off first (takeover.c): no gap at
+ * all then. The gaps above are those of a raw rt_sigaction system call.
+ *
  * The residual risk is the one of SIGPROF above, limited to the threads
  * that block SIGURG: a host that resets SIGPROF to SIG_DFL while a SIGPROF
  * timer is armed on one of its threads is killed by an expiry before the

@@ -19,16 +19,16 @@
  * RECORD_DRAIN_NS with the record alone), and until then gets pullprof's
  * signals (they carry pullprof's mark, PP_TIMER_MARK, in si_value).
  *
- * Host side: any thread, in a signal handler too (sigaction is
- * async-signal-safe): atomics, sigaction queries, a condition variable no
- * host thread waits on, and nanosleep.
- * Context: host, and agent (pp_cpu_handle_takes).
+ * Any thread, in a signal handler too (sigaction is async-signal-safe):
+ * atomics, sigaction queries, a condition variable no host thread waits
+ * on, and nanosleep. The collector's side is pp_cpu_handle_takes
+ * (collector.c).
+ * Context: host.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <time.h>
 
 #include "cpu/disposition.h"
@@ -43,10 +43,6 @@
  * host's call for long. Then the collector's check finds the host's
  * disposition later, as for a raw system call. */
 #define TAKE_WAIT_NS 1000000000ull
-
-/* After the host's call is answered, the signal is not chosen again for
- * this long (its disposition may not be in place yet). */
-#define AVOID_NS 1000000000ull
 
 static unsigned bit_of(int sig)
 {
@@ -74,34 +70,4 @@ void pp_cpu_host_takes(int sig, int what)
 		struct timespec ts = {0, 50000};
 		nanosleep(&ts, NULL);
 	}
-}
-
-static const char *describe(int what)
-{
-	return what == PP_TAKE_DFL   ? "reset it to SIG_DFL"
-	       : what == PP_TAKE_IGN ? "set it to SIG_IGN"
-	                             : "installed a handler of its own";
-}
-
-void pp_cpu_handle_takes(uint64_t now)
-{
-	unsigned asked = atomic_load(&pp_cpu.take_asked);
-	unsigned req = atomic_exchange(&pp_cpu.take_req, 0);
-	if (req && pp_timers_hz()) {
-		int sig = req & 1u ? SIGURG : SIGPROF;
-		char why[160];
-		snprintf(
-		    why, sizeof why,
-		    "the host %s for %s, the signal pullprof samples "
-		    "with",
-		    describe(atomic_load(&pp_cpu.take_what[sig == SIGPROF])),
-		    sig == SIGURG ? "SIGURG" : "SIGPROF");
-		/* Every timer deleted, what they left pending discarded, the
-		 * dispositions the host had before sampling back: its own
-		 * goes on top once its call returns. */
-		pp_timers_abandon();
-		pp_timers_avoid(sig, now + AVOID_NS);
-		pp_cpu_cut(why, now);
-	}
-	atomic_store(&pp_cpu.take_done, asked);
 }

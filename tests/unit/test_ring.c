@@ -149,9 +149,56 @@ static void test_reset_in_child_remapped(void **state)
 	fork_and_check(0);
 }
 
+/* A slot claimed and never published (its handler was left without
+ * returning): the consumer takes it back once it has waited long enough,
+ * the records behind it come through, a publish that comes after all
+ * fails, and the slot serves the next lap. */
+static void test_reclaim(void **state)
+{
+	(void)state;
+	struct pp_ring r;
+	assert_int_equal(pp_ring_init(&r, CAP, DEPTH), 0);
+	put(&r, 1);
+	size_t left;
+	assert_non_null(pp_ring_claim(&r, &left));
+	put(&r, 3);
+	assert_non_null(pp_ring_peek(&r));
+	pp_ring_release(&r);
+	assert_null(pp_ring_peek(&r)); /* held at the claimed slot */
+	assert_int_equal(pp_ring_reclaim(&r, 1000, 500), 0); /* first seen */
+	assert_int_equal(pp_ring_reclaim(&r, 1400, 500), 0); /* too soon */
+	assert_int_equal(pp_ring_reclaim(&r, 1600, 500), 1);
+	assert_int_equal(atomic_load(&r.reclaimed), 1);
+	const struct pp_ring_rec *rec = pp_ring_peek(&r);
+	assert_non_null(rec);
+	assert_int_equal(rec->tid, 3);
+	pp_ring_release(&r);
+	assert_int_equal(pp_ring_publish(&r, left), -1); /* too late */
+	assert_null(pp_ring_peek(&r));
+	assert_int_equal(pp_ring_reclaim(&r, 9000, 500), 0); /* empty */
+	/* A whole lap more, over the slot taken back. */
+	for (uint32_t i = 0; i < CAP; i++)
+		put(&r, 100 + i);
+	for (uint32_t i = 0; i < CAP; i++) {
+		rec = pp_ring_peek(&r);
+		assert_non_null(rec);
+		assert_int_equal(rec->tid, 100 + i);
+		pp_ring_release(&r);
+	}
+	/* Published before the wait is over: nothing taken back. */
+	size_t slow;
+	assert_non_null(pp_ring_claim(&r, &slow));
+	assert_int_equal(pp_ring_reclaim(&r, 10000, 500), 0);
+	assert_int_equal(pp_ring_publish(&r, slow), 0);
+	assert_int_equal(pp_ring_reclaim(&r, 20000, 500), 0);
+	assert_non_null(pp_ring_peek(&r));
+	pp_ring_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_reclaim),
 	    cmocka_unit_test(test_reset_same_process),
 	    cmocka_unit_test(test_reset_in_child_wiped),
 	    cmocka_unit_test(test_reset_in_child_remapped),
