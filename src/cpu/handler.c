@@ -53,14 +53,16 @@ static void count(_Atomic uint64_t *c, uint64_t n)
  * the collector took it back already; it no longer counts as inside. */
 static void repair(struct pp_sampler_shared *s, struct pp_cpu_tls *t)
 {
-	if (t->claimed) {
+	/* Unless the collector took the slot back (after a second: the
+	 * record is then another lap's to write). */
+	if (t->claimed && pp_ring_claimed(&s->ring, t->pos)) {
 		struct pp_ring_rec *rec = pp_ring_slot(&s->ring, t->pos);
 		rec->depth = 0;
 		rec->weight = 0;
 		rec->flags = PP_REC_ABANDONED;
 		(void)pp_ring_publish(&s->ring, t->pos);
-		t->claimed = 0;
 	}
+	t->claimed = 0;
 	if (t->stack != t->entry_stack) {
 		pp_unwind_stack_release(t->stack);
 		t->stack = t->entry_stack;

@@ -154,6 +154,11 @@ struct pp_ring_rec *pp_ring_slot(struct pp_ring *r, size_t pos)
 	return (struct pp_ring_rec *)(slot_at(r, pos) + 1);
 }
 
+int pp_ring_claimed(struct pp_ring *r, size_t pos)
+{
+	return seq_load(r, pos, memory_order_acquire) == pos;
+}
+
 /* A compare-and-swap, not a store: the consumer may have taken the slot
  * back (pp_ring_reclaim), and exactly one of the two must win. */
 int pp_ring_publish(struct pp_ring *r, size_t pos)

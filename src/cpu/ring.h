@@ -75,8 +75,11 @@ void pp_ring_reset(struct pp_ring *r);
  * the ring is full; then publish it: 0, or -1 when the consumer took the
  * slot back meanwhile (pp_ring_reclaim: the record is lost). */
 struct pp_ring_rec *pp_ring_claim(struct pp_ring *r, size_t *pos);
-/* The record of the slot at pos (claimed earlier by this thread). */
+/* The record of the slot at pos (claimed earlier by this thread), and
+ * whether that slot is still claimed at pos, not published nor taken
+ * back. */
 struct pp_ring_rec *pp_ring_slot(struct pp_ring *r, size_t pos);
+int pp_ring_claimed(struct pp_ring *r, size_t pos);
 int pp_ring_publish(struct pp_ring *r, size_t pos);
 
 /* Consumer side: the oldest published record, or NULL; release it after
