@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,10 @@
 #define DRAIN_NS 10000000ull      /* ring drain while sampling: every 10 ms */
 #define RECORD_DRAIN_NS 100000000ull /* the record alone: up to 100 ms */
 #define GRACE_NS 20000000ull /* after a window's end, for late samples */
+/* A ring slot claimed and not published for this long: its handler was
+ * left without returning (cpu/hot.h), the slot is taken back. A handler
+ * takes microseconds; a second covers one descheduled on a busy host. */
+#define RECLAIM_NS 1000000000ull
 
 uint64_t pp_cpu_lost_now(void)
 {
@@ -169,7 +174,19 @@ static void drain(void)
 	if (recording)
 		pp_record_begin(&pp_cpu.mu);
 	apply_unloads(recording);
-	while ((rec = pp_ring_peek(&pp_sampler.ring)) != NULL) {
+	for (;;) {
+		rec = pp_ring_peek(&pp_sampler.ring);
+		if (!rec) {
+			if (pp_ring_reclaim(&pp_sampler.ring,
+			                    pp_clock_ns(CLOCK_MONOTONIC),
+			                    RECLAIM_NS))
+				continue;
+			break;
+		}
+		if (rec->flags & PP_REC_ABANDONED) {
+			pp_ring_release(&pp_sampler.ring);
+			continue;
+		}
 		/* What the models hold is of the images before this
 		 * sample's own unloads. */
 		if (pp_unloaded_count() != unloads_applied)
@@ -422,8 +439,10 @@ static uint64_t drain_interval(void)
 /* The host took the signal (or would not let go of it when sampling
  * started): every listed window ends now, with why, and is delivered as
  * far as it got. New windows choose the signal again (and get a 409 when
- * none is free). */
-static void cut_windows(const char *why, uint64_t now)
+ * none is free). The record pauses and samples on with the signal free
+ * (SIGPROF when the host took SIGURG), a gap over the pause; when none is
+ * free, it stops. */
+void pp_cpu_cut(const char *why, uint64_t now)
 {
 	static int said;
 	pthread_mutex_lock(&pp_cpu.mu);
@@ -435,9 +454,14 @@ static void cut_windows(const char *why, uint64_t now)
 		if (w->end_ns > now)
 			w->end_ns = now > w->start_ns ? now : w->start_ns + 1;
 	}
-	/* The record samples no more either (until the agent starts
-	 * again): it says why. */
-	if (pp_record_hz() && !pp_cpu.record_cut) {
+	/* The record pauses, and samples on once a signal is free (the
+	 * collector's next turn starts sampling again); paused already (no
+	 * signal was free), it samples no more until the agent starts
+	 * again: it says why. */
+	if (pp_record_hz() && !pp_cpu.record_cut && !pp_cpu.record_gap) {
+		pp_cpu.record_gap = 1;
+		pp_record_gap_open(now, why);
+	} else if (pp_record_hz() && !pp_cpu.record_cut) {
 		pp_cpu.record_cut = 1;
 		pp_record_stopped(why);
 	}
@@ -481,6 +505,55 @@ static void begin_windows(void)
 	pthread_mutex_unlock(&pp_cpu.mu);
 }
 
+/* Sampling started again: a pause of the record ends (its gap says with
+ * which signal it goes on). */
+static void record_resumed(uint64_t now)
+{
+	pthread_mutex_lock(&pp_cpu.mu);
+	int gap = pp_cpu.record_gap;
+	pp_cpu.record_gap = 0;
+	pthread_mutex_unlock(&pp_cpu.mu);
+	if (gap)
+		pp_record_gap_close(
+		    now, pp_timers_signal() == SIGPROF ? "SIGPROF" : "SIGURG");
+}
+
+/* ---- a host's sigaction (takeover.c) ------------------------------------ */
+
+/* After the host's call is answered, the signal is not chosen again for
+ * this long (its disposition may not be in place yet). */
+#define AVOID_NS 1000000000ull
+
+static const char *take_describe(int what)
+{
+	return what == PP_TAKE_DFL   ? "reset it to SIG_DFL"
+	       : what == PP_TAKE_IGN ? "set it to SIG_IGN"
+	                             : "installed a handler of its own";
+}
+
+void pp_cpu_handle_takes(uint64_t now)
+{
+	unsigned asked = atomic_load(&pp_cpu.take_asked);
+	unsigned req = atomic_exchange(&pp_cpu.take_req, 0);
+	if (req && pp_timers_hz()) {
+		int sig = req & 1u ? SIGURG : SIGPROF;
+		char why[160];
+		snprintf(why, sizeof why,
+		         "the host %s for %s, the signal pullprof samples "
+		         "with",
+		         take_describe(
+		             atomic_load(&pp_cpu.take_what[sig == SIGPROF])),
+		         sig == SIGURG ? "SIGURG" : "SIGPROF");
+		/* Every timer deleted, what they left pending discarded, the
+		 * dispositions the host had before sampling back: its own
+		 * goes on top once its call returns. */
+		pp_timers_abandon();
+		pp_timers_avoid(sig, now + AVOID_NS);
+		pp_cpu_cut(why, now);
+	}
+	atomic_store(&pp_cpu.take_done, asked);
+}
+
 static void *collector(void *unused)
 {
 	uint64_t last_scan = 0, last_refresh = 0, scan_ns = SCAN_NS;
@@ -497,6 +570,12 @@ static void *collector(void *unused)
 			    pp_clock_after(CLOCK_REALTIME, drain_interval());
 			pthread_cond_timedwait(&pp_cpu.wake, &pp_cpu.mu,
 			                       &until);
+		}
+		/* A host's sigaction waits for this (takeover.c). */
+		if (atomic_load(&pp_cpu.take_req)) {
+			pthread_mutex_unlock(&pp_cpu.mu);
+			pp_cpu_handle_takes(pp_clock_ns(CLOCK_MONOTONIC));
+			pthread_mutex_lock(&pp_cpu.mu);
 		}
 		drain();
 		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
@@ -529,9 +608,14 @@ static void *collector(void *unused)
 		unsigned hz = pp_timers_hz();
 		char why[160];
 		if (want && !hz) {
-			if (pp_timers_start(want, pp_cpu.settings.unwind, why,
-			                    sizeof why))
-				cut_windows(why, now);
+			int rc = pp_timers_start(want, pp_cpu.settings.unwind,
+			                         why, sizeof why);
+			/* -EBUSY: the host is taking the signal just now;
+			 * the next turn tries again. */
+			if (rc && rc != -EBUSY)
+				pp_cpu_cut(why, now);
+			if (!rc)
+				record_resumed(now);
 		} else if (!want && hz) {
 			pp_timers_stop();
 		} else if (want && want != hz) {
@@ -544,7 +628,7 @@ static void *collector(void *unused)
 		 * expiry meanwhile is ignored, not fatal: disposition.c). */
 		if (pp_timers_hz() && pp_timers_check(why, sizeof why)) {
 			pp_timers_abandon();
-			cut_windows(why, now);
+			pp_cpu_cut(why, now);
 		}
 		if (pp_timers_hz() && now - last_scan >= scan_ns) {
 			/* Threads started through pthread_create arm their
@@ -626,7 +710,7 @@ int pp_collector_start(char *err, size_t errlen)
 		         strerror(-rc));
 		return rc;
 	}
-	pp_cpu.collector_up = 1;
+	__atomic_store_n(&pp_cpu.collector_up, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -639,6 +723,6 @@ void pp_collector_stop(void)
 	pthread_mutex_unlock(&pp_cpu.mu);
 	pthread_join(pp_cpu.collector, NULL); /* it stops sampling */
 	pthread_mutex_lock(&pp_cpu.mu);
-	pp_cpu.collector_up = 0;
+	__atomic_store_n(&pp_cpu.collector_up, 0, __ATOMIC_RELEASE);
 	pp_cpu.stopping = 0;
 }

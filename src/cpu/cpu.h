@@ -74,6 +74,11 @@ struct pp_cpu_stats {
 	uint64_t samples;  /* records taken */
 	uint64_t weighted; /* samples counting timer overruns */
 	uint64_t dropped_ring_full, dropped_no_stack;
+	/* Handlers left without returning (a host's handler jumped out of
+	 * one: cpu/hot.h), ring slots the collector took back from such a
+	 * handler, and records whose slot was taken back before they were
+	 * published. */
+	uint64_t handlers_left, ring_reclaimed, dropped_reclaimed;
 	uint64_t unwind_truncated, unwind_unknown_code, unwind_failed;
 	uint64_t handler_calls, handler_ns_total, handler_ns_max;
 	uint64_t handler_buckets[PP_CPU_HANDLER_BUCKETS + 1]; /* see above */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "cpu/hot.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 
@@ -75,6 +76,11 @@
  * else it waits for the scan. Only threads that block both, or block
  * SIGURG while SIGPROF is the host's, are not sampled.
  *
+ * A host that sets either disposition through the C library (sigaction,
+ * signal and their kin, interposed: src/shim/signals.c) is seen before its
+ * call takes effect, and sampling moves off first (takeover.c): no gap at
+ * all then. The gaps above are those of a raw rt_sigaction system call.
+ *
  * The residual risk is the one of SIGPROF above, limited to the threads
  * that block SIGURG: a host that resets SIGPROF to SIG_DFL while a SIGPROF
  * timer is armed on one of its threads is killed by an expiry before the
@@ -83,20 +89,37 @@
  * dispositions at a backend's start, before it blocks SIGURG: no timer of
  * ours is on that thread then).
  */
+/* pullprof's own sigaction calls, which the interposed sigaction
+ * (src/shim/signals.c) must not take for the host's: marked per thread. */
+int pp_timers_sigaction(int sig, const struct sigaction *act,
+                        struct sigaction *old)
+{
+	int was = pp_cpu_tls.own_sigaction;
+	pp_cpu_tls.own_sigaction = 1;
+	int rc = sigaction(sig, act, old);
+	pp_cpu_tls.own_sigaction = was;
+	return rc;
+}
+
 int pp_timers_is_ours(const struct sigaction *a)
 {
 	return (a->sa_flags & SA_SIGINFO) &&
 	       a->sa_sigaction == pp_sampler_handler;
 }
 
+/* Is a a handler of the host's (not a default, not SIG_IGN, not ours)? */
+static int is_hosts(const struct sigaction *a)
+{
+	return !pp_timers_is_ours(a) &&
+	       ((a->sa_flags & SA_SIGINFO) ||
+	        (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN));
+}
+
 /* The host's handler, not a default or SIG_IGN (nor ours). */
 static int host_handles(int sig)
 {
 	struct sigaction cur;
-	if (sigaction(sig, NULL, &cur) != 0 || pp_timers_is_ours(&cur))
-		return 0;
-	return (cur.sa_flags & SA_SIGINFO) ||
-	       (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN);
+	return pp_timers_sigaction(sig, NULL, &cur) == 0 && is_hosts(&cur);
 }
 
 /* Is ITIMER_PROF armed (by the host, when not in setitimer mode)? */
@@ -135,7 +158,7 @@ int pp_timers_choose_signal(char *err, size_t errlen)
 	return rc ? rc : SIGPROF;
 }
 
-void pp_timers_install(int sig, struct sigaction *old)
+int pp_timers_install(int sig, struct sigaction *old)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -150,19 +173,37 @@ void pp_timers_install(int sig, struct sigaction *old)
 	 * at its next garbage collection ("unexpected return pc", "unknown
 	 * caller pc") within seconds of a /profile. Go requires SA_ONSTACK
 	 * of every handler in its process (os/signal). A thread without an
-	 * alternate stack is unchanged.
-	 * Every signal blocked while the handler runs: it may move to a stack
-	 * of the agent's to unwind (unwind/capture.c), and a signal arriving
-	 * there finds the thread off its alternate stack, so the kernel puts
-	 * the next handler's frame at that stack's top, over the frames of
-	 * ours still on it (Go's SIGURG, its preemption signal: the same Go
-	 * host died at its first preemption inside a sample, "split stack
-	 * overflow" in sigpanic). The host's signals wait for the handler:
-	 * about a microsecond, as they wait for Go's own, whose mask is full
-	 * too. */
+	 * alternate stack is unchanged. */
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-	sigfillset(&sa.sa_mask);
-	sigaction(sig, &sa, old);
+	/* Every signal blocked while the handler runs (the C library's
+	 * sigfillset leaves out its own two, cancellation and setxid: set
+	 * here too, as the kernel takes them), but those a fault raises: a
+	 * host's handler that interrupted ours and siglongjmp'd out of it
+	 * (timeouts, interpreters, coroutine libraries do) left it unfinished,
+	 * its ring slot and its count taken for ever (cpu/hot.h). And the
+	 * handler may move to a stack of the agent's to unwind
+	 * (unwind/capture.c): a signal arriving there finds the thread off
+	 * its alternate stack, so the kernel put the next handler's frame at
+	 * that stack's top, over the frames of ours still on it (Go's SIGURG,
+	 * its preemption signal: a Go host died at its first preemption
+	 * inside a sample). The host's signals wait for the handler, about a
+	 * microsecond. A fault raised in the handler with its signal blocked
+	 * would kill the process instead of reaching the host's handler. */
+	memset(&sa.sa_mask, 0xff, sizeof sa.sa_mask);
+	static const int faults[] = {SIGSEGV, SIGBUS,  SIGILL,
+	                             SIGFPE,  SIGTRAP, SIGSYS};
+	for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
+		sigdelset(&sa.sa_mask, faults[i]);
+	if (pp_timers_sigaction(sig, &sa, old) != 0)
+		return -errno;
+	/* The host installed a handler between the check and this call (its
+	 * sigaction ran before ours: src/shim/signals.c had nothing of ours
+	 * to move off): it goes back at once, and sig is not taken. */
+	if (is_hosts(old)) {
+		pp_timers_sigaction(sig, old, NULL);
+		return -EEXIST;
+	}
+	return 0;
 }
 
 /* The timers are deleted: SIG_IGN first, which discards every instance
@@ -177,9 +218,9 @@ void pp_timers_restore(int sig, const struct sigaction *old)
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
-	if (sigaction(sig, &ign, &cur) != 0)
+	if (pp_timers_sigaction(sig, &ign, &cur) != 0)
 		return;
-	sigaction(sig, pp_timers_is_ours(&cur) ? old : &cur, NULL);
+	pp_timers_sigaction(sig, pp_timers_is_ours(&cur) ? old : &cur, NULL);
 }
 
 /* The host took sig: what it put there, for the note. */
@@ -199,7 +240,7 @@ int pp_timers_check_signals(int signo, int prof_taken, int setitimer_mode,
 	int sigs[2] = {signo, prof_taken ? SIGPROF : 0};
 
 	for (int i = 0; i < 2; i++) {
-		if (!sigs[i] || sigaction(sigs[i], NULL, &cur) != 0 ||
+		if (!sigs[i] || pp_timers_sigaction(sigs[i], NULL, &cur) != 0 ||
 		    pp_timers_is_ours(&cur))
 			continue;
 		snprintf(why, len,
@@ -229,12 +270,14 @@ int pp_timers_check_signals(int signo, int prof_taken, int setitimer_mode,
 void pp_timers_let_go(int sig)
 {
 	struct sigaction cur, ign;
-	if (sigaction(sig, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+	if (pp_timers_sigaction(sig, NULL, &cur) != 0 ||
+	    (cur.sa_flags & SA_SIGINFO) ||
 	    (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))
 		return;
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
-	if (sigaction(sig, &ign, &cur) == 0 && !pp_timers_is_ours(&cur))
-		sigaction(sig, &cur, NULL);
+	if (pp_timers_sigaction(sig, &ign, &cur) == 0 &&
+	    !pp_timers_is_ours(&cur))
+		pp_timers_sigaction(sig, &cur, NULL);
 }

@@ -11,14 +11,20 @@
 #include <signal.h>
 #include <stddef.h>
 
+/* sigaction(), marked as pullprof's own (the interposed one passes it
+ * through): every call pullprof makes. */
+int pp_timers_sigaction(int sig, const struct sigaction *act,
+                        struct sigaction *old);
 /* Is a the sampling handler? */
 int pp_timers_is_ours(const struct sigaction *a);
 /* Can SIGPROF be taken (the host neither handles it nor has armed
  * ITIMER_PROF)? 0, or -EEXIST with err (may be NULL) saying why not:
  * "this process has <first> and <why>". */
 int pp_timers_prof_free(const char *first, char *err, size_t errlen);
-/* Install the sampling handler for sig; the disposition before in *old. */
-void pp_timers_install(int sig, struct sigaction *old);
+/* Install the sampling handler for sig; the disposition before in *old.
+ * 0, or -EEXIST when the host had installed a handler of its own since
+ * the check (it stays), or another negative errno. */
+int pp_timers_install(int sig, struct sigaction *old);
 /* Give sig back: its pending instances discarded, then old, unless the
  * host set a disposition of its own since (that one stays). */
 void pp_timers_restore(int sig, const struct sigaction *old);

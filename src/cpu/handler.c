@@ -12,11 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu/hot.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
 #include "heap/hot.h"
 #include "labels/labels.h"
 #include "symbols/generation.h"
+#include "unwind/registry.h"
 #include "util/clock.h"
 
 struct pp_sampler_shared pp_sampler;
@@ -47,13 +49,53 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+/* A handler of ours was left on this thread without returning (cpu/hot.h):
+ * what it had taken is given back. Its ring slot is published empty unless
+ * the collector took it back already; it no longer counts as inside. */
+static void repair(struct pp_sampler_shared *s, struct pp_cpu_tls *t)
+{
+	/* Unless the collector took the slot back (after a second: the
+	 * record is then another lap's to write). */
+	if (t->claimed && pp_ring_claimed(&s->ring, t->pos)) {
+		struct pp_ring_rec *rec = pp_ring_slot(&s->ring, t->pos);
+		rec->depth = 0;
+		rec->weight = 0;
+		rec->flags = PP_REC_ABANDONED;
+		(void)pp_ring_publish(&s->ring, t->pos);
+	}
+	t->claimed = 0;
+	if (t->stack != t->entry_stack) {
+		pp_unwind_stack_release(t->stack);
+		t->stack = t->entry_stack;
+	}
+	if (t->registry > t->entry_registry) {
+		pp_registry_forget_readers(t->registry - t->entry_registry);
+		t->registry = t->entry_registry;
+	}
+	pp_unwind_guard = t->entry_guard;
+	pp_heap_tls.busy = t->entry_busy;
+	t->in_handler = 0;
+	count(&s->handlers_left, 1);
+	atomic_fetch_sub_explicit(&s->inside, 1, memory_order_release);
+}
+
 void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 {
 	struct pp_sampler_shared *s = &pp_sampler;
+	struct pp_cpu_tls *t = &pp_cpu_tls;
 	int saved = errno;
 	size_t pos;
 
+	/* Both signals are in the handler's mask: one found running on its
+	 * own thread was left without returning. */
+	if (t->in_handler)
+		repair(s, t);
 	atomic_fetch_add_explicit(&s->inside, 1, memory_order_acq_rel);
+	t->in_handler = 1;
+	t->entry_stack = t->stack;
+	t->entry_registry = t->registry;
+	t->entry_guard = pp_unwind_guard;
+	t->entry_busy = pp_heap_tls.busy;
 	/* Only our timers, which carry a mark in their value: not a stray
 	 * kill(), not a timer of the host's, not the host's own ITIMER_PROF
 	 * (SI_KERNEL) unless the process-wide timer is ours. */
@@ -92,6 +134,8 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 		count(&s->dropped_ring_full, weight);
 		goto out;
 	}
+	t->pos = pos;
+	t->claimed = 1;
 	int why;
 	/* Before the walk: its PCs are of the images mapped at least until
 	 * this generation ended (a dlclose bumps it before it unmaps). */
@@ -115,7 +159,9 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	rec->period_ns =
 	    atomic_load_explicit(&s->period_ns, memory_order_relaxed);
 	rec->time_ns = t0;
-	pp_ring_publish(&s->ring, pos);
+	t->claimed = 0;
+	if (pp_ring_publish(&s->ring, pos) != 0)
+		count(&s->dropped_reclaimed, weight);
 
 	if (why == PP_UNWIND_TRUNCATED)
 		count(&s->unwind_truncated, 1);
@@ -142,6 +188,7 @@ void pp_sampler_handler(int sig, siginfo_t *si, void *uc)
 	                       memory_order_relaxed, memory_order_relaxed))
 		;
 out:
+	t->in_handler = 0;
 	atomic_fetch_sub_explicit(&s->inside, 1, memory_order_release);
 	errno = saved;
 }
@@ -171,7 +218,10 @@ void pp_sampler_record_exit(const uintptr_t *pcs, unsigned n, uint32_t weight,
 	rec->weight = weight;
 	rec->period_ns = period_ns;
 	rec->time_ns = pp_clock_ns(CLOCK_MONOTONIC);
-	pp_ring_publish(&s->ring, pos);
+	if (pp_ring_publish(&s->ring, pos) != 0) {
+		count(&s->dropped_reclaimed, weight);
+		goto out;
+	}
 	/* Periods, not a handler's sample: samples_total counts those. */
 	count(&s->weighted, weight);
 	count(&s->exit_remainders, weight);

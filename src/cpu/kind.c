@@ -56,6 +56,14 @@ static void status(struct json_object *root)
 	json_object_object_add(o, "samples_weighted", PP_JSON_I64(c.weighted));
 	json_object_object_add(d, "ring_full",
 	                       PP_JSON_I64(c.dropped_ring_full));
+	json_object_object_add(d, "slot_taken_back",
+	                       PP_JSON_I64(c.dropped_reclaimed));
+	/* Handlers left without returning (a host's handler jumped out of
+	 * one), and their ring slots the collector took back. */
+	json_object_object_add(o, "handlers_left",
+	                       PP_JSON_I64(c.handlers_left));
+	json_object_object_add(o, "ring_slots_taken_back",
+	                       PP_JSON_I64(c.ring_reclaimed));
 	json_object_object_add(o, "dropped", d);
 	json_object_object_add(u, "images", PP_JSON_I64(c.unwind_images));
 	json_object_object_add(

@@ -14,6 +14,7 @@
 #include "cpu/producer.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
+#include "error.h"
 #include "heap/detect.h"
 #include "heap/heap.h"
 #include "util/clock.h"
@@ -238,10 +239,31 @@ void pp_cpu_shutdown(void)
 		pp_job_unref(w->job);
 	}
 	/* No timer is left and the handler is no longer installed; one that
-	 * started before is waited for before the ring's memory goes. */
-	while (atomic_load(&pp_sampler.inside))
+	 * started before is waited for before the ring's memory goes: a
+	 * second at most. A handler left without returning (cpu/hot.h) on a
+	 * thread never sampled again still counts, and one of a thread a
+	 * debugger stopped may be running still: the exit of the host must
+	 * not wait on either for ever (it did, in pp_cpu_shutdown, for a host
+	 * that siglongjmp'd out of its own handler on top of ours). Then the
+	 * ring and the unwinder's tables are left as they are (their memory
+	 * kept: a handler may still write or read there), and the count
+	 * starts again from zero. */
+	uint64_t until = pp_clock_ns(CLOCK_MONOTONIC) + PP_NS_PER_SEC;
+	while (atomic_load(&pp_sampler.inside) > 0 &&
+	       pp_clock_ns(CLOCK_MONOTONIC) < until)
 		usleep(100);
+	int stuck = atomic_load(&pp_sampler.inside);
 	pp_timers_free();
+	if (stuck > 0) {
+		pp_log("CPU profiler stopped with %d signal handler(s) that "
+		       "never returned (a host's handler jumped out of one?): "
+		       "its sample ring and unwind tables are left in memory",
+		       stuck);
+		atomic_store(&pp_sampler.inside, 0);
+		pp_sampler.ring.slots = NULL; /* kept mapped */
+		pp_cpu.ring_ready = 0;
+		return; /* the unwinder stays set up, for the next start */
+	}
 	if (pp_cpu.ring_ready) {
 		pp_ring_free(&pp_sampler.ring);
 		pp_cpu.ring_ready = 0;
@@ -271,8 +293,9 @@ void pp_cpu_forget_in_child(void)
 	/* The parent's threads may have held these at fork time. */
 	pthread_mutex_init(&pp_cpu.mu, NULL);
 	pthread_cond_init(&pp_cpu.wake, NULL);
-	pp_cpu.collector_up = 0;
+	__atomic_store_n(&pp_cpu.collector_up, 0, __ATOMIC_RELEASE);
 	pp_cpu.stopping = 0;
+	pp_cpu.take_req = 0;
 	pp_cpu.windows = NULL; /* left to leak: their owners are gone */
 	pp_cpu.nwindows = 0;
 }
@@ -308,6 +331,10 @@ void pp_cpu_stats(struct pp_cpu_stats *o)
 	o->samples = atomic_load(&s->samples);
 	o->weighted = atomic_load(&s->weighted);
 	o->dropped_ring_full = atomic_load(&s->dropped_ring_full);
+	o->handlers_left = atomic_load(&s->handlers_left);
+	o->dropped_reclaimed = atomic_load(&s->dropped_reclaimed);
+	o->ring_reclaimed =
+	    pp_cpu.ring_ready ? atomic_load(&s->ring.reclaimed) : 0;
 	o->unwind_truncated = atomic_load(&s->unwind_truncated);
 	o->unwind_unknown_code = atomic_load(&s->unwind_unknown_code);
 	o->unwind_failed = atomic_load(&s->unwind_failed);

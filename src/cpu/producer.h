@@ -59,9 +59,35 @@ struct pp_cpu_state {
 	struct pp_cpu_settings settings;
 	int ring_ready, unwind_ready;
 	/* The host took the signal while the record sampled: it samples no
-	 * more (record/record.h says why). */
-	int record_cut;
+	 * more (record/record.h says why); or it paused, a gap open until
+	 * sampling starts again on a signal that is free. */
+	int record_cut, record_gap;
+	/* A host thread's sigaction is about to take a signal pullprof
+	 * samples with (takeover.c): bits 1 SIGURG, 2 SIGPROF; what it
+	 * installs for each (PP_TAKE_*); tickets asked and answered. */
+	_Atomic unsigned take_req;
+	_Atomic int take_what[2];
+	_Atomic unsigned take_asked, take_done;
 };
+
+/* As src/shim/shim.h's PP_SIGNAL_*. */
+enum { PP_TAKE_HANDLER = 1, PP_TAKE_DFL, PP_TAKE_IGN };
+
+/* Collector, at each turn: move off the signals the host is taking (no
+ * timer of ours left, what they left pending discarded, the host's former
+ * disposition back), cut the windows, pause the record; then answer the
+ * waiting host threads. */
+void pp_cpu_handle_takes(uint64_t now);
+/* Host context (the interposed sigaction family, src/shim/signals.c,
+ * before the real call; any thread, a signal handler too): the host is
+ * about to set sig's disposition (what: PP_TAKE_*). When pullprof's
+ * handler is installed for sig, the collector moves off it first: waited
+ * for, a second at most. */
+void pp_cpu_host_takes(int sig, int what);
+/* Collector: the host took the signal (why): every listed window ends at
+ * now with why, the record pauses (a gap, record.h) or, paused already,
+ * stops for good. */
+void pp_cpu_cut(const char *why, uint64_t now);
 
 extern struct pp_cpu_state pp_cpu;
 

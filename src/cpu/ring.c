@@ -114,6 +114,7 @@ void pp_ring_reset(struct pp_ring *r)
 	r->owner = me;
 	atomic_store_explicit(&r->head, 0, memory_order_relaxed);
 	r->tail = 0;
+	r->stuck_ns = 0;
 	atomic_store_explicit(&r->high_water, 0, memory_order_relaxed);
 }
 
@@ -148,9 +149,26 @@ struct pp_ring_rec *pp_ring_claim(struct pp_ring *r, size_t *pos)
 	}
 }
 
-void pp_ring_publish(struct pp_ring *r, size_t pos)
+struct pp_ring_rec *pp_ring_slot(struct pp_ring *r, size_t pos)
 {
-	seq_store(r, pos, pos + 1, memory_order_release);
+	return (struct pp_ring_rec *)(slot_at(r, pos) + 1);
+}
+
+int pp_ring_claimed(struct pp_ring *r, size_t pos)
+{
+	return seq_load(r, pos, memory_order_acquire) == pos;
+}
+
+/* A compare-and-swap, not a store: the consumer may have taken the slot
+ * back (pp_ring_reclaim), and exactly one of the two must win. */
+int pp_ring_publish(struct pp_ring *r, size_t pos)
+{
+	size_t claimed = pos - (pos & r->mask);
+	return atomic_compare_exchange_strong_explicit(
+	           &slot_at(r, pos)->seq, &claimed, pos + 1 - (pos & r->mask),
+	           memory_order_release, memory_order_relaxed)
+	           ? 0
+	           : -1;
 }
 
 const struct pp_ring_rec *pp_ring_peek(struct pp_ring *r)
@@ -171,4 +189,30 @@ void pp_ring_release(struct pp_ring *r)
 {
 	seq_store(r, r->tail, r->tail + r->mask + 1, memory_order_release);
 	r->tail++;
+}
+
+int pp_ring_reclaim(struct pp_ring *r, uint64_t now_ns, uint64_t after_ns)
+{
+	size_t t = r->tail;
+	if (atomic_load_explicit(&r->head, memory_order_acquire) == t ||
+	    seq_load(r, t, memory_order_acquire) != t) {
+		r->stuck_ns = 0; /* empty, or published meanwhile */
+		return 0;
+	}
+	if (!r->stuck_ns || r->stuck_pos != t) {
+		r->stuck_pos = t;
+		r->stuck_ns = now_ns;
+		return 0;
+	}
+	if (now_ns - r->stuck_ns < after_ns)
+		return 0;
+	size_t claimed = t - (t & r->mask);
+	if (!atomic_compare_exchange_strong_explicit(
+	        &slot_at(r, t)->seq, &claimed, t + r->mask + 1 - (t & r->mask),
+	        memory_order_acq_rel, memory_order_relaxed))
+		return 0; /* published just now: peek takes it */
+	r->tail++;
+	r->stuck_ns = 0;
+	atomic_fetch_add_explicit(&r->reclaimed, 1, memory_order_relaxed);
+	return 1;
 }

@@ -19,6 +19,10 @@
  * start routine and what called it; thread_start.c). */
 #define PP_REC_TRUNCATED 1u
 #define PP_REC_EXIT 2u
+/* A record its handler never finished (the handler was left without
+ * returning; cpu/hot.h): published empty by the next handler on that
+ * thread, skipped by the consumer. */
+#define PP_REC_ABANDONED 4u
 
 struct pp_ring_rec {
 	uint64_t time_ns; /* CLOCK_MONOTONIC when taken */
@@ -44,6 +48,11 @@ struct pp_ring {
 	_Atomic size_t high_water; /* most records pending at once */
 	int wiped_on_fork; /* a child gets the slots zeroed (MADV_WIPEONFORK) */
 	pid_t owner;       /* the process whose slots these are */
+	/* The consumer's: the slot it has found claimed and not published
+	 * since stuck_ns (pp_ring_reclaim), and the slots it took back. */
+	size_t stuck_pos;
+	uint64_t stuck_ns;
+	_Atomic uint64_t reclaimed;
 };
 
 /* capacity: a power of two. 0 or -ENOMEM. */
@@ -66,13 +75,26 @@ void pp_ring_free(struct pp_ring *r);
 void pp_ring_reset(struct pp_ring *r);
 
 /* Producer side (async-signal-safe): claim a record to fill, or NULL when
- * the ring is full; then publish it. */
+ * the ring is full; then publish it: 0, or -1 when the consumer took the
+ * slot back meanwhile (pp_ring_reclaim: the record is lost). */
 struct pp_ring_rec *pp_ring_claim(struct pp_ring *r, size_t *pos);
-void pp_ring_publish(struct pp_ring *r, size_t pos);
+/* The record of the slot at pos (claimed earlier by this thread), and
+ * whether that slot is still claimed at pos, not published nor taken
+ * back. */
+struct pp_ring_rec *pp_ring_slot(struct pp_ring *r, size_t pos);
+int pp_ring_claimed(struct pp_ring *r, size_t pos);
+int pp_ring_publish(struct pp_ring *r, size_t pos);
 
 /* Consumer side: the oldest published record, or NULL; release it after
  * use. */
 const struct pp_ring_rec *pp_ring_peek(struct pp_ring *r);
 void pp_ring_release(struct pp_ring *r);
+/* When peek finds nothing: is the oldest slot claimed and still not
+ * published after_ns after the consumer first found it so (at now_ns)?
+ * Its producer was left without returning (a host's handler jumped out of
+ * a fault inside ours, a thread cancelled in it) and would hold every
+ * record behind it for ever: the slot is taken back for the next lap (a
+ * publish that comes after all fails) and 1 returned; else 0. */
+int pp_ring_reclaim(struct pp_ring *r, uint64_t now_ns, uint64_t after_ns);
 
 #endif

@@ -256,7 +256,12 @@ static int signal_for(unsigned long long m)
 				    "SIGURG (SIGPROF is the host's)";
 			return 0;
 		}
-		pp_timers_install(SIGPROF, &timers.old_prof);
+		if (pp_timers_install(SIGPROF, &timers.old_prof)) {
+			if (!timers.blocked_what)
+				timers.blocked_what =
+				    "SIGURG (SIGPROF is the host's)";
+			return 0;
+		}
 		timers.prof_taken = 1;
 		atomic_store(&pp_sampler.alt_signo, SIGPROF);
 	}
@@ -596,18 +601,58 @@ int pp_timers_check(char *why, size_t len)
 	                               timers.setitimer_mode, why, len);
 }
 
+/* A signal the host is taking (src/shim/signals.c: its sigaction waits
+ * while the collector moves off, then installs its own): not chosen again
+ * until the host's call is surely done. */
+static struct {
+	int sig;
+	uint64_t until_ns;
+} avoid;
+
+void pp_timers_avoid(int sig, uint64_t until_ns)
+{
+	avoid.sig = sig;
+	avoid.until_ns = until_ns;
+}
+
+static const char *signame(int sig)
+{
+	return sig == SIGURG ? "SIGURG" : "SIGPROF";
+}
+
 int pp_timers_start(unsigned hz, enum pp_unwind_mode unwind, char *err,
                     size_t errlen)
 {
 	int sig = pp_timers_choose_signal(err, errlen);
 	if (sig < 0)
 		return sig;
+	if (sig == avoid.sig && pp_clock_ns(CLOCK_MONOTONIC) < avoid.until_ns) {
+		if (sig == SIGURG &&
+		    pp_timers_prof_free("SIGURG taken by the host just now",
+		                        err, errlen) == 0) {
+			sig = SIGPROF;
+		} else {
+			snprintf(err, errlen,
+			         "the host is installing a disposition of its "
+			         "own for %s",
+			         signame(sig));
+			return -EBUSY;
+		}
+	}
 	/* Libraries may have come and gone since the last window. */
 	if (unwind != PP_UNWIND_FP)
 		pp_unwind_refresh();
+	int rc = pp_timers_install(sig, &timers.old_action);
+	if (rc) {
+		snprintf(err, errlen,
+		         "the host installed a handler of its own for %s as "
+		         "sampling started",
+		         signame(sig));
+		/* The next turn chooses again (SIGPROF, if free). */
+		return rc == -EEXIST ? -EBUSY : rc;
+	}
 	timers.signo = sig;
 	timers.blocked_what = NULL;
-	pp_timers_install(sig, &timers.old_action);
 	atomic_store(&pp_sampler.signo, sig);
 	timers.hz = hz;
 	atomic_store(&pp_sampler.period_ns, PP_NS_PER_SEC / hz);
@@ -615,16 +660,21 @@ int pp_timers_start(unsigned hz, enum pp_unwind_mode unwind, char *err,
 	pp_timers_scan();
 	if (timers.setitimer_mode) {
 		/* ITIMER_PROF raises SIGPROF, whatever the signal chosen. */
-		int rc = sig == SIGPROF
-		             ? 0
-		             : pp_timers_prof_free("no per-thread timers", err,
-		                                   errlen);
+		rc = sig == SIGPROF ? 0
+		                    : pp_timers_prof_free(
+		                          "no per-thread timers", err, errlen);
 		if (rc) {
 			pp_timers_stop();
 			return rc;
 		}
 		if (sig != SIGPROF && !timers.prof_taken) {
-			pp_timers_install(SIGPROF, &timers.old_prof);
+			if (pp_timers_install(SIGPROF, &timers.old_prof)) {
+				snprintf(err, errlen,
+				         "the host installed a handler of its "
+				         "own for SIGPROF as sampling started");
+				pp_timers_stop();
+				return -EEXIST;
+			}
 			timers.prof_taken = 1;
 		}
 		atomic_store(&pp_sampler.setitimer, 1);
@@ -701,7 +751,8 @@ void pp_timers_abandon(void)
 			continue;
 		/* A signal still ours (the other one was taken) goes back
 		 * as the host had it. */
-		if (sigaction(sig, NULL, &cur) == 0 && pp_timers_is_ours(&cur))
+		if (pp_timers_sigaction(sig, NULL, &cur) == 0 &&
+		    pp_timers_is_ours(&cur))
 			pp_timers_restore(sig, i ? &timers.old_prof
 			                         : &timers.old_action);
 		else
@@ -723,9 +774,9 @@ void pp_timers_free(void)
 void pp_timers_forget_in_child(void)
 {
 	if (timers.hz) {
-		sigaction(timers.signo, &timers.old_action, NULL);
+		pp_timers_sigaction(timers.signo, &timers.old_action, NULL);
 		if (timers.prof_taken)
-			sigaction(SIGPROF, &timers.old_prof, NULL);
+			pp_timers_sigaction(SIGPROF, &timers.old_prof, NULL);
 	}
 	timers.prof_taken = 0;
 	timers.hz = 0;

@@ -25,6 +25,10 @@ int pp_timers_choose_signal(char *err, size_t errlen);
  * -EEXIST with err set when the host uses the signals (nothing changed). */
 int pp_timers_start(unsigned hz, enum pp_unwind_mode unwind, char *err,
                     size_t errlen);
+/* The host is taking sig (src/shim/signals.c): pp_timers_start does not
+ * choose it before until_ns (CLOCK_MONOTONIC), but the other signal when
+ * that is free, else fails with -EBUSY. */
+void pp_timers_avoid(int sig, uint64_t until_ns);
 /* Re-arm every timer at a new rate. */
 void pp_timers_change_rate(unsigned hz);
 /* Delete every timer and put the signal's disposition back exactly as the

@@ -125,7 +125,7 @@ void pp_locks_put(enum pp_locks_kind kind, const uintptr_t *pcs, unsigned depth,
 	memcpy(e->name, name, sizeof e->name);
 	e->name[15] = 0;
 	memcpy(e->pcs, pcs, depth * sizeof *pcs);
-	pp_ring_publish(&lk.ring, pos);
+	(void)pp_ring_publish(&lk.ring, pos); /* -1: taken back, lost */
 	/* Every half ring, the pipeline's thread drains it now rather than at
 	 * its next tick: a burst of contention fills 4096 events fast. */
 	if ((pos & (RING_EVENTS / 2 - 1)) == 0 && pos)
@@ -229,7 +229,18 @@ static void drain_locked(void)
 	if (!lk.ring_made || lk.ring_stale)
 		return;
 	const struct lk_event *e;
-	while ((e = (const struct lk_event *)pp_ring_peek(&lk.ring))) {
+	for (;;) {
+		e = (const struct lk_event *)pp_ring_peek(&lk.ring);
+		/* A slot claimed and unpublished for a second: the host's
+		 * thread left the wrapper between the two (a handler of its
+		 * own siglongjmp'd out of it), and would hold every event
+		 * behind it for ever: taken back (ring.h). */
+		if (!e &&
+		    pp_ring_reclaim(&lk.ring, pp_clock_ns(CLOCK_MONOTONIC),
+		                    PP_NS_PER_SEC))
+			continue;
+		if (!e)
+			break;
 		if (e->kind < PP_LOCKS_NKINDS &&
 		    e->depth <= PP_LOCKS_MAX_DEPTH && pp_locks_on())
 			table_add(&lk.t[e->kind], e);

@@ -88,6 +88,9 @@ struct pp_record_store {
 	int64_t real_offset; /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 	uint64_t started_ns;
 	char stopped[400];
+	/* Pauses of sampling (the host took the signal), oldest first. */
+	struct pp_record_gap gaps[PP_RECORD_MAX_GAPS];
+	unsigned ngaps;
 
 	struct pp_rchunk *oldest, *newest;
 	uint64_t next_seq;
@@ -140,6 +143,11 @@ int pp_record_pack(const struct pp_profile *p, unsigned char **out,
                    size_t *len);
 int pp_record_unpack(const unsigned char *data, size_t len,
                      struct pp_profile **out);
+
+/* Notes on p for the gaps of sampling that overlap [start, end]. Lock
+ * held. */
+void pp_record_gap_notes(struct pp_profile *p, uint64_t start_ns,
+                         uint64_t end_ns);
 
 /* A monotonic time as RFC 3339 UTC with milliseconds, for messages. */
 void pp_record_rfc3339(uint64_t mono_ns, char *buf, size_t len);

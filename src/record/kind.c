@@ -97,6 +97,7 @@ static int start(const struct pp_config *c, char *err, size_t errlen)
 	int sc = pp_cpu_seccomp_check(why, sizeof why);
 	pthread_mutex_lock(&pp_cpu.mu);
 	pp_cpu.record_cut = 0;
+	pp_cpu.record_gap = 0;
 	rc = sc;
 	if (!rc && !pp_cpu.windows && !pp_timers_hz())
 		rc = pp_timers_choose_signal(why, sizeof why);
@@ -173,6 +174,29 @@ struct json_object *pp_record_json(int with_savings)
 		                       json_object_new_double(0));
 	}
 	json_object_object_add(o, "coverage", cov);
+	/* Pauses of sampling: the host took the signal and sampling went on
+	 * with the other one (end null: it did not). */
+	struct json_object *gaps = json_object_new_array();
+	for (unsigned i = 0; i < st->ngaps; i++) {
+		const struct pp_record_gap *g = &st->gaps[i];
+		struct json_object *e = json_object_new_object();
+		json_object_object_add(
+		    e, "start", time_json(pp_record_real_of(g->start_ns)));
+		json_object_object_add(
+		    e, "end",
+		    g->end_ns ? time_json(pp_record_real_of(g->end_ns)) : NULL);
+		json_object_object_add(
+		    e, "seconds",
+		    json_object_new_double(
+		        secs((g->end_ns ? g->end_ns : now) - g->start_ns)));
+		json_object_object_add(e, "why",
+		                       json_object_new_string(g->why));
+		json_object_object_add(
+		    e, "then",
+		    g->end_ns ? json_object_new_string(g->signal) : NULL);
+		json_object_array_add(gaps, e);
+	}
+	json_object_object_add(o, "gaps", gaps);
 	struct json_object *mem = json_object_new_object();
 	json_object_object_add(mem, "bytes", PP_JSON_I64(st->bytes + ss.bytes));
 	json_object_object_add(mem, "bound", PP_JSON_I64(st->bound));

@@ -356,6 +356,7 @@ int pp_record_cpu_profile(const struct pp_record_range *r, size_t max_bytes,
 	}
 	pp_cpu_model_notes(p, minp, maxp);
 	pthread_mutex_lock(&pp_rec.mu);
+	pp_record_gap_notes(p, first, last);
 	pp_rec.reads++;
 	pp_rec.read_cpu_ns += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	pthread_mutex_unlock(&pp_rec.mu);

@@ -60,6 +60,18 @@ void pp_record_end(void);
 /* Sampling stopped for good (the host took the signal): why, for
  * /record. */
 void pp_record_stopped(const char *why);
+/* Sampling paused at now_ns (the host took the signal: why) and goes on
+ * (close: at now_ns, with the signal now sampled with, "SIGPROF"): a gap
+ * the record's reads over it and /record say (the last
+ * PP_RECORD_MAX_GAPS). */
+#define PP_RECORD_MAX_GAPS 16
+void pp_record_gap_open(uint64_t now_ns, const char *why);
+void pp_record_gap_close(uint64_t now_ns, const char *signal);
+struct pp_record_gap {
+	uint64_t start_ns, end_ns; /* monotonic; end 0: still open */
+	char why[160];
+	char signal[16]; /* sampled with after it */
+};
 
 /* The span a read covers, CLOCK_MONOTONIC. recording > 0: a saving's
  * chunks instead of the ring's. */
@@ -150,6 +162,8 @@ struct pp_record_stats {
 	/* Anonymous asks refused, every place being ranked. */
 	uint64_t saves_outranked;
 	char stopped[400];
+	unsigned ngaps; /* oldest first */
+	struct pp_record_gap gaps[PP_RECORD_MAX_GAPS];
 	unsigned nsavings;
 	struct pp_record_saving_info savings[PP_RECORD_MAX_SAVINGS];
 };

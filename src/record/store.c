@@ -675,6 +675,7 @@ int pp_record_open(const struct pp_record_settings *s)
 	                     (int64_t)pp_clock_ns(CLOCK_MONOTONIC);
 	pp_rec.started_ns = pp_clock_ns(CLOCK_MONOTONIC);
 	pp_rec.stopped[0] = 0;
+	pp_rec.ngaps = 0;
 	pp_rec.names = calloc(PP_RECORD_NAMES, sizeof *pp_rec.names);
 	if (!pp_rec.names) {
 		pthread_mutex_unlock(&pp_rec.mu);
@@ -754,6 +755,57 @@ void pp_record_stopped(const char *why)
 	pthread_mutex_unlock(&pp_rec.mu);
 }
 
+void pp_record_gap_open(uint64_t now_ns, const char *why)
+{
+	pthread_mutex_lock(&pp_rec.mu);
+	if (pp_rec.ngaps == PP_RECORD_MAX_GAPS) {
+		memmove(pp_rec.gaps, pp_rec.gaps + 1,
+		        (PP_RECORD_MAX_GAPS - 1) * sizeof *pp_rec.gaps);
+		pp_rec.ngaps--;
+	}
+	struct pp_record_gap *g = &pp_rec.gaps[pp_rec.ngaps++];
+	memset(g, 0, sizeof *g);
+	g->start_ns = now_ns;
+	snprintf(g->why, sizeof g->why, "%s", why);
+	pthread_mutex_unlock(&pp_rec.mu);
+}
+
+void pp_record_gap_close(uint64_t now_ns, const char *signal)
+{
+	pthread_mutex_lock(&pp_rec.mu);
+	if (pp_rec.ngaps && !pp_rec.gaps[pp_rec.ngaps - 1].end_ns) {
+		struct pp_record_gap *g = &pp_rec.gaps[pp_rec.ngaps - 1];
+		g->end_ns = now_ns > g->start_ns ? now_ns : g->start_ns + 1;
+		snprintf(g->signal, sizeof g->signal, "%s", signal);
+	}
+	pthread_mutex_unlock(&pp_rec.mu);
+}
+
+void pp_record_gap_notes(struct pp_profile *p, uint64_t start_ns,
+                         uint64_t end_ns)
+{
+	char note[400], a[40], b[40];
+	for (unsigned i = 0; i < pp_rec.ngaps; i++) {
+		const struct pp_record_gap *g = &pp_rec.gaps[i];
+		uint64_t gend = g->end_ns ? g->end_ns : UINT64_MAX;
+		if (gend < start_ns || g->start_ns > end_ns)
+			continue;
+		pp_record_rfc3339(g->start_ns, a, sizeof a);
+		if (g->end_ns) {
+			pp_record_rfc3339(g->end_ns, b, sizeof b);
+			snprintf(note, sizeof note,
+			         "no samples from %s to %s (%.3f s): %s; "
+			         "sampling went on with %s",
+			         a, b, (double)(g->end_ns - g->start_ns) / 1e9,
+			         g->why, g->signal);
+		} else {
+			snprintf(note, sizeof note, "no samples from %s on: %s",
+			         a, g->why);
+		}
+		pp_profile_add_comment(p, note);
+	}
+}
+
 uint64_t pp_record_visible_oldest(void)
 {
 	if (!pp_rec.oldest)
@@ -813,6 +865,8 @@ void pp_record_stats(struct pp_record_stats *o)
 	o->saves_refused = atomic_load(&pp_rec.saves_refused);
 	o->saves_outranked = atomic_load(&pp_rec.saves_outranked);
 	snprintf(o->stopped, sizeof o->stopped, "%s", pp_rec.stopped);
+	o->ngaps = pp_rec.ngaps;
+	memcpy(o->gaps, pp_rec.gaps, pp_rec.ngaps * sizeof *o->gaps);
 	o->nsavings = pp_rec.nsavings;
 	for (unsigned i = 0; i < pp_rec.nsavings; i++) {
 		const struct pp_rsaving *sv = &pp_rec.savings[i];

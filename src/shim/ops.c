@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "cpu/producer.h"
 #include "cpu/sampler.h"
 #include "fork/fork.h"
 #include "heap/heap.h"
@@ -137,6 +138,7 @@ const struct pp_agent_ops pp_agent_ops_table = {
     .unloaded = unloaded,
     .fork_returned = pp_fork_returned,
     .fork = pp_agent_fork,
+    .signal_taking = pp_cpu_host_takes,
 };
 
 __attribute__((visibility("default"))) const struct pp_agent_ops *

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/hot.h"
 #include "error.h"
 #include "heap/agentmem.h"
 #include "heap/hot.h"
@@ -66,6 +67,11 @@ PP_SHIM_EXPORT struct pp_locks_state pp_locks;
 /* The label scopes of each thread: read by the samplers on any thread, so
  * initial-exec, in the object loaded at start-up. */
 PP_SHIM_EXPORT __thread struct pp_label_tls pp_label_tls
+    __attribute__((tls_model("initial-exec")));
+
+/* The sampling handler's per-thread state (cpu/hot.h): read in the handler
+ * on any thread, so initial-exec, in the object loaded at start-up. */
+PP_SHIM_EXPORT __thread struct pp_cpu_tls pp_cpu_tls
     __attribute__((tls_model("initial-exec")));
 
 #define AGENT_FILE "libpullprof-agent.so"

@@ -91,7 +91,15 @@ struct pp_agent_ops {
 	/* fork(): the agent's own fork handlers (pp_agent_fork), run from
 	 * the ones the light object registered when it was loaded. */
 	void (*fork)(int phase);
+	/* The host is about to set the disposition of sig (SIGURG or
+	 * SIGPROF) to what (PP_SIGNAL_*): the interposed sigaction family
+	 * (signals.c), before the real call; it returns once pullprof no
+	 * longer samples with sig (cpu/takeover.c). */
+	void (*signal_taking)(int sig, int what);
 };
+
+/* What a host's disposition is, for pp_agent_ops.signal_taking. */
+enum { PP_SIGNAL_HANDLER = 1, PP_SIGNAL_DFL, PP_SIGNAL_IGN };
 
 /* The phases of fork() for pp_agent_ops.fork. */
 enum { PP_FORK_PREPARE, PP_FORK_PARENT, PP_FORK_CHILD };

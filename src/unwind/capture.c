@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "arch/arch.h"
+#include "cpu/hot.h"
 #include "unwind/frames.h"
 #include "unwind/registry.h"
 
@@ -358,13 +359,25 @@ static unsigned capture_own_stack(ucontext_t *uc, enum pp_unwind_mode mode,
 		        memory_order_relaxed))
 			continue;
 		void *top = unwind_stacks + (size_t)(i + 1) * UNWIND_STACK_SIZE;
+		/* Said per thread: a handler left on it gives it back
+		 * (cpu/hot.h). */
+		int prev = pp_cpu_tls.stack;
+		pp_cpu_tls.stack = i + 1;
 		pp_arch_call_on_stack(capture_call_run, &c, top);
+		pp_cpu_tls.stack = prev;
 		atomic_store_explicit(&unwind_stack_busy[i], 0,
 		                      memory_order_release);
 		return c.n;
 	}
 	*why = PP_UNWIND_FAILED;
 	return 0;
+}
+
+void pp_unwind_stack_release(int stack)
+{
+	if (stack > 0 && stack <= UNWIND_STACKS)
+		atomic_store_explicit(&unwind_stack_busy[stack - 1], 0,
+		                      memory_order_release);
 }
 
 uint64_t pp_unwind_compact(void)

@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "cpu/hot.h"
 #include "unwind/registry.h"
 #include "unwind/registry_internal.h"
 #include "unwind/unwind.h"
@@ -29,15 +30,25 @@ atomic_int pp_registry_unloads;
  * once code may have been unmapped, captures take the checked path. */
 atomic_int pp_registry_ever_unloaded;
 
+/* Counted per thread too: a handler left inside gives its count back
+ * (cpu/hot.h). */
 void pp_registry_enter(void)
 {
 	atomic_fetch_add_explicit(&pp_registry_readers, 1,
 	                          memory_order_acq_rel);
+	pp_cpu_tls.registry++;
 }
 
 void pp_registry_leave(void)
 {
+	pp_cpu_tls.registry--;
 	atomic_fetch_sub_explicit(&pp_registry_readers, 1,
+	                          memory_order_release);
+}
+
+void pp_registry_forget_readers(int n)
+{
+	atomic_fetch_sub_explicit(&pp_registry_readers, n,
 	                          memory_order_release);
 }
 

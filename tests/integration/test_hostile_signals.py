@@ -18,13 +18,14 @@ from pptest import (BUILD, Proc, Profile, curl, eq, ok, preload_env, run,
                     until)
 
 SIGHOST = os.path.join(BUILD, "tests", "hostile", "sighost")
+JUMPHOST = os.path.join(BUILD, "tests", "hostile", "jumphost")
 BLOCKED_FRAME = "[pullprof: not sampled, the thread blocks the signal]"
 SIGPROF_BIT, SIGURG_BIT = 1 << 26, 1 << 22
 
 
 class SigHost(Proc):
-    def __init__(self, env=None):
-        super().__init__([SIGHOST], env=preload_env(
+    def __init__(self, env=None, exe=SIGHOST):
+        super().__init__([exe], env=preload_env(
             PULLPROF_LISTEN="127.0.0.1:0", **(env or {})))
         m = self.wait_line(self.err_lines,
                            r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
@@ -33,8 +34,9 @@ class SigHost(Proc):
         self.base = f"http://127.0.0.1:{self.port}/debug/pprof"
 
     def cmd(self, line, timeout=15):
-        self.p.stdin.write((line + "\n").encode())
-        self.p.stdin.flush()
+        if line is not None:
+            self.p.stdin.write((line + "\n").encode())
+            self.p.stdin.flush()
         got = {}
 
         def read():
@@ -60,6 +62,21 @@ class SigHost(Proc):
         total = 0
         for tid in os.listdir(f"/proc/{self.pid}/task"):
             try:
+                with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass
+        return total
+
+    def host_cpu_ns(self):
+        """The CPU time of the host's own threads (not pullprof's), in
+        ns."""
+        total = 0
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/comm") as f:
+                    if f.read().startswith("pullprof"):
+                        continue
                 with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
                     total += int(f.read().split()[0])
             except OSError:
@@ -558,10 +575,123 @@ def test_prof_taken_mid_window():
     eq(h.quit(), 0, "the host exits 0")
 
 
+def test_siglongjmp_host():
+    """A host whose SIGALRM handler (ITIMER_REAL every 200 us on the main
+    thread, sa_mask empty) siglongjmps out of whatever it interrupted:
+    pullprof's handler is never interrupted by it (its sa_mask blocks
+    every signal but the faults), so 1000 Hz windows hold the CPU the
+    host's threads used, and the host exits at once."""
+    h = SigHost(exe=JUMPHOST)
+    ok(h.port, "the host serves", h.stderr_text())
+    eq(h.cmd(None), "ready", "its alarms run")
+    ratios, mains = [], []
+    for i in range(3):
+        t0, c0 = time.monotonic(), h.host_cpu_ns()
+        r = curl(f"{h.base}/profile?seconds=2&hz=1000", timeout=60)
+        t1, c1 = time.monotonic(), h.host_cpu_ns()
+        eq(r.status, 200, f"window {i + 1}: 200")
+        if r.status != 200:
+            continue
+        prof = Profile(r.body)
+        total = sum(smp["value"][1] for smp in prof.samples)
+        # The host's threads burn all the time: their CPU over the
+        # window is their rate over the request times its span.
+        rate = (c1 - c0) / ((t1 - t0) * 1e9)
+        expect = rate * prof.raw["duration_nanos"][0]
+        ratios.append(total / expect if expect else 0)
+        # The main thread, whose alarms jump, burns as much as burn-1.
+        main = sum(smp["value"][1] for smp in prof.samples
+                   if prof.labels(smp).get("thread_name") == "jumphost")
+        mains.append(main / total if total else 0)
+    jumps = int((h.cmd("jumps") or "jumps 0").split()[1])
+    st = h.status()
+    print(f"# profile CPU / host CPU, 3 windows at 1000 Hz: "
+          f"{', '.join(f'{x:.2f}' for x in ratios)} (the main thread's "
+          f"share: {', '.join(f'{x:.2f}' for x in mains)}); "
+          f"{jumps} siglongjmps; "
+          f"handlers_left {st.get('handlers_left')}, ring_slots_taken_back "
+          f"{st.get('ring_slots_taken_back')}", flush=True)
+    ok(jumps > 1000, "the host jumped out of its handler all along", jumps)
+    ok(len(ratios) == 3 and all(0.6 < x < 1.4 for x in ratios),
+       "each profile holds the CPU the host used (0.6..1.4 of it)", ratios)
+    ok(len(mains) == 3 and all(x > 0.25 for x in mains),
+       "the main thread, whose handler jumps, has its share in each", mains)
+    eq(st.get("handlers_left"), 0, "no handler of pullprof's was left")
+    t = time.monotonic()
+    eq(h.cmd("quit"), "ok", "the host is told to exit")
+    try:
+        rc = h.p.wait(20)
+    except Exception:
+        rc = None
+        h.p.kill()
+    took = time.monotonic() - t
+    print(f"# exit took {took:.2f} s", flush=True)
+    eq(rc, 0, "the host exits 0, at once (pullprof's stop waits on "
+       "nothing left behind)")
+    ok(took < 10, "within 10 s", took)
+
+
+def record_json(h):
+    r = curl(f"{h.base}/record")
+    return r.json() if r.status == 200 else {}
+
+
+def test_sigurg_handler_record():
+    """With the record on, a host installs a SIGURG handler of its own in
+    main() after the agent started sampling with SIGURG: its handler gets
+    none of pullprof's signals (the agent moves off SIGURG before the
+    host's sigaction goes on), and the record samples on with SIGPROF, a
+    gap with a note over the pause."""
+    h = SigHost(env={"PULLPROF_RECORD": "2m", "PULLPROF_RECORD_HZ": "997"})
+    ok(h.port, "the host serves", h.stderr_text())
+    eq(h.cmd("burn 2"), "ok", "2 burner threads")
+    seen = {}
+
+    def sampling_urg():
+        seen.clear()
+        seen.update(h.status())
+        return seen.get("signal") == "SIGURG" and seen.get("samples", 0) > 50
+    ok(until(sampling_urg, timeout=30), "the record samples with SIGURG",
+       seen)
+    eq(h.cmd("urg"), "ok", "the host installs its own SIGURG handler")
+    eq(h.cmd("urgs"), "urgs 0", "its handler got none of pullprof's signals")
+    rec = {}
+
+    def resumed():
+        rec.clear()
+        rec.update(record_json(h))
+        gaps = rec.get("gaps") or []
+        return gaps and gaps[-1].get("end") and h.status().get(
+            "signal") == "SIGPROF"
+    ok(until(resumed, timeout=30),
+       "the record samples on with SIGPROF, a gap closed", rec)
+    gaps = rec.get("gaps") or [{}]
+    eq(rec.get("sampling"), "on", "/record: sampling on")
+    eq(gaps[-1].get("then"), "SIGPROF", "the gap says it went on with SIGPROF")
+    ok("SIGURG" in gaps[-1].get("why", "") and
+       "handler of its own" in gaps[-1].get("why", ""),
+       "the gap says why", gaps[-1])
+    print(f"# gap: {gaps[-1]}", flush=True)
+    added = rec.get("samples", {}).get("added", 0)
+    ok(until(lambda: record_json(h).get("samples", {}).get("added", 0) >
+             added + 50, timeout=30), "samples are added after the gap")
+    r = curl(f"{h.base}/profile?last=60")
+    eq(r.status, 200, "a read of the record over the gap: 200")
+    if r.status == 200:
+        c = " | ".join(comments(Profile(r.body)))
+        ok("no samples from" in c and "went on with SIGPROF" in c,
+           "its note says where the gap was and why", c)
+    time.sleep(0.5)
+    eq(h.cmd("urgs"), "urgs 0", "the host's handler still got nothing")
+    ok(h.sig_masks()["SigCgt"] & SIGURG_BIT, "its SIGURG handler is in place")
+    eq(h.quit(), 0, "the host exits 0")
+
+
 if __name__ == "__main__":
     run([test_disposition_restored, test_own_profiler,
          test_reset_during_window, test_sigurg_host,
          test_sigurg_handler_mid_window, test_blocks_mid_window,
          test_signalfd_host,
          test_sigwait_host, test_latch_threads, test_latch_started_mid_window,
-         test_blocks_urg_mid_window, test_prof_taken_mid_window])
+         test_blocks_urg_mid_window, test_prof_taken_mid_window,
+         test_siglongjmp_host, test_sigurg_handler_record])

@@ -12,7 +12,12 @@
 
 #include <cmocka.h>
 
+#include "cpu/hot.h"
 #include "cpu/ring.h"
+#include "cpu/sampler.h"
+#include "heap/hot.h"
+#include "unwind/registry.h"
+#include "unwind/registry_internal.h"
 
 #define CAP 1024
 #define DEPTH 64 /* 16 + 32 + 512 bytes a slot: 140 pages */
@@ -149,9 +154,111 @@ static void test_reset_in_child_remapped(void **state)
 	fork_and_check(0);
 }
 
+/* A slot claimed and never published (its handler was left without
+ * returning): the consumer takes it back once it has waited long enough,
+ * the records behind it come through, a publish that comes after all
+ * fails, and the slot serves the next lap. */
+static void test_reclaim(void **state)
+{
+	(void)state;
+	struct pp_ring r;
+	assert_int_equal(pp_ring_init(&r, CAP, DEPTH), 0);
+	put(&r, 1);
+	size_t left;
+	assert_non_null(pp_ring_claim(&r, &left));
+	put(&r, 3);
+	assert_non_null(pp_ring_peek(&r));
+	pp_ring_release(&r);
+	assert_null(pp_ring_peek(&r)); /* held at the claimed slot */
+	assert_int_equal(pp_ring_reclaim(&r, 1000, 500), 0); /* first seen */
+	assert_int_equal(pp_ring_reclaim(&r, 1400, 500), 0); /* too soon */
+	assert_int_equal(pp_ring_reclaim(&r, 1600, 500), 1);
+	assert_int_equal(atomic_load(&r.reclaimed), 1);
+	const struct pp_ring_rec *rec = pp_ring_peek(&r);
+	assert_non_null(rec);
+	assert_int_equal(rec->tid, 3);
+	pp_ring_release(&r);
+	assert_int_equal(pp_ring_publish(&r, left), -1); /* too late */
+	assert_null(pp_ring_peek(&r));
+	assert_int_equal(pp_ring_reclaim(&r, 9000, 500), 0); /* empty */
+	/* A whole lap more, over the slot taken back. */
+	for (uint32_t i = 0; i < CAP; i++)
+		put(&r, 100 + i);
+	for (uint32_t i = 0; i < CAP; i++) {
+		rec = pp_ring_peek(&r);
+		assert_non_null(rec);
+		assert_int_equal(rec->tid, 100 + i);
+		pp_ring_release(&r);
+	}
+	/* Published before the wait is over: nothing taken back. */
+	size_t slow;
+	assert_non_null(pp_ring_claim(&r, &slow));
+	assert_int_equal(pp_ring_reclaim(&r, 10000, 500), 0);
+	assert_int_equal(pp_ring_publish(&r, slow), 0);
+	assert_int_equal(pp_ring_reclaim(&r, 20000, 500), 0);
+	assert_non_null(pp_ring_peek(&r));
+	pp_ring_free(&r);
+}
+
+/* A handler of ours left on this thread without returning (a host's
+ * handler jumped out of a fault in it): a slot claimed, counted inside and
+ * among the registry's readers, the capture guard and the heap's busy flag
+ * set. The next handler on the thread, even for a signal it drops, gives
+ * all of it back, and the consumer skips the slot published empty. */
+static void test_handler_left(void **state)
+{
+	(void)state;
+	struct pp_cpu_tls *t = &pp_cpu_tls;
+	assert_int_equal(pp_ring_init(&pp_sampler.ring, CAP, DEPTH), 0);
+	put(&pp_sampler.ring, 5);
+	size_t pos;
+	assert_non_null(pp_ring_claim(&pp_sampler.ring, &pos));
+	put(&pp_sampler.ring, 6);
+	int readers = atomic_load(&pp_registry_readers);
+	atomic_store(&pp_sampler.inside, 1);
+	t->in_handler = 1;
+	t->entry_registry = t->registry;
+	t->entry_guard = pp_unwind_guard;
+	t->entry_busy = pp_heap_tls.busy;
+	t->entry_stack = t->stack;
+	t->claimed = 1;
+	t->pos = pos;
+	pp_registry_enter();
+	pp_unwind_guard = 1;
+	pp_heap_tls.busy = 1;
+
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	si.si_code = SI_USER; /* a kill(): not a sample */
+	pp_sampler_handler(SIGURG, &si, NULL);
+	assert_int_equal(atomic_load(&pp_sampler.inside), 0);
+	assert_int_equal(atomic_load(&pp_sampler.handlers_left), 1);
+	assert_int_equal(t->in_handler, 0);
+	assert_int_equal(t->claimed, 0);
+	assert_int_equal(pp_unwind_guard, 0);
+	assert_int_equal(pp_heap_tls.busy, 0);
+	assert_int_equal(t->registry, t->entry_registry);
+	assert_int_equal(atomic_load(&pp_registry_readers), readers);
+	const struct pp_ring_rec *rec = pp_ring_peek(&pp_sampler.ring);
+	assert_non_null(rec);
+	assert_int_equal(rec->tid, 5);
+	pp_ring_release(&pp_sampler.ring);
+	rec = pp_ring_peek(&pp_sampler.ring);
+	assert_non_null(rec);
+	assert_true(rec->flags & PP_REC_ABANDONED);
+	pp_ring_release(&pp_sampler.ring);
+	rec = pp_ring_peek(&pp_sampler.ring);
+	assert_non_null(rec);
+	assert_int_equal(rec->tid, 6);
+	pp_ring_release(&pp_sampler.ring);
+	pp_ring_free(&pp_sampler.ring);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_handler_left),
+	    cmocka_unit_test(test_reclaim),
 	    cmocka_unit_test(test_reset_same_process),
 	    cmocka_unit_test(test_reset_in_child_wiped),
 	    cmocka_unit_test(test_reset_in_child_remapped),
