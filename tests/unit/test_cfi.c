@@ -56,6 +56,13 @@
 #define FOREIGN 0
 #endif
 
+#ifdef PP_ARCH_TABLES_AARCH64
+/* This build links the table builder alone (src/unwind/cfi.c), not the
+ * agent: the flag its checked reads look at (util/seccomp.c defines it;
+ * 0, no filter forbids process_vm_readv, as in this process). */
+_Atomic int pp_seccomp_vm_readv_off;
+#endif
+
 /* A file's loadable segments at their addresses (base + p_vaddr). */
 struct image {
 	unsigned char *mem;
