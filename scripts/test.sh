@@ -106,7 +106,7 @@ done
 # The slowest test programs (tests/timed.sh ends each log with its time).
 echo "slowest: $(grep -H '^# took' tests/integration/*.log 2>/dev/null |
 	sed -E 's|^tests/integration/([^.]+)\.log:# took ([0-9]+) s$|\2 \1|' |
-	sort -rn | head -8 | awk '{ printf "%s%s %s s", NR > 1 ? ", " : "", $2, $1 }')"
+	sort -rn | head -8 | awk '{ printf "%s%s %s s", (NR > 1 ? ", " : ""), $2, $1 }')"
 if ! ls tests/integration/*.trs >/dev/null 2>&1; then
 	echo "FAIL: make check ran no test (see artifacts/check.log)"
 	tail -n 30 artifacts/check.log

@@ -610,6 +610,7 @@ int pp_config_resolve(const struct pullprof_config *cfg, struct pp_config *out,
 		                      (int64_t)86400 * 1000000000, &ns, why,
 		                      sizeof why)) {
 			snprintf(err, errlen, "PULLPROF_RECORD: %s", why);
+			free(prefix);
 			return -EINVAL;
 		}
 		out->record_ns = (uint64_t)ns;

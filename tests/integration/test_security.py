@@ -4,6 +4,7 @@ certificate (curl, go tool pprof), the client allow-list, connection and
 header limits, slow clients, and the table of bad inputs (docs/security.md) — each row
 is tried against a running agent and must get the answer the table says.
 Real processes: tests/host and tests/cpu/burn."""
+import http.server
 import json
 import os
 import re
@@ -15,6 +16,11 @@ import threading
 import time
 import warnings
 
+# cdp runs the whole program again under Debian's python3 when the one
+# running it has no websocket module (python3-websocket is Debian's): it
+# must be imported before the first line of TAP, or the TAP is printed
+# twice (226 checks counted as errors in a run of scripts/test.sh).
+from cdp import Browser, CDPError, find_chromium
 from pptest import (BUILD, Host, Proc, SRC, curl, eq, go_pprof, ipv6_loopback,
                     ok, preload_env, run, skip, until)
 
@@ -580,8 +586,6 @@ def test_cross_site_chromium():
     machine's name (not potentially trustworthy: Chromium sends no
     Sec-Fetch-* there). Every one is answered at once with 403: no window,
     no saving (before: a window open for 300 s, 20 savings)."""
-    import http.server
-    from cdp import Browser, CDPError, find_chromium
     name, loop = own_name()
     exe = find_chromium()
     if not loop or not exe:
