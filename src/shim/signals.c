@@ -29,6 +29,20 @@
 #include "pullprof.h"
 #include "shim/shim.h"
 
+/* Not instrumented by ThreadSanitizer: its runtime installs its own
+ * handlers while it initialises, before any thread state exists, through
+ * its sigaction interceptor, whose "real" one (the next in the lookup
+ * order) is this definition; an instrumented entry crashed every program
+ * at start (SEGV in __tsan_func_entry, as dl_iterate_phdr once did:
+ * unwind/dlclose.c). Nothing here needs TSan's eyes: a TLS flag and
+ * pointers published with release/acquire; the agent's side it calls is
+ * instrumented, and runs only once the agent does. */
+#if defined(__SANITIZE_THREAD__)
+#define PP_NO_TSAN __attribute__((no_sanitize_thread))
+#else
+#define PP_NO_TSAN
+#endif
+
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef sighandler_t (*signal_fn)(int, sighandler_t);
 
@@ -49,7 +63,7 @@ static const char *const names[F_COUNT] = {
     "ssignal",   "sysv_signal", "__sysv_signal", "sigset"};
 static void *next[F_COUNT];
 
-static void *resolve(int f)
+PP_NO_TSAN static void *resolve(int f)
 {
 	void *p = __atomic_load_n(&next[f], __ATOMIC_ACQUIRE);
 	if (!p) {
@@ -59,7 +73,7 @@ static void *resolve(int f)
 	return p;
 }
 
-__attribute__((constructor(101))) static void resolve_at_load(void)
+PP_NO_TSAN __attribute__((constructor(101))) static void resolve_at_load(void)
 {
 	for (int f = 0; f < F_COUNT; f++)
 		resolve(f);
@@ -67,7 +81,7 @@ __attribute__((constructor(101))) static void resolve_at_load(void)
 
 /* The host is about to set sig's disposition: handler (SIG_DFL, SIG_IGN
  * or its own), siginfo when it is an sa_sigaction. */
-static void taking(int sig, sighandler_t handler, int siginfo)
+PP_NO_TSAN static void taking(int sig, sighandler_t handler, int siginfo)
 {
 	if (sig != SIGURG && sig != SIGPROF)
 		return;
@@ -80,8 +94,9 @@ static void taking(int sig, sighandler_t handler, int siginfo)
 	                                             : PP_SIGNAL_HANDLER);
 }
 
-static int call_sigaction(int f, int sig, const struct sigaction *act,
-                          struct sigaction *old)
+PP_NO_TSAN static int call_sigaction(int f, int sig,
+                                     const struct sigaction *act,
+                                     struct sigaction *old)
 {
 	if (act)
 		taking(sig, act->sa_handler, act->sa_flags & SA_SIGINFO);
@@ -95,21 +110,21 @@ static int call_sigaction(int f, int sig, const struct sigaction *act,
 	return next_fn(sig, act, old);
 }
 
-PULLPROF_API int sigaction(int sig, const struct sigaction *act,
-                           struct sigaction *old)
+PP_NO_TSAN PULLPROF_API int sigaction(int sig, const struct sigaction *act,
+                                      struct sigaction *old)
 {
 	return call_sigaction(F_SIGACTION, sig, act, old);
 }
 
 PULLPROF_API int __sigaction(int sig, const struct sigaction *act,
                              struct sigaction *old);
-PULLPROF_API int __sigaction(int sig, const struct sigaction *act,
-                             struct sigaction *old)
+PP_NO_TSAN PULLPROF_API int __sigaction(int sig, const struct sigaction *act,
+                                        struct sigaction *old)
 {
 	return call_sigaction(F___SIGACTION, sig, act, old);
 }
 
-static sighandler_t call_signal(int f, int sig, sighandler_t handler)
+PP_NO_TSAN static sighandler_t call_signal(int f, int sig, sighandler_t handler)
 {
 	taking(sig, handler, 0);
 	signal_fn next_fn = (signal_fn)resolve(f);
@@ -120,35 +135,36 @@ static sighandler_t call_signal(int f, int sig, sighandler_t handler)
 	return next_fn(sig, handler);
 }
 
-PULLPROF_API sighandler_t signal(int sig, sighandler_t handler)
+PP_NO_TSAN PULLPROF_API sighandler_t signal(int sig, sighandler_t handler)
 {
 	return call_signal(F_SIGNAL, sig, handler);
 }
 
 PULLPROF_API sighandler_t bsd_signal(int sig, sighandler_t handler);
-PULLPROF_API sighandler_t bsd_signal(int sig, sighandler_t handler)
+PP_NO_TSAN PULLPROF_API sighandler_t bsd_signal(int sig, sighandler_t handler)
 {
 	return call_signal(F_BSD_SIGNAL, sig, handler);
 }
 
-PULLPROF_API sighandler_t ssignal(int sig, sighandler_t handler)
+PP_NO_TSAN PULLPROF_API sighandler_t ssignal(int sig, sighandler_t handler)
 {
 	return call_signal(F_SSIGNAL, sig, handler);
 }
 
-PULLPROF_API sighandler_t sysv_signal(int sig, sighandler_t handler)
+PP_NO_TSAN PULLPROF_API sighandler_t sysv_signal(int sig, sighandler_t handler)
 {
 	return call_signal(F_SYSV_SIGNAL, sig, handler);
 }
 
 PULLPROF_API sighandler_t __sysv_signal(int sig, sighandler_t handler);
-PULLPROF_API sighandler_t __sysv_signal(int sig, sighandler_t handler)
+PP_NO_TSAN PULLPROF_API sighandler_t __sysv_signal(int sig,
+                                                   sighandler_t handler)
 {
 	return call_signal(F___SYSV_SIGNAL, sig, handler);
 }
 
 /* SIG_HOLD adds sig to the thread's mask and leaves its disposition. */
-PULLPROF_API sighandler_t sigset(int sig, sighandler_t disp)
+PP_NO_TSAN PULLPROF_API sighandler_t sigset(int sig, sighandler_t disp)
 {
 	if (disp == SIG_HOLD) {
 		signal_fn next_fn = (signal_fn)resolve(F_SIGSET);
