@@ -581,6 +581,13 @@ def test_siglongjmp_host():
     pullprof's handler is never interrupted by it (its sa_mask blocks
     every signal but the faults), so 1000 Hz windows hold the CPU the
     host's threads used, and the host exits at once."""
+    if pptest.SANITIZER == "tsan":
+        # TSan defers a signal to its next safe point and runs the host's
+        # handler from its own: a siglongjmp out of it left TSan's state
+        # behind, and the host died of a jump to no code (seen).
+        pptest.skip("a host that siglongjmps", "tsan build: a siglongjmp "
+                    "out of a handler TSan called crashes TSan")
+        return
     if pptest.SANITIZER == "asan":
         # Run alone under ASan it passes (10258 jumps, exit in 0.21 s).
         # In a whole ASan run beside the plain suite, once, the host's
@@ -693,7 +700,16 @@ def test_sigurg_handler_record():
         ok("no samples from" in c and "went on with SIGPROF" in c,
            "its note says where the gap was and why", c)
     time.sleep(0.5)
-    eq(h.cmd("urgs"), "urgs 0", "the host's handler still got nothing")
+    if pptest.SANITIZER == "tsan":
+        # TSan's own handler takes every signal and hands it, at its next
+        # safe point, to the handler in place then: an expiry of ours
+        # that came before the host's sigaction is handed to the host's
+        # (22 of them seen). The kernel does not do that.
+        pptest.skip("the host's handler still got nothing",
+                    "tsan build: TSan hands a signal to the handler in "
+                    "place when it delivers it")
+    else:
+        eq(h.cmd("urgs"), "urgs 0", "the host's handler still got nothing")
     ok(h.sig_masks()["SigCgt"] & SIGURG_BIT, "its SIGURG handler is in place")
     eq(h.quit(), 0, "the host exits 0")
 
