@@ -239,7 +239,8 @@ int close(int fd)
 }
 
 static atomic_int swap_next;
-static int swapped = -1, swapped_peer = -1;
+/* Written by the agent's HTTP thread (in accept4), read by main. */
+static atomic_int swapped = -1, swapped_peer = -1;
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
