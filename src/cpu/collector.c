@@ -343,7 +343,6 @@ static struct pp_cpu_window *take_finished(uint64_t now)
 			continue;
 		}
 		*p = w->next;
-		pp_cpu.nwindows--;
 		w->listed = 0;
 		w->next = NULL;
 		*tail = w;

@@ -154,7 +154,6 @@ static int window_start(struct pp_job *j, const void *query, char *err,
 	w->lost_at_open = pp_cpu_lost_now();
 	w->next = pp_cpu.windows;
 	pp_cpu.windows = w;
-	pp_cpu.nwindows++;
 	pthread_cond_signal(&pp_cpu.wake);
 out:
 	pthread_mutex_unlock(&pp_cpu.mu);
@@ -183,7 +182,6 @@ static int unlist(struct pp_cpu_window *w)
 		}
 	w->next = NULL;
 	w->listed = 0;
-	pp_cpu.nwindows--;
 	return 1;
 }
 
@@ -229,7 +227,6 @@ void pp_cpu_shutdown(void)
 	 * stopped first) are let go. */
 	struct pp_cpu_window *left = pp_cpu.windows;
 	pp_cpu.windows = NULL;
-	pp_cpu.nwindows = 0;
 	for (struct pp_cpu_window *w = left; w; w = w->next)
 		w->listed = 0;
 	pthread_mutex_unlock(&pp_cpu.mu);
@@ -297,7 +294,6 @@ void pp_cpu_forget_in_child(void)
 	pp_cpu.stopping = 0;
 	pp_cpu.take_req = 0;
 	pp_cpu.windows = NULL; /* left to leak: their owners are gone */
-	pp_cpu.nwindows = 0;
 }
 
 void pp_cpu_stats(struct pp_cpu_stats *o)

@@ -55,7 +55,6 @@ struct pp_cpu_state {
 	int collector_up, stopping;
 	pthread_t collector;
 	struct pp_cpu_window *windows; /* sampling */
-	unsigned nwindows;
 	struct pp_cpu_settings settings;
 	int ring_ready, unwind_ready;
 	/* The host took the signal while the record sampled: it samples no

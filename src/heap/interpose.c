@@ -156,21 +156,10 @@ static int first_posix_memalign(void **out, size_t a, size_t n);
 static void *first_memalign(size_t a, size_t n);
 static size_t first_usable(void *p);
 
-static struct {
-	void *(*malloc)(size_t);
-	void (*free)(void *);
-	void *(*calloc)(size_t, size_t);
-	void *(*realloc)(void *, size_t);
-	int (*posix_memalign)(void **, size_t, size_t);
-	/* Only when the allocator of malloc defines them itself: glibc's
-	 * would hand its own blocks to another allocator's free. NULL means
-	 * "emulate with posix_memalign". */
-	void *(*memalign)(size_t, size_t);
-	void *(*aligned_alloc)(size_t, size_t);
-	void *(*valloc)(size_t);
-	void *(*pvalloc)(size_t);
-	size_t (*usable)(void *);
-} next = {
+/* memalign, aligned_alloc, valloc and pvalloc only when the allocator of
+ * malloc defines them itself: glibc's would hand its own blocks to another
+ * allocator's free. NULL means "emulate with posix_memalign". */
+static struct pp_agentmem_entries next = {
     first_malloc,
     first_free,
     first_calloc,
@@ -383,11 +372,7 @@ int pp_heap_agentmem_enable(void)
 		am_child_registered = 1;
 		pthread_atfork(NULL, NULL, am_child);
 	}
-	struct pp_agentmem_entries e = {next.malloc,         next.free,
-	                                next.calloc,         next.realloc,
-	                                next.posix_memalign, next.memalign,
-	                                next.aligned_alloc,  next.valloc,
-	                                next.pvalloc,        next.usable};
+	struct pp_agentmem_entries e = next;
 	pp_agentmem_wrap(&e);
 	/* Readers see either entry: both handle every block the other
 	 * hands out until the first agent thread runs. */

@@ -98,8 +98,8 @@ static int loaded(const ElfW(Phdr) * phdr, int phnum, uintptr_t base,
 }
 
 /* The GNU build ID among the notes of a PT_NOTE segment (a copy). */
-static void note_build_id(const unsigned char *p, size_t len, char *out,
-                          size_t outlen)
+void pp_note_build_id(const unsigned char *p, size_t len, char *out,
+                      size_t outlen)
 {
 	const unsigned char *end = p + len;
 	/* Elf64_Nhdr and Elf32_Nhdr are both three 4-byte words. */
@@ -194,8 +194,8 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		if (pp_proc_copy_self(lo, notes, ph->p_filesz))
 			img.unreadable = 1;
 		else
-			note_build_id(notes, ph->p_filesz, img.build_id,
-			              sizeof img.build_id);
+			pp_note_build_id(notes, ph->p_filesz, img.build_id,
+			                 sizeof img.build_id);
 		free(notes);
 	}
 	free(phdr);

@@ -73,6 +73,10 @@ int pp_mappings_parse(const char *text, size_t len, const char *main_path,
 /* Fill in the build IDs of m's file mappings from the files on disk (files
  * that are missing keep ""). 0 or -ENOMEM. */
 int pp_mappings_read_build_ids(struct pp_mappings *m);
+/* The GNU build ID, in hex, among the notes of a PT_NOTE segment's copy
+ * (p, len); out unchanged when there is none. */
+void pp_note_build_id(const unsigned char *p, size_t len, char *out,
+                      size_t outlen);
 /* The GNU build ID of the ELF file at path, lowercase hex: 0, or a negative
  * errno (-ENOENT also when the file has none). */
 int pp_mappings_file_build_id(const char *path, char *out, size_t outlen);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "symbols.h"
 #include "util/proc.h"
 
 _Atomic uint32_t pp_unloaded_gen;
@@ -72,43 +73,6 @@ static _Atomic uint64_t count, missed;
 static _Atomic uint32_t newest_gen;
 static uint32_t *gone_gen; /* by index */
 
-static void hex(const unsigned char *p, size_t n, char *out, size_t outlen)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t k = 0;
-	for (size_t i = 0; i < n && k + 2 < outlen; i++) {
-		out[k++] = digits[p[i] >> 4];
-		out[k++] = digits[p[i] & 15];
-	}
-	out[k] = 0;
-}
-
-static void build_id(const unsigned char *p, size_t len, char *out,
-                     size_t outlen)
-{
-	const unsigned char *end = p + len;
-	while (p + 12 <= end) {
-		ElfW(Nhdr) nh;
-		memcpy(&nh, p, sizeof nh);
-		size_t namesz = (nh.n_namesz + 3) & ~3u;
-		size_t descsz = (nh.n_descsz + 3) & ~3u;
-		const unsigned char *name = p + sizeof nh;
-		if (namesz > (size_t)(end - name))
-			return;
-		const unsigned char *desc = name + namesz;
-		if (descsz > (size_t)(end - desc))
-			return;
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-		    memcmp(name, "GNU", 4) == 0) {
-			hex(desc, nh.n_descsz, out, outlen);
-			return;
-		}
-		p = desc + descsz;
-	}
-}
-
-/* The loader's name of an image, copied with checked reads (as maps.c
- * does: the loader's memory, which TSan vouches for only in part). */
 static char *copy_name(const char *name)
 {
 	/* On the heap: a host thread's stack may be small. */
@@ -257,8 +221,8 @@ static int on_image(struct dl_phdr_info *info, size_t size, void *arg)
 		    pp_proc_copy_self(info->dlpi_addr + ph->p_vaddr, notes,
 		                      ph->p_filesz))
 			continue;
-		build_id(notes, ph->p_filesz, img.build_id,
-		         sizeof img.build_id);
+		pp_note_build_id(notes, ph->p_filesz, img.build_id,
+		                 sizeof img.build_id);
 	}
 	free(phdr);
 	if (!img.nseg)

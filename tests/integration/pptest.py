@@ -434,6 +434,23 @@ def socket_owners(inode):
     return pids
 
 
+def threads_cpu(pid, keep):
+    """CPU seconds the threads of pid that keep(tid, name) takes used so
+    far, by the scheduler's own count (schedstat, in nanoseconds)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            if not keep(int(tid), name):
+                continue
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def cpu_ticks(pid):
     """utime + stime of a process, in clock ticks (0 when it is gone)."""
     try:
@@ -675,6 +692,28 @@ def elf_build_id(path):
 
 
 HEAPWORK = os.path.join(BUILD, "tests", "heap", "heapwork")
+
+
+class Served(Host):
+    """A host whose agent starts at load and says so on stderr
+    ("serving http://127.0.0.1:PORT/debug/pprof/"): a subclass calls
+    served() once its process runs; port is None when it never said so."""
+
+    def served(self, timeout=30):
+        m = self.wait_line(self.err_lines,
+                           r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
+                           timeout=timeout)
+        self.port = int(m.group(1)) if m else None
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
+
+    def get(self, path, *args, timeout=60):
+        return curl(self.url(path), *args, timeout=timeout)
+
+    def status(self):
+        r = self.get("status")
+        return r.json() if r.status == 200 else {}
 
 
 class Work(Host):

@@ -38,21 +38,12 @@ OTHER = os.path.join(pptest.BUILD, "tests", "profile", ".libs",
 LIB = os.environ.get("PP_PRELOAD_LIB") or pptest.LIBSO
 
 
-class PluginHost(Host):
+class PluginHost(pptest.Served):
     def __init__(self):
         super().__init__(env=pptest.preload_env(
             lib=LIB, PULLPROF_LISTEN="127.0.0.1:0",
             PULLPROF_HEAP_SAMPLE_RATE="65536"), exe=PLUGINHOST)
-        m = self.wait_line(self.err_lines,
-                           r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
-                           timeout=30)
-        self.port = int(m.group(1)) if m else None
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
-
-    def get(self, path, *args, timeout=60):
-        return curl(self.url(path), *args, timeout=timeout)
+        self.served()
 
 
 def plugin_mapping(maps, path):

@@ -31,7 +31,7 @@ HOST_THREADS = {"blocked-read": "wait_read", "blocked-sleep": "wait_sleep",
 DENIED = "stack not readable"
 
 
-class Dropper(Host):
+class Dropper(pptest.Served):
     def __init__(self, prefix=()):
         env = pptest.preload_env(lib=LIB, PULLPROF_LISTEN="127.0.0.1:0")
         if prefix:
@@ -40,18 +40,7 @@ class Dropper(Host):
             prefix = (*prefix, "env", *(f"{k}={v}" for k, v in env.items()))
             env = {}
         super().__init__(env=env, exe=DROPPER, prefix=prefix)
-        m = self.wait_line(self.err_lines,
-                           r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
-                           timeout=30)
-        self.port = int(m.group(1)) if m else None
-
-    def get(self, path, timeout=60):
-        return curl(f"http://127.0.0.1:{self.port}/debug/pprof/{path}",
-                    timeout=timeout)
-
-    def status(self):
-        r = self.get("status")
-        return r.json() if r.status == 200 else {}
+        self.served()
 
 
 def looks(st):

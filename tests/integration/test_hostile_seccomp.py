@@ -41,22 +41,11 @@ def prefix(action, calls, **extra):
             *(f"{k}={v}" for k, v in env.items())]
 
 
-class Filtered(Host):
+class Filtered(pptest.Served):
     def __init__(self, action, calls, **extra):
         super().__init__(env={}, exe=DROPPER,
                          prefix=prefix(action, calls, **extra))
-        m = self.wait_line(self.err_lines,
-                           r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
-                           timeout=30)
-        self.port = int(m.group(1)) if m else None
-
-    def get(self, path, timeout=60):
-        return curl(f"http://127.0.0.1:{self.port}/debug/pprof/{path}",
-                    timeout=timeout)
-
-    def status(self):
-        r = self.get("status")
-        return r.json() if r.status == 200 else {}
+        self.served()
 
     def seccomp_field(self):
         with open(f"/proc/{self.pid}/status") as f:

@@ -133,23 +133,13 @@ def in_background(url, timeout=60):
 
 
 def threads_cpu(pid, prefix):
-    """CPU seconds the threads whose name starts with prefix used so far
-    (their schedstat); prefix None: every thread but the agent's."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                name = f.read()
-            if prefix is None:
-                if name.startswith("pullprof"):
-                    continue
-            elif not name.startswith(prefix):
-                continue
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0]) / 1e9
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
+    """CPU seconds the threads named prefix* used so far; prefix None:
+    every thread but the agent's."""
+    if prefix is None:
+        return pptest.threads_cpu(
+            pid, lambda tid, name: not name.startswith("pullprof"))
+    return pptest.threads_cpu(pid,
+                              lambda tid, name: name.startswith(prefix))
 
 
 def idle(h):

@@ -34,22 +34,13 @@ WINDOW = 30  # seconds: the spin and the swap must fall inside it
 SPIN = 1.5   # seconds of CPU in swap_a_spin
 
 
-class SwapHost(Host):
+class SwapHost(pptest.Served):
     def __init__(self):
         super().__init__(env=pptest.preload_env(
             lib=LIB, PULLPROF_LISTEN="127.0.0.1:0", PULLPROF_RECORD="120",
             PULLPROF_HEAP_SAMPLE_RATE="65536",
             PULLPROF_RECORD_HZ="97"), exe=SWAPHOST)
-        m = self.wait_line(self.err_lines,
-                           r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
-                           timeout=30)
-        self.port = int(m.group(1)) if m else None
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}/debug/pprof/{path}"
-
-    def get(self, path, *args, timeout=60):
-        return curl(self.url(path), *args, timeout=timeout)
+        self.served()
 
     def windows_open(self):
         r = self.get("status")

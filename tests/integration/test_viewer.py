@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 
+import pptest
 from pptest import (BUILD, NO_CPU_TRUTH_WHY, NO_HEAP_WHY, SANITIZER, Host, Proc,
                     curl, eq, ok, sanitized, skip, until)
 
@@ -942,22 +943,9 @@ RANGE_NOTE = re.compile(r"^(\d+\.\d\d) s – (\d+\.\d\d) s of (\d+\.\d\d) s, "
 
 def threads_cpu(pid, name):
     """CPU seconds the threads named `name` of pid used so far (the main
-    thread when name is None), from their schedstat."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            if name is None:
-                if int(tid) != pid:
-                    continue
-            else:
-                with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                    if f.read().strip() != name:
-                        continue
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0]) / 1e9
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
+    thread when name is None)."""
+    return pptest.threads_cpu(
+        pid, lambda tid, n: tid == pid if name is None else n == name)
 
 
 def capturework(env, what):
