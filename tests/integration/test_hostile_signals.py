@@ -544,7 +544,10 @@ def test_blocks_urg_mid_window():
     they read nothing of pullprof's."""
     h = SigHost()
     eq(h.cmd("burn 2"), "ok", "2 burner threads")
-    t, res = in_background(f"{h.base}/profile?seconds=5")
+    # A window long enough for what follows on a busy machine: the move
+    # waits for the burners to run four periods unsampled, and starved
+    # burners take seconds to (one CI run: 13 samples in 5 s).
+    t, res = in_background(f"{h.base}/profile?seconds=20")
     ok(until(lambda: h.status().get("samples", 0) > 5, timeout=20),
        "the window samples")
     eq(h.cmd("urglater"), "ok", "the burners block SIGURG now")
