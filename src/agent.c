@@ -12,7 +12,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <linux/kcmp.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,14 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "fork/fork.h"
-#include "heap/heap.h"
+#include "heap/hot.h"
 #include "http/server.h"
 #include "kinds.h"
+#include "process.h"
 #include "profile/job.h"
 #include "profile/recent.h"
 #include "pullprof.h"
@@ -52,75 +51,9 @@ const struct pp_agent *pp_agent_get(void)
 	return __atomic_load_n(&running, __ATOMIC_ACQUIRE);
 }
 
-/*
- * Copies made without fork(): _Fork() (glibc 2.34's async-signal-safe
- * fork) and the raw clone call run none of fork()'s handlers. The child
- * has a copy of the agent's memory as it was (`running` set, locks
- * perhaps held by threads that are not in it), none of its threads, and
- * copies of its descriptors, which it shares with the process that runs
- * the agent. Stopping there (the exit of such a child runs our destructor)
- * waited forever for threads that do not exist; writing the wake-up
- * descriptors would wake the parent's. So every path that stops, joins,
- * serves or records first asks pp_agent_foreign(), and does nothing of
- * the agent's in such a process.
- */
-
-/* The process whose agent state this memory is: noted when an agent
- * starts, and by fork()'s child handler once the handlers made the copy
- * the child's own. 0: no agent ever started. */
-static _Atomic pid_t owner;
-static _Atomic pid_t dropped_in;
-
-/* A foreign copy closes its copies of the listening sockets, once: a
- * child that lives on would otherwise keep the port bound after the
- * agent's process ended, and connections to it would wait unanswered.
- * Not when the descriptor table is shared with the agent's process
- * (clone with CLONE_FILES), nor when that cannot be told: those are its
- * sockets. Async-signal-safe; writes nothing the agent's process reads (a
- * child sharing its memory, vfork, would be writing the parent's). */
-static void drop_copies(pid_t self, pid_t agent_pid)
-{
-	if (atomic_exchange(&dropped_in, self) == self)
-		return;
-	int saved = errno;
-	/* Under a seccomp filter, kcmp is not made (a filter may kill for
-	 * it, and a child like this one may not probe: util/seccomp.h):
-	 * the table's sharing cannot be told, and the sockets are left. */
-	long same = -1;
-	errno = EPERM;
-	if (pp_seccomp_mode_raw() == 0)
-		same = syscall(SYS_kcmp, self, agent_pid, KCMP_FILES, 0, 0);
-	/* The sockets as this copy of the server's memory knows them, with
-	 * the file each was (the host may have closed the number and opened
-	 * something else under it; the server keeps the identity current
-	 * when it sets itself up again, loop.c). Nothing else runs here
-	 * to change them: the copy has no agent thread. */
-	const struct pp_agent *a = __atomic_load_n(&running, __ATOMIC_ACQUIRE);
-	if (a && (same > 0 || (same < 0 && errno == ESRCH))) {
-		struct pp_server *srvs[2] = {
-		    __atomic_load_n(&a->srv, __ATOMIC_ACQUIRE), a->member};
-		for (int i = 0; i < 2; i++) {
-			if (!srvs[i])
-				continue;
-			struct pp_fd_id id = srvs[i]->listen_id;
-			if (id.fd >= 0 && pp_fd_id_ours(&id))
-				close(id.fd);
-		}
-	}
-	errno = saved;
-}
-
-int pp_agent_foreign(void)
-{
-	pid_t o = atomic_load_explicit(&owner, memory_order_relaxed);
-	if (!o)
-		return 0;
-	pid_t self = getpid();
-	if (o == self)
-		return 0;
-	drop_copies(self, o);
-	return 1;
-}
+/* A copy of this process made without fork()'s handlers (process.h) does
+ * nothing of the agent's: every path here that stops, starts or serves
+ * asks pp_process_foreign() first. */
 
 /* Said once per process, on the paths a program calls. */
 static void say_foreign(const char *what)
@@ -156,7 +89,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	/* The handlers made the copy consistent: the child's own now. */
-	atomic_store(&owner, getpid());
+	pp_process_own();
 	pp_agent_threads_forget_in_child();
 	pp_jobs_forget_in_child();
 	pp_symtab_forget_in_child();
@@ -250,7 +183,7 @@ static int start_agent(const struct pullprof_config *cfg,
 	if (running)
 		return -EALREADY;
 	pthread_once(&atfork_once, register_atfork);
-	atomic_store(&owner, getpid());
+	pp_process_own();
 
 	memset(&agent, 0, sizeof agent);
 	err[0] = 0;
@@ -270,9 +203,10 @@ static int start_agent(const struct pullprof_config *cfg,
 	int autostarted = how->autostarted;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	agent.start_time = pp_timespec_seconds(&now);
-	clock_gettime(CLOCK_MONOTONIC, &agent.start_mono);
-	agent.autostarted = autostarted;
+	agent.facts.cfg = &agent.cfg;
+	agent.facts.start_time = pp_timespec_seconds(&now);
+	clock_gettime(CLOCK_MONOTONIC, &agent.facts.start_mono);
+	agent.facts.autostarted = autostarted;
 
 	/* Profiles kept for ?id= hold, together, what one may hold. */
 	pp_recent_set_max_bytes((size_t)agent.cfg.v.max_profile_mb << 20);
@@ -294,7 +228,8 @@ static int start_agent(const struct pullprof_config *cfg,
 	/* PULLPROF_LISTEN=none: the profilers run, nothing listens; the
 	 * program writes its profiles itself (capture.c). */
 	rc = agent.cfg.serve && !how->member
-	         ? pp_server_start(&agent.cfg, &agent.srv, err, sizeof err)
+	         ? pp_server_start(&agent.cfg, &agent.facts, &agent.srv, err,
+	                           sizeof err)
 	         : 0;
 	if (rc)
 		goto fail;
@@ -347,7 +282,7 @@ static int start_locked(const struct pullprof_config *cfg,
 PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)
 {
 	static const struct start_how how = {0};
-	if (pp_agent_foreign()) {
+	if (pp_process_foreign()) {
 		/* Its locks may be held for good: not even taken. */
 		say_foreign("not started");
 		return -ECHILD;
@@ -362,7 +297,7 @@ int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted)
 {
 	const struct start_how how = {
 	    .autostarted = autostarted, .member = 1, .quiet = 1};
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return -ECHILD;
 	pthread_mutex_lock(&lifecycle);
 	int rc = start_locked(cfg, &how);
@@ -376,7 +311,7 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
 	const struct start_how how = {
 	    .autostarted = autostarted, .listen = listen, .quiet = 1};
 	int rc;
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return -ECHILD;
 	pthread_mutex_lock(&lifecycle);
 	int hidden = pp_heap_hide();
@@ -392,7 +327,8 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
 		                           &agent.cfg.addrlen, err, sizeof err);
 		struct pp_server *srv = NULL;
 		if (!rc)
-			rc = pp_server_start(&agent.cfg, &srv, err, sizeof err);
+			rc = pp_server_start(&agent.cfg, &agent.facts, &srv,
+			                     err, sizeof err);
 		if (!rc) {
 			__atomic_store_n(&agent.srv, srv, __ATOMIC_RELEASE);
 			pp_tree_own(); /* the tree is this process's now */
@@ -436,7 +372,7 @@ PULLPROF_API int pullprof_stop(void)
 {
 	/* Nothing of the agent runs here to stop (its copy of the sockets
 	 * is closed). */
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return 0;
 	pthread_mutex_lock(&lifecycle);
 	int rc = stop_locked();
@@ -447,7 +383,7 @@ PULLPROF_API int pullprof_stop(void)
 int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg)
 {
 	/* A job opened here would wait for threads this process has not. */
-	if (pp_agent_foreign()) {
+	if (pp_process_foreign()) {
 		say_foreign("no profile");
 		return -ESRCH;
 	}
@@ -459,7 +395,7 @@ int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg)
 
 PULLPROF_API int pullprof_port(void)
 {
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return 0; /* this process serves nothing */
 	pthread_mutex_lock(&lifecycle);
 	int port = running && running->srv ? running->srv->port : 0;
@@ -545,7 +481,7 @@ __attribute__((destructor)) static void pp_autostop(void)
 	 * while another thread starts or stops the agent must not hang. A
 	 * child made without fork() (_Fork, clone) has nothing to stop: the
 	 * threads are its parent's. */
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return;
 	if (pthread_mutex_trylock(&lifecycle) != 0)
 		return;

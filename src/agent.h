@@ -21,9 +21,7 @@ struct pp_agent {
 	 * (cfg's, listening there); NULL otherwise. */
 	struct pp_server *member;
 	struct pp_config member_cfg;
-	double start_time; /* seconds since the epoch */
-	struct timespec start_mono;
-	int autostarted;
+	struct pp_agent_facts facts; /* facts.cfg: &cfg */
 };
 
 /* The running agent. Valid on the agent's threads (stop joins them before it
@@ -51,14 +49,5 @@ int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
  * on stderr. before: the URL this process served before a wrapper exec'd
  * this program, or NULL (see agent.c). */
 int pp_agent_autostart(const char *before, char *url, size_t n);
-
-/* Is this process a copy of the agent's made without fork()'s handlers
- * (_Fork(), a raw clone)? Then nothing of the agent may be stopped,
- * joined, waited for, written to or recorded into here: its threads are
- * not in this process, its locks may be held for good, its descriptors
- * are shared with the process that runs it. The first call that finds it
- * so closes this process's copies of the listening sockets (agent.c says
- * when). Async-signal-safe, keeps errno; one getpid(). */
-int pp_agent_foreign(void);
 
 #endif

@@ -17,7 +17,7 @@
 
 #include "heap/agentmem.h"
 #include "heap/detect.h"
-#include "heap/heap.h"
+#include "heap/hot.h"
 #include "shim/shim.h"
 
 #define MAX_UNSAMPLED 4

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "pullprof.h"
 #include "util/cidr.h"
@@ -31,6 +32,18 @@ struct pp_config {
 	int bound_fd;
 	/* v.record as nanoseconds; 0: no record. */
 	uint64_t record_ns;
+};
+
+/* What the running agent tells the code that serves it (the HTTP servers
+ * and their handlers): its settings and when it started. The same for
+ * every server it runs, the configured address's and a follow-mode
+ * member's socket (whose own settings, srv->cfg, drop the token). Valid
+ * while the agent runs. */
+struct pp_agent_facts {
+	const struct pp_config *cfg;
+	double start_time; /* seconds since the epoch */
+	struct timespec start_mono;
+	int autostarted;
 };
 
 /* The listen value that starts the agent without an HTTP server. */

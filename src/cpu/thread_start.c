@@ -26,12 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
 #include "agent_threads.h"
 #include "arch/arch.h"
 #include "cpu/handover.h"
 #include "cpu/sampler.h"
-#include "heap/heap.h"
+#include "heap/hot.h"
+#include "process.h"
 #include "pullprof.h"
 #include "shim/shim.h"
 #include "threads/threads.h"
@@ -189,7 +189,7 @@ int pp_thread_create(pthread_t *t, const pthread_attr_t *attr,
 {
 	int agents = pp_on_agent_thread() || pp_creating_agent_thread();
 	/* A child made without fork() has no agent to report to. */
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return pp_real_pthread_create(t, attr, fn, arg);
 	/* Only while a window samples per thread, and never for the agent's
 	 * own threads (made by agent threads). */

@@ -23,9 +23,10 @@
 
 #include "agent.h"
 #include "agent_threads.h"
-#include "heap/heap.h"
+#include "heap/hot.h"
 #include "http/server.h"
 #include "internal.h"
+#include "process.h"
 
 enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c)
 {
@@ -59,7 +60,7 @@ void pp_fork_child(const struct pp_agent *a)
 		pp_fork_inherited.armed = 1;
 		pp_fork_inherited.follow =
 		    pp_fork_mode_of(&a->cfg) == PP_FORK_FOLLOW;
-		pp_fork_inherited.autostarted = a->autostarted;
+		pp_fork_inherited.autostarted = a->facts.autostarted;
 		pp_fork_inherited.v = a->cfg.v;
 		/* The address served, port included (it may have been 0,
 		 * "any free one", in the settings). A member that does not
@@ -150,7 +151,7 @@ void pp_fork_returned(int event)
 {
 	/* A copy made without fork() (and its forked children) follows
 	 * nothing and starts no thread: the state it copied is not its. */
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return;
 	if (event == PP_FORKED_PARENT) {
 		/* A child that forks children of its own (a daemon's master
@@ -180,7 +181,7 @@ void pp_fork_returned(int event)
 void pp_fork_poke(void)
 {
 	if (!atomic_load_explicit(&lazy, memory_order_relaxed) ||
-	    !pp_fork_parent_gone() || pp_agent_foreign())
+	    !pp_fork_parent_gone() || pp_process_foreign())
 		return;
 	if (!atomic_exchange(&lazy, 0))
 		return;

@@ -128,7 +128,8 @@ int pp_tree_join(struct pp_agent *a, char *err, size_t errlen)
 		a->member_cfg.have_bound_fd = 1;
 		a->member_cfg.bound_fd = early;
 	}
-	rc = pp_server_start(&a->member_cfg, &a->member, err, errlen);
+	rc =
+	    pp_server_start(&a->member_cfg, &a->facts, &a->member, err, errlen);
 	if (rc) {
 		/* The server closed the early socket, if it took it. */
 		pp_config_free(&a->member_cfg);

@@ -31,21 +31,7 @@ void pp_heap_stop(void);
  * inherited the parent's heap); the child's agent starts anew. */
 void pp_heap_forget_in_child(void);
 
-/* Hot context safe. The calling thread's allocations are never sampled
- * (the agent's threads: pp_agent_thread_enter). */
-void pp_heap_exclude_thread(void);
-
-/* Hot context safe. pullprof's own code running on a host thread (the
- * dlclose wrapper's registry refresh, the pthread_create wrapper, a label's
- * first push, pullprof_start and _stop, pullprof_write_*): what it
- * allocates between pp_heap_hide() and pp_heap_unhide(its result) is not
- * sampled, and is not charged to the host. The thread's own allocations
- * before and after are sampled as if these bytes had never been counted
- * (the countdown is memoryless). Nests; keep the scope to agent code (not
- * around a call into the host's, such as the real dlclose and the
- * destructors it runs). */
-int pp_heap_hide(void);
-void pp_heap_unhide(int prev);
+/* pp_heap_hide, pp_heap_unhide and pp_heap_exclude_thread: heap/hot.h. */
 
 enum pp_heap_view {
 	PP_HEAP_INUSE,  /* /heap: no default sample type (tools show inuse) */

@@ -27,6 +27,35 @@ struct pp_heap_tls {
 extern __thread struct pp_heap_tls pp_heap_tls
     __attribute__((tls_model("initial-exec")));
 
+/* Hot context safe. The calling thread's allocations are never sampled
+ * (the agent's threads: pp_agent_thread_enter). */
+static inline void pp_heap_exclude_thread(void)
+{
+	pp_heap_tls.agent = 1;
+	pp_heap_tls.countdown = INT64_MAX;
+}
+
+/* Hot context safe. pullprof's own code running on a host thread (the
+ * dlclose wrapper's registry refresh, the pthread_create wrapper, a label's
+ * first push, pullprof_start and _stop, pullprof_write_*): what it
+ * allocates between pp_heap_hide() and pp_heap_unhide(its result) is not
+ * sampled, and is not charged to the host. The thread's own allocations
+ * before and after are sampled as if these bytes had never been counted
+ * (the countdown is memoryless). Nests; keep the scope to agent code (not
+ * around a call into the host's, such as the real dlclose and the
+ * destructors it runs). */
+static inline int pp_heap_hide(void)
+{
+	int prev = pp_heap_tls.busy;
+	pp_heap_tls.busy = 1;
+	return prev;
+}
+
+static inline void pp_heap_unhide(int prev)
+{
+	pp_heap_tls.busy = prev;
+}
+
 /*
  * The free filter: one bit per 64-byte granule of address space, modulo
  * 64 MiB (2^20 bits, 128 KiB). A bit is set while a sampled allocation

@@ -17,7 +17,6 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "agent.h"
 #include "bounds.h"
 #include "fork/fork.h"
 #include "heap/heap.h"
@@ -25,6 +24,7 @@
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "labels/labels.h"
+#include "process.h"
 #include "pullprof.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
@@ -74,7 +74,7 @@ static int64_t draw(struct pp_heap_tls *t, uint64_t rate)
  * Whether this memory is still the agent's process's, without a system call
  * per sample: one word on a page of its own, which the kernel gives every
  * copy of the address space (fork, _Fork, clone without CLONE_VM) as zeros
- * (MADV_WIPEONFORK). record() sets it once pp_agent_foreign() (a getpid())
+ * (MADV_WIPEONFORK). record() sets it once pp_process_foreign() (a getpid())
  * answered no, and asks again only while it reads zero: always in a copy
  * made without fork(), where the answer stays yes, once in a forked child.
  * A child sharing the memory (vfork) reads the parent's word, as it shares
@@ -109,7 +109,7 @@ static int foreign(void)
 	atomic_int *own = atomic_load_explicit(&own_word, memory_order_acquire);
 	if (own && atomic_load_explicit(own, memory_order_relaxed))
 		return 0;
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return 1;
 	if (own)
 		atomic_store_explicit(own, 1, memory_order_relaxed);
@@ -220,27 +220,6 @@ void pp_heap_pool_sampled(const void *p, size_t size, const char *pool,
 {
 	struct what w = {1, pool};
 	sampled((void *)(uintptr_t)p, size, from, &w);
-}
-
-void pp_heap_exclude_thread(void)
-{
-	pp_heap_tls.agent = 1;
-	pp_heap_tls.countdown = INT64_MAX;
-}
-
-/* busy is what a capture sets for the unwinder's own allocations: an
- * allocation that uses up the countdown draws the next one and is not
- * recorded. */
-int pp_heap_hide(void)
-{
-	int prev = pp_heap_tls.busy;
-	pp_heap_tls.busy = 1;
-	return prev;
-}
-
-void pp_heap_unhide(int prev)
-{
-	pp_heap_tls.busy = prev;
 }
 
 void pp_heap_sampling_set(uint64_t rate, unsigned max_depth)

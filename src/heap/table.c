@@ -21,10 +21,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "agent.h"
 #include "heap/hot.h"
 #include "heap/pool_index.h"
 #include "heap/table.h"
+#include "process.h"
 #include "shim/shim.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
@@ -484,14 +484,14 @@ static void account_free(uint32_t bucket)
 		tables.inuse = 0;
 }
 
-/* Take mu, unless this is a child made without fork() (agent.h), where it
+/* Take mu, unless this is a child made without fork() (process.h), where it
  * may be held for good by a thread the child has not: 0 then. The check
  * (a system call) only when mu is not free at once. */
 static int lock_here(void)
 {
 	if (pthread_mutex_trylock(&mu) == 0)
 		return 1;
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return 0;
 	pthread_mutex_lock(&mu);
 	return 1;

@@ -7,7 +7,7 @@
  */
 #include <errno.h>
 
-#include "agent.h"
+#include "config.h"
 #include "handlers.h"
 #include "heap/detect.h"
 #include "heap/heap.h"
@@ -17,7 +17,7 @@
 
 static enum MHD_Result heap(struct pp_request *r, enum pp_heap_view view)
 {
-	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	const struct pp_config *cfg = r->cfg;
 	struct pp_heap_query q = {.view = view};
 	struct pp_job_request rq = {
 	    .producer = &pp_heap_producer, .query = &q, .keep = 1};

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "assets.h"
+#include "config.h"
 #include "handlers.h"
 #include "respond.h"
 #include "util/buf.h"
@@ -28,14 +28,13 @@ static void endpoints(struct pp_buf *b)
 	}
 }
 
-static void fill(struct pp_buf *b, const char *name, size_t n)
+static void fill(struct pp_buf *b, const struct pp_request *r, const char *name,
+                 size_t n)
 {
-	const struct pp_agent *a = pp_agent_get();
-
 	if (n == 7 && memcmp(name, "version", 7) == 0)
 		pp_buf_puts(b, PACKAGE_VERSION);
 	else if (n == 6 && memcmp(name, "prefix", 6) == 0)
-		pp_buf_html(b, a->cfg.v.prefix);
+		pp_buf_html(b, r->cfg->v.prefix);
 	else if (n == 3 && memcmp(name, "pid", 3) == 0)
 		pp_buf_printf(b, "%d", (int)getpid());
 	else if (n == 9 && memcmp(name, "endpoints", 9) == 0)
@@ -54,7 +53,7 @@ enum MHD_Result pp_h_index(struct pp_request *r)
 		if (!close)
 			break;
 		pp_buf_append(&b, p, (size_t)(open - p));
-		fill(&b, open + 2, (size_t)(close - open - 2));
+		fill(&b, r, open + 2, (size_t)(close - open - 2));
 		p = close + 2;
 	}
 	pp_buf_puts(&b, p);

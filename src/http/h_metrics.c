@@ -13,7 +13,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "args.h"
 #include "handlers.h"
 #include "kinds.h"
@@ -28,7 +27,7 @@
 #include "util/fds.h"
 #include "util/proc.h"
 
-static void agent_metrics(struct pp_buf *b, const struct pp_agent *a)
+static void agent_metrics(struct pp_buf *b, const struct pp_agent_facts *a)
 {
 	struct pp_prom_label v = {"version", PACKAGE_VERSION};
 
@@ -301,7 +300,7 @@ enum MHD_Result pp_h_metrics(struct pp_request *r)
 	char *body;
 	size_t len = 0;
 
-	agent_metrics(&b, pp_agent_get());
+	agent_metrics(&b, r->srv->facts);
 	http_metrics(&b, r->srv);
 	pp_kinds_metrics(&b); /* each kind's families */
 	other_metrics(&b, r->srv->lookups);

@@ -4,7 +4,7 @@
  * HTTP thread serves others meanwhile.
  * Context: agent.
  */
-#include "agent.h"
+#include "config.h"
 #include "cpu/cpu.h"
 #include "handlers.h"
 #include "query.h"
@@ -13,7 +13,7 @@
 
 enum MHD_Result pp_h_profile(struct pp_request *r)
 {
-	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	const struct pp_config *cfg = r->cfg;
 	struct pp_cpu_query q = {0};
 	struct pp_job_request rq = {
 	    .producer = &pp_cpu_producer, .query = &q, .keep = 1};
@@ -56,7 +56,7 @@ enum MHD_Result pp_h_profile(struct pp_request *r)
  * under the same ids as /profile's, so ?id= renders either way. */
 enum MHD_Result pp_h_trace(struct pp_request *r)
 {
-	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	const struct pp_config *cfg = r->cfg;
 	struct pp_cpu_query q = {0};
 	struct pp_job_request rq = {
 	    .producer = &pp_cpu_producer, .query = &q, .keep = 1};

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "agent.h"
+#include "config.h"
 #include "handlers.h"
 #include "query.h"
 #include "record/record.h"
@@ -47,9 +47,8 @@ enum MHD_Result pp_h_record_save(struct pp_request *r)
 	/* Past the token check (auth.c): a request carried it when one is
 	 * set; without one, nothing tells an operator's request from any
 	 * other local program's. */
-	enum pp_record_by by = pp_agent_get()->cfg.v.token
-	                           ? PP_RECORD_BY_TOKEN
-	                           : PP_RECORD_BY_ANONYMOUS;
+	enum pp_record_by by =
+	    r->cfg->v.token ? PP_RECORD_BY_TOKEN : PP_RECORD_BY_ANONYMOUS;
 	int rc = pp_record_save(reason ? reason : "", (uint64_t)ns, by, &id);
 	if (rc == -ENOTSUP)
 		return pp_respond_error(

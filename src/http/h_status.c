@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent_threads.h"
 #include "fork/fork.h"
 #include "handlers.h"
@@ -149,7 +148,7 @@ static struct json_object *requests_json(const struct pp_server_stats *st)
 
 enum MHD_Result pp_h_status(struct pp_request *r)
 {
-	const struct pp_agent *a = pp_agent_get();
+	const struct pp_agent_facts *a = r->srv->facts;
 	const struct pp_server_stats *st = &r->srv->stats;
 	struct json_object *o = json_object_new_object();
 	struct timespec now;
@@ -192,7 +191,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "port", json_object_new_int(r->srv->port));
 	json_object_object_add(o, "autostarted",
 	                       json_object_new_boolean(a->autostarted));
-	json_object_object_add(o, "config", config_json(&a->cfg));
+	json_object_object_add(o, "config", config_json(a->cfg));
 	json_object_object_add(o, "requests", requests_json(st));
 
 	struct json_object *conn = json_object_new_object();
@@ -314,10 +313,9 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	struct pp_fork_stats fk;
 	pp_fork_stats(&fk);
 	struct json_object *fo = json_object_new_object();
-	const struct pp_agent *ag = pp_agent_get();
 	json_object_object_add(fo, "mode",
-	                       json_object_new_string(ag && ag->cfg.v.fork_mode
-	                                                  ? ag->cfg.v.fork_mode
+	                       json_object_new_string(r->cfg->v.fork_mode
+	                                                  ? r->cfg->v.fork_mode
 	                                                  : "adopt"));
 	if (pp_tree_dir()[0]) {
 		pid_t members[1];

@@ -9,7 +9,7 @@
  */
 #include <errno.h>
 
-#include "agent.h"
+#include "config.h"
 #include "handlers.h"
 #include "locks/locks.h"
 #include "query.h"
@@ -26,7 +26,7 @@ static enum MHD_Result since_start(struct pp_request *r,
                                    const char *types, int flags,
                                    unsigned max_debug, int recorded)
 {
-	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	const struct pp_config *cfg = r->cfg;
 	struct pp_dump_query q = {0};
 	struct pp_job_request rq = {
 	    .producer = producer, .query = &q, .keep = 1};
@@ -114,7 +114,7 @@ enum MHD_Result pp_h_block(struct pp_request *r)
 
 static enum MHD_Result wall(struct pp_request *r, int fgprof)
 {
-	const struct pp_config *cfg = &pp_agent_get()->cfg;
+	const struct pp_config *cfg = r->cfg;
 	struct pp_wall_query q = {.fgprof = fgprof};
 	struct pp_job_request rq = {
 	    .producer = &pp_wall_producer, .query = &q, .keep = 1};

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent.h"
 #include "assets.h"
+#include "config.h"
 #include "handlers.h"
 #include "respond.h"
 
@@ -26,7 +26,7 @@ enum MHD_Result pp_h_ui(struct pp_request *r)
 	if (!*below) {
 		/* "/ui": the page's relative links need the slash. */
 		char loc[256];
-		snprintf(loc, sizeof loc, "%s%s/", pp_agent_get()->cfg.v.prefix,
+		snprintf(loc, sizeof loc, "%s%s/", r->cfg->v.prefix,
 		         r->route->path);
 		return pp_respond_redirect(r, loc);
 	}
@@ -38,7 +38,7 @@ enum MHD_Result pp_h_ui(struct pp_request *r)
 		return pp_respond_error(r, MHD_HTTP_NOT_FOUND,
 		                        "the viewer has no file %s (it is at "
 		                        "%s%s/)",
-		                        r->url, pp_agent_get()->cfg.v.prefix,
+		                        r->url, r->cfg->v.prefix,
 		                        r->route->path);
 	r->headers[0][0] = "Content-Security-Policy";
 	r->headers[0][1] = UI_CSP;

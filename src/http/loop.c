@@ -35,7 +35,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent_threads.h"
 #include "conns.h"
 #include "error.h"

@@ -566,6 +566,7 @@ enum MHD_Result pp_routes_dispatch(void *cls, struct MHD_Connection *c,
 			return MHD_NO;
 		*req_cls = r; /* freed by pp_routes_completed */
 		r->srv = s;
+		r->cfg = s->facts->cfg;
 		r->conn = c;
 		r->url = url;
 		r->method = method;

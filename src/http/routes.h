@@ -53,6 +53,8 @@ extern const size_t pp_routes_count;
 /* One per request, from its first header to its completion. */
 struct pp_request {
 	struct pp_server *srv;
+	/* The running agent's settings, which the handlers answer with. */
+	const struct pp_config *cfg;
 	struct MHD_Connection *conn;
 	const char *url;
 	const char *method;

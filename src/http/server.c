@@ -24,7 +24,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent_threads.h"
 #include "args.h"
 #include "conns.h"
@@ -32,6 +31,7 @@
 #include "fork/fork.h"
 #include "lookup.h"
 #include "loop.h"
+#include "process.h"
 #include "respond.h"
 #include "routes.h"
 #include "util/fds.h"
@@ -395,7 +395,8 @@ static void close_daemon(struct pp_server *s)
 	pthread_mutex_unlock(&s->mhd_mu);
 }
 
-int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
+int pp_server_start(const struct pp_config *cfg,
+                    const struct pp_agent_facts *facts, struct pp_server **out,
                     char *err, size_t errlen)
 {
 	struct pp_server *s = calloc(1, sizeof *s);
@@ -404,6 +405,7 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	if (!s)
 		return -ENOMEM;
 	s->cfg = cfg;
+	s->facts = facts;
 	s->listen_fd = s->wake_rd = s->wake_wr = s->mhd_epoll_fd = -1;
 	s->listen_id.fd = s->wake_rd_id.fd = s->wake_wr_id.fd =
 	    s->mhd_epoll_id.fd = -1;
@@ -419,6 +421,8 @@ int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
 	}
 	for (unsigned i = 0; i < s->conn_slots; i++)
 		s->conns[i].fd = s->conns[i].id.fd = -1;
+	/* A copy of this process made without fork() closes it. */
+	pp_process_drop_in_copies(&s->listen_id);
 	if (gethostname(s->hostname, sizeof s->hostname - 1) != 0)
 		s->hostname[0] = 0;
 	pp_respond_note_root();
@@ -486,6 +490,7 @@ fail:
 		close_daemon(s);
 	free_tls(s);
 	pthread_mutex_destroy(&s->mhd_mu);
+	pp_process_keep(&s->listen_id);
 	free(s->conns);
 	free(s);
 	return rc;
@@ -519,6 +524,7 @@ void pp_server_stop(struct pp_server *s)
 	pp_lookups_free(s->tree);
 	free_tls(s);
 	pthread_mutex_destroy(&s->mhd_mu);
+	pp_process_keep(&s->listen_id);
 	free(s->conns);
 	free(s);
 }

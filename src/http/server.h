@@ -67,7 +67,10 @@ struct pp_conn {
 };
 
 struct pp_server {
+	/* Its own settings (a member's socket has no token: fork/members.c)
+	 * and the agent's, which its handlers answer with (r->cfg). */
 	const struct pp_config *cfg;
+	const struct pp_agent_facts *facts;
 	/* libmicrohttpd's daemon; NULL while there is none (its descriptors
 	 * were closed by the host and a new one is not set up yet). Set and
 	 * cleared by the HTTP thread under mhd_mu, which other threads hold
@@ -138,9 +141,11 @@ struct pp_server {
 /* The request context of a request with more (routes.c answers it). */
 extern char pp_server_too_many_params;
 
-/* Bind, start libmicrohttpd and the loop thread. On failure returns a
+/* Bind, start libmicrohttpd and the loop thread; facts are the running
+ * agent's (kept by the caller while the server runs). On failure returns a
  * negative errno and one sentence in err. */
-int pp_server_start(const struct pp_config *cfg, struct pp_server **out,
+int pp_server_start(const struct pp_config *cfg,
+                    const struct pp_agent_facts *facts, struct pp_server **out,
                     char *err, size_t errlen);
 /* Stop the loop, close every connection and free the server. Never
  * blocks on, writes to or closes a descriptor the host closed and perhaps

@@ -21,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "fork/fork.h"
 #include "fork/gather.h"
 #include "handlers.h"
@@ -294,10 +293,8 @@ static struct json_object *process_json(pid_t pid, pid_t root)
 
 enum MHD_Result pp_h_children(struct pp_request *r)
 {
-	const struct pp_agent *a = pp_agent_get();
 	struct json_object *o = json_object_new_object();
-	const char *mode =
-	    a && a->cfg.v.fork_mode ? a->cfg.v.fork_mode : "adopt";
+	const char *mode = r->cfg->v.fork_mode ? r->cfg->v.fork_mode : "adopt";
 	json_object_object_add(o, "mode", json_object_new_string(mode));
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
 	struct json_object *list = json_object_new_array();

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "heap/heap.h"
+#include "heap/hot.h"
 #include "profile/model.h"
 #include "pullprof.h"
 

@@ -34,14 +34,13 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "agent.h"
 #include "agent_threads.h"
 #include "arch/arch.h"
-#include "heap/heap.h"
 #include "heap/hot.h"
 #include "labels/labels.h"
 #include "locks/hot.h"
 #include "locks/locks.h"
+#include "process.h"
 #include "unwind/unwind.h"
 
 /* ---- per-thread state ---------------------------------------------------- */
@@ -127,7 +126,7 @@ static void record(enum pp_locks_kind kind, uintptr_t self, uintptr_t from,
 	uintptr_t pcs[PP_LOCKS_MAX_DEPTH + PP_UNWIND_SKIP_ROOM];
 	/* A child made without fork(): the unwinder's and the table's locks
 	 * may be held for good there. */
-	if (pp_agent_foreign())
+	if (pp_process_foreign())
 		return;
 	unsigned max =
 	    atomic_load_explicit(&pp_locks_depth, memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include "heap/heap.h"
 #include "heap/hot.h"
 #include "locks/hot.h"
+#include "process.h"
 #include "pullprof.h"
 #include "shim/shim.h"
 #include "symbols/symbols.h"
@@ -66,7 +67,7 @@ static void pp_agent_fork(int phase)
 {
 	unsigned n = __atomic_load_n(&nhandlers, __ATOMIC_ACQUIRE);
 	if (phase == PP_FORK_PREPARE)
-		fork_skipped = pp_agent_foreign();
+		fork_skipped = pp_process_foreign();
 	if (fork_skipped)
 		return;
 	if (phase == PP_FORK_PREPARE) {

@@ -23,7 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "heap/heap.h"
+#include "heap/hot.h"
 #include "shim/shim.h"
 #include "unwind/cfi.h"
 #include "unwind/frames.h"
