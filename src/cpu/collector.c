@@ -22,22 +22,23 @@
 
 #include "agent_threads.h"
 #include "bounds.h"
+#include "cpu/model.h"
 #include "cpu/producer.h"
 #include "cpu/sampler.h"
+#include "cpu/sink.h"
 #include "cpu/timers.h"
 #include "error.h"
 #include "heap/heap.h"
 #include "labels/labels.h"
-#include "record/internal.h"
 #include "symbols/unloaded.h"
 #include "util/clock.h"
 
 #define RING_CAPACITY 4096
-#define SCAN_NS 100000000ull      /* thread scan: every 100 ms, */
-#define SCAN_MAX_NS 1000000000ull /* up to 1 s while it finds nothing */
-#define DRAIN_NS 10000000ull      /* ring drain while sampling: every 10 ms */
-#define RECORD_DRAIN_NS 100000000ull /* the record alone: up to 100 ms */
-#define GRACE_NS 20000000ull /* after a window's end, for late samples */
+#define SCAN_NS 100000000ull       /* thread scan: every 100 ms, */
+#define SCAN_MAX_NS 1000000000ull  /* up to 1 s while it finds nothing */
+#define DRAIN_NS 10000000ull       /* ring drain while sampling: every 10 ms */
+#define SINK_DRAIN_NS 100000000ull /* the sinks alone: up to 100 ms */
+#define GRACE_NS 20000000ull       /* after a window's end, for late samples */
 /* A ring slot claimed and not published for this long: its handler was
  * left without returning (cpu/hot.h), the slot is taken back. A handler
  * takes microseconds; a second covers one descheduled on a busy host. */
@@ -48,44 +49,35 @@ uint64_t pp_cpu_lost_now(void)
 	return atomic_load(&pp_sampler.dropped_ring_full);
 }
 
-/* ---- collecting --------------------------------------------------------- */
+/* ---- the sinks (sink.h) ------------------------------------------------- */
 
-int pp_cpu_model_add(struct pp_profile *p, const uintptr_t *stack, size_t depth,
-                     unsigned flags, uint32_t weight, uint32_t period_ns,
-                     uint32_t tid, const char *name, uint32_t label_set,
-                     uint64_t time_ns)
+#define MAX_SINKS 4
+/* Under pp_cpu.mu. */
+static const struct pp_cpu_sink *sinks[MAX_SINKS];
+
+/* The sinks that sample now, into live; their count. Lock held. */
+static size_t sinks_live(const struct pp_cpu_sink **live)
 {
-	/* At most PP_MAX_DEPTH frames, plus two synthetic. */
-	uintptr_t pcs[PP_MAX_DEPTH + 2];
-
-	if (depth > PP_MAX_DEPTH)
-		depth = PP_MAX_DEPTH;
-	memcpy(pcs, stack, depth * sizeof *pcs);
-	if (depth == 0)
-		pcs[depth++] = pp_profile_synthetic_pc(
-		    p, "[pullprof: stack not captured]");
-	else if (flags & PP_REC_TRUNCATED)
-		pcs[depth++] =
-		    pp_profile_synthetic_pc(p, "[pullprof: stack truncated]");
-	if (flags & PP_REC_EXIT) {
-		/* Its own leaf: where in the start routine is not known. */
-		memmove(pcs + 1, pcs, depth * sizeof *pcs);
-		pcs[0] = pp_profile_synthetic_pc(
-		    p, "[pullprof: CPU after the thread's last tick]");
-		depth++;
-	}
-	if (pcs[depth - 1] == 0)
-		return -ENOMEM; /* out of memory for the synthetic frame */
-	int64_t v[2] = {weight, (int64_t)weight * period_ns};
-	struct pp_label labels[2 + PP_LABEL_MAX_EXPANDED] = {
-	    {"thread_id", NULL, tid, NULL},
-	    {"thread_name", name && name[0] ? name : "?", 0, NULL},
-	};
-	size_t nlabels = 2 + pp_labels_to_profile(label_set, labels + 2,
-	                                          PP_LABEL_MAX_EXPANDED);
-	return pp_profile_add_at(p, pcs, depth, v, labels, nlabels, time_ns,
-	                         tid);
+	size_t n = 0;
+	for (size_t i = 0; i < MAX_SINKS; i++)
+		if (sinks[i] && sinks[i]->hz())
+			live[n++] = sinks[i];
+	return n;
 }
+
+/* The fastest rate a sink samples at; 0: none samples. Lock held. */
+static unsigned sinks_hz(void)
+{
+	unsigned hz = 0;
+	for (size_t i = 0; i < MAX_SINKS; i++) {
+		unsigned h = sinks[i] ? sinks[i]->hz() : 0;
+		if (h > hz)
+			hz = h;
+	}
+	return hz;
+}
+
+/* ---- collecting --------------------------------------------------------- */
 
 static void add_record(struct pp_cpu_window *w, const struct pp_ring_rec *rec,
                        const char *name)
@@ -128,7 +120,7 @@ static uintptr_t to_ghost(uintptr_t pc, void *arg)
  * comes after: drain() applies this before each sample). Its PCs there
  * move to the image's ghost range, where the symbolizer names them from
  * that image. Lock held. */
-static void apply_unloads(int recording)
+static void apply_unloads(const struct pp_cpu_sink **live, size_t nlive)
 {
 	struct pp_unloaded_range r[16];
 	size_t n;
@@ -140,8 +132,8 @@ static void apply_unloads(int recording)
 		for (struct pp_cpu_window *w = waiting; w; w = w->next)
 			if (w->model)
 				pp_profile_remap(w->model, to_ghost, &u);
-		if (recording)
-			pp_record_remap(to_ghost, &u);
+		for (size_t i = 0; i < nlive; i++)
+			live[i]->remap(to_ghost, &u);
 	}
 }
 
@@ -162,18 +154,19 @@ static const struct pp_ring_rec *ghosted(const struct pp_ring_rec *rec)
 	return &copy.rec;
 }
 
-/* Ring -> every listed window whose span holds the sample, and the record
- * (record/record.h) when it is on. Lock held. */
+/* Ring -> every listed window whose span holds the sample, and every sink
+ * that samples (sink.h). Lock held. */
 static void drain(void)
 {
 	const struct pp_ring_rec *rec;
 	static uint64_t lost_seen;
 	if (!pp_cpu.ring_ready)
 		return;
-	int recording = pp_record_hz() != 0;
-	if (recording)
-		pp_record_begin(&pp_cpu.mu);
-	apply_unloads(recording);
+	const struct pp_cpu_sink *live[MAX_SINKS];
+	size_t nlive = sinks_live(live);
+	for (size_t i = 0; i < nlive; i++)
+		live[i]->begin(&pp_cpu.mu);
+	apply_unloads(live, nlive);
 	for (;;) {
 		rec = pp_ring_peek(&pp_sampler.ring);
 		if (!rec) {
@@ -190,7 +183,7 @@ static void drain(void)
 		/* What the models hold is of the images before this
 		 * sample's own unloads. */
 		if (pp_unloaded_count() != unloads_applied)
-			apply_unloads(recording);
+			apply_unloads(live, nlive);
 		if (rec->depth && pp_unloaded_after_gen(rec->gen))
 			rec = ghosted(rec);
 		pp_timers_count_sample((pid_t)rec->tid);
@@ -199,17 +192,19 @@ static void drain(void)
 			if (rec->time_ns >= w->start_ns &&
 			    rec->time_ns < w->end_ns)
 				add_record(w, rec, name);
-		if (recording)
-			pp_record_add(rec, name);
+		for (size_t i = 0; i < nlive; i++)
+			live[i]->add(rec, name);
 		pp_ring_release(&pp_sampler.ring);
 	}
-	if (recording) {
+	if (nlive) {
 		uint64_t lost = pp_cpu_lost_now();
-		if (lost > lost_seen && lost_seen)
-			pp_record_add_lost(lost - lost_seen,
-			                   pp_clock_ns(CLOCK_MONOTONIC));
+		uint64_t now = pp_clock_ns(CLOCK_MONOTONIC);
+		for (size_t i = 0; i < nlive; i++) {
+			if (lost > lost_seen && lost_seen)
+				live[i]->add_lost(lost - lost_seen, now);
+			live[i]->end();
+		}
 		lost_seen = lost;
-		pp_record_end();
 	}
 }
 
@@ -296,40 +291,6 @@ static void finish_model(struct pp_cpu_window *w)
 	         pp_unwind_mode_name(pp_cpu.settings.unwind));
 	pp_profile_add_comment(p, note);
 	pp_cpu_model_notes(p, w->min_period, w->max_period);
-}
-
-void pp_cpu_model_notes(struct pp_profile *p, uint32_t min_period,
-                        uint32_t max_period)
-{
-	char note[300];
-	if (p->over_limit) {
-		snprintf(
-		    note, sizeof note,
-		    "%llu samples of new stacks past the profile size limit "
-		    "went to %s",
-		    (unsigned long long)p->over_limit, PP_PROFILE_LIMIT_FRAME);
-		pp_profile_add_comment(p, note);
-	}
-	uint64_t missed = pp_unloaded_missed();
-	if (missed) {
-		/* Past PP_UNLOADED_MAX images, or out of memory: what those
-		 * dlcloses took away is not known. */
-		snprintf(note, sizeof note,
-		         "%llu dlclose(s) in this process could not be "
-		         "recorded (over %u images unloaded, or no memory): "
-		         "samples in code they unloaded may be named from what "
-		         "is mapped there now",
-		         (unsigned long long)missed, PP_UNLOADED_MAX);
-		pp_profile_add_comment(p, note);
-	}
-	if (max_period != min_period && min_period) {
-		snprintf(note, sizeof note,
-		         "the rate changed over this profile (periods %u..%u "
-		         "ns, a window asked for more): values are weighted by "
-		         "the period in force",
-		         min_period, max_period);
-		pp_profile_add_comment(p, note);
-	}
 }
 
 /* Windows whose time is up (and grace after), off the list (lock held). */
@@ -428,9 +389,9 @@ static uint64_t drain_interval(void)
 	uint64_t per_sec =
 	    (uint64_t)(tp.hz ? tp.hz : 1) * (tp.threads ? tp.threads : 1);
 	uint64_t ns = (uint64_t)(RING_CAPACITY / 4) * PP_NS_PER_SEC / per_sec;
-	return ns > RECORD_DRAIN_NS ? RECORD_DRAIN_NS
-	       : ns < DRAIN_NS      ? DRAIN_NS
-	                            : ns;
+	return ns > SINK_DRAIN_NS ? SINK_DRAIN_NS
+	       : ns < DRAIN_NS    ? DRAIN_NS
+	                          : ns;
 }
 
 /* ---- the thread ---------------------------------------------------------- */
@@ -438,7 +399,7 @@ static uint64_t drain_interval(void)
 /* The host took the signal (or would not let go of it when sampling
  * started): every listed window ends now, with why, and is delivered as
  * far as it got. New windows choose the signal again (and get a 409 when
- * none is free). The record pauses and samples on with the signal free
+ * none is free). The sinks pause and sample on with the signal free
  * (SIGPROF when the host took SIGURG), a gap over the pause; when none is
  * free, it stops. */
 void pp_cpu_cut(const char *why, uint64_t now)
@@ -457,12 +418,16 @@ void pp_cpu_cut(const char *why, uint64_t now)
 	 * collector's next turn starts sampling again); paused already (no
 	 * signal was free), it samples no more until the agent starts
 	 * again: it says why. */
-	if (pp_record_hz() && !pp_cpu.record_cut && !pp_cpu.record_gap) {
-		pp_cpu.record_gap = 1;
-		pp_record_gap_open(now, why);
-	} else if (pp_record_hz() && !pp_cpu.record_cut) {
-		pp_cpu.record_cut = 1;
-		pp_record_stopped(why);
+	const struct pp_cpu_sink *live[MAX_SINKS];
+	size_t nlive = sinks_live(live);
+	if (nlive && !pp_cpu.sinks_cut && !pp_cpu.sinks_gap) {
+		pp_cpu.sinks_gap = 1;
+		for (size_t i = 0; i < nlive; i++)
+			live[i]->gap_open(now, why);
+	} else if (nlive && !pp_cpu.sinks_cut) {
+		pp_cpu.sinks_cut = 1;
+		for (size_t i = 0; i < nlive; i++)
+			live[i]->stopped(why);
 	}
 	pthread_mutex_unlock(&pp_cpu.mu);
 	if (!said) {
@@ -504,17 +469,20 @@ static void begin_windows(void)
 	pthread_mutex_unlock(&pp_cpu.mu);
 }
 
-/* Sampling started again: a pause of the record ends (its gap says with
+/* Sampling started again: a pause of the sinks ends (their gap says with
  * which signal it goes on). */
-static void record_resumed(uint64_t now)
+static void sinks_resumed(uint64_t now)
 {
+	const char *sig = pp_timers_signal() == SIGPROF ? "SIGPROF" : "SIGURG";
 	pthread_mutex_lock(&pp_cpu.mu);
-	int gap = pp_cpu.record_gap;
-	pp_cpu.record_gap = 0;
+	if (pp_cpu.sinks_gap) {
+		pp_cpu.sinks_gap = 0;
+		const struct pp_cpu_sink *live[MAX_SINKS];
+		size_t nlive = sinks_live(live);
+		for (size_t i = 0; i < nlive; i++)
+			live[i]->gap_close(now, sig);
+	}
 	pthread_mutex_unlock(&pp_cpu.mu);
-	if (gap)
-		pp_record_gap_close(
-		    now, pp_timers_signal() == SIGPROF ? "SIGPROF" : "SIGURG");
 }
 
 /* ---- a host's sigaction (takeover.c) ------------------------------------ */
@@ -562,7 +530,7 @@ static void *collector(void *unused)
 	pthread_mutex_lock(&pp_cpu.mu);
 	while (!pp_cpu.stopping) {
 		if (!pp_cpu.windows && !pp_timers_hz() && !waiting &&
-		    (!pp_record_hz() || pp_cpu.record_cut)) {
+		    (!sinks_hz() || pp_cpu.sinks_cut)) {
 			pthread_cond_wait(&pp_cpu.wake, &pp_cpu.mu);
 		} else {
 			struct timespec until =
@@ -598,10 +566,11 @@ static void *collector(void *unused)
 			if (!w->signo)
 				w->signo = pp_timers_signal();
 		}
-		/* The record samples all the time at its own rate; a faster
+		/* The sinks sample all the time at their own rate; a faster
 		 * window raises it for both. */
-		if (pp_record_hz() > want && !pp_cpu.record_cut)
-			want = pp_record_hz();
+		unsigned shz = pp_cpu.sinks_cut ? 0 : sinks_hz();
+		if (shz > want)
+			want = shz;
 		pthread_mutex_unlock(&pp_cpu.mu);
 
 		unsigned hz = pp_timers_hz();
@@ -614,7 +583,7 @@ static void *collector(void *unused)
 			if (rc && rc != -EBUSY)
 				pp_cpu_cut(why, now);
 			if (!rc)
-				record_resumed(now);
+				sinks_resumed(now);
 		} else if (!want && hz) {
 			pp_timers_stop();
 		} else if (want && want != hz) {
@@ -724,4 +693,56 @@ void pp_collector_stop(void)
 	pthread_mutex_lock(&pp_cpu.mu);
 	__atomic_store_n(&pp_cpu.collector_up, 0, __ATOMIC_RELEASE);
 	pp_cpu.stopping = 0;
+}
+
+/* ---- sinks coming and going --------------------------------------------- */
+
+int pp_cpu_sink_add(const struct pp_cpu_sink *s, char *why, size_t n)
+{
+	/* Not under a seccomp filter that kills for a call of the
+	 * sampler's, nor when the host handles both signals itself: the
+	 * sink is told why it holds nothing, and the agent serves all the
+	 * same. */
+	int rc = pp_cpu_seccomp_check(why, n);
+	pthread_mutex_lock(&pp_cpu.mu);
+	size_t free_at = MAX_SINKS;
+	int known = 0;
+	for (size_t i = 0; i < MAX_SINKS; i++) {
+		if (sinks[i] == s)
+			known = 1;
+		else if (!sinks[i] && free_at == MAX_SINKS)
+			free_at = i;
+	}
+	if (!known && free_at < MAX_SINKS)
+		sinks[free_at] = s;
+	else if (!known) {
+		snprintf(why, n, "more than %d sinks of CPU samples",
+		         MAX_SINKS);
+		rc = -ENOSPC;
+	}
+	pp_cpu.sinks_cut = 0;
+	pp_cpu.sinks_gap = 0;
+	if (!rc && !pp_cpu.windows && !pp_timers_hz())
+		rc = pp_timers_choose_signal(why, n);
+	if (rc >= 0)
+		rc = pp_collector_start(why, n);
+	if (rc < 0)
+		pp_cpu.sinks_cut = 1;
+	pthread_cond_signal(&pp_cpu.wake);
+	pthread_mutex_unlock(&pp_cpu.mu);
+	return rc < 0 ? rc : 0;
+}
+
+void pp_cpu_sink_remove(const struct pp_cpu_sink *s)
+{
+	pthread_mutex_lock(&pp_cpu.mu);
+	for (size_t i = 0; i < MAX_SINKS; i++)
+		if (sinks[i] == s)
+			sinks[i] = NULL;
+	pthread_mutex_unlock(&pp_cpu.mu);
+}
+
+void pp_cpu_sink_wake(void)
+{
+	pthread_cond_signal(&pp_cpu.wake);
 }

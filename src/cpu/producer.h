@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "cpu/cpu.h"
+#include "cpu/model.h"
 #include "profile/job.h"
 #include "profile/model.h"
 #include "threads/threads.h"
@@ -57,10 +58,10 @@ struct pp_cpu_state {
 	struct pp_cpu_window *windows; /* sampling */
 	struct pp_cpu_settings settings;
 	int ring_ready, unwind_ready;
-	/* The host took the signal while the record sampled: it samples no
-	 * more (record/record.h says why); or it paused, a gap open until
+	/* The host took the signal while sinks sampled (sink.h): they sample
+	 * no more (each was told why); or it paused, a gap open until
 	 * sampling starts again on a signal that is free. */
-	int record_cut, record_gap;
+	int sinks_cut, sinks_gap;
 	/* A host thread's sigaction is about to take a signal pullprof
 	 * samples with (takeover.c): bits 1 SIGURG, 2 SIGPROF; what it
 	 * installs for each (PP_TAKE_*); tickets asked and answered. */
@@ -90,9 +91,6 @@ void pp_cpu_cut(const char *why, uint64_t now);
 
 extern struct pp_cpu_state pp_cpu;
 
-/* A window's timeline bound when profiles have none: 32 MiB of events. */
-#define PP_CPU_TIMELINE_DEFAULT_BYTES (64u << 20)
-
 /* Lock held: set up the ring and the unwinder and start the collector
  * thread, unless they are up. 0 or a negative errno with err set. */
 int pp_collector_start(char *err, size_t errlen);
@@ -105,21 +103,6 @@ int pp_collector_start(char *err, size_t errlen);
 int pp_cpu_seccomp_check(char *err, size_t errlen);
 /* Lock held on entry and exit: stop the collector and join it. */
 void pp_collector_stop(void);
-
-/* One sample into a CPU model as every reader of samples adds it (a
- * window, the record): the synthetic frames for a stack not captured or
- * truncated and for a thread's last CPU (flags: PP_REC_*), the values
- * samples/count and cpu/nanoseconds, the thread_id, thread_name and the
- * label set's labels, on the timeline at time_ns. 0 or -ENOMEM. */
-int pp_cpu_model_add(struct pp_profile *p, const uintptr_t *pcs, size_t depth,
-                     unsigned flags, uint32_t weight, uint32_t period_ns,
-                     uint32_t tid, const char *name, uint32_t label_set,
-                     uint64_t time_ns);
-
-/* The notes every CPU model ends with: samples past the size limit, and a
- * rate that changed (periods min..max). */
-void pp_cpu_model_notes(struct pp_profile *p, uint32_t min_period,
-                        uint32_t max_period);
 
 /* Stop the wall window beside w (if any) and let it go. */
 void pp_cpu_window_drop_wall(struct pp_cpu_window *w);

@@ -154,7 +154,14 @@ void pp_record_rfc3339(uint64_t mono_ns, char *buf, size_t len);
 
 /* A thread's name as last seen ("" when not kept). Lock held. */
 const char *pp_record_name_of(uint32_t tid);
-/* Samples the ring dropped, at time t (collector, between begin and end). */
+/* The sink's side (cpu/sink.h says when the collector calls each). */
+unsigned pp_record_hz(void);
+void pp_record_begin(pthread_mutex_t *held);
+void pp_record_add(const struct pp_ring_rec *rec, const char *thread_name);
+void pp_record_remap(uintptr_t (*fn)(uintptr_t, void *), void *arg);
 void pp_record_add_lost(uint64_t n, uint64_t t);
+void pp_record_end(void);
+void pp_record_gap_open(uint64_t now_ns, const char *why);
+void pp_record_gap_close(uint64_t now_ns, const char *signal);
 
 #endif

@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/producer.h"
-#include "cpu/timers.h"
+#include "cpu/sink.h"
 #include "error.h"
 #include "http/prom.h"
 #include "kinds.h"
@@ -39,11 +38,13 @@ static int range_start(struct pp_job *j, const void *query, char *err,
 	return 0;
 }
 
+/* A read's profile holds at most this much (PULLPROF_MAX_PROFILE_MB). */
+static size_t max_profile_bytes;
+
 static int range_make(struct pp_job *j, struct pp_profile **out)
 {
 	char err[300];
-	int rc = pp_record_cpu_profile(pp_job_data(j),
-	                               pp_cpu.settings.max_profile_bytes, out,
+	int rc = pp_record_cpu_profile(pp_job_data(j), max_profile_bytes, out,
 	                               err, sizeof err);
 	if (rc)
 		pp_log("a read of the record failed: %s", err);
@@ -72,6 +73,7 @@ struct pp_producer pp_record_producer = {
 
 static int start(const struct pp_config *c, char *err, size_t errlen)
 {
+	max_profile_bytes = (size_t)c->v.max_profile_mb << 20;
 	pp_record_producer.max_open = c->v.max_cpu_windows;
 	if (!c->record_ns)
 		return 0;
@@ -89,25 +91,11 @@ static int start(const struct pp_config *c, char *err, size_t errlen)
 	pp_record_snaps_open(s.span_ns);
 	pp_jobs_add_ticker(&pp_record_producer);
 	/* The sampler starts now and runs while the agent does. A host that
-	 * handles both signals itself keeps them: the record says why it
-	 * holds nothing, and the agent serves all the same. */
+	 * handles both signals itself keeps them, and a seccomp filter that
+	 * kills for a call of the sampler's keeps it off: the record says
+	 * why it holds nothing, and the agent serves all the same. */
 	char why[400];
-	/* Nor one under a seccomp filter that kills for a call of the
-	 * sampler's: the record says why it holds nothing. */
-	int sc = pp_cpu_seccomp_check(why, sizeof why);
-	pthread_mutex_lock(&pp_cpu.mu);
-	pp_cpu.record_cut = 0;
-	pp_cpu.record_gap = 0;
-	rc = sc;
-	if (!rc && !pp_cpu.windows && !pp_timers_hz())
-		rc = pp_timers_choose_signal(why, sizeof why);
-	if (rc >= 0)
-		rc = pp_collector_start(why, sizeof why);
-	if (rc < 0)
-		pp_cpu.record_cut = 1;
-	pthread_cond_signal(&pp_cpu.wake);
-	pthread_mutex_unlock(&pp_cpu.mu);
-	if (rc < 0) {
+	if (pp_cpu_sink_add(&pp_record_sink, why, sizeof why) < 0) {
 		pp_record_stopped(why);
 		pp_log("the record cannot sample: %s", why);
 	}
@@ -116,6 +104,7 @@ static int start(const struct pp_config *c, char *err, size_t errlen)
 
 static void stop(void)
 {
+	pp_cpu_sink_remove(&pp_record_sink);
 	pp_record_snaps_close();
 	pp_record_close();
 }

@@ -11,7 +11,8 @@
 #include <time.h>
 
 #include "bounds.h"
-#include "cpu/producer.h"
+#include "cpu/model.h"
+#include "cpu/sink.h"
 #include "record/internal.h"
 #include "util/clock.h"
 #include "util/when.h"
@@ -211,7 +212,7 @@ static uint64_t catch_up(uint64_t t)
 	    atomic_load_explicit(&pp_rec.drained_at, memory_order_acquire);
 	if (at >= t)
 		return at;
-	pthread_cond_signal(&pp_cpu.wake);
+	pp_cpu_sink_wake();
 	for (int i = 0; i < 50 && at < t; i++) {
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);

@@ -45,28 +45,15 @@ void pp_record_close(void);
 /* In a forked child: the parent's record is not this process's; its
  * memory is left (the lock may have been held at fork). */
 void pp_record_forget_in_child(void);
-/* The rate the collector samples at for the record; 0 when it is off. */
-unsigned pp_record_hz(void);
-
-/* Collector side (its thread, one batch per drain): begin, add each
- * sample, end. held: the lock the collector holds, let go while a read
- * holds the record's. */
-void pp_record_begin(pthread_mutex_t *held);
-void pp_record_add(const struct pp_ring_rec *rec, const char *thread_name);
-/* Between begin and end: every PC of the stacks kept replaced by fn(pc,
- * arg) (an image unloaded since: symbols/unloaded.h). */
-void pp_record_remap(uintptr_t (*fn)(uintptr_t, void *), void *arg);
-void pp_record_end(void);
-/* Sampling stopped for good (the host took the signal): why, for
- * /record. */
-void pp_record_stopped(const char *why);
-/* Sampling paused at now_ns (the host took the signal: why) and goes on
- * (close: at now_ns, with the signal now sampled with, "SIGPROF"): a gap
- * the record's reads over it and /record say (the last
+/* The collector feeds the record as a sink of CPU samples (cpu/sink.h):
+ * registered by the record's kind once the store is open. Sampling that
+ * stopped for good or paused (the host took the signal) is said by
+ * /record and the record's reads over a gap (the last
  * PP_RECORD_MAX_GAPS). */
+extern const struct pp_cpu_sink pp_record_sink;
+/* Sampling cannot start for the record: why, for /record. */
+void pp_record_stopped(const char *why);
 #define PP_RECORD_MAX_GAPS 16
-void pp_record_gap_open(uint64_t now_ns, const char *why);
-void pp_record_gap_close(uint64_t now_ns, const char *signal);
 struct pp_record_gap {
 	uint64_t start_ns, end_ns; /* monotonic; end 0: still open */
 	char why[160];

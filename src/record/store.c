@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu/sink.h"
 #include "record/internal.h"
 #include "util/clock.h"
 #include "util/hash.h"
@@ -887,3 +888,15 @@ void pp_record_stats(struct pp_record_stats *o)
 	}
 	pthread_mutex_unlock(&pp_rec.mu);
 }
+
+const struct pp_cpu_sink pp_record_sink = {
+    .hz = pp_record_hz,
+    .begin = pp_record_begin,
+    .add = pp_record_add,
+    .remap = pp_record_remap,
+    .add_lost = pp_record_add_lost,
+    .end = pp_record_end,
+    .gap_open = pp_record_gap_open,
+    .gap_close = pp_record_gap_close,
+    .stopped = pp_record_stopped,
+};
