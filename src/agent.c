@@ -98,7 +98,8 @@ static void atfork_child(void)
 	/* What the child needs of the parent's agent to follow it or take
 	 * its address over (fork.h), noted before it is forgotten: the kinds
 	 * ask it (pp_fork_child_follows) whether to record on. */
-	pp_fork_child(running);
+	pp_fork_child(running ? &running->facts : NULL,
+	              running && running->srv ? running->srv->bound : NULL);
 	pp_kinds_forget_in_child();
 	if (running) {
 		pp_server_forget_in_child(running->srv);
@@ -109,8 +110,15 @@ static void atfork_child(void)
 	pthread_mutex_unlock(&lifecycle);
 }
 
+/* The fork watcher's requests (fork.h). */
+static int start_member(const struct pullprof_config *cfg, int autostarted);
+static int take_over(const struct pullprof_config *cfg, const char *listen,
+                     int autostarted);
+static const struct pp_fork_agent fork_agent = {start_member, take_over};
+
 static void register_atfork(void)
 {
+	pp_fork_set_agent(&fork_agent);
 	/* The registry's lock is taken under ours (pp_unwind_init): its
 	 * handlers first, so fork()'s prepare handlers, which run in reverse,
 	 * take ours first too (ThreadSanitizer found the inversion when the
@@ -235,7 +243,18 @@ static int start_agent(const struct pullprof_config *cfg,
 		goto fail;
 	if (agent.cfg.serve && pp_fork_mode_of(&agent.cfg) == PP_FORK_FOLLOW) {
 		char why[300];
-		rc = pp_tree_join(&agent, why, sizeof why);
+		rc = pp_tree_join(&agent.cfg, agent.srv != NULL,
+		                  &agent.member_cfg, why, sizeof why);
+		if (!rc) {
+			rc = pp_server_start(&agent.member_cfg, &agent.facts,
+			                     &agent.member, why, sizeof why);
+			/* The server closed the early socket, if it took
+			 * it. */
+			if (rc) {
+				pp_config_free(&agent.member_cfg);
+				agent.member = NULL;
+			}
+		}
 		if (rc && how->member) {
 			snprintf(err, sizeof err, "%s", why);
 			goto fail;
@@ -293,7 +312,7 @@ PULLPROF_API int pullprof_start(const struct pullprof_config *cfg)
 	return rc;
 }
 
-int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted)
+static int start_member(const struct pullprof_config *cfg, int autostarted)
 {
 	const struct start_how how = {
 	    .autostarted = autostarted, .member = 1, .quiet = 1};
@@ -305,8 +324,8 @@ int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted)
 	return rc;
 }
 
-int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
-                       int autostarted)
+static int take_over(const struct pullprof_config *cfg, const char *listen,
+                     int autostarted)
 {
 	const struct start_how how = {
 	    .autostarted = autostarted, .listen = listen, .quiet = 1};
@@ -350,7 +369,12 @@ static int stop_agent(void)
 	 * `running`, so it is cleared only once their thread is gone. */
 	pp_jobs_shutdown();
 	pp_kinds_stop();
-	pp_tree_leave(&agent);
+	if (agent.member) {
+		pp_server_stop(agent.member);
+		agent.member = NULL;
+		pp_config_free(&agent.member_cfg);
+		pp_tree_leave();
+	}
 	pp_server_stop(running->srv);
 	pp_symtab_shutdown(); /* the symbol cache goes with the agent */
 	pp_recent_clear();    /* and the profiles kept for ?id= */

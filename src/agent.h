@@ -35,15 +35,6 @@ const struct pp_agent *pp_agent_get(void);
  * when the agent is not running. */
 int pp_agent_locked(int (*fn)(const struct pp_agent *a, void *arg), void *arg);
 
-/* For fork.c, on its watcher thread in a forked child. Start this
- * process's agent as a member of its parent's tree (follow mode), with the
- * parent's settings cfg; quietly. Take the address over (listen: the one
- * the parent served) once the parent has exited: start the agent, or its
- * server when it runs as a member. 0 or a negative errno. */
-int pp_agent_start_member(const struct pullprof_config *cfg, int autostarted);
-int pp_agent_take_over(const struct pullprof_config *cfg, const char *listen,
-                       int autostarted);
-
 /* Start from the environment at load time (src/shim/shim.c decides when):
  * 0 and the address served in *url ("none": no server), or an error, said
  * on stderr. before: the URL this process served before a wrapper exec'd

@@ -705,3 +705,13 @@ void pp_config_free(struct pp_config *c)
 		*strs[i] = NULL;
 	}
 }
+
+enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c)
+{
+	const char *m = c->v.fork_mode;
+	if (m && strcmp(m, "follow") == 0)
+		return PP_FORK_FOLLOW;
+	if (m && strcmp(m, "off") == 0)
+		return PP_FORK_OFF;
+	return PP_FORK_ADOPT;
+}

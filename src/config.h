@@ -46,6 +46,10 @@ struct pp_agent_facts {
 	int autostarted;
 };
 
+/* PULLPROF_FORK as a value (docs/fork.md). */
+enum pp_fork_mode { PP_FORK_ADOPT, PP_FORK_FOLLOW, PP_FORK_OFF };
+enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c);
+
 /* The listen value that starts the agent without an HTTP server. */
 #define PP_LISTEN_NONE "none"
 

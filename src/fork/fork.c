@@ -4,7 +4,7 @@
  * returned to the host (wrap.c): bind its member socket, start its
  * watcher (watch.c) or note that it may have to. See fork.h.
  * Context: host.
- * (pp_fork_mode_of and pp_fork_stats are the agent's, on plain data.)
+ * (pp_fork_stats is the agent's, on plain data.)
  *
  * What a child knows of its parent it knows from memory fork copied: the
  * parent's settings (its resolved configuration, whose strings are never
@@ -21,22 +21,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent_threads.h"
 #include "heap/hot.h"
-#include "http/server.h"
 #include "internal.h"
 #include "process.h"
-
-enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c)
-{
-	const char *m = c->v.fork_mode;
-	if (m && strcmp(m, "follow") == 0)
-		return PP_FORK_FOLLOW;
-	if (m && strcmp(m, "off") == 0)
-		return PP_FORK_OFF;
-	return PP_FORK_ADOPT;
-}
 
 /* ---- across fork (async-signal-safe: in fork's handlers) -------------- */
 
@@ -47,27 +35,36 @@ _Atomic int pp_fork_watch_fd = -1;
 int pp_fork_early_fd = -1;
 static atomic_ulong watchers; /* watcher threads started here */
 
+const struct pp_fork_agent *pp_fork_agent;
+
+void pp_fork_set_agent(const struct pp_fork_agent *a)
+{
+	pp_fork_agent = a;
+}
+
 void pp_fork_prepare(void)
 {
 	forking_pid = getpid();
 }
 
-void pp_fork_child(const struct pp_agent *a)
+void pp_fork_child(const struct pp_agent_facts *a, const char *bound)
 {
 	/* A child of an armed child that has not taken over yet (a double
 	 * fork: the daemon is the grandchild) is armed in turn. */
-	if (a && a->cfg.serve && pp_fork_mode_of(&a->cfg) != PP_FORK_OFF) {
+	if (a && a->cfg->serve && pp_fork_mode_of(a->cfg) != PP_FORK_OFF) {
 		pp_fork_inherited.armed = 1;
 		pp_fork_inherited.follow =
-		    pp_fork_mode_of(&a->cfg) == PP_FORK_FOLLOW;
-		pp_fork_inherited.autostarted = a->facts.autostarted;
-		pp_fork_inherited.v = a->cfg.v;
+		    pp_fork_mode_of(a->cfg) == PP_FORK_FOLLOW;
+		pp_fork_inherited.autostarted = a->autostarted;
+		pp_fork_inherited.v = a->cfg->v;
 		/* The address served, port included (it may have been 0,
 		 * "any free one", in the settings). A member that does not
 		 * serve it has its parent's. */
-		if (a->srv) {
-			memcpy(pp_fork_inherited.listen, a->srv->bound,
-			       sizeof pp_fork_inherited.listen);
+		if (bound) {
+			size_t n =
+			    strnlen(bound, sizeof pp_fork_inherited.listen - 1);
+			memcpy(pp_fork_inherited.listen, bound, n);
+			pp_fork_inherited.listen[n] = 0;
 			pp_fork_inherited.server = forking_pid;
 		}
 	} else if (!pp_fork_inherited.armed) {

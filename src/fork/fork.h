@@ -25,16 +25,24 @@
 
 #include "config.h"
 
-struct pp_agent;
-
-enum pp_fork_mode { PP_FORK_ADOPT, PP_FORK_FOLLOW, PP_FORK_OFF };
-enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c);
+/* What the fork watcher (watch.c) asks of the agent: start this process's
+ * agent as a member of its parent's tree (follow mode), quietly, with the
+ * parent's settings cfg; take the address over (listen: the one the
+ * parent served) once the parent has exited. 0 or a negative errno. Given
+ * once by the agent, before any fork it follows. */
+struct pp_fork_agent {
+	int (*start_member)(const struct pullprof_config *cfg, int autostarted);
+	int (*take_over)(const struct pullprof_config *cfg, const char *listen,
+	                 int autostarted);
+};
+void pp_fork_set_agent(const struct pp_fork_agent *a);
 
 /* fork's handlers (agent.c), async-signal-safe: the parent notes its pid
  * before the fork; the child notes what it needs of the parent's running
- * agent (NULL: none) before that agent is forgotten. */
+ * agent before that agent is forgotten: its facts (NULL: none runs) and
+ * the address its server is bound to (NULL: it serves none). */
 void pp_fork_prepare(void);
-void pp_fork_child(const struct pp_agent *parent_agent);
+void pp_fork_child(const struct pp_agent_facts *parent, const char *bound);
 /* After pp_fork_child: will this child run an agent (follow mode)? */
 int pp_fork_child_follows(void);
 /* Once fork() or daemon() has returned to the host (wrap.c; host
@@ -53,12 +61,15 @@ void pp_fork_returned(int event);
  * pending. */
 void pp_fork_poke(void);
 
-/* The tree of follow mode. Join: make the directory (the process that
- * serves the address, when none is inherited) and serve a's member socket
- * in it. 0 or a negative errno with a sentence in err. Leave: stop that
- * server and remove the socket (and the directory, when empty). */
-int pp_tree_join(struct pp_agent *a, char *err, size_t errlen);
-void pp_tree_leave(struct pp_agent *a);
+/* The tree of follow mode. Join: make the directory (serves: this process
+ * serves the address; a directory is made when none is inherited) and set
+ * *member up, from cfg, as the settings of this process's member socket
+ * in it, which the caller serves (pp_config_free it if that fails). 0 or a
+ * negative errno with a sentence in err. Leave, once that server has
+ * stopped: remove the socket (and the directory, when empty). */
+int pp_tree_join(const struct pp_config *cfg, int serves,
+                 struct pp_config *member, char *err, size_t errlen);
+void pp_tree_leave(void);
 /* A member that took the address over is the tree's root from now on. */
 void pp_tree_own(void);
 

@@ -56,4 +56,7 @@ void *pp_fork_watch(void *arg);
 /* members.c: is pid alive (ours to signal or not)? */
 int pp_fork_pid_alive(pid_t pid);
 
+/* The agent's side (fork.h, pp_fork_set_agent). */
+extern const struct pp_fork_agent *pp_fork_agent;
+
 #endif

@@ -16,9 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "fork.h"
-#include "http/server.h"
 #include "internal.h"
 #include "util/env.h"
 #include "util/fds.h"
@@ -90,10 +88,11 @@ static int make_dir(char *err, size_t errlen)
 	return 0;
 }
 
-int pp_tree_join(struct pp_agent *a, char *err, size_t errlen)
+int pp_tree_join(const struct pp_config *cfg, int serves,
+                 struct pp_config *member, char *err, size_t errlen)
 {
 	int rc;
-	if (a->srv) {
+	if (serves) {
 		/* This process serves the address: the tree is its own. A
 		 * directory pp_fork_inherited from a parent that has exited
 		 * (this process took over) is kept: the members are in it. */
@@ -119,23 +118,16 @@ int pp_tree_join(struct pp_agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "the socket path is too long");
 		return rc;
 	}
-	rc = pp_config_member(&a->cfg, path, &a->member_cfg, err, errlen);
+	rc = pp_config_member(cfg, path, member, err, errlen);
 	if (rc)
 		return rc;
 	int early = pp_fork_early_fd;
 	pp_fork_early_fd = -1;
 	if (still_bound(early, path)) {
-		a->member_cfg.have_bound_fd = 1;
-		a->member_cfg.bound_fd = early;
+		member->have_bound_fd = 1;
+		member->bound_fd = early;
 	}
-	rc =
-	    pp_server_start(&a->member_cfg, &a->facts, &a->member, err, errlen);
-	if (rc) {
-		/* The server closed the early socket, if it took it. */
-		pp_config_free(&a->member_cfg);
-		a->member = NULL;
-	}
-	return rc;
+	return 0;
 }
 
 void pp_tree_own(void)
@@ -175,16 +167,11 @@ static void remove_stale(pid_t pid, void *arg)
 		unlink(path);
 }
 
-void pp_tree_leave(struct pp_agent *a)
+void pp_tree_leave(void)
 {
-	if (!a->member)
-		return;
-	pp_server_stop(a->member);
-	a->member = NULL;
 	char path[160];
 	if (pp_tree_socket(getpid(), path, sizeof path) == 0)
 		unlink(path);
-	pp_config_free(&a->member_cfg);
 	/* The last one out (the root, or the last member of a tree whose
 	 * root is gone) takes the directory: rmdir fails while sockets of
 	 * live members remain. */

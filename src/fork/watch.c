@@ -2,8 +2,8 @@
  * The watcher: the thread "pullprof-fork" a forked child starts (fork.c).
  * It watches the parent (a pidfd, else a poll of getppid); in follow mode
  * it first starts the child's agent on its member socket; when the parent
- * exits it takes the configured address over (pp_agent_take_over), after
- * the process that served it when that is not the parent (a double fork).
+ * exits it takes the configured address over (the agent's take_over, fork.h),
+ * after the process that served it when that is not the parent (a double fork).
  * Context: agent.
  */
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "agent_threads.h"
+#include "fork.h"
 #include "internal.h"
 #include "util/fds.h"
 #include "util/seccomp.h"
@@ -100,8 +100,9 @@ void *pp_fork_watch(void *arg)
 	if (pp_fork_inherited.follow) {
 		gone = wait_parent(&pfd, FOLLOW_SETTLE_MS);
 		if (!gone)
-			pp_agent_start_member(&pp_fork_inherited.v,
-			                      pp_fork_inherited.autostarted);
+			pp_fork_agent->start_member(
+			    &pp_fork_inherited.v,
+			    pp_fork_inherited.autostarted);
 	}
 	if (!gone)
 		wait_parent(&pfd, -1);
@@ -117,9 +118,9 @@ void *pp_fork_watch(void *arg)
 	 * it lives on (a double fork: the grandparent is still exiting, or
 	 * runs on), wait for it, then try again. */
 	while (pp_fork_inherited.listen[0]) {
-		int rc = pp_agent_take_over(&pp_fork_inherited.v,
-		                            pp_fork_inherited.listen,
-		                            pp_fork_inherited.autostarted);
+		int rc = pp_fork_agent->take_over(
+		    &pp_fork_inherited.v, pp_fork_inherited.listen,
+		    pp_fork_inherited.autostarted);
 		if (rc == 0)
 			atomic_fetch_add(&pp_fork_takeovers, 1);
 		if (rc != -EADDRINUSE ||

@@ -28,7 +28,6 @@
 #include "args.h"
 #include "conns.h"
 #include "error.h"
-#include "fork/fork.h"
 #include "lookup.h"
 #include "loop.h"
 #include "process.h"
