@@ -1912,6 +1912,15 @@ def test_kinds():
     want = {"profile", "heap", "allocs", "wall", "fgprof", "goroutine",
             "threadcreate", "mutex", "block"}
     eq(set(offered), want, "every kind the agent serves is offered")
+    st = curl(base + "/status").json()
+    listed = [p for k in st["kinds"] for p in k["profiles"]]
+    eq(sorted(listed), sorted(want), "the status lists each kind's profiles")
+    eq(browser.wait("pullprofViewer.kindsFrom === 'status' && "
+                    "pullprofViewer.kindsFrom", 10), "status",
+       "the picker is built from the agent's status")
+    eq(sorted(js("Array.from(document.querySelectorAll('input[name=kind]'))"
+                 ".map(i => i.value)")), sorted(listed),
+       "the picker offers the kinds the status lists")
     index = curl(base + "/").text
     for k in want:
         ok(f'href="{k}' in index, f"{k}: the agent's index lists it")
@@ -1951,6 +1960,23 @@ def test_kinds():
            == "fgprof", "the kind is chosen again")
         ok(requested("/fgprof?id="), "the same profile, by id",
            browser.requests)
+    # An agent whose status cannot be read: the picker keeps its fallback,
+    # every kind all the same.
+    browser.send("Network.setBlockedURLs", {"urls": [f"*{PREFIX}/status"]})
+    try:
+        browser.navigate("about:blank")
+        browser.requests.clear()
+        viewer(burn_port)
+        browser.pump(0.5)
+        ok(requested(f"{PREFIX}/status"), "the viewer asked for the status",
+           browser.requests)
+        eq(js("pullprofViewer.kindsFrom"), "fallback",
+           "no status: the picker keeps its fallback")
+        eq(set(js("Array.from(document.querySelectorAll('input[name=kind]'))"
+                  ".map(i => i.value)")), want,
+           "no status: every kind is offered all the same")
+    finally:
+        browser.send("Network.setBlockedURLs", {"urls": []})
 
 
 def test_no_console_errors():

@@ -9,3 +9,13 @@ export async function answerText(resp) {
   return body.trim();
 }
 
+/* The agent's status (../status) as JSON, or null when it cannot be had
+ * (an old or unreachable agent). */
+export async function agentStatus() {
+  try {
+    const r = await fetch("../status", { cache: "no-store" });
+    return r.ok ? await r.json() : null;
+  } catch (e) {
+    return null;
+  }
+}

@@ -1,5 +1,5 @@
-/* The form: the kind of profile and its options, fetching a profile,
- * opening a JSON file. */
+/* The form: the kinds of profile offered (the agent's, from its status),
+ * their options, fetching a profile, opening a JSON file. */
 
 import { el, page, state } from "./state.js";
 import { load, setStatus, showError, useValue } from "./profile.js";
@@ -108,25 +108,86 @@ function openFile() {
   }).catch((e) => showError(`Could not open ${f.name}`, String(e.message || e)));
 }
 
-/* The agent's limits and defaults, from its status: the longest window
- * it allows, its sampling rate, whether heap profiling is on. Without
- * them the form keeps its own. */
-export function readAgentSettings() {
-  fetch("../status", { cache: "no-store" })
-    .then((r) => (r.ok ? r.json() : null))
-    .then((st) => {
-      if (!st || !st.config) return;
-      const max = Number(st.config.max_seconds);
-      if (max > 0) {
-        el.seconds.max = String(max);
-        if (Number(el.seconds.value) > max) el.seconds.value = String(max);
-      }
-      if (st.config.cpu_hz) el.hz.value = String(st.config.cpu_hz);
-      if (st.heap && st.heap.enabled === false)
-        for (const input of el.form.querySelectorAll("input[value=heap], input[value=allocs]"))
-          input.parentElement.title = "heap profiling is off in this process (PULLPROF_HEAP_RATE=0)";
-    })
-    .catch(() => { /* an old or unreachable agent: keep the defaults */ });
+/* The kinds of profile the form may offer, in its order, with their
+ * labels. A kind the agent lists that is not here is offered too, after
+ * these, by its name. */
+const KIND_LABELS = [
+  ["profile", "CPU"],
+  ["heap", "Heap (in use)"],
+  ["allocs", "Allocations"],
+  ["wall", "Wall clock"],
+  ["fgprof", "Wall clock (fgprof)"],
+  ["goroutine", "Threads now"],
+  ["threadcreate", "Thread creation"],
+  ["mutex", "Lock contention (mutex)"],
+  ["block", "Blocking (block)"],
+];
+
+/* The fallback, for an agent whose status fails (or an older one's,
+ * without "kinds"): every kind above. The form offers it until the status
+ * answers too, so that the page works at once (a copied address picks its
+ * kind); the agent's list replaces it when it comes. */
+const FALLBACK_KINDS = KIND_LABELS.map(([k]) => k);
+
+/* Where the kinds offered come from: "fallback" or "status". */
+export let kindsFrom = "fallback";
+
+/* Offer the kinds named (the profiles' paths below the prefix, as
+ * /status's kinds[].profiles name them) as the form's radio buttons, the
+ * one chosen kept when it is still offered. Nothing changes when they are
+ * the kinds offered already. */
+function offerKinds(names) {
+  const rank = (k) => {
+    const i = KIND_LABELS.findIndex(([n]) => n === k);
+    return i < 0 ? KIND_LABELS.length : i;
+  };
+  const list = Array.from(new Set(names)).sort((a, b) => rank(a) - rank(b));
+  const inputs = Array.from(el.kinds.querySelectorAll("input[name=kind]"));
+  if (!list.length || list.join(" ") === inputs.map((i) => i.value).join(" ")) return;
+  const was = inputs.length ? kind() : "";
+  for (const label of el.kinds.querySelectorAll("label")) label.remove();
+  for (const k of list) {
+    const label = document.createElement("label");
+    const input = document.createElement("input");
+    input.type = "radio";
+    input.name = "kind";
+    input.value = k;
+    const known = KIND_LABELS.find(([n]) => n === k);
+    label.append(input, " " + (known ? known[1] : k));
+    el.kinds.append(label);
+  }
+  const keep = el.kinds.querySelector(`input[value="${CSS.escape(was)}"]`);
+  (keep || el.kinds.querySelector("input")).checked = true;
+  syncForm();
+  if (was && !keep) writeHash();
+}
+
+export function offerFallbackKinds() {
+  offerKinds(FALLBACK_KINDS);
+}
+
+/* What the form takes from the agent's status (null when it failed): the
+ * kinds it serves, the longest window it allows, its sampling rate,
+ * whether heap profiling is on. Without them the form keeps its own. */
+export function useAgentStatus(st) {
+  if (!st) return;
+  const names = Array.isArray(st.kinds)
+    ? st.kinds.flatMap((k) => (Array.isArray(k.profiles) ? k.profiles.map(String) : []))
+    : [];
+  if (names.length) {
+    offerKinds(names);
+    kindsFrom = "status";
+  }
+  if (!st.config) return;
+  const max = Number(st.config.max_seconds);
+  if (max > 0) {
+    el.seconds.max = String(max);
+    if (Number(el.seconds.value) > max) el.seconds.value = String(max);
+  }
+  if (st.config.cpu_hz) el.hz.value = String(st.config.cpu_hz);
+  if (st.heap && st.heap.enabled === false)
+    for (const input of el.form.querySelectorAll("input[value=heap], input[value=allocs]"))
+      input.parentElement.title = "heap profiling is off in this process (PULLPROF_HEAP_RATE=0)";
 }
 
 /* The form's events: fetch, the kind chosen, cancel, a file, the value shown. */

@@ -17,7 +17,7 @@ for (const wrap of document.querySelectorAll("div.chart")) {
   wrap.append(parts);
 }
 export const el = {
-  form: $("fetch-form"), seconds: $("seconds"), hz: $("hz"),
+  form: $("fetch-form"), kinds: $("kinds"), seconds: $("seconds"), hz: $("hz"),
   cpuOptions: $("cpu-options"), heapOptions: $("heap-options"),
   heapIndex: $("heap-index"), fetch: $("fetch"), cancel: $("cancel"),
   file: $("file"), progress: $("progress"), error: $("error"),

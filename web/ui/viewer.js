@@ -1,9 +1,8 @@
 /*
  * pullprof's flame graph viewer. Plain JavaScript in ES modules, no build
  * step, no other origin: it fetches a profile as JSON from the agent that
- * served this page (?format=json on ../profile, ../heap, ../allocs,
- * ../wall, ../fgprof, ../goroutine, ../threadcreate, ../mutex, ../block),
- * merges the samples' stacks by
+ * served this page (?format=json on ../profile, ../heap, ../allocs, ...:
+ * the kinds the agent's status lists), merges the samples' stacks by
  * function name into a tree and draws it on a canvas, root at the top.
  * Samples labelled with a thread state (wall-clock profiles, thread dumps)
  * hang under one "state: ..." frame per state, so waiting and running
@@ -36,7 +35,7 @@
  *                axis, brushing, tooltip
  *   timeline.js  a profile's timeline      tables.js  the function tables
  *   profile.js   a profile shown: its value, summary and downloads
- *   form.js      the kind chosen, fetching a profile, opening a file
+ *   form.js      the kinds offered, fetching a profile, opening a file
  *   recent.js    the Recent view (the record)
  *   address.js   the views and the page's address
  *
@@ -44,12 +43,13 @@
  */
 
 import { el, page, rec, state } from "./state.js";
+import { agentStatus } from "./agent.js";
 import { GUTTER, chartRowY } from "./chart.js";
 import { ROW, render, wireFlame } from "./flame.js";
 import { LANE, LANE_GAP, composeTimeline, drawLanes, timelineChart, wireTimeline } from "./timeline.js";
 import { wireTables } from "./tables.js";
 import { load, useValue } from "./profile.js";
-import { readAgentSettings, syncForm, wireForm } from "./form.js";
+import { kindsFrom, offerFallbackKinds, syncForm, useAgentStatus, wireForm } from "./form.js";
 import { drawRecent, prepareRecent, recTimeX, recentChart, setRecStatus, updateRecNote, wireRecent } from "./recent.js";
 import { applyHash, showView, wireAddress } from "./address.js";
 
@@ -60,8 +60,9 @@ wireTimeline();
 wireRecent();
 wireAddress();
 
+offerFallbackKinds();
 syncForm();
-readAgentSettings();
+agentStatus().then(useAgentStatus);
 applyHash();
 
 /* For tests and the console. */
@@ -118,6 +119,9 @@ window.pullprofViewer = {
   laneY(i) { return chartRowY(timelineChart, LANE_GAP + i * (LANE + LANE_GAP), LANE); },
   drawTimeline() { drawLanes(); composeTimeline(); return state.timings.laneDrawMs; },
   get view() { return page.view; },
+  /* Where the kinds offered came from: "status" (the agent's), or
+   * "fallback" (until it answers, or when it did not). */
+  get kindsFrom() { return kindsFrom; },
   /* Draw a timeline given as /record/timeline's JSON in the Recent view
    * (tests: a shape no host at hand makes). */
   showRecent(j) {
