@@ -60,6 +60,23 @@ void pp_kinds_register_atfork(void)
 
 void pp_kinds_status(struct json_object *root)
 {
+	/* "kinds": each row's name and its pprof profiles (the routes its
+	 * tree_merges names, which are their paths below the prefix): the
+	 * viewer offers these. */
+	struct json_object *kinds = json_object_new_array();
+	for (size_t i = 0; i < pp_kinds_count; i++) {
+		struct json_object *k = json_object_new_object();
+		struct json_object *profiles = json_object_new_array();
+		for (const char *const *m = pp_kinds[i]->tree_merges; m && *m;
+		     m++)
+			json_object_array_add(profiles,
+			                      json_object_new_string(*m));
+		json_object_object_add(
+		    k, "name", json_object_new_string(pp_kinds[i]->name));
+		json_object_object_add(k, "profiles", profiles);
+		json_object_array_add(kinds, k);
+	}
+	json_object_object_add(root, "kinds", kinds);
 	for (size_t i = 0; i < pp_kinds_count; i++)
 		if (pp_kinds[i]->status)
 			pp_kinds[i]->status(root);

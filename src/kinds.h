@@ -2,8 +2,9 @@
  * The table of profile kinds: every profiler the agent runs is one row,
  * declared once in its own folder (src/<module>/kind.c) and listed in
  * src/kinds.c. The agent's lifecycle (start, its failure, stop, fork),
- * /status, /metrics and a forked tree's merge loop over the table; nothing
- * else lists the kinds by hand. A kind's routes (and its line on the index
+ * /status (and through it the viewer's list of kinds), /metrics and a
+ * forked tree's merge loop over the table; nothing else lists the kinds
+ * by hand. A kind's routes (and its line on the index
  * page, which is its route's help) are rows of src/http/routes.c.
  * Context: agent.
  */
@@ -22,7 +23,9 @@ struct pp_kind {
 	const char *name;
 	/* The routes (pp_routes' names) a follow-mode tree answers by asking
 	 * every member and merging their pprof answers with a pid label:
-	 * NULL-terminated, or NULL for none. */
+	 * NULL-terminated, or NULL for none. These are the kind's pprof
+	 * profiles: /status lists them as its "profiles" (the viewer's
+	 * kinds). */
 	const char *const *tree_merges;
 	/* At agent start, in table order, on the thread that starts it:
 	 * take the settings, set up what must exist before the first

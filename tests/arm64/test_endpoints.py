@@ -166,9 +166,13 @@ def test_pages():
        (r.header("location") or "").endswith("ui/"),
        f"{P}/ui redirects to ui/", repr(r))
     expect(f"{P}/ui/", 200, HTML, check=lambda r: b"viewer.js" in r.body)
-    r = G["g"].get(f"{P}/ui/viewer.js", timeout=30)
-    ok(r.status == 200 and "javascript" in ctype(r),
-       "viewer.js: 200, JavaScript", repr(r))
+    # viewer.js, the entry module, and the modules it imports
+    for m in ("viewer", "state", "format", "agent", "model", "draw", "chart",
+              "flame", "timeline", "tables", "profile", "form", "recent",
+              "address"):
+        r = G["g"].get(f"{P}/ui/{m}.js", timeout=30)
+        ok(r.status == 200 and "javascript" in ctype(r),
+           f"{m}.js: 200, JavaScript", repr(r))
     r = G["g"].get(f"{P}/ui/viewer.css", timeout=30)
     ok(r.status == 200 and ctype(r).startswith("text/css"),
        "viewer.css: 200 text/css", repr(r))

@@ -10,7 +10,8 @@ The mix (one cycle of MIX, repeated; the foreground loop is sequential):
   - thread dumps: /goroutine as pprof, debug=1, debug=2 and folded, and
     /threadcreate (every thread read from outside, perf events opened and
     closed); /mutex and /block (pprof, debug=1, folded);
-  - pages: the index, /ui/ and its assets, the /ui redirect;
+  - pages: the index, /ui/ and its assets (the viewer's style and every
+    one of its script modules), the /ui redirect;
   - bad requests, each with its 4xx: malformed query values, an unknown
     path, a path outside the prefix, a wrong method, a traversal in /ui,
     an oversized /symbol body (Content-Length over the limit), and
@@ -65,6 +66,12 @@ MIX = [
     ("GET", "/ui/", None, 200),
     ("GET", "/ui/viewer.js", None, 200),
     ("GET", "/ui/viewer.css", None, 200),
+] + [
+    # viewer.js's modules, as the page loads them
+    ("GET", f"/ui/{m}.js", None, 200)
+    for m in ("state", "format", "agent", "model", "draw", "chart", "flame",
+              "timeline", "tables", "profile", "form", "recent", "address")
+] + [
     ("GET", "/ui", None, 302),
     ("GET", "/symbol", None, 200),
     ("GET", "/symbol?0x1+0x2", None, 200),

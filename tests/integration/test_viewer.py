@@ -31,6 +31,10 @@ WORK = os.path.join(BUILD, "tests", "heap", "heapwork")
 CAPTUREWORK = os.path.join(BUILD, "tests", "capture", "capturework")
 ART = os.path.join(BUILD, "tests", "integration", "artifacts")
 PREFIX = "/debug/pprof"
+# The viewer's scripts (web/ui/): ES modules, viewer.js the entry.
+MODULES = ("viewer.js", "state.js", "format.js", "agent.js", "model.js",
+           "draw.js", "chart.js", "flame.js", "timeline.js", "tables.js",
+           "profile.js", "form.js", "recent.js", "address.js")
 
 browser = None
 burn = None
@@ -97,13 +101,26 @@ def test_routing():
            "ui/ loads its script and style relatively")
         ok("default-src 'none'" in (r.header("content-security-policy") or ""),
            "ui/ has a content security policy", r.headers)
-        for name, ctype in (("viewer.js", "text/javascript; charset=utf-8"),
-                            ("viewer.css", "text/css; charset=utf-8"),
-                            ("index.html", "text/html; charset=utf-8")):
+        ok('type="module"' in r.text, "ui/ loads viewer.js as an ES module")
+        for name, ctype in ([(m, "text/javascript; charset=utf-8")
+                             for m in MODULES] +
+                            [("viewer.css", "text/css; charset=utf-8"),
+                             ("index.html", "text/html; charset=utf-8")]):
             r = curl(f"{base}/ui/{name}")
             eq((r.status, r.header("content-type")), (200, ctype),
                f"ui/{name}: 200 {ctype}")
-            ok(len(r.body) > 500, f"ui/{name} has a body")
+            # (a module may be small: agent.js is a few hundred bytes)
+            ok(len(r.body) > (100 if name in MODULES[1:] else 500),
+               f"ui/{name} has a body")
+            if name.endswith(".js"):
+                # What each module imports is served too.
+                for dep in re.findall(r'^import .* from "\./([\w.]+)";$',
+                                      r.text, re.M):
+                    ok(dep in MODULES, f"ui/{name} imports {dep}, served")
+        # No web file is longer than 800 lines.
+        for name in MODULES + ("viewer.css", "index.html"):
+            n = curl(f"{base}/ui/{name}").text.count("\n")
+            ok(n <= 800, f"ui/{name}: {n} lines, at most 800")
         r = curl(f"{base}/ui/viewer.js", "-I")
         eq(r.status, 200, "HEAD ui/viewer.js: 200")
         r = curl(f"{base}/ui/viewer.js", "-X", "POST")
@@ -1895,6 +1912,15 @@ def test_kinds():
     want = {"profile", "heap", "allocs", "wall", "fgprof", "goroutine",
             "threadcreate", "mutex", "block"}
     eq(set(offered), want, "every kind the agent serves is offered")
+    st = curl(base + "/status").json()
+    listed = [p for k in st["kinds"] for p in k["profiles"]]
+    eq(sorted(listed), sorted(want), "the status lists each kind's profiles")
+    eq(browser.wait("pullprofViewer.kindsFrom === 'status' && "
+                    "pullprofViewer.kindsFrom", 10), "status",
+       "the picker is built from the agent's status")
+    eq(sorted(js("Array.from(document.querySelectorAll('input[name=kind]'))"
+                 ".map(i => i.value)")), sorted(listed),
+       "the picker offers the kinds the status lists")
     index = curl(base + "/").text
     for k in want:
         ok(f'href="{k}' in index, f"{k}: the agent's index lists it")
@@ -1934,6 +1960,23 @@ def test_kinds():
            == "fgprof", "the kind is chosen again")
         ok(requested("/fgprof?id="), "the same profile, by id",
            browser.requests)
+    # An agent whose status cannot be read: the picker keeps its fallback,
+    # every kind all the same.
+    browser.send("Network.setBlockedURLs", {"urls": [f"*{PREFIX}/status"]})
+    try:
+        browser.navigate("about:blank")
+        browser.requests.clear()
+        viewer(burn_port)
+        browser.pump(0.5)
+        ok(requested(f"{PREFIX}/status"), "the viewer asked for the status",
+           browser.requests)
+        eq(js("pullprofViewer.kindsFrom"), "fallback",
+           "no status: the picker keeps its fallback")
+        eq(set(js("Array.from(document.querySelectorAll('input[name=kind]'))"
+                  ".map(i => i.value)")), want,
+           "no status: every kind is offered all the same")
+    finally:
+        browser.send("Network.setBlockedURLs", {"urls": []})
 
 
 def test_no_console_errors():
