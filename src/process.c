@@ -11,7 +11,7 @@
  * wake-up descriptors would wake the parent's. So every path that stops,
  * joins, serves or records first asks pp_process_foreign(), and does
  * nothing of the agent's in such a process.
- * Context: any.
+ * Context: signal.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

@@ -3,7 +3,7 @@
  * memory is (a copy made without fork()'s handlers is not), and what such
  * a copy drops of the agent's descriptors. The ground floor: it calls
  * nothing above util/.
- * Context: any (async-signal-safe where said).
+ * Context: signal.
  */
 #ifndef PP_PROCESS_H
 #define PP_PROCESS_H
