@@ -17,7 +17,6 @@
 #include <sys/un.h>
 
 #include "bounds.h"
-#include "locks/locks.h"
 #include "util/env.h"
 #include "util/when.h"
 

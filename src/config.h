@@ -46,6 +46,12 @@ struct pp_agent_facts {
 	int autostarted;
 };
 
+/* The mutex and block profiles' default rates (the settings table's, read
+ * by locks/ in its messages): cheap enough to leave on (bench/RESULTS.md,
+ * "Lock contention"). */
+#define PP_LOCKS_MUTEX_RATE 10
+#define PP_LOCKS_BLOCK_RATE 10000
+
 /* PULLPROF_FORK as a value (docs/fork.md). */
 enum pp_fork_mode { PP_FORK_ADOPT, PP_FORK_FOLLOW, PP_FORK_OFF };
 enum pp_fork_mode pp_fork_mode_of(const struct pp_config *c);

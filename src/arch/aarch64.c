@@ -16,8 +16,7 @@
 #include <sys/auxv.h>
 #endif
 
-#include "unwind/cfi.h"
-#include "unwind/frames.h"
+#include "arch/rules.h"
 
 /* The CFA is sp or x29 plus an offset (0 in a leaf that never moves sp);
  * x29 and x30 are each unchanged or saved at a multiple of 8 below the
@@ -26,9 +25,9 @@
  * signal frame restored) and stops elsewhere. */
 uint32_t pp_arch_cfi_rule(const struct pp_cfi_state *s)
 {
-	uint32_t unsupported = PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
+	uint32_t unsupported = PP_ARCH_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
 	if (s->sp != PP_CFI_SAME || s->cfa_kind != PP_CFI_CFA_REG ||
-	    s->cfa_off < 0 || s->cfa_off > PP_FRAME_MAX_OFF ||
+	    s->cfa_off < 0 || s->cfa_off > PP_ARCH_RULE_MAX_OFF ||
 	    (s->cfa_reg != PP_ARCH_DW_SP && s->cfa_reg != PP_ARCH_DW_FP))
 		return unsupported;
 	unsigned ra = 0, fp = 0;
@@ -44,15 +43,15 @@ uint32_t pp_arch_cfi_rule(const struct pp_cfi_state *s)
 	}
 	if (s->fp == PP_CFI_OFFSET) {
 		if (s->fp_off >= 0 || s->fp_off % 8 ||
-		    -s->fp_off / 8 > PP_FRAME_MAX_FP)
+		    -s->fp_off / 8 > PP_ARCH_RULE_MAX_FP)
 			return unsupported;
 		fp = (unsigned)(-s->fp_off / 8);
 	} else if (s->fp != PP_CFI_SAME) {
 		return unsupported;
 	}
-	return PP_FRAME_RULE(s->cfa_reg == PP_ARCH_DW_SP ? PP_FRAME_CFA_SP
-	                                                 : PP_FRAME_CFA_FP,
-	                     fp, ra, s->cfa_off);
+	return PP_ARCH_RULE(s->cfa_reg == PP_ARCH_DW_SP ? PP_FRAME_CFA_SP
+	                                                : PP_FRAME_CFA_FP,
+	                    fp, ra, s->cfa_off);
 }
 
 /* No CFA expression is needed: the PLT stubs have no CFI at all. */

@@ -113,7 +113,7 @@
  * the caller passes):
  *   pp_arch_cfi_rule(s)   the compact rule of a row of CFI, from the
  *                         register rules the builder tracked (struct
- *                         pp_cfi_state, unwind/cfi.h; signal and outermost
+ *                         pp_cfi_state, arch/rules.h; signal and outermost
  *                         rows are the builder's own): the CFA as sp or fp
  *                         plus an offset, where the frame pointer and the
  *                         return address are; PP_FRAME_UNSUPPORTED for

@@ -14,31 +14,30 @@
 
 #include <string.h>
 
-#include "unwind/cfi.h"
-#include "unwind/frames.h"
+#include "arch/rules.h"
 
 uint32_t pp_arch_cfi_rule(const struct pp_cfi_state *s)
 {
 	if (s->ra != PP_CFI_OFFSET || s->ra_off != -8 || s->sp != PP_CFI_SAME)
-		return PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
+		return PP_ARCH_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
 	if (s->cfa_kind == PP_CFI_CFA_PLT)
-		return PP_FRAME_RULE(PP_FRAME_PLT, s->plt_k, 1, s->cfa_off);
+		return PP_ARCH_RULE(PP_FRAME_PLT, s->plt_k, 1, s->cfa_off);
 	if (s->cfa_kind != PP_CFI_CFA_REG || s->cfa_off < 8 ||
-	    s->cfa_off > PP_FRAME_MAX_OFF ||
+	    s->cfa_off > PP_ARCH_RULE_MAX_OFF ||
 	    (s->cfa_reg != PP_ARCH_DW_SP && s->cfa_reg != PP_ARCH_DW_FP))
-		return PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
+		return PP_ARCH_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
 	unsigned k = 0;
 	if (s->fp == PP_CFI_OFFSET) {
 		if (s->fp_off >= 0 || s->fp_off % 8 ||
-		    -s->fp_off / 8 > PP_FRAME_MAX_FP)
-			return PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
+		    -s->fp_off / 8 > PP_ARCH_RULE_MAX_FP)
+			return PP_ARCH_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
 		k = (unsigned)(-s->fp_off / 8);
 	} else if (s->fp != PP_CFI_SAME) {
-		return PP_FRAME_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
+		return PP_ARCH_RULE(PP_FRAME_UNSUPPORTED, 0, 0, 0);
 	}
-	return PP_FRAME_RULE(s->cfa_reg == PP_ARCH_DW_SP ? PP_FRAME_CFA_SP
-	                                                 : PP_FRAME_CFA_FP,
-	                     k, 1, s->cfa_off);
+	return PP_ARCH_RULE(s->cfa_reg == PP_ARCH_DW_SP ? PP_FRAME_CFA_SP
+	                                                : PP_FRAME_CFA_FP,
+	                    k, 1, s->cfa_off);
 }
 
 /* glibc's __restore_rt has CFI with the 'S' augmentation: nothing to

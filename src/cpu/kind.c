@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
-#include "http/prom.h"
 #include "kinds.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
+#include "util/prom.h"
 
 static int start(const struct pp_config *c, char *err, size_t errlen)
 {

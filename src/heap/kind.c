@@ -11,10 +11,10 @@
 #include "heap/heap.h"
 #include "heap/sample.h"
 #include "heap/table.h"
-#include "http/prom.h"
 #include "kinds.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
+#include "util/prom.h"
 
 /* Which allocator the host's allocations reach, found before the agent's
  * threads start (they leave themselves out of its own profiler); said on

@@ -19,13 +19,13 @@
 #include "labels/labels.h"
 #include "lookup.h"
 #include "profile/pb.h"
-#include "prom.h"
 #include "respond.h"
 #include "server.h"
 #include "symbols/symbols.h"
 #include "util/clock.h"
 #include "util/fds.h"
 #include "util/proc.h"
+#include "util/prom.h"
 
 static void agent_metrics(struct pp_buf *b, const struct pp_agent_facts *a)
 {

@@ -5,9 +5,9 @@
  * and /block; a forked tree merges both.
  * Context: agent.
  */
-#include "http/prom.h"
 #include "kinds.h"
 #include "locks/locks.h"
+#include "util/prom.h"
 
 static int start(const struct pp_config *c, char *err, size_t errlen)
 {

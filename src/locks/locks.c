@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "cpu/ring.h"
 #include "labels/labels.h"
 #include "locks/hot.h"

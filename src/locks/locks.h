@@ -17,11 +17,6 @@
 
 enum pp_locks_kind { PP_LOCKS_MUTEX, PP_LOCKS_BLOCK, PP_LOCKS_NKINDS };
 
-/* The default rates (config.c): cheap enough to leave on (bench/RESULTS.md,
- * "Lock contention"). */
-#define PP_LOCKS_MUTEX_RATE 10
-#define PP_LOCKS_BLOCK_RATE 10000
-
 /* Frames kept per event (the call's own frame included). */
 #define PP_LOCKS_MAX_DEPTH 64
 

@@ -14,11 +14,11 @@
 
 #include "cpu/sink.h"
 #include "error.h"
-#include "http/prom.h"
 #include "kinds.h"
 #include "pullprof.h"
 #include "record/record.h"
 #include "util/clock.h"
+#include "util/prom.h"
 
 /* ---- the producer: a range of the record, made at once --------------------
  */

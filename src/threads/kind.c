@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http/prom.h"
 #include "kinds.h"
 #include "threads/threads.h"
+#include "util/prom.h"
 #include "util/seccomp.h"
 
 static int start(const struct pp_config *c, char *err, size_t errlen)

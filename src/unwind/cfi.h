@@ -13,24 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch/rules.h"
 #include "unwind/frames.h"
-
-/* The rules of the registers the walk cares about (sp, the frame pointer,
- * the return address) while a CFA program runs. */
-enum { PP_CFI_SAME, PP_CFI_OFFSET, PP_CFI_UNDEF, PP_CFI_OTHER };
-enum {
-	PP_CFI_CFA_REG,  /* CFA = cfa_reg + cfa_off */
-	PP_CFI_CFA_PLT,  /* the PLT's expression (pp_arch_cfa_expression) */
-	PP_CFI_CFA_EXPR, /* any other expression */
-};
-struct pp_cfi_state {
-	unsigned cfa_reg;
-	int64_t cfa_off;
-	int cfa_kind;           /* PP_CFI_CFA_* */
-	unsigned plt_k;         /* PP_CFI_CFA_PLT: the architecture's datum */
-	int fp, ra, sp;         /* PP_CFI_SAME ... */
-	int64_t fp_off, ra_off; /* PP_CFI_OFFSET: saved at CFA + off */
-};
 
 /* The pieces of .eh_frame_hdr the tables rely on, from a copy of its first
  * 16 bytes h, which were at addr: the search table's address and its

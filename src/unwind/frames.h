@@ -23,16 +23,7 @@
 #include <stdint.h>
 
 #include "arch/arch.h"
-
-enum pp_frame_kind {
-	PP_FRAME_END = 0,         /* no call-frame information here */
-	PP_FRAME_CFA_SP = 1,      /* CFA = sp + off */
-	PP_FRAME_CFA_FP = 2,      /* CFA = frame pointer + off */
-	PP_FRAME_PLT = 3,         /* a PLT entry (pp_arch_plt_cfa) */
-	PP_FRAME_SIGNAL = 4,      /* a signal trampoline (PP_ARCH_SIGFRAME_*) */
-	PP_FRAME_UNSUPPORTED = 5, /* libunwind has to do this one */
-	PP_FRAME_OUTERMOST = 6,   /* return address undefined: the stack ends */
-};
+#include "arch/rules.h"
 
 /* A row's rule in 32 bits: the kind in bits 0-2, the rest laid out by
  * the architecture (arch/arch.h: PP_ARCH_RULE). */

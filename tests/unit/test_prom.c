@@ -1,4 +1,4 @@
-/* Unit tests: the Prometheus text format writer (src/http/prom.c) —
+/* Unit tests: the Prometheus text format writer (src/util/prom.c) —
  * escaping, numbers, histograms. What a real parser makes of the whole
  * /metrics answer is tests/integration/test_metrics.py's part. */
 #include <math.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "http/prom.h"
+#include "util/prom.h"
 
 /* The buffer's text, NUL-terminated, and the buffer emptied. */
 static char *text(struct pp_buf *b)

@@ -1,7 +1,7 @@
 /* The Prometheus text exposition format.
  * Context: agent.
  */
-#include "prom.h"
+#include "util/prom.h"
 
 #include <inttypes.h>
 #include <math.h>
