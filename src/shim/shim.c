@@ -225,7 +225,7 @@ PULLPROF_API void pullprof_label_pop(void)
 #ifndef PP_AGENT_LINKED
 /* The agent's fork handlers, run from here: registered when this object
  * is loaded, they keep the place in fork()'s order that handlers
- * registered at load time have (src/shim/ops.c says why). */
+ * registered at load time have (src/agent_ops.c says why). */
 static void fork_prepare(void)
 {
 	const struct pp_agent_ops *ops = PP_AGENT_OPS();
