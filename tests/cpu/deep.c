@@ -252,8 +252,8 @@ static void *short_thread(void *arg)
 	if (i < SHORT_ENDS) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
-		short_ends[i].end_ns = (uint64_t)now.tv_sec * 1000000000u +
-		                       (uint64_t)now.tv_nsec;
+		short_ends[i].end_ns =
+		    (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 		short_ends[i].cpu_ns = cpu;
 	}
 	if ((uintptr_t)arg & 1)
@@ -353,12 +353,13 @@ int main(int argc, char **argv)
 		printf("cpu_ms %.3f threads %llu\n", (double)short_cpu_ns / 1e6,
 		       (unsigned long long)short_threads);
 		if (getenv("DEEP_ENDS")) {
-			uint64_t n = short_ended < SHORT_ENDS ? short_ended
-			                                      : SHORT_ENDS;
+			uint64_t n =
+			    short_ended < SHORT_ENDS ? short_ended : SHORT_ENDS;
 			for (uint64_t i = 0; i < n; i++)
-				printf("end %llu %llu\n",
-				       (unsigned long long)short_ends[i].end_ns,
-				       (unsigned long long)short_ends[i].cpu_ns);
+				printf(
+				    "end %llu %llu\n",
+				    (unsigned long long)short_ends[i].end_ns,
+				    (unsigned long long)short_ends[i].cpu_ns);
 			printf("ends %llu\n", (unsigned long long)n);
 		}
 	} else if (!strcmp(argv[1], "fixed") && argc == 5) {
