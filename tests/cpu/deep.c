@@ -16,7 +16,11 @@
  *                             makes fewer in that time), each burning
  *                             LIFETIME_US of its own CPU in short_work()
  *                             and exiting; prints "cpu_ms C threads N":
- *                             the CPU those threads used, their number.
+ *                             the CPU those threads used, their number;
+ *                             with DEEP_ENDS in the environment, then a
+ *                             line "end REALTIME_NS CPU_NS" per thread
+ *                             (when it ended, the CPU it used) and
+ *                             "ends N".
  *   deep odd D THREADS        the same, with odd_frame (a frame whose CFA
  *                             is in rbx) between deep_leaf and the rest.
  *   deep fixed D THREADS UNITS
@@ -229,12 +233,29 @@ uint64_t short_work(uint64_t x)
 	return x;
 }
 
+/* Each short thread's end (CLOCK_REALTIME) and CPU, for "short" with
+ * DEEP_ENDS set: a test counts the threads that ended inside its window. */
+#define SHORT_ENDS 65536
+static struct {
+	uint64_t end_ns, cpu_ns;
+} short_ends[SHORT_ENDS];
+static _Atomic uint64_t short_ended;
+
 static void *short_thread(void *arg)
 {
 	sink += short_work((uintptr_t)arg + 1);
 	/* Everything this thread used, the start-up included. */
-	short_cpu_ns += thread_cpu_ns();
+	uint64_t cpu = thread_cpu_ns();
+	short_cpu_ns += cpu;
 	short_threads++;
+	uint64_t i = short_ended++;
+	if (i < SHORT_ENDS) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		short_ends[i].end_ns =
+		    (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+		short_ends[i].cpu_ns = cpu;
+	}
 	if ((uintptr_t)arg & 1)
 		pthread_exit(NULL); /* half end so, half by returning */
 	return NULL;
@@ -331,6 +352,16 @@ int main(int argc, char **argv)
 	done:
 		printf("cpu_ms %.3f threads %llu\n", (double)short_cpu_ns / 1e6,
 		       (unsigned long long)short_threads);
+		if (getenv("DEEP_ENDS")) {
+			uint64_t n =
+			    short_ended < SHORT_ENDS ? short_ended : SHORT_ENDS;
+			for (uint64_t i = 0; i < n; i++)
+				printf(
+				    "end %llu %llu\n",
+				    (unsigned long long)short_ends[i].end_ns,
+				    (unsigned long long)short_ends[i].cpu_ns);
+			printf("ends %llu\n", (unsigned long long)n);
+		}
 	} else if (!strcmp(argv[1], "fixed") && argc == 5) {
 		depth = atoi(argv[2]);
 		int n = atoi(argv[3]);

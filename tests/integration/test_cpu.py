@@ -103,7 +103,8 @@ def profile_in_background(port, seconds):
     will be (res["r"])."""
     res = {}
     t = threading.Thread(target=lambda: res.setdefault(
-        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}")))
+        "r", curl(f"http://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}",
+                  timeout=seconds + 60)))
     t.start()
     return t, res
 
@@ -386,24 +387,53 @@ def test_thread_named_late():
     """A thread that names itself after the agent took its timer (it
     slept 300 ms first) carries its new name from its first sample: no
     sample of its loop under the name it was born with."""
+    # A 3 s window once closed in a CI run under load (four busy loops,
+    # the sanitizer suites beside) before the thread had burned anything
+    # the window could see: no sample of its loop at all, and "at least 50
+    # samples" failed with nothing wrong in the agent (beside four busy
+    # loops alone it saw 33, as many as its CPU in the window: the agent
+    # right). The window is now 25 s, long enough for the thread's second
+    # of CPU on a loaded machine, and its samples are compared with the
+    # CPU it burned inside the window by its own clock.
     h = Host()
     port = h.start()
-    t, res = profile_in_background(port, 3)
+    t, res = profile_in_background(port, 25)
     eq(wait_windows(f"http://127.0.0.1:{port}/debug/pprof", 1), 1,
        "the window is open")
+    stop, seen = threading.Event(), {}
+    w = threading.Thread(target=lambda: seen.setdefault(
+        "cpu", watch_thread_cpu(h, "late-spinner", stop)))
+    w.start()
     eq(h.cmd("spin 1 300"), "ok", "a thread is born; it names itself 300 ms "
        "later, then burns 1 s")
-    t.join(60)
+    t.join(90)
+    stop.set()
+    w.join()
     if not eq(res["r"].status, 200, "profile: 200"):
         return
     prof = Profile(res["r"].body)
-    names = Counter()
+    names, threads = Counter(), Counter()
     for s in prof.samples:
+        threads[prof.labels(s).get("thread_name")] += s["value"][0]
         if any(f[0] == "spinner" for loc in prof.stack(s) for f in loc):
             names[prof.labels(s).get("thread_name")] += s["value"][0]
-    ok(names["late-spinner"] >= 50 and len(names) == 1,
+    # Its CPU by its own clock (/proc, 10 ms ticks, read every 20 ms) at
+    # the window's end: the last reading before it (it was born inside).
+    # The samples are a count of 10 ms periods of that, give or take a
+    # period and the count's spread (10 at 100 periods): half is far
+    # outside. 0.3 s inside the window is 30 samples to look at; it had a
+    # second to burn and 25 s to do it in.
+    end = (prof.field(prof.raw, "time_nanos") +
+           prof.field(prof.raw, "duration_nanos")) / 1e9
+    before = [c for when, c in seen.get("cpu", []) if when <= end]
+    cpu = before[-1] if before else 0.0
+    ok(cpu >= 0.3, f"the thread burned {cpu:.2f} s inside the window by "
+       "its own clock", seen.get("cpu", [])[-3:])
+    ok(len(names) == 1 and names["late-spinner"] >= max(1, 50 * cpu),
        "every sample of the thread's loop carries the name it gave itself "
-       "after its timer was taken", dict(names))
+       f"after its timer was taken ({names['late-spinner']} samples, "
+       f"{cpu:.2f} s by its own clock)",
+       (dict(names), dict(threads), cpu_status(port)))
     h.quit()
 
 

@@ -131,33 +131,56 @@ def test_fallback_to_libunwind():
 
 
 def test_short_lived_threads():
-    """Threads that live 2 ms each, two at a time, for 3 s and at least 600
-    of them, inside an 8 s window: the CPU under their start routine
-    matches the CPU they used. (About 2600 threads came and went in 3 s on
-    the 2-core machine in everyday use; beside two busy loops and the other
-    tests, 429 did, so the host goes on until it has made the 600.)"""
-    p, port = start_deep(["short", 2000, 2, 3, 600])
+    """Threads that live 2 ms each, two at a time, for 2 s and at least 600
+    of them, inside a 25 s window: the CPU under their start routine
+    matches the CPU they used inside it. (About 2600 threads came and went
+    in 3 s on the 2-core machine in everyday use; beside two busy loops and
+    the other tests, 429 did, so the host goes on until it has made the
+    600.)"""
+    # The host's CPU total counted every thread it made, the profile only
+    # those that ran inside the window: an 8 s window ended in a CI run
+    # under load (four busy loops, the sanitizer suites beside) after 423
+    # of the 601 threads, and 0.82 s accounted of the 1.25 s the host
+    # counted failed with the accounting right. Beside sixteen busy loops
+    # and two other test files, 600 threads took over 25 s. So the CPU
+    # compared is that of the threads that ended inside the window (the
+    # host says when each ended and what it used; it starts them once the
+    # window samples), and the window is long enough that on a loaded
+    # machine most or all of them do.
+    p, port = start_deep(["short", 2000, 2, 2, 600], env={"DEEP_ENDS": "1"})
     res = {}
     import threading
 
     def get():
         res["r"] = curl(f"http://127.0.0.1:{port}/debug/pprof/profile"
-                        "?seconds=8&hz=200", timeout=90)
+                        "?seconds=25&hz=200", timeout=120)
     t = threading.Thread(target=get)
     t.start()
     deadline = time.time() + 30
     while status(port)["cpu"]["windows_open"] < 1 and time.time() < deadline:
         time.sleep(0.02)
+    ok(status(port)["cpu"]["windows_open"] >= 1,
+       "short-lived threads: the window samples before the host starts them")
     p.p.stdin.write(b"go\n")
     p.p.stdin.flush()
     m = p.wait_line(p.out_lines, r"^cpu_ms ([\d.]+) threads (\d+)",
-                    timeout=60)
-    t.join(90)
+                    timeout=120)
+    ends = p.wait_line(p.out_lines, r"^ends (\d+)", timeout=60)
+    t.join(120)
     st = status(port)
     p.stop()
-    real = float(m.group(1)) / 1e3
+    total = int(m.group(2))
     eq(res["r"].status, 200, "short-lived threads: 200")
     prof = Profile(res["r"].body)
+    end = (prof.field(prof.raw, "time_nanos") +
+           prof.field(prof.raw, "duration_nanos"))
+    threads = [tuple(map(int, line.split()[1:])) for line in p.out_lines
+               if line.startswith("end ")]
+    eq(len(threads), int(ends.group(1)) if ends else -1,
+       "the host says when each thread ended")
+    inside = [cpu for when, cpu in threads if when <= end]
+    real = sum(inside) / 1e9
+    n = len(inside)
     under = tail = 0
     exit_frame = "[pullprof: CPU after the thread's last tick]"
     for s in prof.samples:
@@ -170,8 +193,13 @@ def test_short_lived_threads():
         if exit_frame in names:
             tail += int(s["value"][1])
     under /= 1e9
-    n = int(m.group(2))
-    ok(n > 500, f"{n} threads came and went")
+    # What the comparison below catches moves the total by most of it (the
+    # CPU after a thread's last tick, charged at its exit, was 70 to 85%
+    # of it): 200 threads (0.4 s, four spreads 0.14 s) see that well. The
+    # host makes 600 or more; beside twelve busy loops and more, 480 of
+    # them ended inside the 25 s.
+    ok(n >= 200, f"{n} threads came and went inside the window "
+       f"({total} in all)")
     # Each thread's CPU is sampled, not measured: a thread of 2 ms at
     # 200 Hz is charged one 5 ms period or none, at random (its first
     # expiry is uniform over a period), so the total's spread is a period
@@ -182,13 +210,16 @@ def test_short_lived_threads():
     # saw 1.46 s for 1.31 s). The bound is four spreads, or 10% when
     # that is wider: what it catches is an error of the accounting (a
     # remainder charged twice, or never: most of this CPU is remainders).
+    # The two threads running when the window ended (ended after it, not
+    # counted) may have been charged a period each inside it.
     spread = 0.005 * math.sqrt(n) / 2
-    bound = max(0.10 * real, 4 * spread)
+    bound = max(0.10 * real, 4 * spread) + 2 * 0.005
     ok(abs(under - real) <= bound,
        f"short-lived threads: the profile accounts {under:.2f} s of the "
-       f"{real:.2f} s CPU they used (within {bound:.2f} s: 10% or four "
-       f"times the sampling's spread, {spread * 1e3:.0f} ms for {n} "
-       "threads)", st["cpu"])
+       f"{real:.2f} s CPU the {n} that ended inside the window used "
+       f"(within {bound:.2f} s: 10% or four times the sampling's spread, "
+       f"{spread * 1e3:.0f} ms, and a period for each thread at the "
+       "window's end)", st["cpu"])
     ok(tail > 0, "the CPU after a thread's last tick is charged under its "
        f"start routine ({tail / 1e9:.2f} s)")
 
