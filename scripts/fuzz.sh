@@ -4,7 +4,10 @@
 #   scripts/fuzz.sh [SECONDS [TARGET...]]
 #   scripts/fuzz.sh --build [TARGET...]   build them only
 # SECONDS defaults to 60; TARGETs are legacy, maps, query, symbol and
-# merge (default: all). The sources every target shares are compiled once,
+# merge (default: all). With FUZZ_MIN_RUNS=N, a target that executed fewer
+# than N inputs in its SECONDS (a busy machine) goes on, on the corpus it
+# grew, until it has executed N: each then runs at least SECONDS and at
+# least N inputs, and says "fuzz_T: executed U units in all". The sources every target shares are compiled once,
 # side by side, into $FUZZ_OUT/obj, and again only when a source, a header
 # or the flags changed (a hash of them all says so).
 # Binaries and crash inputs go to $FUZZ_OUT, default
@@ -104,6 +107,23 @@ for t in $targets; do
 	rc=$?
 	grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|stat::peak_rss_mb)" \
 		"$out/fuzz_$t.log" | sed "s/^/fuzz_$t: /"
+	units=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/fuzz_$t.log")
+	units=${units:-0}
+	more=$((${FUZZ_MIN_RUNS:-0} - units))
+	if [ $rc -eq 0 ] && [ "$units" -gt 0 ] && [ $more -gt 0 ]; then
+		# Slower than the count asked for: the rest by count (-runs
+		# counts the corpus it runs first too, so at least that many).
+		echo "fuzz.sh: fuzz_$t: $units units in ${secs}s, $more more"
+		"$bin" -runs="$more" -max_len=16384 -timeout=10 \
+			-rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix="$out/${t}-" "$work" \
+			2>>"$out/fuzz_$t.log"
+		rc=$?
+		also=$(sed -n 's/^stat::number_of_executed_units: *//p' \
+			"$out/fuzz_$t.log" | sed 1d)
+		units=$((units + ${also:-0}))
+	fi
+	echo "fuzz_$t: executed $units units in all"
 	echo "fuzz_$t: corpus grew to $(ls "$work" | wc -l) inputs"
 	if [ $rc -ne 0 ]; then
 		echo "fuzz.sh: fuzz_$t found a problem (log: $out/fuzz_$t.log):" >&2

@@ -23,6 +23,11 @@
  *   unhold                    close them                    -> "ok"
  *   system CMD...             system(3) of the rest of the line
  *                                                    -> "system STATUS"
+ *   spin SECONDS [NAME_AFTER_MS]  a thread "late-spinner" burns SECONDS
+ *                             of its own CPU                -> "ok"
+ *   unspin                    every spinner still running ends at its next
+ *                             look at the clock (within a millisecond or so
+ *                             of its CPU)                   -> "ok"
  *
  * A worker thread counts ticks all along, so "the host keeps running" is a
  * fact a test can check rather than assume. "-" as an argument means NULL,
@@ -56,13 +61,20 @@ static void *ticker(void *arg)
 	return NULL;
 }
 
+/* Bumped by "unspin": a spinner that sees it change ends. Its CPU seconds
+ * are the spinner's own, so on a loaded machine it may run for minutes of
+ * wall time; a test that needs it gone says so rather than wait. */
+static unsigned spin_gen;
+
 static void *spinner(void *arg)
 {
+	/* The "unspin" count when it was asked for, above the rest. */
+	unsigned gen = (unsigned)((uint64_t)(uintptr_t)arg >> 32);
 	struct timespec start, now;
 	/* The seconds in the low 16 bits, the milliseconds it sleeps before it
 	 * names itself above them. */
 	double limit = (double)((uintptr_t)arg & 0xffff);
-	unsigned name_after_ms = (unsigned)((uintptr_t)arg >> 16);
+	unsigned name_after_ms = (unsigned)(((uintptr_t)arg >> 16) & 0xffff);
 	volatile unsigned long x = 1;
 
 	if (name_after_ms)
@@ -74,8 +86,9 @@ static void *spinner(void *arg)
 			x = x * 6364136223846793005ul + 1;
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
 	} while ((double)(now.tv_sec - start.tv_sec) +
-	             (double)(now.tv_nsec - start.tv_nsec) / 1e9 <
-	         limit);
+	                 (double)(now.tv_nsec - start.tv_nsec) / 1e9 <
+	             limit &&
+	         __atomic_load_n(&spin_gen, __ATOMIC_RELAXED) == gen);
 	return NULL;
 }
 
@@ -215,9 +228,15 @@ int main(void)
 			pthread_t sp;
 			uintptr_t packed =
 			    (uintptr_t)(atoi(a1) & 0xffff) |
-			    (uintptr_t)(n > 2 ? atoi(a2) & 0xffff : 0) << 16;
+			    (uintptr_t)(n > 2 ? atoi(a2) & 0xffff : 0) << 16 |
+			    (uintptr_t)__atomic_load_n(&spin_gen,
+			                               __ATOMIC_RELAXED)
+			        << 32;
 			pthread_create(&sp, NULL, spinner, (void *)packed);
 			pthread_detach(sp);
+			printf("ok\n");
+		} else if (strcmp(cmd, "unspin") == 0) {
+			__atomic_fetch_add(&spin_gen, 1, __ATOMIC_RELAXED);
 			printf("ok\n");
 		} else if (strcmp(cmd, "churn") == 0) {
 			snprintf(churn_path, sizeof churn_path, "%s", a1);

@@ -13,6 +13,7 @@
 
 #include "auth.h"
 #include "handlers.h"
+#include "profile/job.h"
 #include "respond.h"
 #include "server.h"
 #include "tree.h"
@@ -166,6 +167,15 @@ static enum MHD_Result answer(struct pp_request *r)
 	enum MHD_Result ret;
 	if (!r->route->quick && pp_respond_may_wait(r, 0, &ret))
 		return ret;
+	/* The agent is stopping: its jobs are cancelled first, then its
+	 * kinds stop, then this server. A profile asked for in between
+	 * (its request read late, on a loaded machine or under valgrind)
+	 * would meet a stopped kind and be told it is off ("start it with
+	 * PULLPROF_HEAP_RATE greater than 0"): it is told the truth. */
+	if (r->route->kind == PP_ROUTE_PROFILE && !r->route->quick &&
+	    !pp_jobs_accepting())
+		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                        "the agent is stopping");
 	/* Follow mode: the whole tree, or another process of it. */
 	if (pp_tree_dispatch(r, &ret))
 		return ret;

@@ -403,8 +403,12 @@ int pp_job_open(const struct pp_job_request *rq, struct pp_job **out,
 		rc = pr->start(j, rq->query, err, errlen);
 	pthread_mutex_lock(&pipeline.mu);
 	j->starting = 0;
-	if (!rc && j->state == JOB_CANCELLED) {
-		undo = !j->kept;
+	if (j->state == JOB_CANCELLED) {
+		/* A stop came while the producer started: it may have been
+		 * stopped under it too (the kinds stop right after the jobs),
+		 * and then says it is "off"; the answer is that the agent is
+		 * stopping either way. */
+		undo = !rc && !j->kept;
 		snprintf(err, errlen, "the agent is stopping");
 		rc = -ESHUTDOWN;
 	}
@@ -543,6 +547,14 @@ int pp_jobs_start(char *err, size_t errlen)
 		pipeline.running = 1;
 	pthread_mutex_unlock(&pipeline.mu);
 	return rc;
+}
+
+int pp_jobs_accepting(void)
+{
+	pthread_mutex_lock(&pipeline.mu);
+	int yes = pipeline.running && !pipeline.stopping;
+	pthread_mutex_unlock(&pipeline.mu);
+	return yes;
 }
 
 void pp_jobs_shutdown(void)

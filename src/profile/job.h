@@ -152,6 +152,10 @@ void pp_jobs_tick_soon(void);
  * thread; jobs still referenced stay valid until released. */
 int pp_jobs_start(char *err, size_t errlen);
 void pp_jobs_shutdown(void);
+/* Whether new jobs are taken: started and not shut down (or shutting
+ * down). A server still answering while the agent stops (its kinds stop
+ * before it does) refuses profile requests with 503 on this. */
+int pp_jobs_accepting(void);
 /* In a forked child (async-signal-safe): the thread does not exist here. */
 void pp_jobs_forget_in_child(void);
 

@@ -137,13 +137,27 @@ static void init_mutex(pthread_mutex_t *m, int type, int robust, int proto,
 /* ---- mutexes --------------------------------------------------------------
  */
 
+/* A holder that keeps the lock until it is told to let go, and then
+ * 50 ms more (so that a lock asked for at once waits for it). It held it
+ * for 200 ms from its start: on a loaded machine the main thread's loop
+ * "until the holder has it" could miss those 200 ms altogether (then it
+ * spun on a free lock for good: the lock run of test_locks found no
+ * "checks" line), and the timed locks could outlast them. */
+struct holder {
+	pthread_mutex_t *m;
+	int held, release; /* atomic */
+};
+
 static void *hold_for(void *arg)
 {
-	pthread_mutex_t *m = arg;
-	pthread_mutex_lock(m);
-	struct timespec ts = {0, 200 * 1000000L};
+	struct holder *h = arg;
+	struct timespec ms = {0, 1000000L}, ts = {0, 50 * 1000000L};
+	pthread_mutex_lock(h->m);
+	__atomic_store_n(&h->held, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&h->release, __ATOMIC_ACQUIRE))
+		nanosleep(&ms, NULL);
 	nanosleep(&ts, NULL);
-	pthread_mutex_unlock(m);
+	pthread_mutex_unlock(h->m);
 	return NULL;
 }
 
@@ -189,11 +203,13 @@ static void mutex_kind(const char *name, int type, int robust, int proto)
 	EQ(pthread_mutex_trylock(&m), 0, what);
 	EQ(pthread_mutex_unlock(&m), 0, "unlock after trylock");
 
-	/* Timed locks against a holder of 200 ms. */
+	/* Timed locks against a holder that keeps it until told. */
 	pthread_t h;
-	pthread_create(&h, NULL, hold_for, &m);
-	while (pthread_mutex_trylock(&m) == 0)
-		pthread_mutex_unlock(&m); /* until the holder has it */
+	struct holder hd = {&m, 0, 0};
+	pthread_create(&h, NULL, hold_for, &hd);
+	struct timespec ms = {0, 1000000L};
+	while (!__atomic_load_n(&hd.held, __ATOMIC_ACQUIRE))
+		nanosleep(&ms, NULL); /* until the holder has it */
 	uint64_t t0 = now_ns();
 	struct timespec ts = in_ms(CLOCK_REALTIME, 30);
 	snprintf(what, sizeof what, "%s: timedlock on a held lock", name);
@@ -207,6 +223,7 @@ static void mutex_kind(const char *name, int type, int robust, int proto)
 	CHECK(now_ns() - t0 >= 29000000u, "%s: clocklock waited its time",
 	      name);
 	snprintf(what, sizeof what, "%s: lock waits for the holder", name);
+	__atomic_store_n(&hd.release, 1, __ATOMIC_RELEASE);
 	EQ(pthread_mutex_lock(&m), 0, what);
 	EQ(pthread_mutex_unlock(&m), 0, "unlock after the wait");
 	pthread_join(h, NULL);
@@ -241,8 +258,15 @@ static void process_shared(void)
 		return;
 	}
 	init_mutex(m, PTHREAD_MUTEX_NORMAL, 0, 0, 1);
-	int fds[2];
+	/* fds: the child says it holds the lock; go: it may let go (then
+	 * 50 ms later). It let go 200 ms after it took it, which a loaded
+	 * machine could let pass before the trylock below. */
+	int fds[2], go[2];
 	if (pipe(fds)) {
+		CHECK(0, "pipe");
+		return;
+	}
+	if (pipe(go)) {
 		CHECK(0, "pipe");
 		return;
 	}
@@ -250,16 +274,17 @@ static void process_shared(void)
 	if (pid == 0) {
 		pthread_mutex_lock(m);
 		char c = 'x';
-		if (write(fds[1], &c, 1) != 1)
+		if (write(fds[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
 			_exit(2);
-		struct timespec ts = {0, 200 * 1000000L};
+		struct timespec ts = {0, 50 * 1000000L};
 		nanosleep(&ts, NULL);
 		pthread_mutex_unlock(m);
 		_exit(0);
 	}
-	char c;
+	char c = 'g';
 	EQ((int)read(fds[0], &c, 1), 1, "pshared: the child holds it");
 	EQ(pthread_mutex_trylock(m), EBUSY, "pshared: held by the child");
+	EQ((int)write(go[1], &c, 1), 1, "pshared: the child is told to let go");
 	EQ(pthread_mutex_lock(m), 0, "pshared: lock after the child let go");
 	EQ(pthread_mutex_unlock(m), 0, "pshared: unlock");
 	int st;
@@ -267,6 +292,8 @@ static void process_shared(void)
 	EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0, "pshared: child exit");
 	close(fds[0]);
 	close(fds[1]);
+	close(go[0]);
+	close(go[1]);
 	munmap(m, 4096);
 }
 
@@ -325,12 +352,18 @@ static void rwlocks(void)
 static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int flag;
+/* While set, signal_later waits before it signals and ends: the checks
+ * of a join "while it runs" ran against its 50 ms of sleep, which a
+ * loaded machine can let pass before them. */
+static int keep_running; /* atomic */
 
 static void *signal_later(void *arg)
 {
 	(void)arg;
-	struct timespec ts = {0, 50 * 1000000L};
+	struct timespec ts = {0, 50 * 1000000L}, ms = {0, 1000000L};
 	nanosleep(&ts, NULL);
+	while (__atomic_load_n(&keep_running, __ATOMIC_ACQUIRE))
+		nanosleep(&ms, NULL);
 	pthread_mutex_lock(&cm);
 	flag = 1;
 	pthread_cond_signal(&cv);
@@ -379,11 +412,13 @@ static void conds_sems_joins(void)
 	sem_destroy(&s);
 
 	flag = 0;
+	__atomic_store_n(&keep_running, 1, __ATOMIC_RELEASE);
 	pthread_create(&t, NULL, signal_later, NULL);
 	EQ(pthread_tryjoin_np(t, &r), EBUSY, "tryjoin while it runs");
 	ts = in_ms(CLOCK_REALTIME, 10);
 	EQ(pthread_timedjoin_np(t, &r, &ts), ETIMEDOUT,
 	   "timedjoin while it runs");
+	__atomic_store_n(&keep_running, 0, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&cm);
 	while (!flag)
 		pthread_cond_wait(&cv, &cm);
