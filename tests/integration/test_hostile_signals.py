@@ -466,10 +466,21 @@ def test_latch_threads():
     # so what the window holds is checked against their rate.
     t0, latch0, both0 = time.time(), threads_cpu(h.pid, "latch-"), \
         threads_cpu(h.pid, "both-")
-    t, res = in_background(f"{h.base}/profile?seconds=3")
-    ok(until(lambda: h.status().get("threads_sigprof", 0) >= 2, timeout=20),
-       "both latch threads are sampled with SIGPROF", h.status())
-    st = h.status()
+    # 8 s: on a machine at load 20 the collector's first scans of the
+    # threads come late; what /status says is read from the one answer
+    # that shows both latch threads on SIGPROF, while the window is open.
+    win = 8
+    t, res = in_background(f"{h.base}/profile?seconds={win}")
+    seen = {}
+
+    def on_sigprof():
+        seen["st"] = h.status()
+        return seen["st"].get("threads_sigprof", 0) >= 2 and \
+            seen["st"].get("threads_blocking_signal", 0) >= 1
+    ok(until(on_sigprof, timeout=win),
+       "both latch threads are sampled with SIGPROF, the third blocks both",
+       seen.get("st"))
+    st = seen.get("st", {})
     eq(st.get("signal"), "SIGURG+SIGPROF", "/status says both signals")
     ok(st.get("threads_blocking_signal", 0) >= 1,
        "the thread blocking both is counted", st)
@@ -482,20 +493,20 @@ def test_latch_threads():
     eq(h.cmd("read"), "read 0 0 0", "the host read none of pullprof's signals")
     if r and r.status == 200:
         prof = Profile(r.body)
-        # In 3 s at their rate over the round trip (the window is inside
-        # it): at least a third of that, never more than they used.
-        in3 = 3 / max(took, 3)
+        # In the window at their rate over the round trip (the window is
+        # inside it): at least a third of that, never more than they used.
+        inw = win / max(took, win)
         v = stack_value(prof, "latch_work")
-        ok(latch * in3 / 3 < v / 1e9 <= latch * 1.05 + 0.02,
+        ok(latch * inw / 3 < v / 1e9 <= latch * 1.05 + 0.02,
            f"the latch threads' CPU is under latch_work ({v / 1e9:.2f} s; "
            f"they used {latch:.2f} s in the {took:.1f} s round trip)", v)
         ok(thread_samples(prof, "latch-") > 0, "samples of latch-* threads")
         eq(thread_samples(prof, "both-"), 0, "none of the thread blocking both")
         b = frame_value(prof, BLOCKED_FRAME)
-        ok(both * in3 / 3 < b / 1e9 <= both * 1.05 + 0.02,
+        ok(both * inw / 3 < b / 1e9 <= both * 1.05 + 0.02,
            f"its CPU is charged to {BLOCKED_FRAME} ({b / 1e9:.2f} s; it "
            f"used {both:.2f} s in the {took:.1f} s round trip)", b)
-        ok(b < 2.5e9, "and only its CPU (one thread, 3 s)", b)
+        ok(b < (win - 0.5) * 1e9, f"and only its CPU (one thread, {win} s)", b)
         c = " | ".join(comments(prof))
         ok("both SIGURG and SIGPROF" in c, "the note says what it blocks", c)
     ok(idle(h), "sampling is off")

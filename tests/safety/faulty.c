@@ -37,8 +37,9 @@
  *                         ("serving PORT"), waits for FILE.done, stops
  *                         ("stopped"), exits 0. Any failure: exit != 0.
  *   forks N               fork N children one after the other; each starts
- *                         and stops an agent and exits 0 (killed by an
- *                         alarm after 30 s)           -> "forks GOOD of N"
+ *                         and stops an agent and exits 0 (one not ended
+ *                         in 30 s is killed, where its threads waited
+ *                         said)                       -> "forks GOOD of N"
  *                         (under ASan, "; K stuck in libasan" too: below)
  *   stopped               fork a child that stops itself (SIGSTOP) at
  *                         once and exits 0 when continued, for a look at
@@ -46,9 +47,11 @@
  *   wait PID              waitpid                     -> "exit N"
  *   quit                  exit 0 (threads are told to end and joined)
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -347,7 +350,7 @@ static int wait_file(const char *base, const char *suffix, double seconds)
 	return -1;
 }
 
-/* --- ASan's allocator across fork ---------------------------------------
+/* --- A child that does not end -----------------------------------------
  *
  * The ASan runtime of this toolchain (GCC 12's libsanitizer, LLVM 14's)
  * takes no lock of its allocator around fork: a child forked while another
@@ -356,65 +359,106 @@ static int wait_file(const char *base, const char *suffix, double seconds)
  * allocates from it (seen: a child stuck in SizeClassAllocator64::
  * GetFromAllocator, under pullprof_start's calloc, while the parent's
  * lookup thread symbolized). glibc's malloc takes its locks around fork;
- * LLVM's later runtimes do too. A child its alarm finds waiting inside
- * libasan's code exits 4, told apart from a hang anywhere else (the
- * parent reads libasan's text range before it forks: the handler only
- * compares). */
-#if defined(__SANITIZE_ADDRESS__) && defined(__x86_64__)
-#include <link.h>
-#include <ucontext.h>
-static uintptr_t asan_lo, asan_hi;
+ * LLVM's later runtimes do too.
+ *
+ * So the parent watches each child: one not ended after STUCK_S seconds
+ * has each of its threads' place read from /proc/PID/task/TID/syscall
+ * (the system call it waits in and the user PC that made it). A child
+ * one of whose threads waits from inside libasan's code is counted apart
+ * (the agent's thread that allocated first meets the lock; the main
+ * thread then waits for it in pullprof_stop, in libc); any other is a
+ * hang, and where each thread waits is said (dladdr of the PC, the
+ * parent's mappings are the child's). Then the child is killed. */
+#define STUCK_S 30
 
-static int find_asan(struct dl_phdr_info *info, size_t size, void *arg)
+static int find_lib(struct dl_phdr_info *info, size_t size, void *arg)
 {
+	uintptr_t *range = arg;
 	(void)size;
-	(void)arg;
 	if (!info->dlpi_name || !strstr(info->dlpi_name, "libasan"))
 		return 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			asan_lo = info->dlpi_addr + ph->p_vaddr;
-			asan_hi = asan_lo + ph->p_memsz;
+			range[0] = info->dlpi_addr + ph->p_vaddr;
+			range[1] = range[0] + ph->p_memsz;
 		}
 	}
 	return 1;
 }
 
-static void on_stuck(int sig, siginfo_t *si, void *ucv)
+/* Waits up to STUCK_S s for pid. Returns 0 with *st set when it ended; 1
+ * when it did not and one of its threads waits inside libasan; 2 when it
+ * did not (where its threads wait in where[]). Either way it has ended on
+ * return. */
+static int watch_child(pid_t pid, int *st, char *where, size_t n)
 {
-	(void)si;
-	uintptr_t pc =
-	    (uintptr_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
-	if (pc >= asan_lo && pc < asan_hi)
-		_exit(4);
-	signal(sig, SIG_DFL);
-	raise(sig);
+	for (double end = now() + STUCK_S; now() < end; usleep(5000))
+		if (waitpid(pid, st, WNOHANG) == pid)
+			return 0;
+	uintptr_t asan[2] = {0, 0};
+	dl_iterate_phdr(find_lib, asan);
+	int in_asan = 0;
+	size_t len = 0;
+	char dir[32];
+	snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	where[0] = 0;
+	while (d && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[sizeof dir + 280], line[512] = "", comm[32] = "?";
+		snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (fgets(comm, sizeof comm, f))
+				comm[strcspn(comm, "\n")] = 0;
+			fclose(f);
+		}
+		snprintf(path, sizeof path, "%s/%s/syscall", dir, e->d_name);
+		f = fopen(path, "r");
+		if (f) {
+			if (!fgets(line, sizeof line, f))
+				line[0] = 0;
+			fclose(f);
+		}
+		long nr = -1;
+		unsigned long v[8] = {0};
+		uintptr_t pc = 0;
+		if (sscanf(line, "%ld %lx %lx %lx %lx %lx %lx %lx %lx", &nr,
+		           &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+		           &v[7]) == 9)
+			pc = v[7];
+		if (pc && pc >= asan[0] && pc < asan[1])
+			in_asan = 1;
+		Dl_info di;
+		const char *lib = "?", *fn = "?";
+		if (pc && dladdr((void *)pc, &di)) {
+			if (di.dli_fname)
+				lib = strrchr(di.dli_fname, '/')
+				          ? strrchr(di.dli_fname, '/') + 1
+				          : di.dli_fname;
+			if (di.dli_sname)
+				fn = di.dli_sname;
+		}
+		if (len < n)
+			len += (size_t)snprintf(
+			    where + len, n - len, " [%s: %s]", comm,
+			    pc ? "" : (line[0] ? "running" : "unread"));
+		if (pc && len < n) {
+			len--; /* over the ']' */
+			len += (size_t)snprintf(where + len, n - len,
+			                        "syscall %ld at %s %s]", nr,
+			                        lib, fn);
+		}
+	}
+	if (d)
+		closedir(d);
+	kill(pid, SIGKILL);
+	waitpid(pid, st, 0);
+	return in_asan ? 1 : 2;
 }
-
-static void asan_watch_prepare(void)
-{
-	if (!asan_hi)
-		dl_iterate_phdr(find_asan, NULL);
-}
-
-static void asan_watch_child(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_sigaction = on_stuck;
-	sa.sa_flags = SA_SIGINFO;
-	sigaction(SIGALRM, &sa, NULL);
-}
-#else
-static void asan_watch_prepare(void)
-{
-}
-
-static void asan_watch_child(void)
-{
-}
-#endif
 
 static void child(const char *file, const char *dllib)
 {
@@ -589,13 +633,13 @@ int main(void)
 			 * stops an agent of its own and exits; a child stuck
 			 * for 30 s is killed by its alarm. */
 			int good = 0, in_asan = 0, total = atoi(a1);
-			char why[128] = "";
-			asan_watch_prepare();
+			char why[1024] = "";
 			for (int i = 0; i < total; i++) {
 				pid_t pid = fork();
 				if (pid == 0) {
-					asan_watch_child();
-					alarm(30);
+					/* (A backstop, should this process
+					 * die before it reaps the child.) */
+					alarm(10 * STUCK_S);
 					struct pullprof_config cfg;
 					pullprof_config_init(&cfg);
 					cfg.listen = "127.0.0.1:0";
@@ -604,16 +648,24 @@ int main(void)
 					_exit(pullprof_stop() == 0 ? 0 : 3);
 				}
 				int st = 0;
-				if (pid > 0 && waitpid(pid, &st, 0) == pid &&
-				    WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				char where[768] = "";
+				int w = pid > 0 ? watch_child(pid, &st, where,
+				                              sizeof where)
+				                : -1;
+				if (w == 0 && WIFEXITED(st) &&
+				    WEXITSTATUS(st) == 0)
 					good++;
-				else if (pid > 0 && WIFEXITED(st) &&
-				         WEXITSTATUS(st) == 4)
+				else if (w == 1)
 					in_asan++;
+				else if (!why[0] && w == 2)
+					snprintf(
+					    why, sizeof why,
+					    "; the first failure: child %d "
+					    "not ended in %d s, its threads:%s",
+					    i, STUCK_S, where);
 				else if (!why[0])
 					/* The first failure, for the diagnosis:
-					 * 2 start failed, 3 stop failed, signal
-					 * 14 stuck for 30 s. */
+					 * 2 start failed, 3 stop failed. */
 					snprintf(
 					    why, sizeof why,
 					    "; the first failure: child %d %s "
