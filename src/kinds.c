@@ -3,8 +3,7 @@
  * Context: agent.
  *
  * Adding a kind: its folder (producer, settings, its kind.c with the row),
- * one line here, its route in src/http/routes.c, its docs (HACKING.md,
- * "Adding a kind of profile").
+ * one line here, its docs (HACKING.md, "Adding a kind of profile").
  */
 #include "kinds.h"
 
@@ -60,17 +59,20 @@ void pp_kinds_register_atfork(void)
 
 void pp_kinds_status(struct json_object *root)
 {
-	/* "kinds": each row's name and its pprof profiles (the routes its
-	 * tree_merges names, which are their paths below the prefix): the
+	/* "kinds": each row's name and its pprof profiles (its endpoints
+	 * marked merged, by name, which is their path below the prefix): the
 	 * viewer offers these. */
 	struct json_object *kinds = json_object_new_array();
 	for (size_t i = 0; i < pp_kinds_count; i++) {
 		struct json_object *k = json_object_new_object();
 		struct json_object *profiles = json_object_new_array();
-		for (const char *const *m = pp_kinds[i]->tree_merges; m && *m;
-		     m++)
-			json_object_array_add(profiles,
-			                      json_object_new_string(*m));
+		for (const struct pp_endpoint *const *e =
+		         pp_kinds[i]->endpoints;
+		     e && *e; e++)
+			if ((*e)->merged)
+				json_object_array_add(
+				    profiles,
+				    json_object_new_string((*e)->name));
 		json_object_object_add(
 		    k, "name", json_object_new_string(pp_kinds[i]->name));
 		json_object_object_add(k, "profiles", profiles);
@@ -92,12 +94,22 @@ void pp_kinds_metrics(struct pp_buf *b)
 int pp_kinds_tree_merges(const char *route)
 {
 	for (size_t i = 0; i < pp_kinds_count; i++) {
-		const char *const *m = pp_kinds[i]->tree_merges;
-		for (; m && *m; m++)
-			if (strcmp(*m, route) == 0)
+		const struct pp_endpoint *const *e = pp_kinds[i]->endpoints;
+		for (; e && *e; e++)
+			if ((*e)->merged && strcmp((*e)->name, route) == 0)
 				return 1;
 	}
 	return 0;
+}
+
+void pp_kinds_each_endpoint(void (*fn)(const struct pp_endpoint *e, void *arg),
+                            void *arg)
+{
+	for (size_t i = 0; i < pp_kinds_count; i++) {
+		const struct pp_endpoint *const *e = pp_kinds[i]->endpoints;
+		for (; e && *e; e++)
+			fn(*e, arg);
+	}
 }
 
 struct json_object *pp_kind_section(struct json_object *root, const char *key)

@@ -4,8 +4,9 @@
  * src/kinds.c. The agent's lifecycle (start, its failure, stop, fork),
  * /status (and through it the viewer's list of kinds), /metrics and a
  * forked tree's merge loop over the table; nothing else lists the kinds
- * by hand. A kind's routes (and its line on the index
- * page, which is its route's help) are rows of src/http/routes.c.
+ * by hand. A kind's endpoints are its row's too (ask/ask.h: path, help,
+ * window, sample types, how a request becomes a job): the HTTP server's
+ * route table and the index page are made from them.
  * Context: agent.
  */
 #ifndef PP_KINDS_H
@@ -15,18 +16,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ask/ask.h"
 #include "config.h"
 #include "util/buf.h"
 
 struct pp_kind {
 	/* The module, in messages: "cpu", "heap", "mutex and block". */
 	const char *name;
-	/* The routes (pp_routes' names) a follow-mode tree answers by asking
-	 * every member and merging their pprof answers with a pid label:
-	 * NULL-terminated, or NULL for none. These are the kind's pprof
-	 * profiles: /status lists them as its "profiles" (the viewer's
+	/* Its endpoints (ask/ask.h), NULL-terminated, or NULL for none: each
+	 * becomes a route of the server, answered by the one handler of
+	 * every kind. Those marked merged are its pprof profiles: a
+	 * follow-mode tree answers them by merging its members' answers,
+	 * and /status lists them as the kind's "profiles" (the viewer's
 	 * kinds). */
-	const char *const *tree_merges;
+	const struct pp_endpoint *const *endpoints;
 	/* At agent start, in table order, on the thread that starts it:
 	 * take the settings, set up what must exist before the first
 	 * request. 0 or a negative errno with a sentence in err; then the
@@ -66,6 +69,9 @@ void pp_kinds_status(struct json_object *root);
 void pp_kinds_metrics(struct pp_buf *b);
 /* Does a follow-mode tree merge the members' answers for this route? */
 int pp_kinds_tree_merges(const char *route);
+/* Every kind's endpoints, in table order: fn(e, arg) for each. */
+void pp_kinds_each_endpoint(void (*fn)(const struct pp_endpoint *e, void *arg),
+                            void *arg);
 
 /* For the rows' status parts: root's object under key, made when absent
  * (several rows may write into one section, as threadcreate does into

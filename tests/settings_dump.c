@@ -24,12 +24,19 @@ static int print(struct json_object *all)
 
 static int routes(void)
 {
+	char err[200];
+	if (pp_routes_build(err, sizeof err)) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
 	struct json_object *all = json_object_new_array();
 	for (size_t i = 0; i < pp_routes_count; i++) {
 		const struct pp_route *r = &pp_routes[i];
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "path",
 		                       json_object_new_string(r->path));
+		json_object_object_add(o, "name",
+		                       json_object_new_string(r->name));
 		json_object_object_add(o, "methods",
 		                       json_object_new_string(r->methods));
 		json_object_object_add(o, "help",

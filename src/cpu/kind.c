@@ -226,11 +226,14 @@ static void metrics(struct pp_buf *b)
 	    c.exit_periods);
 }
 
-static const char *const tree_merges[] = {"profile", NULL};
+extern const struct pp_endpoint pp_cpu_profile_endpoint;
+extern const struct pp_endpoint pp_cpu_trace_endpoint;
+static const struct pp_endpoint *const endpoints[] = {
+    &pp_cpu_profile_endpoint, &pp_cpu_trace_endpoint, NULL};
 
 const struct pp_kind pp_kind_cpu = {
     .name = "cpu",
-    .tree_merges = tree_merges,
+    .endpoints = endpoints,
     .start = start,
     .stop = pp_cpu_shutdown,
     .forget_in_child = pp_cpu_forget_in_child,

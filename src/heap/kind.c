@@ -340,11 +340,14 @@ static void forget_in_child(void)
 		pp_heap_sampling_set(0, 0);
 }
 
-static const char *const tree_merges[] = {"heap", "allocs", NULL};
+extern const struct pp_endpoint pp_heap_endpoint;
+extern const struct pp_endpoint pp_allocs_endpoint;
+static const struct pp_endpoint *const endpoints[] = {
+    &pp_heap_endpoint, &pp_allocs_endpoint, NULL};
 
 const struct pp_kind pp_kind_heap = {
     .name = "heap",
-    .tree_merges = tree_merges,
+    .endpoints = endpoints,
     .start = start,
     .stop = pp_heap_stop,
     .forget_in_child = forget_in_child,

@@ -13,7 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "args.h"
+#include "ask/args.h"
 #include "handlers.h"
 #include "kinds.h"
 #include "labels/labels.h"

@@ -1,4 +1,5 @@
-/* One handler per endpoint family; the table in routes.c maps paths to them.
+/* One handler per endpoint of no kind, and one for every kind's endpoints;
+ * the table in routes.c maps paths to them.
  * Context: agent.
  */
 #ifndef PP_HANDLERS_H
@@ -17,17 +18,9 @@ enum MHD_Result pp_h_threads(struct pp_request *r);
 enum MHD_Result pp_h_symbol(struct pp_request *r);
 enum MHD_Result pp_h_maps(struct pp_request *r);
 enum MHD_Result pp_h_children(struct pp_request *r);
-enum MHD_Result pp_h_profile(struct pp_request *r);
-enum MHD_Result pp_h_trace(struct pp_request *r);
-enum MHD_Result pp_h_goroutine(struct pp_request *r);
-enum MHD_Result pp_h_wall(struct pp_request *r);
-enum MHD_Result pp_h_threadcreate(struct pp_request *r);
-enum MHD_Result pp_h_mutex(struct pp_request *r);
-enum MHD_Result pp_h_block(struct pp_request *r);
-enum MHD_Result pp_h_fgprof(struct pp_request *r);
-enum MHD_Result pp_h_heap(struct pp_request *r);
-enum MHD_Result pp_h_allocs(struct pp_request *r);
 enum MHD_Result pp_h_ui(struct pp_request *r);
+/* Every kind's endpoints (r->route->endpoint). */
+enum MHD_Result pp_h_kind(struct pp_request *r);
 enum MHD_Result pp_h_metrics(struct pp_request *r);
 
 #endif

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
+#include "ask/args.h"
 #include "record/record.h"
 
 struct each_ctx {
@@ -35,6 +35,14 @@ static void conn_each(const struct pp_args *a, pp_args_fn fn, void *arg)
 static struct pp_args args_of(struct pp_request *r)
 {
 	struct pp_args a = {conn_each, NULL, r->conn};
+	return a;
+}
+
+struct pp_args pp_query_args(struct pp_request *r)
+{
+	struct pp_args a = args_of(r);
+	a.accept_encoding = MHD_lookup_connection_value(
+	    r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
 	return a;
 }
 

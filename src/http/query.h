@@ -7,8 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ask/args.h"
 #include "profile/render.h"
 #include "routes.h"
+
+/* The request's query arguments and Accept-Encoding, for the rules of
+ * ask/args.h and ask/ask.h. */
+struct pp_args pp_query_args(struct pp_request *r);
 
 /* The whole number `name` (def when absent) in min..max. A value that is
  * empty, not a plain decimal number, out of range, or given twice with

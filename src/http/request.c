@@ -34,6 +34,22 @@ static int method_allowed(const struct pp_route *rt, const char *method)
 	return 0;
 }
 
+/* The route named name (only one answered beside Go's paths, with
+ * beside_go): 1 with r->route and friends set, else 0. */
+static int set_route(struct pp_request *r, const char *name, int beside_go)
+{
+	for (size_t i = 0; i < pp_routes_count; i++) {
+		if (strcmp(pp_routes[i].name, name) == 0 &&
+		    (!beside_go || pp_routes[i].beside_go)) {
+			r->route = &pp_routes[i];
+			r->counter = (unsigned)i;
+			r->kind = pp_routes[i].kind;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Match r->url against the table: sets r->route and friends; returns the
  * path below the prefix, or NULL when the url is outside the prefix. */
 static const char *match(struct pp_request *r, const char *prefix)
@@ -45,29 +61,16 @@ static const char *match(struct pp_request *r, const char *prefix)
 	if (metrics && strcmp(url, metrics) == 0) {
 		/* PULLPROF_METRICS_PATH: outside the prefix (config.c makes
 		 * sure), the metrics route under another name. */
-		for (size_t i = 0; i < pp_routes_count; i++) {
-			if (pp_routes[i].handler == pp_h_metrics) {
-				r->route = &pp_routes[i];
-				r->counter = (unsigned)i;
-				r->kind = pp_routes[i].kind;
-			}
-		}
+		set_route(r, "metrics", 0);
 		return url;
 	}
 	if (plen >= 6 && strcmp(prefix + plen - 6, "/pprof") == 0 &&
-	    strncmp(url, prefix, plen - 6) == 0 &&
-	    strcmp(url + plen - 6, "/fgprof") == 0) {
-		/* fgprof's path beside Go's: <p>/debug/fgprof for the prefix
-		 * <p>/debug/pprof, where the scrapers' fgprof job asks. */
-		for (size_t i = 0; i < pp_routes_count; i++) {
-			if (pp_routes[i].handler == pp_h_fgprof) {
-				r->route = &pp_routes[i];
-				r->counter = (unsigned)i;
-				r->kind = pp_routes[i].kind;
-			}
-		}
+	    strncmp(url, prefix, plen - 6) == 0 && url[plen - 6] == '/' &&
+	    set_route(r, url + plen - 5, 1))
+		/* <p>/debug/NAME for the prefix <p>/debug/pprof, for the
+		 * routes also answered beside Go's (fgprof's, where the
+		 * scrapers' fgprof job asks). */
 		return url + plen - 6;
-	}
 	if (strncmp(url, prefix, plen) != 0 ||
 	    (url[plen] != 0 && url[plen] != '/'))
 		return NULL;

@@ -1,18 +1,24 @@
 /* The routing table: which paths exist and who answers them (request.c
- * runs a request through it).
+ * runs a request through it), made once from the endpoints of no kind here
+ * and every kind's endpoints (kinds.h).
  * Context: agent.
  */
 #include "routes.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+
 #include "handlers.h"
+#include "kinds.h"
 #include "server.h"
 #include "tree.h"
 
 #define GET_HEAD "GET, HEAD"
-/* About 250k addresses of "0x7f0123456789+". */
 
-/* Every endpoint, in the order the index lists them. */
-const struct pp_route pp_routes[] = {
+/* The endpoints of no kind, in the order the index lists them: these, the
+ * kinds' (kinds.h, in table order), then those of post[]. */
+static const struct pp_route pre[] = {
     {
         .path = "/",
         .name = "index",
@@ -91,30 +97,9 @@ const struct pp_route pp_routes[] = {
                 "(PULLPROF_FORK=follow: the forked children with their "
                 "pids; ?pid=N on any endpoint asks one of them)",
     },
-    {
-        .path = "/profile",
-        .name = "profile",
-        .window = 30,
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_profile,
-        .link = "profile?seconds=30",
-        .help = "CPU profile of the next seconds (default 30) sampled at hz "
-                "(default 100), gzipped pprof: go tool pprof reads it",
-    },
-    {
-        .path = "/trace",
-        .name = "trace",
-        .window = 1,
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_trace,
-        .link = "trace?seconds=5",
-        .help = "a Perfetto trace of the next seconds (default 1, as Go's): "
-                "every CPU sample at its time on its thread's track "
-                "(wall=1 adds every thread's state, heap=1 a heap "
-                "snapshot); opens in ui.perfetto.dev",
-    },
+};
+
+static const struct pp_route post[] = {
     {
         .path = "/record",
         .name = "record",
@@ -148,94 +133,6 @@ const struct pp_route pp_routes[] = {
         .link = "record",
         .help = "POST ?reason=...&last=N: keep the record's last N seconds "
                 "(default 60) aside under an id, read with ?recording=ID",
-    },
-    {
-        .path = "/heap",
-        .name = "heap",
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_heap,
-        .link = "heap",
-        .help = "sampled heap profile: memory in use and allocated so far, "
-                "by stack (?seconds=N: the change over N seconds; "
-                "?peak=1: what was live at the highest point)",
-    },
-    {
-        .path = "/allocs",
-        .name = "allocs",
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_allocs,
-        .link = "allocs",
-        .help = "the heap profile with allocated space as its default view "
-                "(same parameters as heap)",
-    },
-    {
-        .path = "/goroutine",
-        .name = "goroutine",
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_goroutine,
-        .link = "goroutine?debug=2",
-        .help = "thread dump: every thread's stack now, read without "
-                "stopping or signalling it (Go's path; each goroutine is a "
-                "thread); debug=1 grouped, debug=2 a block per thread, "
-                "seconds=N the change",
-    },
-    {
-        .path = "/threadcreate",
-        .name = "threadcreate",
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_threadcreate,
-        .link = "threadcreate?debug=1",
-        .help = "the stacks that created threads since the agent started, "
-                "a count each (Go's threadcreate); seconds=N the change",
-    },
-    {
-        .path = "/mutex",
-        .name = "mutex",
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_mutex,
-        .link = "mutex?debug=1",
-        .help = "lock contention by the stacks that held the locks others "
-                "waited for, weighted by the wait (Go's mutex profile; "
-                "PULLPROF_MUTEX_RATE); seconds=N the change",
-    },
-    {
-        .path = "/block",
-        .name = "block",
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_block,
-        .link = "block?debug=1",
-        .help = "where threads waited for locks, condition variables, "
-                "semaphores and joins, weighted by the wait (Go's block "
-                "profile; PULLPROF_BLOCK_RATE); seconds=N the change",
-    },
-    {
-        .path = "/wall",
-        .name = "wall",
-        .window = 30,
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_wall,
-        .link = "wall?seconds=30",
-        .help = "wall-clock profile of the next seconds (default 30) at hz "
-                "(default 99): every thread, running or blocked, labelled "
-                "with its state",
-    },
-    {
-        .path = "/fgprof",
-        .name = "fgprof",
-        .window = 30,
-        .methods = GET_HEAD,
-        .kind = PP_ROUTE_PROFILE,
-        .handler = pp_h_fgprof,
-        .link = "fgprof?seconds=30",
-        .help = "the wall-clock profile with fgprof's sample types; also at "
-                "/debug/fgprof when the prefix is /debug/pprof",
     },
     {
         .path = "/symbol",
@@ -274,7 +171,61 @@ const struct pp_route pp_routes[] = {
                 "none; separate debug file; file deleted or replaced)",
     },
 };
-const size_t pp_routes_count = sizeof pp_routes / sizeof pp_routes[0];
+#define N(a) (sizeof a / sizeof a[0])
 
-_Static_assert(sizeof pp_routes / sizeof pp_routes[0] <= PP_MAX_ROUTES,
-               "raise PP_MAX_ROUTES");
+struct pp_route pp_routes[PP_MAX_ROUTES];
+size_t pp_routes_count;
+static size_t kind_routes;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void add(const struct pp_route *rt)
+{
+	if (pp_routes_count < PP_MAX_ROUTES)
+		pp_routes[pp_routes_count] = *rt;
+	pp_routes_count++;
+}
+
+/* A kind's endpoint as a route: answered by the one handler of every kind
+ * (h_kind.c); a window's requests wait, a snapshot's are made at once on
+ * the pipeline. */
+static void add_endpoint(const struct pp_endpoint *e, void *arg)
+{
+	(void)arg;
+	struct pp_route rt = {
+	    .path = e->path,
+	    .name = e->name,
+	    .methods = GET_HEAD,
+	    .kind = PP_ROUTE_PROFILE,
+	    .handler = pp_h_kind,
+	    .link = e->link,
+	    .help = e->help,
+	    .window = e->window,
+	    .beside_go = e->beside_go,
+	    .endpoint = e,
+	};
+	add(&rt);
+	kind_routes++;
+}
+
+static void build(void)
+{
+	for (size_t i = 0; i < N(pre); i++)
+		add(&pre[i]);
+	pp_kinds_each_endpoint(add_endpoint, NULL);
+	for (size_t i = 0; i < N(post); i++)
+		add(&post[i]);
+}
+
+int pp_routes_build(char *err, size_t errlen)
+{
+	pthread_once(&once, build);
+	if (pp_routes_count > PP_MAX_ROUTES) {
+		snprintf(
+		    err, errlen,
+		    "%zu routes (%zu of them the kinds' endpoints) are more "
+		    "than the server counts (PP_MAX_ROUTES, %d)",
+		    pp_routes_count, kind_routes, PP_MAX_ROUTES);
+		return -ENOSPC;
+	}
+	return 0;
+}

@@ -16,6 +16,7 @@
 struct pp_server;
 struct pp_request;
 struct pp_job;
+struct pp_endpoint;
 
 /* What kind of answer an endpoint gives decides how its errors look
  * (DESIGN.md): profile and page endpoints answer text/plain with
@@ -45,10 +46,21 @@ struct pp_route {
 	 * default, and how long a forked tree waits for its members); 0: a
 	 * snapshot. */
 	unsigned window;
+	/* Also answered at <p>/debug/NAME when the prefix is <p>/debug/pprof
+	 * (fgprof's path beside Go's). */
+	int beside_go;
+	/* A kind's endpoint (ask/ask.h), which the route is made from and
+	 * pp_h_kind answers; NULL for the routes of no kind. */
+	const struct pp_endpoint *endpoint;
 };
 
-extern const struct pp_route pp_routes[];
-extern const size_t pp_routes_count;
+/* The table, made once by pp_routes_build (every server's start calls it
+ * before it serves). */
+extern struct pp_route pp_routes[];
+extern size_t pp_routes_count;
+/* 0, or -ENOSPC with a sentence when the kinds have more endpoints than
+ * the server counts. Any thread; idempotent. */
+int pp_routes_build(char *err, size_t errlen);
 
 /* One per request, from its first header to its completion. */
 struct pp_request {

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "agent_threads.h"
-#include "args.h"
+#include "ask/args.h"
 #include "conns.h"
 #include "error.h"
 #include "lookup.h"
@@ -398,8 +398,10 @@ int pp_server_start(const struct pp_config *cfg,
                     const struct pp_agent_facts *facts, struct pp_server **out,
                     char *err, size_t errlen)
 {
+	int rc = pp_routes_build(err, errlen);
+	if (rc)
+		return rc;
 	struct pp_server *s = calloc(1, sizeof *s);
-	int rc;
 
 	if (!s)
 		return -ENOMEM;

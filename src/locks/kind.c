@@ -74,11 +74,14 @@ static void metrics(struct pp_buf *b)
 	              s.waiting);
 }
 
-static const char *const tree_merges[] = {"mutex", "block", NULL};
+extern const struct pp_endpoint pp_mutex_endpoint;
+extern const struct pp_endpoint pp_block_endpoint;
+static const struct pp_endpoint *const endpoints[] = {&pp_mutex_endpoint,
+                                                      &pp_block_endpoint, NULL};
 
 const struct pp_kind pp_kind_locks = {
     .name = "mutex and block",
-    .tree_merges = tree_merges,
+    .endpoints = endpoints,
     .start = start,
     .stop = pp_locks_stop,
     .forget_in_child = pp_locks_forget_in_child,

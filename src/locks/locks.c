@@ -476,14 +476,14 @@ static void block_note(const void *query, int delta, struct pp_profile *p)
 }
 
 static const struct pp_counts mutex_counts = {
-    .query_size = sizeof(struct pp_dump_query),
+    .query_size = sizeof(struct pp_counts_query),
     .check = mutex_check,
     .snapshot = mutex_snapshot,
     .note = mutex_note,
 };
 
 static const struct pp_counts block_counts = {
-    .query_size = sizeof(struct pp_dump_query),
+    .query_size = sizeof(struct pp_counts_query),
     .check = block_check,
     .snapshot = block_snapshot,
     .note = block_note,

@@ -14,6 +14,15 @@
 #include "profile/job.h"
 #include "profile/model.h"
 
+/* The query of the kinds of counts whose ask is pp_ask_counts (ask.h):
+ * the thread dump (debug 0, 1 grouped stacks, 2 a block per thread),
+ * threadcreate, mutex and block (debug 0 or 1); seconds > 0: the change
+ * over that many seconds. */
+struct pp_counts_query {
+	unsigned debug;
+	unsigned seconds;
+};
+
 struct pp_counts {
 	/* The producer's query struct, copied for the job. The window is
 	 * the job's (pp_job_seconds): 0 for counts since the start. */

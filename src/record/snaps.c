@@ -85,7 +85,7 @@ static int take(enum pp_record_kind k, struct pp_profile **out, char *why,
 	}
 	struct pp_producer *prod =
 	    k == PP_RK_MUTEX ? &pp_mutex_producer : &pp_block_producer;
-	struct pp_dump_query q = {0};
+	struct pp_counts_query q = {0};
 	if (prod->counts->check && prod->counts->check(&q, why, len))
 		return -ENOTSUP;
 	return prod->counts->snapshot(&q, out);

@@ -215,7 +215,7 @@ static void tc_note(const void *query, int delta, struct pp_profile *p)
 }
 
 static const struct pp_counts tc_counts = {
-    .query_size = sizeof(struct pp_dump_query),
+    .query_size = sizeof(struct pp_counts_query),
     .check = tc_check,
     .snapshot = tc_snapshot,
     .note = tc_note,

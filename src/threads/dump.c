@@ -331,7 +331,7 @@ static int dump_check(const void *query, char *err, size_t errlen)
 
 static int dump_snapshot(const void *query, struct pp_profile **out)
 {
-	const struct pp_dump_query *q = query;
+	const struct pp_counts_query *q = query;
 	char err[120];
 	int rc = pp_threads_unwind_ready(err, sizeof err);
 	return rc ? rc : dump(q->debug == 2, out);
@@ -348,7 +348,7 @@ static void dump_note(const void *query, int delta, struct pp_profile *p)
 }
 
 static const struct pp_counts dump_counts = {
-    .query_size = sizeof(struct pp_dump_query),
+    .query_size = sizeof(struct pp_counts_query),
     .check = dump_check,
     .snapshot = dump_snapshot,
     .note = dump_note,

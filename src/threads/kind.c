@@ -93,11 +93,14 @@ static void metrics(struct pp_buf *b)
 	    ts.denied);
 }
 
-static const char *const tree_merges[] = {"goroutine", "wall", "fgprof", NULL};
+extern const struct pp_endpoint pp_goroutine_endpoint, pp_wall_endpoint,
+    pp_fgprof_endpoint, pp_threadcreate_endpoint;
+static const struct pp_endpoint *const endpoints[] = {
+    &pp_goroutine_endpoint, &pp_wall_endpoint, &pp_fgprof_endpoint, NULL};
 
 const struct pp_kind pp_kind_threads = {
     .name = "threads",
-    .tree_merges = tree_merges,
+    .endpoints = endpoints,
     .start = start,
     .stop = pp_threads_shutdown,
     .forget_in_child = pp_threads_forget_in_child,
@@ -126,11 +129,12 @@ static void threadcreate_status(struct json_object *root)
 	                       tc);
 }
 
-static const char *const threadcreate_tree[] = {"threadcreate", NULL};
+static const struct pp_endpoint *const threadcreate_endpoints[] = {
+    &pp_threadcreate_endpoint, NULL};
 
 const struct pp_kind pp_kind_threadcreate = {
     .name = "threadcreate",
-    .tree_merges = threadcreate_tree,
+    .endpoints = threadcreate_endpoints,
     .start = threadcreate_start,
     .stop = pp_threadcreate_stop,
     .forget_in_child = pp_threadcreate_forget_in_child,

@@ -27,12 +27,7 @@ void pp_threads_shutdown(void);
 /* In a forked child (async-signal-safe). */
 void pp_threads_forget_in_child(void);
 
-/* /goroutine: debug 0 (pprof and the formats), 1 (grouped stacks), 2 (a
- * block per thread); seconds > 0: the change over that many seconds. */
-struct pp_dump_query {
-	unsigned debug;
-	unsigned seconds;
-};
+/* /goroutine: a struct pp_counts_query (profile/counts.h). */
 extern struct pp_producer pp_dump_producer;
 
 /* /threadcreate (the same query: seconds; debug 0 or 1). */

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 
 #include "config.h"
-#include "http/args.h"
+#include "ask/args.h"
 #include "util/cidr.h"
 #include "util/when.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/args.h"
+#include "ask/args.h"
 #include "http/symbol_body.h"
 #include "util/buf.h"
 

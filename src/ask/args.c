@@ -1,7 +1,7 @@
 /* Query-string parameters, as pure functions of a pp_args.
  * Context: agent.
  */
-#include "args.h"
+#include "ask/args.h"
 
 #include <errno.h>
 #include <limits.h>
