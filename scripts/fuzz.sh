@@ -51,7 +51,7 @@ if [ -z "$profile" ]; then
 	echo "fuzz.sh: no libpp_profile_la_SOURCES in $src/Makefile.am" >&2
 	exit 1
 fi
-sources="$profile src/util/cidr.c src/config.c src/http/args.c
+sources="$profile src/util/cidr.c src/config.c src/ask/args.c
   src/http/symbol_body.c"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
   -include $build/pp-autoconf.h -I$src/src -I$src/include"

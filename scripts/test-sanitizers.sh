@@ -90,12 +90,12 @@ for san in $sans; do
 		# What the plain run alone needs to run (scripts/test.sh runs
 		# every test there): the docs and the pages, whose code is the
 		# same in every build and whose endpoints the other tests
-		# exercise; and under TSan, whose runs are the slowest, the soak
+		# exercise, and the new kind, which builds a plain copy; and under TSan, whose runs are the slowest, the soak
 		# tests and the real servers under load, which the ASan run
 		# keeps. A test named in TESTS runs whatever this says.
 		tests=${TESTS:-}
 		if [ -z "$tests" ]; then
-			leave="test_docs test_viewer"
+			leave="test_docs test_viewer test_new_kind"
 			[ "$san" = tsan ] && leave="$leave test_stability test_flood test_scrapers test_servers test_redis"
 			all=$(cd "$dir" && printf 'pp-print-tests:\n\t@echo $(TESTS)\n' |
 				make -s --no-print-directory -f Makefile -f - pp-print-tests)

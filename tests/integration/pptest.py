@@ -471,6 +471,15 @@ def until(pred, timeout=30):
     return False
 
 
+def routes():
+    """The agent's routing table as it makes it (the routes of no kind and
+    every kind's endpoints): [{"path", "name", "methods", "help"}], from
+    tests/settings_dump --routes."""
+    return json.loads(subprocess.run(
+        [os.path.join(BUILD, "tests", "settings_dump"), "--routes"],
+        capture_output=True, text=True, check=True).stdout)
+
+
 def find_protos():
     """$PP_PERFETTO_PROTOS, or shared/perfetto-protos beside the source tree
     or beside any directory above it (distcheck builds deep inside)."""

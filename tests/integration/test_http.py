@@ -1,14 +1,13 @@
 """HTTP behaviour of the agent in a linked host: index, status, cmdline,
 errors, methods, redirects, prefixes, IPv6. Real process, real curl."""
 import datetime
-import json
 import os
 import re
 import socket
-import subprocess
 import time
 
-from pptest import (BUILD, HOST, SRC, Host, curl, eq, ipv6_loopback, ok, run,
+import pptest
+from pptest import (HOST, SRC, Host, curl, eq, ipv6_loopback, ok, run,
                     skip, version)
 
 ARGS = ("--flag", "with space", "", "ünï")
@@ -125,9 +124,7 @@ def test_status_counters():
     eq(after["total"] - before["total"], 6, "requests.total is the sum")
     # The table as the agent makes it (the routes of no kind and every
     # kind's endpoints), from tests/settings_dump.
-    names = [rt["name"] for rt in json.loads(subprocess.run(
-        [os.path.join(BUILD, "tests", "settings_dump"), "--routes"],
-        capture_output=True, text=True, check=True).stdout)]
+    names = [rt["name"] for rt in pptest.routes()]
     ok(len(names) >= 8, "found the routing table", names)
     eq(sorted(a), sorted(names + ["other"]),
        "every endpoint of the routing table has counters")

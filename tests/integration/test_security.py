@@ -21,17 +21,14 @@ import warnings
 # must be imported before the first line of TAP, or the TAP is printed
 # twice (226 checks counted as errors in a run of scripts/test.sh).
 from cdp import Browser, CDPError, find_chromium
+import pptest  # noqa: E402
 from pptest import (BUILD, Host, Proc, SRC, curl, eq, go_pprof, ipv6_loopback,
                     ok, preload_env, run, skip, until)
 
 BURN = os.path.join(BUILD, "tests", "cpu", "burn")
 TOKEN = "t0ken-for-the-tests-123"
-ROUTES = os.path.join(SRC, "src", "http", "routes.c")
-
-
 def route_paths():
-    with open(ROUTES) as f:
-        return re.findall(r'\.path = "([^"]+)"', f.read())
+    return [rt["path"] for rt in pptest.routes()]
 
 
 def burn(env, threads=1, seconds=600):
