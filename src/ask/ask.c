@@ -84,11 +84,13 @@ int pp_ask_begin(const struct pp_endpoint *e, const struct pp_args *a,
 		    err, errlen);
 	if (rc)
 		return rc;
-	rc = e->record == PP_ASK_RECORD_SAMPLES
-	         ? pp_record_range_parse(last, start, end, rec, &ask->range,
-	                                 err, errlen)
-	         : pp_record_range_parse_snaps(last, start, end, rec,
-	                                       &ask->range, err, errlen);
+	if (!ask->past) {
+		snprintf(err, errlen, "the record is not part of this build");
+		ask->status = PP_ASK_NOT_FOUND;
+		return -ENOTSUP;
+	}
+	rc = ask->past->parse(e->record == PP_ASK_RECORD_SNAPS, last, start,
+	                      end, rec, ask->range, err, errlen);
 	ask->status = rc == -ENOTSUP || rc == -ENOENT ? PP_ASK_NOT_FOUND
 	              : rc == -ERANGE                 ? PP_ASK_RANGE
 	                                              : PP_ASK_BAD_REQUEST;
@@ -96,30 +98,22 @@ int pp_ask_begin(const struct pp_endpoint *e, const struct pp_args *a,
 		return rc;
 	ask->status = PP_ASK_BAD_REQUEST;
 	ask->from_record = 1;
-	ask->snap.range = ask->range;
-	ask->snap.kind = (enum pp_record_kind)e->snaps;
 	return 0;
 }
 
 void pp_ask_samples(struct pp_ask *ask)
 {
-	ask->rq.producer = &pp_record_producer;
-	ask->rq.query = &ask->range;
+	ask->past->samples(ask->range, &ask->rq, ask->query, sizeof ask->query);
 }
 
-int pp_ask_snaps(const struct pp_endpoint *e, struct pp_ask *ask, char *err,
-                 size_t errlen)
+int pp_ask_snaps(const struct pp_endpoint *e, struct pp_ask *ask, int state,
+                 int allocs, char *err, size_t errlen)
 {
-	(void)e;
-	int rc = pp_record_snaps_check(ask->snap.kind, &ask->snap.range, err,
-	                               errlen);
-	if (rc) {
+	int rc = ask->past->snaps(e->snaps, ask->range, state, allocs, &ask->rq,
+	                          ask->query, sizeof ask->query, err, errlen);
+	if (rc)
 		ask->status = rc == -ENOTSUP ? PP_ASK_NOT_FOUND : PP_ASK_RANGE;
-		return rc;
-	}
-	ask->rq.producer = &pp_record_snap_producers[ask->snap.kind];
-	ask->rq.query = &ask->snap;
-	return 0;
+	return rc;
 }
 
 int pp_ask_window(const struct pp_endpoint *e, const struct pp_args *a,
@@ -161,7 +155,7 @@ int pp_ask_counts(const struct pp_endpoint *e, const struct pp_args *a,
 		                  err, errlen) ||
 		    pp_ask_render(e, a, ask, err, errlen))
 			return -EINVAL;
-		return pp_ask_snaps(e, ask, err, errlen);
+		return pp_ask_snaps(e, ask, 0, 0, err, errlen);
 	}
 	if (pp_ask_window(e, a, cfg, &q->seconds, err, errlen) ||
 	    pp_args_uint(a, "debug", 0, 0, e->max_debug, &q->debug, err,

@@ -25,8 +25,8 @@
 #include <stddef.h>
 
 #include "ask/args.h"
+#include "kind.h"
 #include "profile/job.h"
-#include "record/record.h"
 
 struct pp_config;
 
@@ -35,53 +35,28 @@ struct pp_config;
 #define PP_ASK_NOT_FOUND 404
 #define PP_ASK_RANGE 416
 
-/* What the record keeps for an endpoint's kind. */
-enum pp_ask_record {
-	PP_ASK_NO_RECORD = 0,  /* nothing: last= and friends are refused */
-	PP_ASK_RECORD_SAMPLES, /* CPU samples: any range */
-	PP_ASK_RECORD_SNAPS    /* periodic snapshots (heap, mutex, block) */
-};
-
-struct pp_ask;
-struct pp_endpoint;
-
-typedef int (*pp_ask_fn)(const struct pp_endpoint *e, const struct pp_args *a,
-                         const struct pp_config *cfg, struct pp_ask *ask,
-                         char *err, size_t errlen);
-
-/* One profile endpoint of a kind, below the prefix. */
-struct pp_endpoint {
-	const char *path; /* "/profile" */
-	const char *name; /* "profile": counters, /status, ?pid= merges */
-	const char *link; /* what the index links to: "profile?seconds=30" */
-	const char *help; /* one line for the index */
-	/* A window's length when seconds= is not given (and how long a
-	 * forked tree waits for its members); 0: a snapshot, where
-	 * seconds=N asks for the change over N. */
-	unsigned window;
-	/* The profile's sample types, '|'-separated (sample_index=). */
-	const char *types;
-	int render; /* PP_RENDER_* the endpoint allows */
-	enum pp_ask_record record;
-	/* With PP_ASK_NO_RECORD: why last= and friends do not apply (NULL: a
-	 * sentence by the window). */
-	const char *no_record;
-	/* Its pprof answers are merged over a follow-mode tree's members
-	 * (with a pid label), and the viewer offers it as a kind. */
-	int merged;
-	/* Also answered at <p>/debug/NAME when the prefix is <p>/debug/pprof
-	 * (fgprof's path beside Go's, where the scrapers' fgprof job asks). */
-	int beside_go;
-	/* A variant for a shared ask (heap or allocs, wall or fgprof). */
-	int variant;
-	/* The producer of a new profile, for the asks that take it from here
-	 * (pp_ask_counts), and the highest debug= (Go's text: 1; the thread
-	 * dump's block per thread: 2). */
-	struct pp_producer *producer;
-	unsigned max_debug;
-	/* With PP_ASK_RECORD_SNAPS: the record's kind (PP_RK_*). */
-	int snaps;
-	pp_ask_fn ask;
+/* What a read of the past needs of the record: record/past.c provides it
+ * and the handler hands it over in the ask, so that no ask names a record
+ * function. */
+struct pp_ask_past {
+	/* last=, start=, end=, recording= (NULL: absent) into range (the
+	 * snapshots' rules with snaps). 0, or -EINVAL, -ENOTSUP or -ENOENT
+	 * (the record is off, no such saving: 404), -ERANGE (a range it does
+	 * not hold: 416), with a sentence in err. */
+	int (*parse)(int snaps, const char *last, const char *start,
+	             const char *end, const char *recording, void *range,
+	             char *err, size_t errlen);
+	/* The CPU samples over range: rq's producer and query (in q, qlen
+	 * bytes of room). */
+	void (*samples)(const void *range, struct pp_job_request *rq, void *q,
+	                size_t qlen);
+	/* The snapshots of a kind ("heap", "mutex", "block") over range
+	 * (state: the kind as of the range's end; allocs: heap's allocated
+	 * view): checks what the record holds (-ENOTSUP: 404, else 416, a
+	 * sentence in err) and sets rq's producer and query (in q). */
+	int (*snaps)(const char *kind, const void *range, int state, int allocs,
+	             struct pp_job_request *rq, void *q, size_t qlen, char *err,
+	             size_t errlen);
 };
 
 /* What an ask hands back: the job to open, and room for the producer's
@@ -89,10 +64,11 @@ struct pp_endpoint {
 struct pp_ask {
 	struct pp_job_request rq;
 	unsigned status; /* on an error: the HTTP status */
+	/* The record's side of a read of the past (set by the handler). */
+	const struct pp_ask_past *past;
 	/* From pp_ask_begin: a read of the record, and its range. */
 	int from_record;
-	struct pp_record_range range;
-	struct pp_record_snap_query snap;
+	alignas(max_align_t) unsigned char range[64];
 	alignas(max_align_t) unsigned char query[256];
 };
 
@@ -105,20 +81,21 @@ struct pp_ask {
 
 /* Step 1. sampling: the endpoint's own parameters of a new window
  * ("seconds|hz"), which do not combine with a read of the record. Sets
- * ask->from_record and ask->range (and, for snapshots, ask->snap's range
- * and kind, e->snaps). 0, or a negative errno (status 400, 404: the
- * record is off or holds no such saving, 416: a range it does not hold). */
+ * ask->from_record and ask->range. 0, or a negative errno (status 400,
+ * 404: the record is off or holds no such saving, 416: a range it does not
+ * hold). */
 int pp_ask_begin(const struct pp_endpoint *e, const struct pp_args *a,
                  const char *sampling, struct pp_ask *ask, char *err,
                  size_t errlen);
 /* After pp_ask_begin found a read of the CPU samples: points ask->rq at
  * the record's producer. */
 void pp_ask_samples(struct pp_ask *ask);
-/* After pp_ask_begin found a read of the snapshots: checks the range
- * against what the record holds and points ask->rq at the snapshot
- * producer (status 404 or 416 on an error). */
-int pp_ask_snaps(const struct pp_endpoint *e, struct pp_ask *ask, char *err,
-                 size_t errlen);
+/* After pp_ask_begin found a read of the snapshots (of e->snaps): checks
+ * the range against what the record holds and points ask->rq at the
+ * snapshot producer (status 404 or 416 on an error). state: the kind as of
+ * the range's end, not its change; allocs: heap's allocated view. */
+int pp_ask_snaps(const struct pp_endpoint *e, struct pp_ask *ask, int state,
+                 int allocs, char *err, size_t errlen);
 /* seconds=: e->window by default (capped at the longest window) from 1 up,
  * or for a snapshot endpoint 0 (now) up to the longest window. */
 int pp_ask_window(const struct pp_endpoint *e, const struct pp_args *a,

@@ -6,8 +6,9 @@
  */
 #include <string.h>
 
+#include "config.h"
 #include "cpu/cpu.h"
-#include "kinds.h"
+#include "kind.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 #include "util/prom.h"

@@ -35,9 +35,8 @@ static int ask_heap(const struct pp_endpoint *e, const struct pp_args *a,
 		    pp_args_uint(a, "state", 0, 0, 1, &state, err, errlen) ||
 		    pp_ask_render(e, a, ask, err, errlen))
 			return -EINVAL;
-		ask->snap.state = (int)state;
-		ask->snap.allocs = e->variant == PP_HEAP_ALLOCS;
-		return pp_ask_snaps(e, ask, err, errlen);
+		return pp_ask_snaps(e, ask, (int)state,
+		                    e->variant == PP_HEAP_ALLOCS, err, errlen);
 	}
 	/* gc: Go clients ask for a collection first; there is none here, the
 	 * value is checked and otherwise ignored. */
@@ -90,7 +89,7 @@ const struct pp_endpoint pp_heap_endpoint = {
             "was live at the highest point)",
     .types = HEAP_TYPES,
     .record = PP_ASK_RECORD_SNAPS,
-    .snaps = PP_RK_HEAP,
+    .snaps = "heap",
     .merged = 1,
     .variant = PP_HEAP_INUSE,
     .ask = ask_heap,
@@ -104,7 +103,7 @@ const struct pp_endpoint pp_allocs_endpoint = {
             "(same parameters as heap)",
     .types = HEAP_TYPES,
     .record = PP_ASK_RECORD_SNAPS,
-    .snaps = PP_RK_HEAP,
+    .snaps = "heap",
     .merged = 1,
     .variant = PP_HEAP_ALLOCS,
     .ask = ask_heap,

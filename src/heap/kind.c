@@ -5,13 +5,14 @@
  * both.
  * Context: agent.
  */
+#include "kind.h"
+#include "config.h"
 #include "error.h"
 #include "fork/fork.h"
 #include "heap/detect.h"
 #include "heap/heap.h"
 #include "heap/sample.h"
 #include "heap/table.h"
-#include "kinds.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 #include "util/prom.h"

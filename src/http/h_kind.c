@@ -9,6 +9,7 @@
 #include "ask/ask.h"
 #include "handlers.h"
 #include "query.h"
+#include "record/record.h"
 #include "respond.h"
 
 enum MHD_Result pp_h_kind(struct pp_request *r)

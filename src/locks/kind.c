@@ -5,7 +5,8 @@
  * and /block; a forked tree merges both.
  * Context: agent.
  */
-#include "kinds.h"
+#include "kind.h"
+#include "config.h"
 #include "locks/locks.h"
 #include "util/prom.h"
 

@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "cpu/sink.h"
 #include "error.h"
-#include "kinds.h"
+#include "kind.h"
 #include "pullprof.h"
 #include "record/record.h"
 #include "util/clock.h"

@@ -169,6 +169,10 @@ enum pp_record_kind { PP_RK_HEAP, PP_RK_MUTEX, PP_RK_BLOCK };
 #define PP_RECORD_KINDS 3
 const char *pp_record_kind_name(enum pp_record_kind k);
 
+/* The record's side of an endpoint's read of the past (ask/ask.h):
+ * record/past.c. */
+extern const struct pp_ask_past pp_record_past;
+
 /* The query of a snapshot read: the range, the kind, and state (the kind
  * as of the range's end instead of its change over the range); allocs:
  * /allocs's default sample type. */

@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kinds.h"
+#include "config.h"
+#include "kind.h"
 #include "threads/threads.h"
 #include "util/prom.h"
 #include "util/seccomp.h"
