@@ -16,7 +16,9 @@ enum MHD_Result pp_h_kind(struct pp_request *r)
 {
 	const struct pp_endpoint *e = r->route->endpoint;
 	struct pp_args a = pp_query_args(r);
-	struct pp_ask ask = {.rq = {.keep = 1}, .status = MHD_HTTP_BAD_REQUEST};
+	struct pp_ask ask = {.rq = {.keep = 1},
+	                     .status = MHD_HTTP_BAD_REQUEST,
+	                     .past = &pp_record_past};
 	char err[1200];
 
 	if (e->ask(e, &a, r->cfg, &ask, err, sizeof err))

@@ -217,7 +217,8 @@ def test_docs_of_copy():
     p = subprocess.run(
         ["python3", os.path.join(d, "tests", "integration", "test_docs.py")],
         cwd=d, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PP_BUILDDIR=d, PP_ONLY="test_endpoints"))
+        env=dict(os.environ, PP_SRCDIR=d, PP_BUILDDIR=d,
+                 PP_ONLY="test_endpoints"))
     bad = [line for line in p.stdout.splitlines() if line.startswith("not ok")]
     eq(bad, [], "the copy's docs checks pass for every endpoint")
     ok("/fd: a row in the README's endpoint table" in p.stdout,
