@@ -24,7 +24,7 @@
 
 #include "error.h"
 #include "fork/fork.h"
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "http/server.h"
 #include "kinds.h"
 #include "process.h"

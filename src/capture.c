@@ -27,7 +27,7 @@
 #include "agent_threads.h"
 #include "cpu/cpu.h"
 #include "heap/heap.h"
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "pullprof.h"
 
 /* The caller's wait for the agent's done callback. On the caller's stack:

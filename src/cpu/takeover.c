@@ -32,7 +32,7 @@
 #include <time.h>
 
 #include "cpu/disposition.h"
-#include "cpu/hot.h"
+#include "shim/cpu_hot.h"
 #include "cpu/producer.h"
 #include "cpu/timers.h"
 #include "util/clock.h"

@@ -30,7 +30,7 @@
 #include "arch/arch.h"
 #include "cpu/handover.h"
 #include "cpu/sampler.h"
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "process.h"
 #include "pullprof.h"
 #include "shim/shim.h"

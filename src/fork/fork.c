@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "agent_threads.h"
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "internal.h"
 #include "process.h"
 

@@ -20,7 +20,7 @@
 #include "bounds.h"
 #include "fork/fork.h"
 #include "heap/heap.h"
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "labels/labels.h"

@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "heap/pool_index.h"
 #include "heap/table.h"
 #include "process.h"

@@ -16,7 +16,7 @@
 #include "agent_threads.h"
 #include "fork/fork.h"
 #include "handlers.h"
-#include "heap/agentmem.h"
+#include "shim/agentmem.h"
 #include "kinds.h"
 #include "labels/labels.h"
 #include "lookup.h"
@@ -31,7 +31,7 @@
 #include "util/seccomp.h"
 
 /* What the agent holds of the process's address space (RLIMIT_AS counts
- * it): its threads' stacks, its own heap (heap/agentmem.c), and the
+ * it): its threads' stacks, its own heap (shim/agentmem.c), and the
  * process's VmSize beside them. */
 static struct json_object *address_space_json(void)
 {

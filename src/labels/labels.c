@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "profile/model.h"
 #include "pullprof.h"
 

@@ -27,7 +27,7 @@
 #include "config.h"
 #include "cpu/ring.h"
 #include "labels/labels.h"
-#include "locks/hot.h"
+#include "shim/locks_hot.h"
 #include "locks/locks.h"
 #include "profile/counts.h"
 #include "threads/internal.h"

@@ -36,9 +36,9 @@
 
 #include "agent_threads.h"
 #include "arch/arch.h"
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "labels/labels.h"
-#include "locks/hot.h"
+#include "shim/locks_hot.h"
 #include "locks/locks.h"
 #include "process.h"
 #include "unwind/unwind.h"

@@ -37,7 +37,7 @@
 #include <time.h>
 
 #include "arch/arch.h"
-#include "locks/hot.h"
+#include "shim/locks_hot.h"
 #include "pullprof.h"
 #include "shim/shim.h"
 
