@@ -15,8 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "shim/agentmem.h"
 #include "heap/detect.h"
+#include "shim/agentmem.h"
 #include "shim/heap_hot.h"
 #include "shim/shim.h"
 

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "shim/cpu_hot.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
+#include "shim/cpu_hot.h"
 
 /* ---- the signal ----------------------------------------------------------
  *

@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shim/cpu_hot.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
-#include "shim/heap_hot.h"
 #include "labels/labels.h"
+#include "shim/cpu_hot.h"
+#include "shim/heap_hot.h"
 #include "symbols/generation.h"
 #include "unwind/registry.h"
 #include "util/clock.h"

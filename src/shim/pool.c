@@ -21,8 +21,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "shim/heap_hot.h"
 #include "pullprof.h"
+#include "shim/heap_hot.h"
 #include "shim/shim.h"
 
 #define RA() ((uintptr_t)__builtin_return_address(0))

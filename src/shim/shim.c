@@ -40,11 +40,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim/cpu_hot.h"
 #include "error.h"
-#include "shim/agentmem.h"
-#include "shim/heap_hot.h"
 #include "labels/labels.h"
+#include "shim/agentmem.h"
+#include "shim/cpu_hot.h"
+#include "shim/heap_hot.h"
 #include "shim/locks_hot.h"
 #include "util/env.h"
 

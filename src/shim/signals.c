@@ -25,8 +25,8 @@
 #include <errno.h>
 #include <signal.h>
 
-#include "shim/cpu_hot.h"
 #include "pullprof.h"
+#include "shim/cpu_hot.h"
 #include "shim/shim.h"
 
 /* Not instrumented by ThreadSanitizer: its runtime installs its own

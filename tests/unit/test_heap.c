@@ -13,10 +13,10 @@
 
 #include <cmocka.h>
 
-#include "shim/heap_hot.h"
 #include "heap/pool_index.h"
 #include "heap/table.h"
 #include "pullprof.h"
+#include "shim/heap_hot.h"
 #include "unwind/unwind.h"
 
 #define N 100000

@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "shim/cpu_hot.h"
 #include "cpu/ring.h"
 #include "cpu/sampler.h"
+#include "shim/cpu_hot.h"
 #include "shim/heap_hot.h"
 #include "unwind/registry.h"
 #include "unwind/registry_internal.h"
