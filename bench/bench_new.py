@@ -2,7 +2,7 @@
 """bench_new: what pullprof's own operator new and delete add to a C++
 program's new+delete pair, beside the allocators it sits in front of.
 
-pullprof defines C++'s operator new and delete (src/heap/interpose.c):
+pullprof defines C++'s operator new and delete (src/shim/malloc.c):
 behind libstdc++ or an allocator that defines its own (jemalloc,
 tcmalloc) they take the memory from malloc (this library's wrapper) and
 give it back with free, so that C++'s allocations are sampled at all. The load is bench/mallocwork's "new" mode:

@@ -15,9 +15,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "heap/agentmem.h"
 #include "heap/detect.h"
-#include "heap/hot.h"
+#include "shim/agentmem.h"
+#include "shim/heap_hot.h"
 #include "shim/shim.h"
 
 #define MAX_UNSAMPLED 4
@@ -46,7 +46,7 @@ int pp_agent_thread_create(pthread_t *t, const char *name, void *(*fn)(void *),
 		pthread_attr_setstacksize(&attr, PP_AGENT_STACK);
 #endif
 	/* What the thread allocates comes from one heap of the agent's
-	 * (heap/agentmem.c), not from an arena glibc would reserve for it. */
+	 * (shim/agentmem.c), not from an arena glibc would reserve for it. */
 	if (pp_shim.agentmem_enable)
 		pp_shim.agentmem_enable();
 	sigfillset(&all);

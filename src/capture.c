@@ -27,8 +27,8 @@
 #include "agent_threads.h"
 #include "cpu/cpu.h"
 #include "heap/heap.h"
-#include "heap/hot.h"
 #include "pullprof.h"
+#include "shim/heap_hot.h"
 
 /* The caller's wait for the agent's done callback. On the caller's stack:
  * the callback runs once per job (pp_job_done_fn), and the caller leaves only

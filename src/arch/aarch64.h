@@ -22,7 +22,7 @@
 #define PP_ARCH_RED_ZONE 0 /* AAPCS64 has none */
 #define PP_ARCH_HAS_LINK_REGISTER 1
 
-/* The C library's oldest symbol version on AArch64 (locks/interpose.c
+/* The C library's oldest symbol version on AArch64 (shim/locks.c
  * binds two names of that version). */
 #define PP_ARCH_GLIBC_BASE "GLIBC_2.17"
 

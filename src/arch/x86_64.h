@@ -16,7 +16,7 @@
 #define PP_ARCH_RED_ZONE 128
 #define PP_ARCH_HAS_LINK_REGISTER 0
 
-/* The C library's oldest symbol version on x86_64 (locks/interpose.c
+/* The C library's oldest symbol version on x86_64 (shim/locks.c
  * binds two names of that version). */
 #define PP_ARCH_GLIBC_BASE "GLIBC_2.2.5"
 

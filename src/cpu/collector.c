@@ -40,7 +40,7 @@
 #define SINK_DRAIN_NS 100000000ull /* the sinks alone: up to 100 ms */
 #define GRACE_NS 20000000ull       /* after a window's end, for late samples */
 /* A ring slot claimed and not published for this long: its handler was
- * left without returning (cpu/hot.h), the slot is taken back. A handler
+ * left without returning (shim/cpu_hot.h), the slot is taken back. A handler
  * takes microseconds; a second covers one descheduled on a busy host. */
 #define RECLAIM_NS 1000000000ull
 

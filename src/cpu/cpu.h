@@ -75,7 +75,7 @@ struct pp_cpu_stats {
 	uint64_t weighted; /* samples counting timer overruns */
 	uint64_t dropped_ring_full, dropped_no_stack;
 	/* Handlers left without returning (a host's handler jumped out of
-	 * one: cpu/hot.h), ring slots the collector took back from such a
+	 * one: shim/cpu_hot.h), ring slots the collector took back from such a
 	 * handler, and records whose slot was taken back before they were
 	 * published. */
 	uint64_t handlers_left, ring_reclaimed, dropped_reclaimed;

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "cpu/hot.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
+#include "shim/cpu_hot.h"
 
 /* ---- the signal ----------------------------------------------------------
  *
@@ -180,7 +180,7 @@ int pp_timers_install(int sig, struct sigaction *old)
 	 * here too, as the kernel takes them), but those a fault raises: a
 	 * host's handler that interrupted ours and siglongjmp'd out of it
 	 * (timeouts, interpreters, coroutine libraries do) left it unfinished,
-	 * its ring slot and its count taken for ever (cpu/hot.h). And the
+	 * its ring slot and its count taken for ever (shim/cpu_hot.h). And the
 	 * handler may move to a stack of the agent's to unwind
 	 * (unwind/capture.c): a signal arriving there finds the thread off
 	 * its alternate stack, so the kernel put the next handler's frame at

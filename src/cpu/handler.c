@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu/hot.h"
 #include "cpu/sampler.h"
 #include "cpu/timers.h"
-#include "heap/hot.h"
 #include "labels/labels.h"
+#include "shim/cpu_hot.h"
+#include "shim/heap_hot.h"
 #include "symbols/generation.h"
 #include "unwind/registry.h"
 #include "util/clock.h"
@@ -49,7 +49,7 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-/* A handler of ours was left on this thread without returning (cpu/hot.h):
+/* A handler of ours was left on this thread without returning (shim/cpu_hot.h):
  * what it had taken is given back. Its ring slot is published empty unless
  * the collector took it back already; it no longer counts as inside. */
 static void repair(struct pp_sampler_shared *s, struct pp_cpu_tls *t)

@@ -237,8 +237,8 @@ void pp_cpu_shutdown(void)
 	}
 	/* No timer is left and the handler is no longer installed; one that
 	 * started before is waited for before the ring's memory goes: a
-	 * second at most. A handler left without returning (cpu/hot.h) on a
-	 * thread never sampled again still counts, and one of a thread a
+	 * second at most. A handler left without returning (shim/cpu_hot.h) on
+	 * a thread never sampled again still counts, and one of a thread a
 	 * debugger stopped may be running still: the exit of the host must
 	 * not wait on either for ever (it did, in pp_cpu_shutdown, for a host
 	 * that siglongjmp'd out of its own handler on top of ours). Then the

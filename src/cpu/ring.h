@@ -20,7 +20,7 @@
 #define PP_REC_TRUNCATED 1u
 #define PP_REC_EXIT 2u
 /* A record its handler never finished (the handler was left without
- * returning; cpu/hot.h): published empty by the next handler on that
+ * returning; shim/cpu_hot.h): published empty by the next handler on that
  * thread, skipped by the consumer. */
 #define PP_REC_ABANDONED 4u
 

@@ -32,7 +32,7 @@ struct pp_sampler_shared {
 	_Atomic uint64_t samples, weighted;
 	_Atomic uint64_t dropped_ring_full;
 	/* Handlers left without returning, found by the next one on their
-	 * thread (cpu/hot.h); records whose slot the collector took back
+	 * thread (shim/cpu_hot.h); records whose slot the collector took back
 	 * before they were published (pp_ring_reclaim). */
 	_Atomic uint64_t handlers_left, dropped_reclaimed;
 	/* Signals that reached the handler but were not the agent's timers'

@@ -32,9 +32,9 @@
 #include <time.h>
 
 #include "cpu/disposition.h"
-#include "cpu/hot.h"
 #include "cpu/producer.h"
 #include "cpu/timers.h"
+#include "shim/cpu_hot.h"
 #include "util/clock.h"
 
 /* How long a host's sigaction waits for the collector at most: it moves

@@ -23,7 +23,6 @@
 
 #include <sched.h>
 
-#include "agent.h"
 #include "agent_threads.h"
 #include "cpu/disposition.h"
 #include "cpu/handover.h"

@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "agent_threads.h"
-#include "heap/hot.h"
 #include "internal.h"
 #include "process.h"
+#include "shim/heap_hot.h"
 
 /* ---- across fork (async-signal-safe: in fork's handlers) -------------- */
 

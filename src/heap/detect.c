@@ -21,7 +21,7 @@
 
 #include "error.h"
 #include "heap/detect.h"
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "symbols/elfsym.h"
 #include "util/proc.h"
 

@@ -1,5 +1,5 @@
 /*
- * The heap profiler: the malloc family interposed (interpose.c), a Poisson
+ * The heap profiler: the malloc family interposed (shim/malloc.c), a Poisson
  * sampler with a per-thread byte countdown (sample.c), the tables of sampled
  * allocations (table.c), and the agent side (heap.c) that snapshots them and
  * builds /heap and /allocs profiles. The functions the malloc wrappers call
@@ -31,7 +31,7 @@ void pp_heap_stop(void);
  * inherited the parent's heap); the child's agent starts anew. */
 void pp_heap_forget_in_child(void);
 
-/* pp_heap_hide, pp_heap_unhide and pp_heap_exclude_thread: heap/hot.h. */
+/* pp_heap_hide, pp_heap_unhide and pp_heap_exclude_thread: shim/heap_hot.h. */
 
 enum pp_heap_view {
 	PP_HEAP_INUSE,  /* /heap: no default sample type (tools show inuse) */

@@ -20,12 +20,12 @@
 #include "bounds.h"
 #include "fork/fork.h"
 #include "heap/heap.h"
-#include "heap/hot.h"
 #include "heap/sample.h"
 #include "heap/table.h"
 #include "labels/labels.h"
 #include "process.h"
 #include "pullprof.h"
+#include "shim/heap_hot.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"
 

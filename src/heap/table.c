@@ -21,10 +21,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "heap/hot.h"
 #include "heap/pool_index.h"
 #include "heap/table.h"
 #include "process.h"
+#include "shim/heap_hot.h"
 #include "shim/shim.h"
 #include "unwind/unwind.h"
 #include "util/clock.h"

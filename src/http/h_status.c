@@ -16,12 +16,12 @@
 #include "agent_threads.h"
 #include "fork/fork.h"
 #include "handlers.h"
-#include "heap/agentmem.h"
 #include "kinds.h"
 #include "labels/labels.h"
 #include "lookup.h"
 #include "respond.h"
 #include "server.h"
+#include "shim/agentmem.h"
 #include "shim/shim.h"
 #include "symbols/symbols.h"
 #include "threads/task.h"
@@ -31,7 +31,7 @@
 #include "util/seccomp.h"
 
 /* What the agent holds of the process's address space (RLIMIT_AS counts
- * it): its threads' stacks, its own heap (heap/agentmem.c), and the
+ * it): its threads' stacks, its own heap (shim/agentmem.c), and the
  * process's VmSize beside them. */
 static struct json_object *address_space_json(void)
 {

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "heap/hot.h"
 #include "profile/model.h"
 #include "pullprof.h"
+#include "shim/heap_hot.h"
 
 struct node {
 	uint32_t parent;

@@ -27,9 +27,9 @@
 #include "config.h"
 #include "cpu/ring.h"
 #include "labels/labels.h"
-#include "locks/hot.h"
 #include "locks/locks.h"
 #include "profile/counts.h"
+#include "shim/locks_hot.h"
 #include "threads/internal.h"
 #include "util/clock.h"
 

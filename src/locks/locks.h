@@ -2,7 +2,7 @@
  * Lock contention profiles: /mutex (where waiting was caused: the unlocking
  * stack, weighted by how long others waited) and /block (where threads
  * waited: the waiting stack, weighted by how long), Go's two profiles, for
- * the pthread calls interpose.c wraps. pp_locks_put and pp_locks_depth are
+ * the pthread calls shim/locks.c wraps. pp_locks_put and pp_locks_depth are
  * called by record.c on host threads; the rest is the agent's.
  * Context: agent.
  */

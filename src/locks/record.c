@@ -36,11 +36,11 @@
 
 #include "agent_threads.h"
 #include "arch/arch.h"
-#include "heap/hot.h"
 #include "labels/labels.h"
-#include "locks/hot.h"
 #include "locks/locks.h"
 #include "process.h"
+#include "shim/heap_hot.h"
+#include "shim/locks_hot.h"
 #include "unwind/unwind.h"
 
 /* ---- per-thread state ---------------------------------------------------- */

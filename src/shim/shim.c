@@ -40,12 +40,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu/hot.h"
 #include "error.h"
-#include "heap/agentmem.h"
-#include "heap/hot.h"
 #include "labels/labels.h"
-#include "locks/hot.h"
+#include "shim/agentmem.h"
+#include "shim/cpu_hot.h"
+#include "shim/heap_hot.h"
+#include "shim/locks_hot.h"
 #include "util/env.h"
 
 PP_SHIM_EXPORT struct pp_shim pp_shim = {
@@ -69,7 +69,7 @@ PP_SHIM_EXPORT struct pp_locks_state pp_locks;
 PP_SHIM_EXPORT __thread struct pp_label_tls pp_label_tls
     __attribute__((tls_model("initial-exec")));
 
-/* The sampling handler's per-thread state (cpu/hot.h): read in the handler
+/* The sampling handler's per-thread state (shim/cpu_hot.h): read in the handler
  * on any thread, so initial-exec, in the object loaded at start-up. */
 PP_SHIM_EXPORT __thread struct pp_cpu_tls pp_cpu_tls
     __attribute__((tls_model("initial-exec")));

@@ -5,7 +5,7 @@
  * process it is loaded into needs: the interposers (malloc family, pthread
  * locks, pthread_create, dlclose, dl_iterate_phdr), the state their fast
  * paths read, the public entry points (the pool API's fast paths among
- * them, src/heap/pool.c), and the decision whether to start at
+ * them, src/shim/pool.c), and the decision whether to start at
  * load time. It depends on the C library alone. The agent (server,
  * samplers, symbolizer, renderers, and the libraries they need) is a
  * second object, libpullprof-agent.so, which the light one dlopen()s
@@ -69,7 +69,7 @@ struct pp_agent_ops {
 	void (*heap_free_hit)(void *p);
 	void (*heap_take)(void *p, struct pp_heap_taken *t);
 	void (*heap_settle)(const struct pp_heap_taken *t, int freed);
-	/* The pool API's (src/heap/pool.c), on the host's threads. */
+	/* The pool API's (src/shim/pool.c), on the host's threads. */
 	void (*heap_pool_sampled)(const void *p, size_t size, const char *pool,
 	                          uintptr_t from);
 	void (*heap_pool_free_hit)(const void *p);
@@ -120,7 +120,7 @@ struct pp_shim {
 	 * never unloaded). */
 	const struct pp_agent_ops *ops;
 	/* The heap wrappers' bootstrap arena, as a range of the free
-	 * filter's granules whose bits must stay set (heap/interpose.c). */
+	 * filter's granules whose bits must stay set (shim/malloc.c). */
 	uint32_t heap_boot_first, heap_boot_count;
 	/* dl_iterate_phdr calls answered "no images" inside a capture. */
 	uint64_t guard_hits;
@@ -129,7 +129,7 @@ struct pp_shim {
 	void *iterate_self;
 	/* The C library's pthread_create (RTLD_NEXT of the interposer). */
 	pp_create_fn real_create;
-	/* The agent's threads' own allocator (heap/agentmem.h): turned on
+	/* The agent's threads' own allocator (shim/agentmem.h): turned on
 	 * by the agent's start, before its first thread; its figures. */
 	int (*agentmem_enable)(void);
 	void (*agentmem_stats)(struct pp_agentmem_stats *out);

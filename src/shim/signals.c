@@ -25,8 +25,8 @@
 #include <errno.h>
 #include <signal.h>
 
-#include "cpu/hot.h"
 #include "pullprof.h"
+#include "shim/cpu_hot.h"
 #include "shim/shim.h"
 
 /* Not instrumented by ThreadSanitizer: its runtime installs its own
@@ -34,7 +34,7 @@
  * its sigaction interceptor, whose "real" one (the next in the lookup
  * order) is this definition; an instrumented entry crashed every program
  * at start (SEGV in __tsan_func_entry, as dl_iterate_phdr once did:
- * unwind/dlclose.c). Nothing here needs TSan's eyes: a TLS flag and
+ * shim/dlclose.c). Nothing here needs TSan's eyes: a TLS flag and
  * pointers published with release/acquire; the agent's side it calls is
  * instrumented, and runs only once the agent does. */
 #if defined(__SANITIZE_THREAD__)

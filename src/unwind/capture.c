@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "arch/arch.h"
-#include "cpu/hot.h"
+#include "shim/cpu_hot.h"
 #include "unwind/frames.h"
 #include "unwind/registry.h"
 
@@ -360,7 +360,7 @@ static unsigned capture_own_stack(ucontext_t *uc, enum pp_unwind_mode mode,
 			continue;
 		void *top = unwind_stacks + (size_t)(i + 1) * UNWIND_STACK_SIZE;
 		/* Said per thread: a handler left on it gives it back
-		 * (cpu/hot.h). */
+		 * (shim/cpu_hot.h). */
 		int prev = pp_cpu_tls.stack;
 		pp_cpu_tls.stack = i + 1;
 		pp_arch_call_on_stack(capture_call_run, &c, top);

@@ -23,7 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 #include "shim/shim.h"
 #include "unwind/cfi.h"
 #include "unwind/frames.h"
@@ -65,7 +65,7 @@ static struct retired {
 } * retired;
 static size_t nretired, cap_retired;
 
-/* dl_iterate_phdr is interposed by the light object (unwind/dlclose.c). */
+/* dl_iterate_phdr is interposed by the light object (shim/dlclose.c). */
 uint64_t pp_unwind_loader_avoided(void)
 {
 	return __atomic_load_n(&pp_shim.guard_hits, __ATOMIC_RELAXED);

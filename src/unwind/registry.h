@@ -13,7 +13,7 @@
 void pp_registry_enter(void);
 void pp_registry_leave(void);
 /* Hot context: n readers that were left inside without returning (a
- * handler left on its thread, cpu/hot.h) count out. */
+ * handler left on its thread, shim/cpu_hot.h) count out. */
 void pp_registry_forget_readers(int n);
 /* Is ip in the code of an image whose unwind table libunwind has? */
 int pp_registry_covers(uintptr_t ip);

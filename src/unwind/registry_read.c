@@ -14,7 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "cpu/hot.h"
+#include "shim/cpu_hot.h"
 #include "unwind/registry.h"
 #include "unwind/registry_internal.h"
 #include "unwind/unwind.h"
@@ -31,7 +31,7 @@ atomic_int pp_registry_unloads;
 atomic_int pp_registry_ever_unloaded;
 
 /* Counted per thread too: a handler left inside gives its count back
- * (cpu/hot.h). */
+ * (shim/cpu_hot.h). */
 void pp_registry_enter(void)
 {
 	atomic_fetch_add_explicit(&pp_registry_readers, 1,

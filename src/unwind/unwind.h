@@ -82,7 +82,7 @@ uint64_t pp_unwind_loader_avoided(void);
 /* Agent context, once: the pool of stacks the SIGPROF handler unwinds on,
  * whatever the unwinder (capture.c). 0 or -1. pp_unwind_init does it too. */
 int pp_unwind_stacks_init(void);
-/* Hot context: the pool's stack (its index + 1, cpu/hot.h) that a handler
+/* Hot context: the pool's stack (its index + 1, shim/cpu_hot.h) that a handler
  * left without returning held is free again. */
 void pp_unwind_stack_release(int stack);
 

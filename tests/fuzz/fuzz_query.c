@@ -20,8 +20,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "config.h"
 #include "ask/args.h"
+#include "config.h"
 #include "util/cidr.h"
 #include "util/when.h"
 

@@ -31,7 +31,7 @@ LIBSO = os.path.join(BUILD, ".libs", "libpullprof.so")
 SANITIZER = os.environ.get("PP_SANITIZE") or "none"
 SAN_RUNTIME = os.environ.get("PP_SAN_RUNTIME") or ""
 # Sanitizer builds leave libpullprof's malloc wrappers out (configure.ac,
-# src/heap/interpose.c): the sanitizer's runtime defines malloc & co. and
+# src/shim/malloc.c): the sanitizer's runtime defines malloc & co. and
 # is first in the library list, linked or preloaded, so the wrappers would
 # never run. Tests of what the heap sampler sees skip there.
 NO_HEAP_WHY = (f"{SANITIZER} build: the sanitizer's allocator replaces "

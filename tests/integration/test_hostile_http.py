@@ -29,12 +29,12 @@ from pptest import (LIBSO, SANITIZER, Host, Proc, curl, eq, ok, preload_env, run
 SLEEP = "/bin/sleep"
 # Under TSan a CPU window in a preloaded program reports a race that is not
 # this file's (pp_shim written by libpullprof.so's constructor in
-# src/unwind/dlclose.c after the autostarted agent's threads exist, read by
+# src/shim/dlclose.c after the autostarted agent's threads exist, read by
 # pp_unwind_init at the first window), and halt_on_error ends the host: the
 # HTTP checks run in the linked host there, and the chrooting host (python,
 # preloaded) is asked no CPU or wall window.
 TSAN_PRELOAD_WHY = ("tsan build: a CPU window in a preloaded program trips an "
-                    "unrelated race at start (src/unwind/dlclose.c)")
+                    "unrelated race at start (src/shim/dlclose.c)")
 
 
 def agent(env=None, argv=(SLEEP, "600")):

@@ -8,7 +8,7 @@ time ("round N MB") and answers how many it got.
   its own (64 MiB of address space each) and each an 8 MiB stack: VmSize
   grew by 270 MB after a /profile and a /heap, and a host sized to its
   limit saw its own allocations fail. Now the agent's threads allocate from
-  one heap of the agent's (src/heap/agentmem.c) on 512 KiB stacks: the
+  one heap of the agent's (src/shim/agentmem.c) on 512 KiB stacks: the
   host's allocations succeed as they do without the agent, while every
   endpoint answers, and /status says what the agent holds
   (address_space).

@@ -412,6 +412,6 @@ if SANITIZER == "tsan":
               test_waits, test_cxx, test_preloaded_python):
         skip(t.__name__, "under ThreadSanitizer the lock wrappers go "
              "straight to the C library (its interceptors come first): the "
-             "profiles are served empty (src/locks/interpose.c)")
+             "profiles are served empty (src/shim/locks.c)")
         ALL.remove(t)
 run(ALL)

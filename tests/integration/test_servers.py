@@ -26,7 +26,7 @@ tree, and workers that change user (nginx's default as root) cannot join
 the master's 0700 directory. The nginx follow test goes on with workers a
 reload starts (forked by the serving master); the others run as root.
 
-TSan builds leave the fork() and daemon() wrappers out (src/fork/wrap.c):
+TSan builds leave the fork() and daemon() wrappers out (src/shim/fork.c):
 nothing is followed or adopted there, and these tests skip.
 """
 import json
@@ -50,7 +50,7 @@ WRK = shutil.which("wrk")
 LIMIT_FRAME = ("[pullprof: profile size limit reached, see "
                "PULLPROF_MAX_PROFILE_MB]")
 NO_FORK_WHY = ("tsan build: the fork() and daemon() wrappers are left out "
-               "(src/fork/wrap.c), so no child is followed or adopted")
+               "(src/shim/fork.c), so no child is followed or adopted")
 
 
 # Debian's servers are not built with the sanitizer: its runtime preloaded

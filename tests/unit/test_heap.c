@@ -13,10 +13,10 @@
 
 #include <cmocka.h>
 
-#include "heap/hot.h"
 #include "heap/pool_index.h"
 #include "heap/table.h"
 #include "pullprof.h"
+#include "shim/heap_hot.h"
 #include "unwind/unwind.h"
 
 #define N 100000
@@ -340,7 +340,7 @@ static void test_pool_records(void **state)
 	pp_heap_table_close();
 }
 
-/* pullprof_heap_release's own look at the filter (src/heap/pool.c): a
+/* pullprof_heap_release's own look at the filter (src/shim/pool.c): a
  * range in one word of it, over several, and past its scan, each finding
  * the one block inside and leaving the ones just outside; and free's. */
 static void test_pool_release_paths(void **state)

@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "cpu/hot.h"
 #include "cpu/ring.h"
 #include "cpu/sampler.h"
-#include "heap/hot.h"
+#include "shim/cpu_hot.h"
+#include "shim/heap_hot.h"
 #include "unwind/registry.h"
 #include "unwind/registry_internal.h"
 

@@ -20,7 +20,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include "fork.h"
+#include "fork/fork.h"
 #include "pullprof.h"
 #include "shim/shim.h"
 

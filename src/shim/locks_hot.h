@@ -1,5 +1,5 @@
 /*
- * What the interposed lock calls (interpose.c) share with the contention
+ * What the interposed lock calls (locks.c) share with the contention
  * recorder (record.c). All of it runs inside the
  * application's own locking, on any thread, holding any of its locks: no
  * malloc, no lock of the profiler's that a waiter could hold for long, no

@@ -1,5 +1,5 @@
 /*
- * What the malloc wrappers (interpose.c) and the pool API (pool.c) share
+ * What the malloc wrappers (malloc.c) and the pool API (pool.c) share
  * with the sampler (sample.c).
  * All of it runs inside the application's allocations.
  * Context: host.
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Per-thread sampler state, defined in the light object (interpose.c,
+/* Per-thread sampler state, defined in the light object (malloc.c,
  * src/shim/shim.h). Initial-exec TLS: reaching it never calls the
  * TLS resolver, which may itself allocate. All zero in a new thread. */
 struct pp_heap_tls {
@@ -69,7 +69,7 @@ static inline void pp_heap_unhide(int prev)
  * starts in that granule (and for the bootstrap allocations). A free whose
  * bit is clear — nearly all of them — was not sampled: one load and a
  * branch. A set bit sends the free to the exact table. Defined in the
- * light object (interpose.c); the agent's table sets and clears it.
+ * light object (malloc.c); the agent's table sets and clears it.
  *
  * A granule of a cache line: a host's frees read a word of the filter for
  * each 4 KiB of its heap they touch, where 16-byte granules read one for
@@ -104,7 +104,7 @@ static inline int pp_heap_filter_hit(const void *p)
  * the wrapper's return address. Returns p. */
 void *pp_heap_sampled(void *p, size_t size, uintptr_t from);
 
-/* The pool API's slow paths (src/heap/pool.c, the host's own calls): a
+/* The pool API's slow paths (src/shim/pool.c, the host's own calls): a
  * reported block whose size used up the countdown; a pullprof_heap_free
  * that passed the filter (table.h: pp_heap_pool_free_hit); a release
  * (pp_heap_pool_release). */

@@ -59,7 +59,7 @@ struct pp_agentmem_entries {
  * malloc_usable_size of this allocator's blocks here, glibc's to glibc. */
 void pp_agentmem_wrap(struct pp_agentmem_entries *e);
 
-/* The wrappers' side (interpose.c; the agent reaches both through
+/* The wrappers' side (malloc.c; the agent reaches both through
  * pp_shim): swap the next allocator's entries for ones that send the
  * agent's threads here; 1 when on, 0 when the next allocator is not
  * glibc's (or PULLPROF_AGENT_MALLOC=glibc). */

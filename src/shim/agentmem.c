@@ -3,7 +3,7 @@
  * malloc arena of its own (a 64 MiB reservation each, up to 8 per core):
  * the agent's five to ten threads took 200 MiB and more of the host's
  * address space, and a host sized to RLIMIT_AS saw its own allocations
- * fail. The malloc wrappers (interpose.c) send what the agent's threads
+ * fail. The malloc wrappers (malloc.c) send what the agent's threads
  * allocate here instead, when the next allocator is glibc's: one shared
  * heap of 1 MiB chunks, mapped as needed, for blocks up to 256 KiB (size
  * classes, four a power of two), and a mapping of its own for each larger
@@ -19,11 +19,11 @@
  * for the agent); allocations, on the agent's threads only, pop under a
  * spinlock, one popper at a time, so a pop never sees a block leave and
  * come back (no ABA). Not pthread_mutex_lock: the lock wrappers
- * (src/locks/interpose.c) record contention and may allocate.
+ * (src/shim/locks.c) record contention and may allocate.
  * Chunks are never given back: the agent's peak of small blocks.
  * Context: host.
  */
-#include "heap/agentmem.h"
+#include "shim/agentmem.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -32,7 +32,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "heap/hot.h"
+#include "shim/heap_hot.h"
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)

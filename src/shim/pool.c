@@ -2,13 +2,13 @@
  * The pool API (pullprof_heap_alloc, pullprof_heap_free,
  * pullprof_heap_release): a host that hands out memory from its own pools
  * or arenas reports its blocks, and they are sampled as malloc's are. The
- * fast paths are the malloc wrappers' (interpose.c): an allocation spends
+ * fast paths are the malloc wrappers' (malloc.c): an allocation spends
  * a subtraction from the thread's countdown and a branch, a free one load
  * of the free filter and a branch, a release a look at the filter's words
  * for its range. What is sampled goes to the agent (sample.c, table.c).
  *
  * In the light object and built in every build, sanitizer builds too (which
- * leave the malloc wrappers out, interpose.c): the countdown and the filter
+ * leave the malloc wrappers out, malloc.c): the countdown and the filter
  * are the light object's state (shim.c), and a pool's reports need no
  * wrapper. Until the agent is loaded there is no sampler: a thread whose
  * countdown runs out looks again RECHECK_BYTES later, frees and releases
@@ -21,15 +21,15 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "heap/hot.h"
 #include "pullprof.h"
+#include "shim/heap_hot.h"
 #include "shim/shim.h"
 
 #define RA() ((uintptr_t)__builtin_return_address(0))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* As interpose.c's: a thread whose countdown ran out while no sampler is
+/* As malloc.c's: a thread whose countdown ran out while no sampler is
  * there looks again after this many bytes. */
 #define RECHECK_BYTES (64 << 10)
 
@@ -56,7 +56,7 @@ alloc_slow(const void *p, size_t size, const char *pool, uintptr_t from)
 PULLPROF_API void pullprof_heap_alloc(const void *ptr, size_t size,
                                       const char *pool)
 {
-	/* The store and the test apart, as interpose.c's COUNT_DOWN: one
+	/* The store and the test apart, as malloc.c's COUNT_DOWN: one
 	 * subtraction from the TLS word and a branch on its sign. */
 	pp_heap_tls.countdown -= (int64_t)size;
 	if (LIKELY(pp_heap_tls.countdown >= 0))

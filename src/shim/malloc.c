@@ -39,9 +39,9 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
-#include "heap/agentmem.h"
-#include "heap/hot.h"
 #include "pullprof.h"
+#include "shim/agentmem.h"
+#include "shim/heap_hot.h"
 #include "shim/shim.h"
 #include "util/env.h"
 

@@ -37,8 +37,8 @@
 #include <time.h>
 
 #include "arch/arch.h"
-#include "locks/hot.h"
 #include "pullprof.h"
+#include "shim/locks_hot.h"
 #include "shim/shim.h"
 
 /* What the wrappers' fast paths read, pp_locks, is defined in src/shim/shim.c
