@@ -24,6 +24,7 @@
 
 #include "error.h"
 #include "fork/fork.h"
+#include "http/routes.h"
 #include "http/server.h"
 #include "kinds.h"
 #include "process.h"
@@ -215,6 +216,14 @@ static int start_agent(const struct pullprof_config *cfg,
 	agent.facts.start_time = pp_timespec_seconds(&now);
 	clock_gettime(CLOCK_MONOTONIC, &agent.facts.start_mono);
 	agent.facts.autostarted = autostarted;
+	rc = pp_routes_build(err, sizeof err);
+	if (rc) {
+		pp_log("not started: %s", err);
+		pp_config_free(&agent.cfg);
+		return rc;
+	}
+	agent.facts.routes = pp_routes;
+	agent.facts.nroutes = pp_routes_count;
 
 	/* Profiles kept for ?id= hold, together, what one may hold. */
 	pp_recent_set_max_bytes((size_t)agent.cfg.v.max_profile_mb << 20);

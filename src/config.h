@@ -39,11 +39,17 @@ struct pp_config {
  * every server it runs, the configured address's and a follow-mode
  * member's socket (whose own settings, srv->cfg, drop the token). Valid
  * while the agent runs. */
+struct pp_route;
 struct pp_agent_facts {
 	const struct pp_config *cfg;
 	double start_time; /* seconds since the epoch */
 	struct timespec start_mono;
 	int autostarted;
+	/* The routing table the servers answer with (http/routes.h: the
+	 * endpoints of no kind and every kind's), made by the agent: the
+	 * server core is handed it and names none of them. */
+	const struct pp_route *routes;
+	size_t nroutes;
 };
 
 /* The mutex and block profiles' default rates (the settings table's, read

@@ -38,12 +38,13 @@ static int method_allowed(const struct pp_route *rt, const char *method)
  * beside_go): 1 with r->route and friends set, else 0. */
 static int set_route(struct pp_request *r, const char *name, int beside_go)
 {
-	for (size_t i = 0; i < pp_routes_count; i++) {
-		if (strcmp(pp_routes[i].name, name) == 0 &&
-		    (!beside_go || pp_routes[i].beside_go)) {
-			r->route = &pp_routes[i];
+	const struct pp_route *routes = r->srv->facts->routes;
+	for (size_t i = 0; i < r->srv->facts->nroutes; i++) {
+		if (strcmp(routes[i].name, name) == 0 &&
+		    (!beside_go || routes[i].beside_go)) {
+			r->route = &routes[i];
 			r->counter = (unsigned)i;
-			r->kind = pp_routes[i].kind;
+			r->kind = routes[i].kind;
 			return 1;
 		}
 	}
@@ -74,16 +75,16 @@ static const char *match(struct pp_request *r, const char *prefix)
 	if (strncmp(url, prefix, plen) != 0 ||
 	    (url[plen] != 0 && url[plen] != '/'))
 		return NULL;
-	for (size_t i = 0; i < pp_routes_count; i++) {
-		const char *path = pp_routes[i].path;
+	const struct pp_route *routes = r->srv->facts->routes;
+	for (size_t i = 0; i < r->srv->facts->nroutes; i++) {
+		const char *path = routes[i].path;
 		size_t n = strlen(path);
 		if (strcmp(path, url + plen) == 0 ||
-		    (pp_routes[i].subtree &&
-		     strncmp(path, url + plen, n) == 0 &&
+		    (routes[i].subtree && strncmp(path, url + plen, n) == 0 &&
 		     url[plen + n] == '/')) {
-			r->route = &pp_routes[i];
+			r->route = &routes[i];
 			r->counter = (unsigned)i;
-			r->kind = pp_routes[i].kind;
+			r->kind = routes[i].kind;
 			break;
 		}
 	}

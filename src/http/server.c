@@ -398,9 +398,7 @@ int pp_server_start(const struct pp_config *cfg,
                     const struct pp_agent_facts *facts, struct pp_server **out,
                     char *err, size_t errlen)
 {
-	int rc = pp_routes_build(err, errlen);
-	if (rc)
-		return rc;
+	int rc;
 	struct pp_server *s = calloc(1, sizeof *s);
 
 	if (!s)
