@@ -357,10 +357,25 @@ def test_wall_accuracy():
     p, port = start(["nap", 10])
     p.wait_line(p.out_lines, r"^ready", timeout=30)
     seconds = 6
+    # The host's clock is read once the window ticks (/status) and once it
+    # has answered: on a loaded machine the request's setup alone took
+    # seconds, when nap() and burn() shared the CPU otherwise than inside
+    # the window (28.7% against 23.1% over the whole round trip at load 8).
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("r", curl(
+        url(port, f"wall?seconds={seconds}&hz=200"), timeout=90)),
+        daemon=True)
+    t.start()
+    ok(pptest.until(lambda: status(port)["threads"]["wall"]["ticks"] > 0,
+                    timeout=60), "the window ticks")
     n0, b0, w0 = nap_times(p)
-    r = curl(url(port, f"wall?seconds={seconds}&hz=200"), timeout=90)
+    t.join(120)
     n1, b1, w1 = nap_times(p)
-    eq(r.status, 200, "wall: 200")
+    r = res.get("r")
+    eq(r and r.status, 200, "wall: 200")
+    if not r or r.status != 200:
+        p.stop()
+        return
     prof = Profile(r.body)
     eq(prof.sample_types(), [("samples", "count"), ("wall", "nanoseconds")],
        "wall: samples and wall nanoseconds")
@@ -371,11 +386,14 @@ def test_wall_accuracy():
     truth = 100.0 * (n1 - n0) / ((n1 - n0) + (b1 - b0))
     # A sanitizer build on a busy machine delays the sampler's ticks and
     # the host's own clock reads unevenly (ThreadSanitizer beside two busy
-    # loops: 26.2% against 19.5%): 10 points there, 5 in the plain build.
-    tol = 5 if not sanitized() else 10
+    # loops: 26.2% against 19.5%), and so does a plain build on a machine
+    # loaded past its cores (load 10 on 2: 23.7% against 18.6%): 10 points
+    # there, 5 otherwise.
+    load = os.getloadavg()[0]
+    tol = 5 if not sanitized() and load <= (os.cpu_count() or 1) else 10
     ok(abs(nap - truth) <= tol, f"nap() has {nap:.1f}% of the thread's wall "
        f"time in the profile, {truth:.1f}% by the host's clock (+- {tol}; 50 "
-       "on an idle machine)", by_fn)
+       f"on an idle machine; load {load:.1f})", by_fn)
     # A nap's end waits for a CPU on a busy machine: runnable, still in
     # nap(), and shown so. How long is the host's to say: its thread's
     # run_delay in nap() (a machine at load 15 had nap() 59% runnable,
