@@ -471,6 +471,37 @@ def until(pred, timeout=30):
     return False
 
 
+def threads_waiting_in(pid, lib):
+    """Of pid's threads, those waiting in a system call made from inside the
+    library whose path contains lib ("libasan"): [(tid, name)]. From
+    /proc/PID/task/TID/syscall (its last field is the user PC) and the
+    library's executable mappings in /proc/PID/maps."""
+    ranges = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and lib in parts[5] and "x" in parts[1]:
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    ranges.append((lo, hi))
+        out = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+                    fields = f.read().split()
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip()
+            except OSError:
+                continue
+            if len(fields) == 9:
+                pc = int(fields[8], 16)
+                if any(lo <= pc < hi for lo, hi in ranges):
+                    out.append((int(tid), name))
+        return out
+    except OSError:
+        return []
+
+
 def routes():
     """The agent's routing table as it makes it (the routes of no kind and
     every kind's endpoints): [{"path", "name", "methods", "help"}], from

@@ -303,8 +303,22 @@ def test_kill_kcmp():
         if not c:
             return
         child = int(c.group(1))
-        ok(p.wait_line(p.out_lines, rf"^child {child} allocated$",
-                       timeout=30), "kcmp: the child allocated", p.out_lines)
+        allocated = p.wait_line(p.out_lines, rf"^child {child} allocated$",
+                                timeout=30)
+        stuck = [] if allocated or pptest.SANITIZER != "asan" else \
+            pptest.threads_waiting_in(child, "libasan")
+        if stuck:
+            # A raw clone copies ASan's allocator as it is: a lock another
+            # thread held at that moment (an agent thread allocating) is
+            # held in the child for good (faulty.c says more). Not the
+            # agent's: skipped, with where the child waits.
+            pptest.skip("kcmp: the child allocated and its exit() runs to "
+                        "its end", f"asan build: the raw clone's child "
+                        f"waits inside libasan ({stuck})")
+            os.kill(child, signal.SIGKILL)
+            cmd(f"reap {child}", rf"^(reaped|hung) {child}.*")
+            return
+        ok(allocated, "kcmp: the child allocated", p.out_lines)
         os.kill(child, signal.SIGUSR1)
         r = cmd(f"reap {child}", rf"^(reaped|hung) {child}.*")
         ok(r and re.match(rf"reaped {child} status 0 ", r.group(0)),
