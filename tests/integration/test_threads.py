@@ -28,7 +28,7 @@ def start(args, env=None):
     p = Proc([WAITERS] + [str(a) for a in args],
              env={"PULLPROF_LISTEN": "127.0.0.1:0", **(env or {})},
              stdout_lines=True)
-    port = int(p.wait_line(p.out_lines, r"^port (\d+)", timeout=20).group(1))
+    port = int(p.wait_line(p.out_lines, r"^port (\d+)", timeout=120).group(1))
     return p, port
 
 
@@ -90,12 +90,19 @@ def test_dump_every_thread():
     n = 200
     p, port = start(["dump", n])
     lines = {}
+    # The host starts 200 threads first: under TSan beside the other
+    # builds' suites that took over a minute (a wait, not a measure).
     for k in KINDS:
-        m = p.wait_line(p.out_lines, rf"^line {k} (\d+)", timeout=60)
+        m = p.wait_line(p.out_lines, rf"^line {k} (\d+)", timeout=300)
+        if not m:
+            ok(False, "the dump host says where its threads wait",
+               p.out_lines[-5:])
+            p.stop()
+            return
         lines[k] = int(m.group(1))
-    m = p.wait_line(p.out_lines, r"^line in_handler (\d+)", timeout=60)
+    m = p.wait_line(p.out_lines, r"^line in_handler (\d+)", timeout=300)
     handler_line = int(m.group(1))
-    p.wait_line(p.out_lines, r"^ready", timeout=60)
+    p.wait_line(p.out_lines, r"^ready", timeout=300)
     # A CPU window runs meanwhile: the dump does not wait for it.
     cpu = {}
     bg = threading.Thread(target=lambda: cpu.setdefault(
