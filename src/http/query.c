@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ask/args.h"
+#include "ask/ask.h"
 #include "record/record.h"
 
 struct each_ctx {
@@ -46,13 +47,6 @@ struct pp_args pp_query_args(struct pp_request *r)
 	return a;
 }
 
-int pp_query_choice(struct pp_request *r, const char *name, const char *choices,
-                    unsigned *out, char *err, size_t errlen)
-{
-	struct pp_args a = args_of(r);
-	return pp_args_choice(&a, name, choices, out, err, errlen);
-}
-
 int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
                   unsigned min, unsigned max, unsigned *out, char *err,
                   size_t errlen)
@@ -61,89 +55,38 @@ int pp_query_uint(struct pp_request *r, const char *name, unsigned def,
 	return pp_args_uint(&a, name, def, min, max, out, err, errlen);
 }
 
-int pp_query_render(struct pp_request *r, const char *types, int flags,
-                    struct pp_render_opts *o, char *err, size_t errlen)
-{
-	struct pp_args a = args_of(r);
-	a.accept_encoding = MHD_lookup_connection_value(
-	    r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-	return pp_args_render(&a, types, flags, o, err, errlen);
-}
-
-int pp_query_id(struct pp_request *r, const char *sampling, uint64_t *id,
-                char *err, size_t errlen)
-{
-	struct pp_args a = args_of(r);
-	return pp_args_id(&a, sampling, id, err, errlen);
-}
-
 static const char *arg(struct pp_request *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND,
 	                                   name);
 }
 
-static int query_record(struct pp_request *r, const char *sampling, int samples,
-                        struct pp_record_range *out, unsigned *status,
-                        char *err, size_t errlen)
+int pp_query_record(struct pp_request *r, const char *sampling,
+                    struct pp_record_range *out, unsigned *status, char *err,
+                    size_t errlen)
 {
 	const char *last = arg(r, "last"), *start = arg(r, "start"),
 	           *end = arg(r, "end"), *rec = arg(r, "recording");
 	if (!last && !start && !end && !rec)
 		return 1;
 	*status = MHD_HTTP_BAD_REQUEST;
-	int rc = pp_query_refuse(
-	    r, sampling,
+	struct pp_args a = args_of(r);
+	int rc = pp_ask_refuse(
+	    &a, sampling,
 	    "a read of the record answers for the past at the record's rate "
 	    "(last=, start=, end=, recording=); a new window: seconds=",
 	    err, errlen);
 	if (!rc)
-		rc = pp_query_refuse(r, "id",
-		                     "id= renders a kept profile again; the "
-		                     "record's ranges are read with last=, "
-		                     "start=, end=, recording=",
-		                     err, errlen);
+		rc = pp_ask_refuse(&a, "id",
+		                   "id= renders a kept profile again; the "
+		                   "record's ranges are read with last=, "
+		                   "start=, end=, recording=",
+		                   err, errlen);
 	if (rc)
 		return rc;
-	rc = samples ? pp_record_range_parse(last, start, end, rec, out, err,
-	                                     errlen)
-	             : pp_record_range_parse_snaps(last, start, end, rec, out,
-	                                           err, errlen);
+	rc = pp_record_range_parse(last, start, end, rec, out, err, errlen);
 	*status = rc == -ENOTSUP || rc == -ENOENT ? MHD_HTTP_NOT_FOUND
 	          : rc == -ERANGE ? MHD_HTTP_RANGE_NOT_SATISFIABLE
 	                          : MHD_HTTP_BAD_REQUEST;
 	return rc;
-}
-
-int pp_query_record(struct pp_request *r, const char *sampling,
-                    struct pp_record_range *out, unsigned *status, char *err,
-                    size_t errlen)
-{
-	return query_record(r, sampling, 1, out, status, err, errlen);
-}
-
-int pp_query_record_snaps(struct pp_request *r, const char *sampling,
-                          struct pp_record_range *out, unsigned *status,
-                          char *err, size_t errlen)
-{
-	return query_record(r, sampling, 0, out, status, err, errlen);
-}
-
-int pp_query_refuse(struct pp_request *r, const char *names, const char *why,
-                    char *err, size_t errlen)
-{
-	struct pp_args a = args_of(r);
-	for (const char *c = names; *c;) {
-		size_t n = strcspn(c, "|");
-		char name[32];
-		snprintf(name, sizeof name, "%.*s", (int)n, c);
-		if (pp_args_given(&a, name)) {
-			snprintf(err, errlen, "%s does not apply here: %s",
-			         name, why);
-			return -EINVAL;
-		}
-		c += n;
-		c += *c == '|';
-	}
-	return 0;
 }
