@@ -43,6 +43,13 @@ static int find(const struct pp_args *a, struct find *f, char *err,
 	return 0;
 }
 
+const char *pp_args_value(const struct pp_args *a, const char *name)
+{
+	struct find f = {name, NULL, 0, 0};
+	a->each(a, each, &f);
+	return f.value;
+}
+
 int pp_args_choice(const struct pp_args *a, const char *name,
                    const char *choices, unsigned *out, char *err, size_t errlen)
 {

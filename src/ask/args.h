@@ -25,7 +25,9 @@ struct pp_args {
 	void *cls;
 };
 
-/* See query.h: the same rules, on a pp_args. */
+/* The first value of name ("" for a bare name), or NULL when absent. */
+const char *pp_args_value(const struct pp_args *a, const char *name);
+/* The rules of a number or a word, on a pp_args. */
 int pp_args_uint(const struct pp_args *a, const char *name, unsigned def,
                  unsigned min, unsigned max, unsigned *out, char *err,
                  size_t errlen);

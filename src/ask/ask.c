@@ -12,25 +12,6 @@
 #include "config.h"
 #include "profile/counts.h"
 
-struct value {
-	const char *name, *value;
-};
-
-static void find_value(void *cls, const char *key, const char *value)
-{
-	struct value *v = cls;
-	if (!v->value && strcmp(key, v->name) == 0)
-		v->value = value ? value : "";
-}
-
-/* The first value of name, or NULL. */
-static const char *value_of(const struct pp_args *a, const char *name)
-{
-	struct value v = {name, NULL};
-	a->each(a, find_value, &v);
-	return v.value;
-}
-
 int pp_ask_refuse(const struct pp_args *a, const char *names, const char *why,
                   char *err, size_t errlen)
 {
@@ -66,8 +47,10 @@ int pp_ask_begin(const struct pp_endpoint *e, const struct pp_args *a,
 		          "block; this one is of now (or the change over "
 		          "seconds=N)",
 		    err, errlen);
-	const char *last = value_of(a, "last"), *start = value_of(a, "start"),
-	           *end = value_of(a, "end"), *rec = value_of(a, "recording");
+	const char *last = pp_args_value(a, "last"),
+	           *start = pp_args_value(a, "start"),
+	           *end = pp_args_value(a, "end"),
+	           *rec = pp_args_value(a, "recording");
 	if (!last && !start && !end && !rec)
 		return 0;
 	int rc = pp_ask_refuse(
