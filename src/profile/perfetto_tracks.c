@@ -190,24 +190,31 @@ static void pullprof_event(struct writer *w, int type, uint64_t ts,
 void pp_perfetto_window_marks(struct writer *w, const struct pp_profile *p,
                               const char *what)
 {
-	char name[96];
-	uint64_t lost = 0;
+	char name[160];
 	if (!p->mono_start_ns || p->mono_end_ns <= p->mono_start_ns)
 		return;
 	snprintf(name, sizeof name, "%s window", what);
 	pullprof_event(w, TYPE_SLICE_BEGIN, p->mono_start_ns, name,
 	               p->ncomments ? "note" : NULL,
 	               p->ncomments ? p->comments[0] : NULL, 0);
-	for (size_t i = 0; i < p->nevents; i++)
-		if (!p->events[i].tid)
-			lost += p->events[i].count;
-	if (lost) {
+	/* The process's own events (tid 0): samples no thread's timeline
+	 * holds, each under its synthetic frame (the ring was full, the
+	 * thread blocks the signal), said by that frame's name and counted
+	 * in lost_samples, since they are not on any thread's timeline. */
+	for (size_t i = 0; i < p->nevents; i++) {
+		const struct pp_event *e = &p->events[i];
+		if (e->tid)
+			continue;
+		const char *frame =
+		    e->sample && e->sample->depth
+		        ? pp_profile_synthetic_name(p, e->sample->pcs[0])
+		        : NULL;
 		snprintf(name, sizeof name,
-		         "%llu %s samples lost (ring full), not on the "
-		         "timeline",
-		         (unsigned long long)lost, what);
+		         "%llu %s samples not on the timeline: %s",
+		         (unsigned long long)e->count, what,
+		         frame ? frame : "[pullprof: lost samples]");
 		pullprof_event(w, TYPE_INSTANT, p->mono_end_ns - 1, name,
-		               "lost_samples", NULL, (int64_t)lost);
+		               "lost_samples", NULL, (int64_t)e->count);
 	}
 	if (p->events_over) {
 		snprintf(name, sizeof name,

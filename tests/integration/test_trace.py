@@ -15,6 +15,7 @@ import time
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pptest  # noqa: E402
 from pptest import (BUILD, NO_CPU_TRUTH_WHY, SANITIZER, Proc,  # noqa: E402
                     Profile, Work, _parse_text_format, curl, eq, find_protos,
                     ok, run, sanitized, skip)
@@ -357,8 +358,17 @@ def test_trace_of_known_phases():
         per_fn = Counter()
         for e, c in zip(cpu, counts):
             per_fn[trace_leaf(e)] += c
+        # The samples on no thread's timeline (a full ring, threads that
+        # block the signal): one event each on the process's track,
+        # named after the pprof's frame.
+        for e in tr.events:
+            m = re.match(r"(\d+) CPU samples not on the timeline: (.*)",
+                         e[5]["name"] or "")
+            if m:
+                eq(int(m.group(1)), e[5]["args"].get("lost_samples"),
+                   f"trace: {m.group(2)}: its count in lost_samples")
+                per_fn[m.group(2)] += int(m.group(1))
         want = leaf_counts_pprof(prof)
-        want.pop("[pullprof: lost samples, the ring was full]", None)
         eq(dict(per_fn), dict(want), "trace: per-function sample counts "
            "rebuilt from the trace equal the pprof's")
 
@@ -375,6 +385,62 @@ def test_trace_of_known_phases():
            "?id=N&format=perfetto: the same samples at the same times")
     finally:
         p.stop()
+
+
+def test_blocked_threads():
+    """Threads that block the sampling signals (a host reading its signals
+    with signalfd): their CPU, which pprof charges to a frame of its own,
+    is on the trace's process track under that frame's name, with the
+    same count."""
+    frame = "[pullprof: not sampled, the thread blocks the signal]"
+
+    def ask(line):
+        """One command to sighost and its one-line answer (stdin-driven;
+        its stdout is read here, line by line)."""
+        send(p, line)
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault(
+            "line", p.p.stdout.readline().decode().strip()), daemon=True)
+        t.start()
+        t.join(60)
+        return box.get("line")
+    sighost = os.path.join(BUILD, "tests", "hostile", "sighost")
+    p = Proc([sighost], env=pptest.preload_env(PULLPROF_LISTEN="127.0.0.1:0"))
+    try:
+        m = p.wait_line(p.err_lines,
+                        r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
+                        timeout=60)
+        port = int(m.group(1))
+        eq(ask("blockall signalfd"), "ok", "blocked: every signal "
+           "blocked, read with signalfd")
+        eq(ask("burn 2"), "ok", "blocked: two burners")
+        r = curl(url(port, "trace?seconds=2"), timeout=120)
+        eq(r.status, 200, "blocked: trace 200")
+        if r.status != 200:
+            return
+        if not have_protos():
+            skip("blocked: decoded with Perfetto's protos", NO_PROTOS)
+            return
+        tid = r.headers.get("x-pullprof-profile-id", "")
+        prof = Profile(curl(url(port, f"profile?id={tid}")).body)
+        want = leaf_counts_pprof(prof).get(frame, 0)
+        ok(want > 0, "blocked: the pprof charges their CPU to the frame",
+           leaf_counts_pprof(prof))
+        tr = Trace(decode_trace(r.body))
+        got = [(e[5]["name"], e[5]["args"].get("lost_samples"))
+               for e in tr.events
+               if (e[5]["name"] or "").endswith(": " + frame)]
+        eq(got, [(f"{want} CPU samples not on the timeline: {frame}", want)],
+           "blocked: one instant on the process's track names the frame, "
+           "with the pprof's count")
+        eq(ask("read"), "read 0 0 0", "blocked: the host read none of "
+           "pullprof's signals")
+    finally:
+        try:
+            send(p, "quit")
+            p.p.wait(60)
+        except (OSError, subprocess.TimeoutExpired):
+            p.p.kill()
 
 
 def test_formats_and_gzip():
@@ -644,5 +710,6 @@ def test_heap_beside():
 
 
 if __name__ == "__main__":
-    run([test_trace_of_known_phases, test_formats_and_gzip, test_wall_beside,
-         test_heap_beside, test_bad_input])
+    run([test_trace_of_known_phases, test_blocked_threads,
+         test_formats_and_gzip, test_wall_beside, test_heap_beside,
+         test_bad_input])
