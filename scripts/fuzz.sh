@@ -52,7 +52,7 @@ if [ -z "$profile" ]; then
 	exit 1
 fi
 sources="$profile src/util/cidr.c src/config.c src/ask/args.c
-  src/http/symbol_body.c"
+  src/api/symbol_body.c"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
   -include $build/pp-autoconf.h -I$src/src -I$src/include"
 libs="$(pkg-config --libs libdw zlib) -ldl"

@@ -24,15 +24,16 @@
 
 #include "error.h"
 #include "fork/fork.h"
-#include "http/routes.h"
-#include "http/server.h"
 #include "kinds.h"
 #include "process.h"
 #include "profile/job.h"
 #include "profile/recent.h"
 #include "pullprof.h"
+#include "routes.h"
+#include "server/server.h"
 #include "shim/heap_hot.h"
 #include "symbols/symbols.h"
+#include "tree/tree.h"
 #include "unwind/registry.h"
 #include "util/clock.h"
 #include "util/fds.h"
@@ -224,6 +225,7 @@ static int start_agent(const struct pullprof_config *cfg,
 	}
 	agent.facts.routes = pp_routes;
 	agent.facts.nroutes = pp_routes_count;
+	agent.facts.intercept = pp_tree_intercept;
 
 	/* Profiles kept for ?id= hold, together, what one may hold. */
 	pp_recent_set_max_bytes((size_t)agent.cfg.v.max_profile_mb << 20);

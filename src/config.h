@@ -40,16 +40,21 @@ struct pp_config {
  * member's socket (whose own settings, srv->cfg, drop the token). Valid
  * while the agent runs. */
 struct pp_route;
+struct pp_request;
 struct pp_agent_facts {
 	const struct pp_config *cfg;
 	double start_time; /* seconds since the epoch */
 	struct timespec start_mono;
 	int autostarted;
-	/* The routing table the servers answer with (http/routes.h: the
+	/* The routing table the servers answer with (src/routes.h: the
 	 * endpoints of no kind and every kind's), made by the agent: the
 	 * server core is handed it and names none of them. */
 	const struct pp_route *routes;
 	size_t nroutes;
+	/* Asked before a route's handler (follow mode's tree: the whole
+	 * tree, or another process of it): -1 to go on to the handler, or
+	 * the enum MHD_Result of the answer it gave. NULL: none. */
+	int (*intercept)(struct pp_request *r);
 };
 
 /* The mutex and block profiles' default rates (the settings table's, read

@@ -78,7 +78,7 @@ static void drop_copies(pid_t self, pid_t agent_pid)
 	/* The descriptors as this copy of the memory knows them, with the
 	 * file each was (the host may have closed the number and opened
 	 * something else under it; the server keeps the identity current
-	 * when it sets itself up again, http/loop.c). Nothing else runs here
+	 * when it sets itself up again, server/loop.c). Nothing else runs here
 	 * to change them: the copy has no agent thread. */
 	if (same > 0 || (same < 0 && errno == ESRCH)) {
 		for (int i = 0; i < DROP_SLOTS; i++) {

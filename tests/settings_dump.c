@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "config.h"
-#include "http/routes.h"
 #include "pullprof.h"
+#include "routes.h"
 
 /* Print the array and free it. */
 static int print(struct json_object *all)

@@ -3,7 +3,7 @@
  * kind declares in its row (kinds.h), and the rules every profile endpoint
  * shares (a window's seconds, a read of the record, ?id=, the format), as
  * functions of a pp_args (args.h). The HTTP side has one handler for every
- * endpoint here (src/http/h_kind.c): it hands the request's arguments to the
+ * endpoint here (src/api/h_kind.c): it hands the request's arguments to the
  * endpoint's ask and the job ask fills to the pipeline.
  *
  * An endpoint's ask:

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/symbol_body.h"
 #include "ask/args.h"
-#include "http/symbol_body.h"
 #include "util/buf.h"
 
 #define MAXADDR 4096

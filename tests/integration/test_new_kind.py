@@ -2,7 +2,7 @@
 one, /debug/pprof/fd (the process's open descriptors by what they are), to
 a copy of the source tree, as a contributor would (HACKING.md, "Adding a
 kind of profile"). The test counts the files the patch touches outside the
-kind's folder (at most 8, none of the HTTP server's in src/http/), builds the
+kind's folder (at most 8, none in src/server/ or src/api/), builds the
 copy, and asks the new endpoint over real HTTP in a preloaded python3: a
 pprof profile protoc and go tool pprof read, with the descriptors the host
 opened; its change over seconds=N; its 400s; its place among /status's
@@ -55,8 +55,9 @@ def test_patch():
     print(f"# files outside {FOLDER}: {', '.join(outside)}", flush=True)
     ok(len(outside) <= 8, "it touches at most 8 files outside its folder",
        outside)
-    eq([t for t in outside if t.startswith("src/http/")], [],
-       "none of the HTTP server's (src/http/)")
+    eq([t for t in outside if t.startswith(("src/server/", "src/api/"))],
+       [], "none of the HTTP server's (src/server/) or the other "
+       "endpoints' (src/api/)")
     d = tempfile.mkdtemp(prefix="pp-newkind-")
     state["dir"] = d
     copy_tree(d)

@@ -310,8 +310,10 @@ static void track_event(struct seen *t, struct seq *q, struct span te,
 	uint64_t type = get(te, 9, 0), track = get(te, 11, 0);
 	if (track >> 3 == (uint64_t)getpid() && (track & 7) == 4) {
 		struct span name = sub(te, 23);
-		if (name.p && memmem(name.p, (size_t)(name.end - name.p),
-		                     "samples lost", 12))
+		/* The process's 3 samples, on no thread's timeline. */
+		static const char said[] = "3 CPU samples not on the timeline";
+		if (name.p && memmem(name.p, (size_t)(name.end - name.p), said,
+		                     sizeof said - 1))
 			t->lost = 1;
 		return;
 	}

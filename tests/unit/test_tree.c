@@ -21,11 +21,11 @@
 #include <cmocka.h>
 
 #include "fork/ask.h"
-#include "fork/gather.h"
 #include "profile/pb.h"
 #include "profile/pprof.h"
 #include "profile/pprof_read.h"
 #include "profile/render.h"
+#include "tree/gather.h"
 
 /* ---- canned answers ------------------------------------------------------ */
 

@@ -3,7 +3,7 @@
  * and the suspended ones' resumption. The routes are routes.c's table.
  * Context: agent.
  */
-#include "routes.h"
+#include "request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +12,9 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "handlers.h"
 #include "profile/job.h"
 #include "respond.h"
 #include "server.h"
-#include "tree.h"
 
 static int method_allowed(const struct pp_route *rt, const char *method)
 {
@@ -180,9 +178,11 @@ static enum MHD_Result answer(struct pp_request *r)
 	    !pp_jobs_accepting())
 		return pp_respond_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
 		                        "the agent is stopping");
-	/* Follow mode: the whole tree, or another process of it. */
-	if (pp_tree_dispatch(r, &ret))
-		return ret;
+	/* Follow mode: the whole tree, or another process of it (the
+	 * agent's hook, tree/tree.h). */
+	int taken = r->srv->facts->intercept ? r->srv->facts->intercept(r) : -1;
+	if (taken >= 0)
+		return (enum MHD_Result)taken;
 	return r->route->handler(r);
 }
 

@@ -9,7 +9,7 @@
 
 #include "ask/args.h"
 #include "profile/render.h"
-#include "routes.h"
+#include "server/request.h"
 
 /* The request's query arguments and Accept-Encoding, for the rules of
  * ask/args.h and ask/ask.h. */

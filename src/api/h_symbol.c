@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "handlers.h"
-#include "lookup.h"
 #include "pullprof.h"
-#include "respond.h"
+#include "server/lookup.h"
+#include "server/respond.h"
 #include "symbol_body.h"
 #include "symbols/symbols.h"
 #include "util/buf.h"

@@ -18,9 +18,9 @@
 #include "handlers.h"
 #include "kinds.h"
 #include "labels/labels.h"
-#include "lookup.h"
-#include "respond.h"
-#include "server.h"
+#include "server/lookup.h"
+#include "server/respond.h"
+#include "server/server.h"
 #include "shim/agentmem.h"
 #include "shim/shim.h"
 #include "symbols/symbols.h"
@@ -116,19 +116,20 @@ static struct json_object *config_json(const struct pp_config *c)
 	return o;
 }
 
-static struct json_object *requests_json(const struct pp_server_stats *st)
+static struct json_object *requests_json(const struct pp_server *srv)
 {
+	const struct pp_server_stats *st = &srv->stats;
+	const struct pp_route *routes = srv->facts->routes;
+	size_t nroutes = srv->facts->nroutes;
 	static const char *const classes[PP_STATUS_CLASSES] = {
 	    "1xx", "2xx", "3xx", "4xx", "5xx"};
 	struct json_object *by = json_object_new_object();
 	unsigned long total = 0;
 
-	for (size_t i = 0; i <= pp_routes_count; i++) {
+	for (size_t i = 0; i <= nroutes; i++) {
 		/* The last row counts requests that matched no route. */
-		unsigned row =
-		    i < pp_routes_count ? (unsigned)i : PP_MAX_ROUTES;
-		const char *name =
-		    i < pp_routes_count ? pp_routes[i].name : "other";
+		unsigned row = i < nroutes ? (unsigned)i : PP_MAX_ROUTES;
+		const char *name = i < nroutes ? routes[i].name : "other";
 		struct json_object *e = json_object_new_object();
 		for (int k = 1; k < PP_STATUS_CLASSES; k++) {
 			unsigned long n = atomic_load_explicit(
@@ -192,7 +193,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	json_object_object_add(o, "autostarted",
 	                       json_object_new_boolean(a->autostarted));
 	json_object_object_add(o, "config", config_json(a->cfg));
-	json_object_object_add(o, "requests", requests_json(st));
+	json_object_object_add(o, "requests", requests_json(r->srv));
 
 	struct json_object *conn = json_object_new_object();
 	json_object_object_add(conn, "active",
@@ -247,7 +248,7 @@ enum MHD_Result pp_h_status(struct pp_request *r)
 	                       json_object_new_boolean(fs.too_small));
 	json_object_object_add(fds, "limit_needed",
 	                       fs.too_small ? PP_JSON_I64(fs.needed) : NULL);
-	/* The host closed descriptors of the server (http/loop.c): how often
+	/* The host closed descriptors of the server (server/loop.c): how often
 	 * that was found, the last one, how often the server was set up
 	 * again. */
 	json_object_object_add(fds, "lost",

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "profile/job.h"
-#include "routes.h"
+#include "request.h"
 
 enum pp_body { PP_BODY_STATIC, PP_BODY_COPY, PP_BODY_FREE };
 

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "handlers.h"
-#include "lookup.h"
 #include "pullprof.h"
-#include "respond.h"
+#include "server/lookup.h"
+#include "server/respond.h"
 #include "symbols/symbols.h"
 
 static struct json_object *hex(uint64_t v)

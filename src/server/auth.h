@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "routes.h"
+#include "request.h"
 
 /* 0 when r may be served; else the status to answer — 403 (client network
  * not allowed, a Host that is not this agent's, a request from another

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fork.h"
-#include "http/respond.h"
+#include "fork/fork.h"
 #include "profile/merge.h"
+#include "server/respond.h"
 #include "util/buf.h"
 #include "util/proc.h"
 

@@ -6,12 +6,12 @@
  * The configured address belongs to the tree's root. A profile asked of it
  * is asked of every member — the root included, through its own socket —
  * with the same path and query, at once, and their answers made one
- * (fork/gather.h: the pprof profiles merged, the goroutine dump's texts
+ * (gather.h: the pprof profiles merged, the goroutine dump's texts
  * in a row). ?pid=N asks one process and relays its answer as it is,
  * whatever the endpoint and format. Here: which requests go to the tree,
  * the request the members are asked, the errors of what cannot be
  * gathered, and /children. The asking runs on the server's
- * "pullprof-tree" threads (fork/gather.c), never on the HTTP thread.
+ * "pullprof-tree" threads (gather.c), never on the HTTP thread.
  */
 #include "tree.h"
 
@@ -22,12 +22,11 @@
 #include <unistd.h>
 
 #include "fork/fork.h"
-#include "fork/gather.h"
-#include "handlers.h"
+#include "gather.h"
 #include "kinds.h"
-#include "lookup.h"
-#include "respond.h"
-#include "server.h"
+#include "server/lookup.h"
+#include "server/respond.h"
+#include "server/server.h"
 #include "util/buf.h"
 #include "util/proc.h"
 
@@ -145,7 +144,7 @@ static struct pp_gather *new_gather(struct pp_request *r, pid_t only)
 	return g;
 }
 
-int pp_tree_dispatch(struct pp_request *r, enum MHD_Result *ret)
+static int tree_dispatch(struct pp_request *r, enum MHD_Result *ret)
 {
 	const char *pid_text =
 	    MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "pid");
@@ -255,6 +254,12 @@ int pp_tree_dispatch(struct pp_request *r, enum MHD_Result *ret)
 }
 
 /* ---- /children ---------------------------------------------------------- */
+
+int pp_tree_intercept(struct pp_request *r)
+{
+	enum MHD_Result ret;
+	return tree_dispatch(r, &ret) ? (int)ret : -1;
+}
 
 static struct json_object *process_json(pid_t pid, pid_t root)
 {

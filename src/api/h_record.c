@@ -11,7 +11,7 @@
 #include "handlers.h"
 #include "query.h"
 #include "record/record.h"
-#include "respond.h"
+#include "server/respond.h"
 #include "util/clock.h"
 #include "util/when.h"
 

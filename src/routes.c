@@ -9,10 +9,10 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "handlers.h"
+#include "api/handlers.h"
 #include "kinds.h"
-#include "server.h"
-#include "tree.h"
+#include "server/server.h"
+#include "tree/tree.h"
 
 #define GET_HEAD "GET, HEAD"
 

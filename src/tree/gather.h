@@ -5,7 +5,7 @@
  * the other under a line naming each process; what went wrong with a
  * member said in a comment — or, for ?pid=N, one member's answer relayed
  * as it is. Runs on the server's "pullprof-tree" threads (a lookup job,
- * http/lookup.h), never on the HTTP thread.
+ * server/lookup.h), never on the HTTP thread.
  * Context: agent.
  */
 #ifndef PP_GATHER_H
@@ -15,13 +15,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "ask.h"
-#include "http/lookup.h"
+#include "fork/ask.h"
+#include "server/lookup.h"
 
 /* Most members one request gathers from; more are named in a comment. */
 #define PP_GATHER_MAX_MEMBERS 1024
 
-/* One gathering, built by the HTTP side (http/tree.c) from the request. */
+/* One gathering, built by the HTTP side (tree.c) from the request. */
 struct pp_gather {
 	char *request; /* the HTTP request every member is asked, whole */
 	size_t request_len;

@@ -31,8 +31,8 @@
 #include "lookup.h"
 #include "loop.h"
 #include "process.h"
+#include "request.h"
 #include "respond.h"
-#include "routes.h"
 #include "util/fds.h"
 #include "util/proc.h"
 

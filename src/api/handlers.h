@@ -5,7 +5,7 @@
 #ifndef PP_HANDLERS_H
 #define PP_HANDLERS_H
 
-#include "routes.h"
+#include "server/request.h"
 
 enum MHD_Result pp_h_index(struct pp_request *r);
 enum MHD_Result pp_h_status(struct pp_request *r);
@@ -17,7 +17,6 @@ enum MHD_Result pp_h_cmdline(struct pp_request *r);
 enum MHD_Result pp_h_threads(struct pp_request *r);
 enum MHD_Result pp_h_symbol(struct pp_request *r);
 enum MHD_Result pp_h_maps(struct pp_request *r);
-enum MHD_Result pp_h_children(struct pp_request *r);
 enum MHD_Result pp_h_ui(struct pp_request *r);
 /* Every kind's endpoints (r->route->endpoint). */
 enum MHD_Result pp_h_kind(struct pp_request *r);

@@ -17,10 +17,10 @@
 #include "handlers.h"
 #include "kinds.h"
 #include "labels/labels.h"
-#include "lookup.h"
 #include "profile/pb.h"
-#include "respond.h"
-#include "server.h"
+#include "server/lookup.h"
+#include "server/respond.h"
+#include "server/server.h"
 #include "symbols/symbols.h"
 #include "util/clock.h"
 #include "util/fds.h"
@@ -43,6 +43,8 @@ static void agent_metrics(struct pp_buf *b, const struct pp_agent_facts *a)
 static void http_metrics(struct pp_buf *b, struct pp_server *srv)
 {
 	const struct pp_server_stats *st = &srv->stats;
+	const struct pp_route *routes = srv->facts->routes;
+	size_t nroutes = srv->facts->nroutes;
 	static const char *const classes[PP_STATUS_CLASSES] = {
 	    "1xx", "2xx", "3xx", "4xx", "5xx"};
 	const char *name = "pullprof_http_requests_total";
@@ -50,13 +52,11 @@ static void http_metrics(struct pp_buf *b, struct pp_server *srv)
 	pp_prom_family(b, name, "counter",
 	               "HTTP requests answered, by endpoint (the route's "
 	               "name; other: no route matched) and status class.");
-	for (size_t i = 0; i <= pp_routes_count; i++) {
+	for (size_t i = 0; i <= nroutes; i++) {
 		/* The last row counts requests that matched no route. */
-		unsigned row =
-		    i < pp_routes_count ? (unsigned)i : PP_MAX_ROUTES;
+		unsigned row = i < nroutes ? (unsigned)i : PP_MAX_ROUTES;
 		struct pp_prom_label l[2] = {
-		    {"endpoint",
-		     i < pp_routes_count ? pp_routes[i].name : "other"},
+		    {"endpoint", i < nroutes ? routes[i].name : "other"},
 		    {"code", NULL}};
 		/* 1xx is never answered. */
 		for (int k = 1; k < PP_STATUS_CLASSES; k++) {

@@ -9,13 +9,14 @@
 #include "assets.h"
 #include "config.h"
 #include "handlers.h"
-#include "respond.h"
+#include "server/respond.h"
+#include "server/server.h"
 #include "util/buf.h"
 
-static void endpoints(struct pp_buf *b)
+static void endpoints(struct pp_buf *b, const struct pp_agent_facts *f)
 {
-	for (size_t i = 0; i < pp_routes_count; i++) {
-		const struct pp_route *rt = &pp_routes[i];
+	for (size_t i = 0; i < f->nroutes; i++) {
+		const struct pp_route *rt = &f->routes[i];
 		pp_buf_puts(b, "<tr><td><a href=\"");
 		pp_buf_html(b, rt->link);
 		pp_buf_puts(b, "\">");
@@ -38,7 +39,7 @@ static void fill(struct pp_buf *b, const struct pp_request *r, const char *name,
 	else if (n == 3 && memcmp(name, "pid", 3) == 0)
 		pp_buf_printf(b, "%d", (int)getpid());
 	else if (n == 9 && memcmp(name, "endpoints", 9) == 0)
-		endpoints(b);
+		endpoints(b, r->srv->facts);
 }
 
 enum MHD_Result pp_h_index(struct pp_request *r)

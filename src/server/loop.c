@@ -38,7 +38,7 @@
 #include "agent_threads.h"
 #include "conns.h"
 #include "error.h"
-#include "routes.h"
+#include "request.h"
 #include "server.h"
 #include "util/clock.h"
 #include "util/fds.h"

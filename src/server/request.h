@@ -1,10 +1,12 @@
 /*
- * The routing table (the one place that says which paths exist) and the
- * request object handlers receive.
+ * A route (what the server answers at a path, and with what) and the
+ * request object handlers receive; the request's life (request.c). The
+ * table itself is made above the server (src/routes.c) and handed to it
+ * in the agent's facts: the core names no endpoint.
  * Context: agent.
  */
-#ifndef PP_ROUTES_H
-#define PP_ROUTES_H
+#ifndef PP_REQUEST_H
+#define PP_REQUEST_H
 
 #include <microhttpd.h>
 #include <stddef.h>
@@ -53,14 +55,6 @@ struct pp_route {
 	 * pp_h_kind answers; NULL for the routes of no kind. */
 	const struct pp_endpoint *endpoint;
 };
-
-/* The table, made once by pp_routes_build (every server's start calls it
- * before it serves). */
-extern struct pp_route pp_routes[];
-extern size_t pp_routes_count;
-/* 0, or -ENOSPC with a sentence when the kinds have more endpoints than
- * the server counts. Any thread; idempotent. */
-int pp_routes_build(char *err, size_t errlen);
 
 /* One per request, from its first header to its completion. */
 struct pp_request {

@@ -10,7 +10,7 @@
 #include "handlers.h"
 #include "query.h"
 #include "record/record.h"
-#include "respond.h"
+#include "server/respond.h"
 
 enum MHD_Result pp_h_kind(struct pp_request *r)
 {

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "agent_threads.h"
+#include "request.h"
 #include "respond.h"
-#include "routes.h"
 #include "server.h"
 #include "util/proc.h"
 

@@ -10,7 +10,7 @@
 #include "assets.h"
 #include "config.h"
 #include "handlers.h"
-#include "respond.h"
+#include "server/respond.h"
 
 /* The viewer talks only to this agent: no other origin, no inline code. */
 #define UI_CSP                                                                 \
