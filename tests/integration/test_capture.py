@@ -395,14 +395,29 @@ def test_bounds():
     ok(ms < 1000, "-EBUSY at once", ms)
     t.join()
     eq(res["r"].status, 200, "the HTTP window completes")
-    # ... and the other way round: a capture holds the only window.
-    eq(w.cmd("cpu-bg 0 @null 3 100"), "started 0", "a capture opens")
-    ok(wait_windows(port, 1), "the capture's window is open")
-    r = curl(w.url(port, "profile?seconds=1"))
-    eq(r.status, 429, "HTTP gets 429 while the capture holds the window")
+    # ... and the other way round: a capture holds the only window (5 s,
+    # the most this host allows). On a loaded machine the request may be
+    # read only once that window has ended: a 200 whose window began after
+    # the capture's end is that, and the step is tried again; one that
+    # began while the capture held the window is a failure.
+    for attempt in range(3):
+        began = time.time()
+        eq(w.cmd("cpu-bg 0 @null 5 100"), "started 0", "a capture opens")
+        ok(wait_windows(port, 1), "the capture's window is open")
+        r = curl(w.url(port, "profile?seconds=1"))
+        late = None
+        if r.status == 200:
+            late = Profile(r.body).raw.get("time_nanos", [0])[0] / 1e9 - \
+                (began + 5)
+        rc, _, _ = w.capture("join 0")
+        eq(rc, 0, "the capture completes")
+        if late is None or late < -0.5 or attempt == 2:
+            break
+        print(f"# the request was read {late:.1f} s after the capture's "
+              "window ended (a loaded machine): again", flush=True)
+    ok(r.status == 429, "HTTP gets 429 while the capture holds the window",
+       f"{r.status}; a 200's window began {late} s after the capture's end")
     ok(r.header("retry-after"), "with Retry-After", r.headers)
-    rc, _, _ = w.capture("join 0")
-    eq(rc, 0, "the capture completes")
 
     # A reader that went away: -EPIPE, never SIGPIPE (its default action
     # would kill the host).
