@@ -3,7 +3,7 @@
  * PULLPROF_* setting, printed as JSON for the documentation checks
  * (tests/integration/test_docs.py): key, env, type, default, range,
  * choices, unit and help of each. With --routes, the routing table
- * (src/http/routes.c) instead: path, methods and help of each route. With
+ * (src/routes.c) instead: path, methods and help of each route. With
  * --version, what pullprof_version() returns (docs/abi.md's versions).
  */
 #include <json-c/json.h>
