@@ -1,6 +1,7 @@
 /* A request's life: from its first header (checks, the route it takes,
  * the token and the network list, its body) to its answer and completion,
- * and the suspended ones' resumption. The routes are routes.c's table.
+ * and the suspended ones' resumption, through the routing table the
+ * agent hands the server (struct pp_agent_facts).
  * Context: agent.
  */
 #include "request.h"

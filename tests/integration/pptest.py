@@ -225,6 +225,23 @@ class Proc:
             self._eof.add(id(into))
             self._cv.notify_all()
 
+    def ask(self, line, timeout=15):
+        """Write one command line to the child's stdin (None: write
+        nothing) and read its one-line answer from its stdout; None when
+        none came in time. For a child whose stdout lines are not
+        collected (stdin=True, stdout_lines=False)."""
+        if line is not None:
+            self.p.stdin.write((line + "\n").encode())
+            self.p.stdin.flush()
+        got = {}
+
+        def read():
+            got["line"] = self.p.stdout.readline().decode().strip()
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(timeout)
+        return got.get("line")
+
     def wait_line(self, lines, pattern, timeout=10):
         """Wait until a line of `lines` matches pattern; returns the match."""
         deadline = time.time() + timeout

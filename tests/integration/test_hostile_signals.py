@@ -34,17 +34,7 @@ class SigHost(Proc):
         self.base = f"http://127.0.0.1:{self.port}/debug/pprof"
 
     def cmd(self, line, timeout=15):
-        if line is not None:
-            self.p.stdin.write((line + "\n").encode())
-            self.p.stdin.flush()
-        got = {}
-
-        def read():
-            got["line"] = self.p.stdout.readline().decode().strip()
-        t = threading.Thread(target=read, daemon=True)
-        t.start()
-        t.join(timeout)
-        return got.get("line")
+        return self.ask(line, timeout)
 
     def status(self):
         r = curl(f"{self.base}/status")

@@ -394,16 +394,6 @@ def test_blocked_threads():
     same count."""
     frame = "[pullprof: not sampled, the thread blocks the signal]"
 
-    def ask(line):
-        """One command to sighost and its one-line answer (stdin-driven;
-        its stdout is read here, line by line)."""
-        send(p, line)
-        box = {}
-        t = threading.Thread(target=lambda: box.setdefault(
-            "line", p.p.stdout.readline().decode().strip()), daemon=True)
-        t.start()
-        t.join(60)
-        return box.get("line")
     sighost = os.path.join(BUILD, "tests", "hostile", "sighost")
     p = Proc([sighost], env=pptest.preload_env(PULLPROF_LISTEN="127.0.0.1:0"))
     try:
@@ -411,9 +401,9 @@ def test_blocked_threads():
                         r"serving http://127\.0\.0\.1:(\d+)/debug/pprof/",
                         timeout=60)
         port = int(m.group(1))
-        eq(ask("blockall signalfd"), "ok", "blocked: every signal "
+        eq(p.ask("blockall signalfd", 60), "ok", "blocked: every signal "
            "blocked, read with signalfd")
-        eq(ask("burn 2"), "ok", "blocked: two burners")
+        eq(p.ask("burn 2", 60), "ok", "blocked: two burners")
         r = curl(url(port, "trace?seconds=2"), timeout=120)
         eq(r.status, 200, "blocked: trace 200")
         if r.status != 200:
@@ -433,7 +423,7 @@ def test_blocked_threads():
         eq(got, [(f"{want} CPU samples not on the timeline: {frame}", want)],
            "blocked: one instant on the process's track names the frame, "
            "with the pprof's count")
-        eq(ask("read"), "read 0 0 0", "blocked: the host read none of "
+        eq(p.ask("read", 60), "read 0 0 0", "blocked: the host read none of "
            "pullprof's signals")
     finally:
         try:
